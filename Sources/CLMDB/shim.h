@@ -1,0 +1,6 @@
+#ifndef VLOG_CLMDB_SHIM_H
+#define VLOG_CLMDB_SHIM_H
+
+#include <lmdb.h>
+
+#endif

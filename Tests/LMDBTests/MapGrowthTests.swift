@@ -1,0 +1,129 @@
+import LMDB
+import Synchronization
+import Testing
+
+@Suite("Map growth")
+struct MapGrowthTests {
+  @Test("a 1 MiB map grows to hold 100,000 values while another task reads")
+  func growsWhileReading() async throws {
+    try await withTemporaryDirectoryAsync { path in
+      let environment = try Environment.open(
+        at: path, configuration: .init(mapSize: 1 << 20, durability: .noSync))
+      defer { environment.close() }
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      let initialMapSize = try environment.info().mapSize
+      #expect(initialMapSize == 1 << 20)
+
+      let batch: UInt64 = 1000
+      let total: UInt64 = 100_000
+      let writerDone = Atomic<Bool>(false)
+
+      let reader = Task.detached { () throws -> (reads: Int, lastCount: Int) in
+        var reads = 0
+        var lastCount = 0
+        while !writerDone.load(ordering: .acquiring) || reads == 0 {
+          let count = try environment.read { transaction -> Int in
+            let count = try transaction.count(in: database)
+            // Every snapshot holds whole batches, and the newest value in it is intact.
+            guard count % Int(batch) == 0 else { throw SnapshotError.partialBatch(count) }
+            if count > 0 {
+              let last = UInt64(count - 1)
+              guard try transaction.value(forKey: key(last), in: database) == value(last) else {
+                throw SnapshotError.wrongValue(last)
+              }
+            }
+            return count
+          }
+          guard count >= lastCount else { throw SnapshotError.wentBackwards(lastCount, count) }
+          lastCount = count
+          reads += 1
+          await Task.yield()
+        }
+        return (reads, lastCount)
+      }
+
+      let writer = Task.detached { () throws -> Int in
+        var bodyRuns = 0
+        for start in stride(from: 0, to: total, by: Int(batch)) as StrideTo<UInt64> {
+          try environment.write { transaction throws in
+            bodyRuns += 1
+            for number in start..<(start + batch) {
+              try transaction.put(
+                value(number), forKey: key(number), in: database, options: .append)
+            }
+          }
+        }
+        return bodyRuns
+      }
+      let bodyRuns: Int
+      do {
+        bodyRuns = try await writer.value
+        writerDone.store(true, ordering: .releasing)
+      } catch {
+        writerDone.store(true, ordering: .releasing)
+        throw error
+      }
+      let (reads, _) = try await reader.value
+
+      let info = try environment.info()
+      #expect(info.mapSize >= 8 << 20, "the map grew by doubling")
+      #expect(info.mapSize.nonzeroBitCount == 1, "every growth doubled a power of two")
+      #expect(bodyRuns > Int(total / batch), "some batches ran again after the map grew")
+      #expect(reads > 0)
+      try environment.read { transaction throws in
+        #expect(try transaction.count(in: database) == Int(total))
+        for number in stride(from: 0, to: total, by: 997) as StrideTo<UInt64> {
+          #expect(try transaction.value(forKey: key(number), in: database) == value(number))
+        }
+      }
+    }
+  }
+
+  @Test("a body that turns the map-full error into its own error is still retried")
+  func retriedWhenBodyWrapsTheError() throws {
+    struct Wrapped: Error {}
+    try withTemporaryEnvironment(.init(mapSize: 1 << 20, durability: .noSync)) {
+      environment, _ throws in
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      var runs = 0
+      try environment.write { transaction throws in
+        runs += 1
+        do {
+          for number in 0..<30_000 as Range<UInt64> {
+            try transaction.put(value(number), forKey: key(number), in: database, options: .append)
+          }
+        } catch {
+          throw Wrapped()
+        }
+      }
+      #expect(runs > 1)
+      #expect(try environment.read { try $0.count(in: database) } == 30_000)
+    }
+  }
+
+  @Test("a write that needs more than the maximum map size fails and commits nothing")
+  func stopsAtMaximum() throws {
+    let configuration = Environment.Configuration(
+      mapSize: 1 << 20, maximumMapSize: 4 << 20, durability: .noSync)
+    try withTemporaryEnvironment(configuration) { environment, _ throws in
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      let error = #expect(throws: LMDBError.self) {
+        try environment.write { transaction throws in
+          for number in 0..<100_000 as Range<UInt64> {
+            try transaction.put(value(number), forKey: key(number), in: database, options: .append)
+          }
+        }
+      }
+      #expect(error?.code == .mapFull)
+      #expect(error?.message.contains("raise maximumMapSize (now 4 MiB)") == true)
+      #expect(try environment.info().mapSize == 4 << 20)
+      #expect(try environment.read { try $0.count(in: database) } == 0)
+    }
+  }
+}
+
+enum SnapshotError: Error {
+  case partialBatch(Int)
+  case wrongValue(UInt64)
+  case wentBackwards(Int, Int)
+}
