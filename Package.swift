@@ -15,6 +15,8 @@ let package = Package(
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
     .library(name: "LMDB", targets: ["LMDB"]),
+    // The C API itself, for the benchmarks' raw-LMDB reference.
+    .library(name: "CLMDB", targets: ["CLMDB"]),
     .executable(name: "vlog", targets: ["VLogCLI"]),
   ],
   dependencies: [

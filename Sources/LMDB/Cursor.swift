@@ -29,6 +29,14 @@ public struct Cursor: ~Copyable {
   let handle: TransactionHandle
   let database: Database
 
+  // Not inlined, for the same Swift 6.3.1 specializer crash as `WriteTransaction.init`.
+  @inline(never)
+  init(pointer: OpaquePointer, handle: TransactionHandle, database: Database) {
+    self.pointer = pointer
+    self.handle = handle
+    self.database = database
+  }
+
   /// Moves to the first entry. Returns false if the database is empty.
   public func first() throws -> Bool { try move(MDB_FIRST) }
 

@@ -318,7 +318,7 @@ public final class Environment: Sendable {
   ///   use, ``LMDBError/Code/nestedTransaction``, or ``LMDBError/Code/environmentClosed``.
   public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
     try withTransaction(write: false) { handle in
-      try body(ReadTransaction(handle: handle))
+      try body(ReadTransaction(handle))
     }
   }
 
@@ -344,7 +344,7 @@ public final class Environment: Sendable {
         return try withTransaction(write: true) { handle in
           observedMapSize = currentMapSize
           defer { failure = handle.state.failure }
-          let result = try body(WriteTransaction(handle: handle))
+          let result = try body(WriteTransaction(handle))
           if let failure = handle.state.failure { throw failure }
           return result
         }

@@ -74,6 +74,11 @@ final class TransactionState {
 public struct ReadTransaction: Transaction, ~Copyable {
   /// The underlying LMDB transaction.
   public let handle: TransactionHandle
+
+  // Not inlined: Swift 6.3.1's generic specializer crashes ("Cannot initialize a nonCopyable
+  // type with a guaranteed value") when it inlines this into a specialized `write(_:)`.
+  @inline(never)
+  init(_ handle: TransactionHandle) { self.handle = handle }
 }
 
 /// A read-write transaction. At most one is open at a time.
@@ -87,6 +92,11 @@ public struct ReadTransaction: Transaction, ~Copyable {
 public struct WriteTransaction: Transaction, ~Copyable {
   /// The underlying LMDB transaction.
   public let handle: TransactionHandle
+
+  // Not inlined: Swift 6.3.1's generic specializer crashes ("Cannot initialize a nonCopyable
+  // type with a guaranteed value") when it inlines this into a specialized `write(_:)`.
+  @inline(never)
+  init(_ handle: TransactionHandle) { self.handle = handle }
 }
 
 extension MDB_val {

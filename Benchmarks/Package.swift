@@ -1,0 +1,30 @@
+// swift-tools-version: 6.3
+
+import PackageDescription
+
+// The benchmarks live in a package of their own so that the benchmark harness and its
+// dependencies stay out of the product's build. Run them from this directory with
+// `swift package -c release benchmark`, or through `tools/benchmark` at the top.
+let package = Package(
+  name: "VLogBenchmarks",
+  platforms: [.macOS(.v15)],
+  dependencies: [
+    .package(name: "VLog", path: ".."),
+    .package(
+      url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]
+    ),
+  ],
+  targets: [
+    .executableTarget(
+      name: "LMDBReference",
+      dependencies: [
+        .product(name: "Benchmark", package: "benchmark"),
+        .product(name: "CLMDB", package: "VLog"),
+        .product(name: "LMDB", package: "VLog"),
+      ],
+      path: "Benchmarks/LMDBReference",
+      swiftSettings: [.swiftLanguageMode(.v6)],
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    )
+  ]
+)
