@@ -14,13 +14,16 @@ let package = Package(
   name: "VLog",
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
+    .library(name: "VLog", targets: ["VLog"]),
     .library(name: "LMDB", targets: ["LMDB"]),
     // The C API itself, for the benchmarks' raw-LMDB reference.
     .library(name: "CLMDB", targets: ["CLMDB"]),
     .executable(name: "vlog", targets: ["VLogCLI"]),
   ],
   dependencies: [
-    .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
+    .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+    .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
   ],
   targets: [
     .systemLibrary(
@@ -33,10 +36,18 @@ let package = Package(
       dependencies: ["CLMDB"],
       swiftSettings: swiftSettings
     ),
+    .target(
+      name: "VLog",
+      dependencies: [
+        "LMDB",
+        .product(name: "Crypto", package: "swift-crypto"),
+      ],
+      swiftSettings: swiftSettings
+    ),
     .executableTarget(
       name: "VLogCLI",
       dependencies: [
-        "LMDB",
+        "VLog",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       path: "tools/vlog",
@@ -45,6 +56,14 @@ let package = Package(
     .testTarget(
       name: "LMDBTests",
       dependencies: ["LMDB"],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "VLogTests",
+      dependencies: [
+        "VLog",
+        .product(name: "PropertyBased", package: "swift-property-based"),
+      ],
       swiftSettings: swiftSettings
     ),
   ]

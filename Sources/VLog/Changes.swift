@@ -1,0 +1,149 @@
+internal import Crypto
+public import Foundation
+
+/// User changes to make in one transaction, collected by the closure of
+/// ``NoteStore/write(_:)``.
+///
+/// Each method records a change and returns at once; the store checks and applies them all
+/// together when the closure returns. If any change is invalid — a note that does not exist or
+/// was deleted, an empty or oversize value — ``NoteStore/write(_:)`` throws and none of them is
+/// made. Ids of new notes and attachments are made here, so they can be used by later changes
+/// of the same batch.
+public struct Changes: Sendable {
+  enum Intent: Sendable {
+    case createNote(
+      NoteID, creationDate: Date, text: String, archived: Bool, sortDate: Date?, tags: [String])
+    case setText(NoteID, String)
+    case setArchived(NoteID, Bool)
+    case setSortDate(NoteID, Date)
+    case setTags(NoteID, [String])
+    case setAttachments(NoteID, [AttachmentID])
+    case deleteNote(NoteID)
+    case addAttachment(Attachment, bytes: [UInt8])
+    case deleteAttachment(AttachmentID)
+    case renameTag(String)
+    case deleteTag(String)
+  }
+
+  private(set) var intents: [Intent] = []
+  private let dependencies: NoteStore.Dependencies
+
+  init(dependencies: NoteStore.Dependencies) {
+    self.dependencies = dependencies
+  }
+
+  /// Whether no change was recorded.
+  public var isEmpty: Bool { intents.isEmpty }
+
+  /// Creates a note, with its creation date set to now.
+  ///
+  /// - Parameters:
+  ///   - text: The note's text.
+  ///   - isArchived: Whether it goes straight to the archive.
+  ///   - sortDate: Its sort date; nil to sort by its creation date.
+  ///   - tags: Tag names, in order.
+  /// - Returns: The new note's id.
+  @discardableResult
+  public mutating func createNote(
+    text: String = "", isArchived: Bool = false, sortDate: Date? = nil, tags: [String] = []
+  ) -> NoteID {
+    let id = NoteID(dependencies.makeIdentifier())
+    let now = Date(milliseconds: dependencies.now().milliseconds)
+    intents.append(
+      .createNote(
+        id, creationDate: now, text: text, archived: isArchived,
+        sortDate: sortDate.map { Date(milliseconds: $0.milliseconds) }, tags: tags))
+    return id
+  }
+
+  /// Sets a note's text (at most ``Limits/textBytes`` bytes of UTF-8).
+  public mutating func setText(_ text: String, of note: NoteID) {
+    intents.append(.setText(note, text))
+  }
+
+  /// Archives a note, or brings it back to the timeline.
+  public mutating func setArchived(_ isArchived: Bool, of note: NoteID) {
+    intents.append(.setArchived(note, isArchived))
+  }
+
+  /// Sets the date a note sorts by, to the millisecond.
+  public mutating func setSortDate(_ date: Date, of note: NoteID) {
+    intents.append(.setSortDate(note, Date(milliseconds: date.milliseconds)))
+  }
+
+  /// Sets a note's tags by name, in order. Names are trimmed; names that differ only in case
+  /// name the same tag and are kept once.
+  public mutating func setTags(_ tags: [String], of note: NoteID) {
+    intents.append(.setTags(note, tags))
+  }
+
+  /// Sets a note's attachments, in order. Each must be an attachment of this note.
+  public mutating func setAttachments(_ attachments: [AttachmentID], of note: NoteID) {
+    intents.append(.setAttachments(note, attachments))
+  }
+
+  /// Deletes a note, for good: no later change to it, from any device, brings it back.
+  public mutating func deleteNote(_ note: NoteID) {
+    intents.append(.deleteNote(note))
+  }
+
+  /// Adds an attachment at the end of a note's attachments, storing its bytes (once per
+  /// distinct content).
+  ///
+  /// - Parameters:
+  ///   - bytes: The content (1 byte to ``Limits/attachmentBytes``).
+  ///   - mimeType: Its media type, for example `image/png`.
+  ///   - width: Width in pixels (0 if not an image).
+  ///   - height: Height in pixels (0 if not an image).
+  ///   - note: The note it belongs to.
+  /// - Returns: The new attachment's id.
+  @discardableResult
+  public mutating func addAttachment(
+    _ bytes: [UInt8], mimeType: String, width: Int = 0, height: Int = 0, to note: NoteID
+  ) -> AttachmentID {
+    let id = AttachmentID(dependencies.makeIdentifier())
+    let digest = BlobHash(bytes: Array(SHA256.hash(data: bytes)))!
+    let attachment = Attachment(
+      id: id, noteID: note, mimeType: mimeType, width: width, height: height, blobHash: digest,
+      byteCount: bytes.count)
+    intents.append(.addAttachment(attachment, bytes: bytes))
+    return id
+  }
+
+  /// Deletes an attachment, for good, and removes it from its note's attachments.
+  public mutating func deleteAttachment(_ attachment: AttachmentID) {
+    intents.append(.deleteAttachment(attachment))
+  }
+
+  /// Sets the display name of the tag with this name's id, for example `"Paris"` for the tag
+  /// `paris`. The tag must be in use.
+  public mutating func renameTag(to name: String) {
+    intents.append(.renameTag(name))
+  }
+
+  /// Removes a tag from every note that has it, as ordinary tag changes of those notes.
+  public mutating func deleteTag(named name: String) {
+    intents.append(.deleteTag(name))
+  }
+}
+
+/// The limits on values, the same on every replica so that every replica accepts the same
+/// events.
+public enum Limits {
+  /// The largest text of a note, in bytes of UTF-8: 1 MiB.
+  public static let textBytes = 1 << 20
+  /// The most tags on one note.
+  public static let tagsPerNote = 100
+  /// The longest tag name, in bytes of UTF-8.
+  public static let tagNameBytes = TagName.maximumBytes
+  /// The most attachments on one note.
+  public static let attachmentsPerNote = 1000
+  /// The largest attachment: 256 MiB.
+  public static let attachmentBytes = 256 << 20
+  /// The longest media type, in bytes.
+  public static let mimeTypeBytes = 255
+  /// The earliest date: 0001-01-01T00:00:00Z.
+  public static let earliestDate = Date(milliseconds: -62_135_596_800_000)
+  /// The latest date: 9999-12-31T23:59:59.999Z.
+  public static let latestDate = Date(milliseconds: 253_402_300_799_999)
+}

@@ -1,0 +1,173 @@
+public import Foundation
+
+/// One user change, as it is stored in the log and exchanged by sync: immutable, stamped, and
+/// identified by its stamp.
+///
+/// Events are never re-stamped: an event made on another replica is stored with its own stamp.
+/// An event from a newer version of VLog keeps the fields this version does not know in
+/// ``unknownFields`` and its kind in ``Change/unknown(kind:)``, so that it is stored and
+/// forwarded unchanged.
+public struct Event: Sendable, Hashable, CustomStringConvertible {
+  /// When and where the change was made; also the event's unique id.
+  public let stamp: Stamp
+  /// What changed.
+  public let change: Change
+  /// Encoded fields this version does not know, kept verbatim in the order received.
+  public let unknownFields: [UInt8]
+
+  /// Creates an event.
+  public init(stamp: Stamp, change: Change, unknownFields: [UInt8] = []) {
+    self.stamp = stamp
+    self.change = change
+    self.unknownFields = unknownFields
+  }
+
+  /// The event's unique id: its stamp.
+  public var id: Stamp { stamp }
+
+  /// The stamp and the change: `2026-11-22T04:13:46.123Z#0@… textSet 1b4e… "Hello"`.
+  public var description: String { "\(stamp) \(change)" }
+}
+
+/// What an event changes. Each case is one kind of user change (see ``EventKind``).
+public enum Change: Sendable, Hashable, CustomStringConvertible {
+  /// A note was created. Its five fields start empty (sort date: the creation date) until
+  /// changes set them.
+  case noteCreated(NoteID, creationDate: Date)
+  /// A note's text was set.
+  case textSet(NoteID, text: String)
+  /// A note was archived or brought back to the timeline.
+  case archivedSet(NoteID, archived: Bool)
+  /// A note's sort date was set.
+  case sortDateSet(NoteID, sortDate: Date)
+  /// A note's tags were set, by display name, in order.
+  case tagsSet(NoteID, tags: [String])
+  /// A note's attachments were set, in order.
+  case attachmentsSet(NoteID, attachments: [AttachmentID])
+  /// A note was deleted, for good.
+  case noteDeleted(NoteID)
+  /// An attachment was added: its metadata, with the hash of its bytes.
+  case attachmentAdded(Attachment)
+  /// An attachment was deleted, for good.
+  case attachmentDeleted(AttachmentID)
+  /// A tag's display name was set (only its case can differ from the tag's id).
+  case tagRenamed(name: String)
+  /// A kind of change this version does not know; stored and forwarded, skipped by projections.
+  case unknown(kind: EventKind)
+
+  /// The kind of change.
+  public var kind: EventKind {
+    switch self {
+    case .noteCreated: .noteCreated
+    case .textSet: .textSet
+    case .archivedSet: .archivedSet
+    case .sortDateSet: .sortDateSet
+    case .tagsSet: .tagsSet
+    case .attachmentsSet: .attachmentsSet
+    case .noteDeleted: .noteDeleted
+    case .attachmentAdded: .attachmentAdded
+    case .attachmentDeleted: .attachmentDeleted
+    case .tagRenamed: .tagRenamed
+    case .unknown(let kind): kind
+    }
+  }
+
+  /// The note the change is about: the note itself, or the note an attachment belongs to.
+  public var noteID: NoteID? {
+    switch self {
+    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
+      .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
+      .noteDeleted(let id):
+      id
+    case .attachmentAdded(let attachment): attachment.noteID
+    case .attachmentDeleted, .tagRenamed, .unknown: nil
+    }
+  }
+
+  /// The kind and the values: `textSet 1b4e28ba-… "Hello"`.
+  public var description: String {
+    switch self {
+    case .noteCreated(let id, let date):
+      "noteCreated \(id) \(ISO8601.format(milliseconds: date.milliseconds))"
+    case .textSet(let id, let text): "textSet \(id) \(String(reflecting: text))"
+    case .archivedSet(let id, let archived): "archivedSet \(id) \(archived)"
+    case .sortDateSet(let id, let date):
+      "sortDateSet \(id) \(ISO8601.format(milliseconds: date.milliseconds))"
+    case .tagsSet(let id, let tags): "tagsSet \(id) \(tags)"
+    case .attachmentsSet(let id, let attachments):
+      "attachmentsSet \(id) [\(attachments.map(\.description).joined(separator: ", "))]"
+    case .noteDeleted(let id): "noteDeleted \(id)"
+    case .attachmentAdded(let attachment):
+      "attachmentAdded \(attachment.id) to \(attachment.noteID) \(attachment.mimeType) "
+        + "\(attachment.width)x\(attachment.height) \(attachment.byteCount) bytes "
+        + "sha256 \(attachment.blobHash)"
+    case .attachmentDeleted(let id): "attachmentDeleted \(id)"
+    case .tagRenamed(let name): "tagRenamed \(String(reflecting: name))"
+    case .unknown(let kind): "\(kind) (unknown to this version)"
+    }
+  }
+}
+
+/// The kind of an event, as a number in the encoding. New kinds may appear in newer versions;
+/// an unknown kind is kept, not dropped.
+public struct EventKind: Hashable, Sendable, CustomStringConvertible {
+  /// The number in the encoding.
+  public let rawValue: UInt64
+
+  /// Wraps a kind number.
+  public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+  /// ``Change/noteCreated(_:creationDate:)``.
+  public static let noteCreated = EventKind(rawValue: 1)
+  /// ``Change/textSet(_:text:)``.
+  public static let textSet = EventKind(rawValue: 2)
+  /// ``Change/archivedSet(_:archived:)``.
+  public static let archivedSet = EventKind(rawValue: 3)
+  /// ``Change/sortDateSet(_:sortDate:)``.
+  public static let sortDateSet = EventKind(rawValue: 4)
+  /// ``Change/tagsSet(_:tags:)``.
+  public static let tagsSet = EventKind(rawValue: 5)
+  /// ``Change/attachmentsSet(_:attachments:)``.
+  public static let attachmentsSet = EventKind(rawValue: 6)
+  /// ``Change/noteDeleted(_:)``.
+  public static let noteDeleted = EventKind(rawValue: 7)
+  /// ``Change/attachmentAdded(_:)``.
+  public static let attachmentAdded = EventKind(rawValue: 8)
+  /// ``Change/attachmentDeleted(_:)``.
+  public static let attachmentDeleted = EventKind(rawValue: 9)
+  /// ``Change/tagRenamed(name:)``.
+  public static let tagRenamed = EventKind(rawValue: 10)
+
+  /// Every kind this version knows.
+  public static let known: [EventKind] = (1...10).map { EventKind(rawValue: $0) }
+
+  /// Whether this version knows the kind.
+  public var isKnown: Bool { (1...10).contains(rawValue) }
+
+  /// The kind's name, for example `textSet`, or `kind 42` for an unknown one.
+  public var description: String {
+    let names = [
+      "noteCreated", "textSet", "archivedSet", "sortDateSet", "tagsSet", "attachmentsSet",
+      "noteDeleted", "attachmentAdded", "attachmentDeleted", "tagRenamed",
+    ]
+    return isKnown ? names[Int(rawValue) - 1] : "kind \(rawValue)"
+  }
+
+  /// The kind with this name, as ``description`` writes it.
+  public init?(name: String) {
+    guard let kind = Self.known.first(where: { $0.description == name }) else { return nil }
+    self = kind
+  }
+}
+
+extension Date {
+  /// Milliseconds since 1970, rounded: the precision VLog stores dates with.
+  package var milliseconds: Int64 {
+    Int64((timeIntervalSince1970 * 1000).rounded())
+  }
+
+  /// The date `milliseconds` after 1970-01-01T00:00:00Z.
+  package init(milliseconds: Int64) {
+    self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+  }
+}

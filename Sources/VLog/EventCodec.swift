@@ -1,0 +1,503 @@
+internal import Foundation
+
+/// The binary encoding of events: compact, versioned by field numbers, and lossless for fields
+/// a version does not know.
+///
+/// The encoding is the protocol-buffers wire format (varints, fixed 64-bit values and
+/// length-delimited bytes under numbered fields), written and read by hand so that decoding
+/// needs no schema compiler and allocates only for strings and lists. Field numbers:
+///
+/// | # | wire type | meaning | used by |
+/// |---|---|---|---|
+/// | 1 | fixed64 | hybrid time | all |
+/// | 2 | bytes (16) | replica id | all |
+/// | 3 | varint | kind | all |
+/// | 4 | bytes (16) | note or attachment id | all but tagRenamed |
+/// | 5 | string | text, tag name, or media type | textSet, tagRenamed, attachmentAdded |
+/// | 6 | varint | archived (0 or 1) | archivedSet |
+/// | 7 | zigzag varint | date in ms since 1970 | noteCreated, sortDateSet |
+/// | 8 | string, repeated | tag names | tagsSet |
+/// | 9 | bytes (16 × n) | attachment ids | attachmentsSet |
+/// | 10 | bytes (16) | the attachment's note | attachmentAdded |
+/// | 11, 12 | varint | width, height | attachmentAdded |
+/// | 13 | bytes (32) | SHA-256 of the bytes | attachmentAdded |
+/// | 14 | varint | byte count | attachmentAdded |
+///
+/// Known fields are written in this order with default values omitted; fields a kind does not
+/// use, and for kinds this version does not know every field after the kind, are kept verbatim
+/// in ``Event/unknownFields`` and written after the known ones. Decoders accept fields in any
+/// order.
+enum EventCodec {
+  enum Field {
+    static let time = 1
+    static let replica = 2
+    static let kind = 3
+    static let entity = 4
+    static let text = 5
+    static let flag = 6
+    static let date = 7
+    static let names = 8
+    static let ids = 9
+    static let owner = 10
+    static let width = 11
+    static let height = 12
+    static let hash = 13
+    static let byteCount = 14
+  }
+
+  // MARK: Encoding
+
+  static func encode(_ event: Event) -> [UInt8] {
+    var writer = WireWriter()
+    writer.buffer.reserveCapacity(64 + event.unknownFields.count)
+    encode(event, into: &writer)
+    return writer.buffer
+  }
+
+  static func encode(_ event: Event, into writer: inout WireWriter) {
+    writer.fixed64(Field.time, event.stamp.time.rawValue)
+    writer.identifier(Field.replica, event.stamp.replica.identifier)
+    writer.varint(Field.kind, event.change.kind.rawValue)
+    switch event.change {
+    case .noteCreated(let id, let date):
+      writer.identifier(Field.entity, id.identifier)
+      writer.signed(Field.date, date.milliseconds)
+    case .textSet(let id, let text):
+      writer.identifier(Field.entity, id.identifier)
+      if !text.isEmpty { writer.string(Field.text, text) }
+    case .archivedSet(let id, let archived):
+      writer.identifier(Field.entity, id.identifier)
+      if archived { writer.varint(Field.flag, 1) }
+    case .sortDateSet(let id, let date):
+      writer.identifier(Field.entity, id.identifier)
+      writer.signed(Field.date, date.milliseconds)
+    case .tagsSet(let id, let tags):
+      writer.identifier(Field.entity, id.identifier)
+      for tag in tags { writer.string(Field.names, tag) }
+    case .attachmentsSet(let id, let attachments):
+      writer.identifier(Field.entity, id.identifier)
+      if !attachments.isEmpty {
+        writer.tag(Field.ids, .lengthDelimited)
+        writer.rawVarint(UInt64(attachments.count * 16))
+        for attachment in attachments { attachment.identifier.append(to: &writer.buffer) }
+      }
+    case .noteDeleted(let id):
+      writer.identifier(Field.entity, id.identifier)
+    case .attachmentAdded(let attachment):
+      writer.identifier(Field.entity, attachment.id.identifier)
+      writer.string(Field.text, attachment.mimeType)
+      writer.identifier(Field.owner, attachment.noteID.identifier)
+      if attachment.width != 0 { writer.varint(Field.width, UInt64(attachment.width)) }
+      if attachment.height != 0 { writer.varint(Field.height, UInt64(attachment.height)) }
+      writer.bytes(Field.hash, attachment.blobHash.bytes)
+      if attachment.byteCount != 0 { writer.varint(Field.byteCount, UInt64(attachment.byteCount)) }
+    case .attachmentDeleted(let id):
+      writer.identifier(Field.entity, id.identifier)
+    case .tagRenamed(let name):
+      writer.string(Field.text, name)
+    case .unknown:
+      break
+    }
+    writer.buffer.append(contentsOf: event.unknownFields)
+  }
+
+  // MARK: Decoding
+
+  /// Decodes an event.
+  ///
+  /// - Throws: ``VLogError/Code/malformedEvent`` naming the field that is wrong.
+  static func decode(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> Event {
+    var reader = WireReader(bytes)
+    var fields = DecodedFields()
+    while !reader.isAtEnd {
+      let fieldStart = reader.offset
+      let (number, wireType) = try reader.tag()
+      try fields.read(number, wireType, from: &reader, fieldStart: fieldStart)
+    }
+    return try fields.event()
+  }
+
+  /// Decodes an event from an array of bytes.
+  static func decode(_ bytes: [UInt8]) throws(VLogError) -> Event {
+    try withBytes(of: bytes) { buffer throws(VLogError) in try decode(buffer) }
+  }
+
+  /// The fields of one encoded event, as read.
+  struct DecodedFields {
+    var time: UInt64?
+    var replica: Identifier?
+    var kind: UInt64?
+    var entity: Identifier?
+    var text: String?
+    var flag: UInt64?
+    var date: Int64?
+    var names: [String] = []
+    var ids: [Identifier] = []
+    var owner: Identifier?
+    var width: UInt64?
+    var height: UInt64?
+    var hash: [UInt8]?
+    var byteCount: UInt64?
+    /// Every field after 1–3, verbatim, in case the kind turns out to be unknown.
+    var rawAfterHeader: [UInt8] = []
+    /// Fields with numbers this version does not know, verbatim.
+    var unknown: [UInt8] = []
+    /// Which known field numbers were present.
+    var present: UInt32 = 0
+
+    mutating func read(
+      _ number: Int, _ wireType: WireType, from reader: inout WireReader, fieldStart: Int
+    ) throws(VLogError) {
+      func expect(_ expected: WireType, _ name: String) throws(VLogError) {
+        guard wireType == expected else {
+          throw VLogError(
+            .malformedEvent,
+            "field \(number) (\(name)) has wire type \(wireType.rawValue), expected "
+              + "\(expected.rawValue)")
+        }
+      }
+      if number > Field.kind {
+        defer { rawAfterHeader.append(contentsOf: reader.bytes(from: fieldStart)) }
+        if number <= Field.byteCount { present |= 1 << UInt32(number) }
+      }
+      switch number {
+      case Field.time:
+        try expect(.fixed64, "time")
+        time = try reader.fixed64()
+      case Field.replica:
+        try expect(.lengthDelimited, "replica")
+        replica = try reader.identifier("replica")
+      case Field.kind:
+        try expect(.varint, "kind")
+        kind = try reader.varint()
+      case Field.entity:
+        try expect(.lengthDelimited, "entity id")
+        entity = try reader.identifier("entity id")
+      case Field.text:
+        try expect(.lengthDelimited, "text")
+        text = try reader.string("text")
+      case Field.flag:
+        try expect(.varint, "archived")
+        flag = try reader.varint()
+      case Field.date:
+        try expect(.varint, "date")
+        date = try reader.signed()
+      case Field.names:
+        try expect(.lengthDelimited, "tag name")
+        names.append(try reader.string("tag name"))
+      case Field.ids:
+        try expect(.lengthDelimited, "attachment ids")
+        let bytes = try reader.lengthDelimited()
+        guard bytes.count % 16 == 0 else {
+          throw VLogError(
+            .malformedEvent, "attachment ids: \(bytes.count) bytes is not a multiple of 16")
+        }
+        for offset in stride(from: 0, to: bytes.count, by: 16) {
+          ids.append(Identifier(bytes: bytes, at: offset))
+        }
+      case Field.owner:
+        try expect(.lengthDelimited, "note id")
+        owner = try reader.identifier("note id")
+      case Field.width:
+        try expect(.varint, "width")
+        width = try reader.varint()
+      case Field.height:
+        try expect(.varint, "height")
+        height = try reader.varint()
+      case Field.hash:
+        try expect(.lengthDelimited, "blob hash")
+        let bytes = try reader.lengthDelimited()
+        guard bytes.count == 32 else {
+          throw VLogError(
+            .malformedEvent, "blob hash: \(bytes.count) bytes, expected 32 (SHA-256)")
+        }
+        hash = Array(bytes)
+      case Field.byteCount:
+        try expect(.varint, "byte count")
+        byteCount = try reader.varint()
+      default:
+        try reader.skip(wireType)
+        unknown.append(contentsOf: reader.bytes(from: fieldStart))
+      }
+    }
+
+    func event() throws(VLogError) -> Event {
+      guard let time else { throw missing("time (field 1)") }
+      guard let replica else { throw missing("replica id (field 2)") }
+      guard let kind else { throw missing("kind (field 3)") }
+      guard time >> 16 <= HybridTime.maximumMilliseconds else {
+        throw VLogError(.malformedEvent, "time: out of range")
+      }
+      let stamp = Stamp(time: HybridTime(rawValue: time), replica: ReplicaID(replica))
+      let eventKind = EventKind(rawValue: kind)
+      guard eventKind.isKnown else {
+        return Event(stamp: stamp, change: .unknown(kind: eventKind), unknownFields: rawAfterHeader)
+      }
+      let change = try self.change(eventKind)
+      // Known field numbers that this kind does not use are kept as unknown fields too.
+      let unused = present & ~Self.usedFields(eventKind)
+      var unknownFields = unknown
+      if unused != 0 {
+        unknownFields = try Self.fields(numbered: unused, in: rawAfterHeader) + unknown
+      }
+      return Event(stamp: stamp, change: change, unknownFields: unknownFields)
+    }
+
+    private func change(_ kind: EventKind) throws(VLogError) -> Change {
+      func entityID() throws(VLogError) -> Identifier {
+        guard let entity else { throw missing("\(kind): id (field 4)") }
+        return entity
+      }
+      switch kind {
+      case .noteCreated:
+        guard let date else { throw missing("noteCreated: creation date (field 7)") }
+        return .noteCreated(NoteID(try entityID()), creationDate: Date(milliseconds: date))
+      case .textSet:
+        return .textSet(NoteID(try entityID()), text: text ?? "")
+      case .archivedSet:
+        guard (flag ?? 0) <= 1 else {
+          throw VLogError(.malformedEvent, "archivedSet: archived is \(flag ?? 0), expected 0 or 1")
+        }
+        return .archivedSet(NoteID(try entityID()), archived: flag == 1)
+      case .sortDateSet:
+        guard let date else { throw missing("sortDateSet: sort date (field 7)") }
+        return .sortDateSet(NoteID(try entityID()), sortDate: Date(milliseconds: date))
+      case .tagsSet:
+        return .tagsSet(NoteID(try entityID()), tags: names)
+      case .attachmentsSet:
+        return .attachmentsSet(NoteID(try entityID()), attachments: ids.map(AttachmentID.init))
+      case .noteDeleted:
+        return .noteDeleted(NoteID(try entityID()))
+      case .attachmentAdded:
+        guard let owner else { throw missing("attachmentAdded: note id (field 10)") }
+        guard let text else { throw missing("attachmentAdded: media type (field 5)") }
+        guard let hash, let blobHash = BlobHash(bytes: hash) else {
+          throw missing("attachmentAdded: blob hash (field 13)")
+        }
+        let limit = UInt64(Int32.max)
+        guard (width ?? 0) <= limit, (height ?? 0) <= limit, (byteCount ?? 0) <= UInt64(Int.max)
+        else { throw VLogError(.malformedEvent, "attachmentAdded: size out of range") }
+        return .attachmentAdded(
+          Attachment(
+            id: AttachmentID(try entityID()), noteID: NoteID(owner), mimeType: text,
+            width: Int(width ?? 0), height: Int(height ?? 0), blobHash: blobHash,
+            byteCount: Int(byteCount ?? 0)))
+      case .attachmentDeleted:
+        return .attachmentDeleted(AttachmentID(try entityID()))
+      case .tagRenamed:
+        guard let text else { throw missing("tagRenamed: name (field 5)") }
+        return .tagRenamed(name: text)
+      default:
+        return .unknown(kind: kind)
+      }
+    }
+
+    private func missing(_ what: String) -> VLogError {
+      VLogError(.malformedEvent, "missing \(what)")
+    }
+
+    /// The bit set of field numbers each kind uses.
+    static func usedFields(_ kind: EventKind) -> UInt32 {
+      func bits(_ numbers: Int...) -> UInt32 { numbers.reduce(0) { $0 | 1 << UInt32($1) } }
+      switch kind {
+      case .noteCreated, .sortDateSet: return bits(Field.entity, Field.date)
+      case .textSet: return bits(Field.entity, Field.text)
+      case .archivedSet: return bits(Field.entity, Field.flag)
+      case .tagsSet: return bits(Field.entity, Field.names)
+      case .attachmentsSet: return bits(Field.entity, Field.ids)
+      case .noteDeleted, .attachmentDeleted: return bits(Field.entity)
+      case .attachmentAdded:
+        return bits(
+          Field.entity, Field.text, Field.owner, Field.width, Field.height, Field.hash,
+          Field.byteCount)
+      case .tagRenamed: return bits(Field.text)
+      default: return 0
+      }
+    }
+
+    /// The fields whose numbers are in `numbers`, verbatim, from a run of encoded fields.
+    static func fields(numbered numbers: UInt32, in raw: [UInt8]) throws(VLogError) -> [UInt8] {
+      var result: [UInt8] = []
+      try withBytes(of: raw) { buffer throws(VLogError) in
+        var reader = WireReader(buffer)
+        while !reader.isAtEnd {
+          let start = reader.offset
+          let (number, wireType) = try reader.tag()
+          try reader.skip(wireType)
+          if number < 32, numbers & (1 << UInt32(number)) != 0 {
+            result.append(contentsOf: reader.bytes(from: start))
+          }
+        }
+      }
+      return result
+    }
+  }
+}
+
+/// The wire types of the protocol-buffers encoding that events use.
+enum WireType: UInt8 {
+  case varint = 0
+  case fixed64 = 1
+  case lengthDelimited = 2
+  case fixed32 = 5
+}
+
+/// Appends protocol-buffers fields to a byte buffer.
+struct WireWriter {
+  var buffer: [UInt8] = []
+
+  mutating func tag(_ number: Int, _ type: WireType) {
+    rawVarint(UInt64(number) << 3 | UInt64(type.rawValue))
+  }
+
+  mutating func rawVarint(_ value: UInt64) {
+    var value = value
+    while value >= 0x80 {
+      buffer.append(UInt8(truncatingIfNeeded: value) | 0x80)
+      value >>= 7
+    }
+    buffer.append(UInt8(value))
+  }
+
+  mutating func varint(_ number: Int, _ value: UInt64) {
+    tag(number, .varint)
+    rawVarint(value)
+  }
+
+  mutating func signed(_ number: Int, _ value: Int64) {
+    varint(number, UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+  }
+
+  mutating func fixed64(_ number: Int, _ value: UInt64) {
+    tag(number, .fixed64)
+    withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+  }
+
+  mutating func bytes(_ number: Int, _ bytes: [UInt8]) {
+    tag(number, .lengthDelimited)
+    rawVarint(UInt64(bytes.count))
+    buffer.append(contentsOf: bytes)
+  }
+
+  mutating func string(_ number: Int, _ string: String) {
+    tag(number, .lengthDelimited)
+    var string = string
+    string.withUTF8 { utf8 in
+      rawVarint(UInt64(utf8.count))
+      buffer.append(contentsOf: utf8)
+    }
+  }
+
+  mutating func identifier(_ number: Int, _ identifier: Identifier) {
+    tag(number, .lengthDelimited)
+    buffer.append(16)
+    identifier.append(to: &buffer)
+  }
+}
+
+/// Reads protocol-buffers fields from bytes, checking every length against the end.
+struct WireReader {
+  let base: UnsafeRawBufferPointer
+  var offset = 0
+
+  init(_ base: UnsafeRawBufferPointer) { self.base = base }
+
+  var isAtEnd: Bool { offset >= base.count }
+
+  mutating func varint() throws(VLogError) -> UInt64 {
+    var result: UInt64 = 0
+    var shift: UInt64 = 0
+    while true {
+      guard offset < base.count else { throw truncated("a varint") }
+      let byte = base[offset]
+      offset += 1
+      guard shift < 64, shift < 63 || byte <= 1 else {
+        throw VLogError(.malformedEvent, "a varint at byte \(offset - 1) is longer than 64 bits")
+      }
+      result |= UInt64(byte & 0x7F) << shift
+      if byte < 0x80 { return result }
+      shift += 7
+    }
+  }
+
+  mutating func signed() throws(VLogError) -> Int64 {
+    let raw = try varint()
+    return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+  }
+
+  mutating func tag() throws(VLogError) -> (Int, WireType) {
+    let at = offset
+    let raw = try varint()
+    guard let type = WireType(rawValue: UInt8(raw & 7)) else {
+      throw VLogError(.malformedEvent, "unsupported wire type \(raw & 7) at byte \(at)")
+    }
+    let number = raw >> 3
+    guard number >= 1, number <= 1 << 29 else {
+      throw VLogError(.malformedEvent, "invalid field number \(number) at byte \(at)")
+    }
+    return (Int(number), type)
+  }
+
+  mutating func fixed64() throws(VLogError) -> UInt64 {
+    guard base.count - offset >= 8 else { throw truncated("a 64-bit value") }
+    defer { offset += 8 }
+    return UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+  }
+
+  mutating func lengthDelimited() throws(VLogError) -> UnsafeRawBufferPointer {
+    let length = try varint()
+    guard length <= UInt64(base.count - offset) else { throw truncated("a \(length)-byte field") }
+    defer { offset += Int(length) }
+    return UnsafeRawBufferPointer(rebasing: base[offset..<offset + Int(length)])
+  }
+
+  mutating func identifier(_ name: String) throws(VLogError) -> Identifier {
+    let bytes = try lengthDelimited()
+    guard bytes.count == 16 else {
+      throw VLogError(.malformedEvent, "\(name): \(bytes.count) bytes, expected 16")
+    }
+    return Identifier(bytes: bytes)
+  }
+
+  mutating func string(_ name: String) throws(VLogError) -> String {
+    let bytes = try lengthDelimited()
+    guard let string = String(validating: bytes, as: UTF8.self) else {
+      throw VLogError(.malformedEvent, "\(name): not valid UTF-8")
+    }
+    return string
+  }
+
+  mutating func skip(_ type: WireType) throws(VLogError) {
+    switch type {
+    case .varint: _ = try varint()
+    case .fixed64: _ = try fixed64()
+    case .lengthDelimited: _ = try lengthDelimited()
+    case .fixed32:
+      guard base.count - offset >= 4 else { throw truncated("a 32-bit value") }
+      offset += 4
+    }
+  }
+
+  func bytes(from start: Int) -> UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(rebasing: base[start..<offset])
+  }
+
+  private func truncated(_ what: String) -> VLogError {
+    VLogError(.malformedEvent, "truncated: \(what) at byte \(offset) runs past the end")
+  }
+}
+
+/// Lends an array's bytes to a closure that throws ``VLogError``, keeping the error's type
+/// (`Array.withUnsafeBytes` erases it).
+func withBytes<R>(
+  of array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(VLogError) -> R
+) throws(VLogError) -> R {
+  let result: Result<R, VLogError> = array.withUnsafeBytes { buffer in
+    do throws(VLogError) {
+      return .success(try body(buffer))
+    } catch {
+      return .failure(error)
+    }
+  }
+  return try result.get()
+}

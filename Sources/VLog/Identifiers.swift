@@ -1,0 +1,226 @@
+/// A 128-bit identifier, stored as 16 big-endian bytes and written as a lowercase UUID
+/// (`8-4-4-4-12` hexadecimal digits).
+///
+/// The concrete identifier types (``NoteID``, ``AttachmentID``, ``ReplicaID``) wrap one, so that
+/// an attachment's id can never be passed where a note's is expected.
+public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// The first 64 bits.
+  public var high: UInt64
+  /// The last 64 bits.
+  public var low: UInt64
+
+  /// Creates an identifier from its two halves.
+  public init(high: UInt64, low: UInt64) {
+    self.high = high
+    self.low = low
+  }
+
+  /// A new random identifier.
+  public static func random(using generator: inout some RandomNumberGenerator) -> Identifier {
+    Identifier(high: generator.next(), low: generator.next())
+  }
+
+  /// Parses the UUID form, in either case, with or without hyphens.
+  ///
+  /// - Returns: nil if `text` is not 32 hexadecimal digits, optionally hyphenated as a UUID.
+  public init?(_ text: some StringProtocol) {
+    var digits: [UInt8] = []
+    digits.reserveCapacity(32)
+    for (offset, character) in text.utf8.enumerated() {
+      if character == UInt8(ascii: "-") {
+        guard [8, 13, 18, 23].contains(offset) else { return nil }
+        continue
+      }
+      guard let digit = Self.hexValue(character) else { return nil }
+      digits.append(digit)
+    }
+    guard digits.count == 32, text.utf8.count == 32 || text.utf8.count == 36 else { return nil }
+    var high: UInt64 = 0
+    var low: UInt64 = 0
+    for digit in digits[0..<16] { high = high << 4 | UInt64(digit) }
+    for digit in digits[16..<32] { low = low << 4 | UInt64(digit) }
+    self.init(high: high, low: low)
+  }
+
+  /// Reads an identifier from 16 big-endian bytes.
+  ///
+  /// - Precondition: `bytes` holds at least `offset + 16` bytes.
+  init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+    high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+  }
+
+  /// The 16 big-endian bytes.
+  public var bytes: [UInt8] {
+    var result = [UInt8]()
+    result.reserveCapacity(16)
+    append(to: &result)
+    return result
+  }
+
+  func append(to buffer: inout [UInt8]) {
+    withUnsafeBytes(of: high.bigEndian) { buffer.append(contentsOf: $0) }
+    withUnsafeBytes(of: low.bigEndian) { buffer.append(contentsOf: $0) }
+  }
+
+  /// The lowercase UUID form, for example `1b4e28ba-2fa1-11d2-883f-0016d3cca427`.
+  public var description: String {
+    let hex = Self.hex(high, 16) + Self.hex(low, 16)
+    let characters = Array(hex)
+    return String(characters[0..<8]) + "-" + String(characters[8..<12]) + "-"
+      + String(characters[12..<16]) + "-" + String(characters[16..<20]) + "-"
+      + String(characters[20..<32])
+  }
+
+  /// Orders identifiers by their bytes.
+  public static func < (lhs: Identifier, rhs: Identifier) -> Bool {
+    (lhs.high, lhs.low) < (rhs.high, rhs.low)
+  }
+
+  private static func hex(_ value: UInt64, _ digits: Int) -> String {
+    let text = String(value, radix: 16)
+    return String(repeating: "0", count: digits - text.count) + text
+  }
+
+  private static func hexValue(_ character: UInt8) -> UInt8? {
+    switch character {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+    default: nil
+    }
+  }
+}
+
+/// Declares the shared behaviour of the typed identifiers.
+public protocol TypedIdentifier: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// The underlying 128 bits.
+  var identifier: Identifier { get }
+  /// Wraps 128 bits.
+  init(_ identifier: Identifier)
+}
+
+extension TypedIdentifier {
+  /// Parses the UUID form; nil if `text` is not one.
+  public init?(_ text: some StringProtocol) {
+    guard let identifier = Identifier(text) else { return nil }
+    self.init(identifier)
+  }
+
+  /// A new random identifier.
+  public static func random(using generator: inout some RandomNumberGenerator) -> Self {
+    Self(Identifier.random(using: &generator))
+  }
+
+  /// The lowercase UUID form.
+  public var description: String { identifier.description }
+
+  /// Orders identifiers by their bytes.
+  public static func < (lhs: Self, rhs: Self) -> Bool { lhs.identifier < rhs.identifier }
+}
+
+/// The identity of a note: 128 random bits made by the replica that created it, never reused.
+public struct NoteID: TypedIdentifier {
+  /// The underlying 128 bits.
+  public let identifier: Identifier
+  /// Wraps 128 bits.
+  public init(_ identifier: Identifier) { self.identifier = identifier }
+}
+
+/// The identity of an attachment: 128 random bits, never reused. An attachment never changes;
+/// a new picture is a new attachment.
+public struct AttachmentID: TypedIdentifier {
+  /// The underlying 128 bits.
+  public let identifier: Identifier
+  /// Wraps 128 bits.
+  public init(_ identifier: Identifier) { self.identifier = identifier }
+}
+
+/// The identity of a replica (one store on one device), chosen at random when the store is
+/// created. It breaks ties between stamps with equal times.
+public struct ReplicaID: TypedIdentifier {
+  /// The underlying 128 bits.
+  public let identifier: Identifier
+  /// Wraps 128 bits.
+  public init(_ identifier: Identifier) { self.identifier = identifier }
+}
+
+/// The identity of a tag: its name normalised (trimmed, whitespace collapsed, lowercased), so
+/// that "Paris" and "paris" made on two devices are one tag.
+public struct TagID: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// The normalised name.
+  public let rawValue: String
+
+  /// The id of the tag with this display name.
+  public init(name: String) {
+    rawValue = Self.normalize(name)
+  }
+
+  /// The normalised name.
+  public var description: String { rawValue }
+
+  /// Orders tag ids by their UTF-8 bytes, as the store's indexes do.
+  public static func < (lhs: TagID, rhs: TagID) -> Bool {
+    lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+  }
+
+  /// Trims, collapses runs of whitespace to one space, and lowercases.
+  static func normalize(_ name: String) -> String {
+    TagName.clean(name).lowercased()
+  }
+}
+
+/// Rules for a tag's display name.
+enum TagName {
+  /// The longest name, in UTF-8 bytes.
+  static let maximumBytes = 200
+
+  /// Trims and collapses whitespace, keeping case.
+  static func clean(_ name: String) -> String {
+    name.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+  }
+}
+
+/// The SHA-256 of an attachment's bytes, which names them in the blob store.
+public struct BlobHash: Hashable, Sendable, CustomStringConvertible {
+  /// The 32 bytes of the digest.
+  public let bytes: [UInt8]
+
+  /// Wraps a 32-byte digest.
+  ///
+  /// - Returns: nil unless `bytes` has 32 bytes.
+  public init?(bytes: [UInt8]) {
+    guard bytes.count == 32 else { return nil }
+    self.bytes = bytes
+  }
+
+  /// Parses 64 hexadecimal digits.
+  public init?(hex: some StringProtocol) {
+    guard hex.utf8.count == 64 else { return nil }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(32)
+    var iterator = hex.utf8.makeIterator()
+    while let first = iterator.next(), let second = iterator.next() {
+      guard let high = Self.nibble(first), let low = Self.nibble(second) else { return nil }
+      bytes.append(high << 4 | low)
+    }
+    self.bytes = bytes
+  }
+
+  /// 64 lowercase hexadecimal digits.
+  public var description: String {
+    bytes.map { byte in
+      let text = String(byte, radix: 16)
+      return text.count == 1 ? "0" + text : text
+    }.joined()
+  }
+
+  private static func nibble(_ character: UInt8) -> UInt8? {
+    switch character {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+    default: nil
+    }
+  }
+}

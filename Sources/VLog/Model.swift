@@ -1,0 +1,170 @@
+public import Foundation
+
+/// A note, as the projections hold it after merging every event about it.
+///
+/// Five fields are mutable — ``text``, ``isArchived``, ``sortDate``, ``tags`` and
+/// ``attachments`` — and each merges on its own: the change with the newest stamp wins, so
+/// editing the text on one device and archiving on another keeps both. ``id`` and
+/// ``creationDate`` never change. ``truncatedText``, ``detectedData`` and
+/// ``thumbnailAttachmentID`` are computed from the fields, never stored or synced.
+public struct Note: Sendable, Hashable, Identifiable {
+  /// The note's id, made by the replica that created it.
+  public let id: NoteID
+  /// When the note was created.
+  public let creationDate: Date
+  /// The note's text.
+  public let text: String
+  /// Whether the note is in the archive rather than the timeline.
+  public let isArchived: Bool
+  /// The date the timeline sorts by, newest first.
+  public let sortDate: Date
+  /// The note's tags, in the order the user gave them.
+  public let tags: [Tag]
+  /// The note's attachments that exist, in order.
+  public let attachments: [Attachment]
+  /// The stamp of the change that set each field (``Stamp/zero`` for a field never set).
+  public let stamps: FieldStamps
+
+  /// The first lines of the text, for a list: at most ``truncatedLength`` characters, cut at
+  /// a word where possible, with runs of whitespace collapsed.
+  public var truncatedText: String { Note.truncate(text) }
+
+  /// Links, e-mail addresses, phone numbers and dates found in the text.
+  public var detectedData: [DetectedData] { DataDetector.detect(in: text) }
+
+  /// The first attachment that is an image, shown as the note's thumbnail.
+  public var thumbnailAttachmentID: AttachmentID? {
+    attachments.first(where: \.isImage)?.id
+  }
+
+  /// The length ``truncatedText`` cuts at.
+  public static let truncatedLength = 200
+
+  static func truncate(_ text: String) -> String {
+    var result = ""
+    var pendingSpace = false
+    var count = 0
+    for character in text {
+      if character.isWhitespace {
+        pendingSpace = !result.isEmpty
+        continue
+      }
+      if pendingSpace {
+        guard count + 1 < truncatedLength else { break }
+        result.append(" ")
+        count += 1
+        pendingSpace = false
+      }
+      guard count < truncatedLength else { break }
+      result.append(character)
+      count += 1
+    }
+    if count >= truncatedLength, let lastSpace = result.lastIndex(of: " "),
+      result.distance(from: result.startIndex, to: lastSpace) > truncatedLength / 2
+    {
+      result = String(result[..<lastSpace])
+    }
+    return result
+  }
+}
+
+/// The stamps of the changes that set a note's five mutable fields.
+public struct FieldStamps: Sendable, Hashable {
+  /// The stamp of the change that set ``Note/text``.
+  public let text: Stamp
+  /// The stamp of the change that set ``Note/isArchived``.
+  public let archived: Stamp
+  /// The stamp of the change that set ``Note/sortDate``.
+  public let sortDate: Stamp
+  /// The stamp of the change that set ``Note/tags``.
+  public let tags: Stamp
+  /// The stamp of the change that set ``Note/attachments``.
+  public let attachments: Stamp
+}
+
+/// A note as a list shows it: the timeline, the archive, a tag's notes, search results.
+public struct NoteSummary: Sendable, Hashable, Identifiable {
+  /// The note's id.
+  public let id: NoteID
+  /// The first lines of the text (see ``Note/truncatedText``).
+  public let truncatedText: String
+  /// Whether the note is archived.
+  public let isArchived: Bool
+  /// The date the list is sorted by.
+  public let sortDate: Date
+  /// The note's tags' display names, in order.
+  public let tagNames: [String]
+  /// The first image attachment, if any.
+  public let thumbnailAttachmentID: AttachmentID?
+}
+
+/// A tag. Its ``id`` is its normalised name, so the same name typed on two devices is one tag;
+/// its display ``name`` is last-writer-wins. A tag exists while a note uses it.
+public struct Tag: Sendable, Hashable, Identifiable {
+  /// The normalised, lowercased name.
+  public let id: TagID
+  /// The display name (only its case and spacing can differ from ``id``).
+  public let name: String
+}
+
+/// A tag with the number of notes that use it.
+public struct TagCount: Sendable, Hashable {
+  /// The tag.
+  public let tag: Tag
+  /// How many notes use it.
+  public let noteCount: Int
+}
+
+/// An attachment's metadata. Attachments never change: a new picture is a new attachment. Its
+/// bytes are stored once per distinct content, under ``blobHash``.
+public struct Attachment: Sendable, Hashable, Identifiable {
+  /// The attachment's id.
+  public let id: AttachmentID
+  /// The note it belongs to.
+  public let noteID: NoteID
+  /// The media type, for example `image/jpeg`.
+  public let mimeType: String
+  /// Width in pixels, or 0 when not an image.
+  public let width: Int
+  /// Height in pixels, or 0 when not an image.
+  public let height: Int
+  /// The SHA-256 of the bytes.
+  public let blobHash: BlobHash
+  /// The number of bytes.
+  public let byteCount: Int
+
+  /// Creates attachment metadata.
+  public init(
+    id: AttachmentID, noteID: NoteID, mimeType: String, width: Int, height: Int,
+    blobHash: BlobHash, byteCount: Int
+  ) {
+    self.id = id
+    self.noteID = noteID
+    self.mimeType = mimeType
+    self.width = width
+    self.height = height
+    self.blobHash = blobHash
+    self.byteCount = byteCount
+  }
+
+  /// Whether the media type is an image.
+  public var isImage: Bool { mimeType.lowercased().hasPrefix("image/") }
+}
+
+/// What a tombstone names: a note or an attachment deleted for good.
+public struct DeletedObject: Sendable, Hashable {
+  /// The kind of object a tombstone names.
+  public enum Kind: UInt8, Sendable, Hashable {
+    /// A note.
+    case note = 1
+    /// An attachment.
+    case attachment = 2
+  }
+
+  /// The deleted object's id.
+  public let id: Identifier
+  /// What it was.
+  public let kind: Kind
+  /// The earliest stamp of the deletes of it.
+  public let stamp: Stamp
+}

@@ -1,0 +1,380 @@
+internal import Foundation
+internal import LMDB
+
+extension NoteStore {
+  /// Makes user changes in one durable transaction: all of them or, if any is invalid, none.
+  ///
+  /// `body` runs once, before the transaction, and records the changes; the store then checks
+  /// each against the current state, stamps it with this replica's clock, appends it to the log
+  /// and the outbox, and updates the projections, then tells observers.
+  ///
+  /// ```swift
+  /// let id = try store.write { changes in
+  ///   let id = changes.createNote(text: "Trip")
+  ///   changes.setTags(["Paris", "Travel"], of: id)
+  ///   return id
+  /// }
+  /// ```
+  ///
+  /// This overload runs the transaction on the caller's thread; from async code, the `async`
+  /// overload runs it on the store's writer queue.
+  ///
+  /// - Parameter body: Records changes; its result is returned.
+  /// - Returns: What `body` returns.
+  /// - Throws: ``VLogError`` naming the first invalid change (nothing is committed), or what
+  ///   `body` throws.
+  @discardableResult
+  public func write<R>(_ body: (inout Changes) throws -> R) throws -> R {
+    var changes = Changes(dependencies: dependencies)
+    let result = try body(&changes)
+    try apply(changes)
+    return result
+  }
+
+  /// Makes user changes in one durable transaction, on the store's writer queue.
+  ///
+  /// See ``write(_:)``.
+  @discardableResult
+  public func write<R: Sendable>(_ body: (inout Changes) throws -> R) async throws -> R {
+    var changes = Changes(dependencies: dependencies)
+    let result = try body(&changes)
+    let collected = changes
+    try await onWriter { try self.apply(collected) }
+    return result
+  }
+
+  private func apply(_ changes: Changes) throws {
+    guard !changes.isEmpty else { return }
+    let wallMilliseconds = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let changeSet = try VLogError.wrapping {
+      try environment.write { transaction throws -> ChangeSet in
+        var session = try WriteSession(store: self, in: transaction)
+        for intent in changes.intents {
+          try session.resolve(intent, wallMilliseconds: wallMilliseconds, in: transaction)
+        }
+        return try session.finish(source: .user, in: transaction)
+      }
+    }
+    observers.publish(changeSet)
+  }
+}
+
+/// One write transaction's work: stamping, appending, projecting.
+struct WriteSession {
+  let schema: Schema
+  let replicaID: ReplicaID
+  var state: LogState
+  var projector: Projector
+  var appended = 0
+
+  init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
+    schema = store.schema
+    replicaID = store.replicaID
+    state = try LogState(schema: schema, in: transaction)
+    projector = Projector(schema: schema)
+  }
+
+  /// Writes the overlay and the log state, and returns what changed.
+  mutating func finish(source: ChangeSet.Source, in transaction: borrowing WriteTransaction)
+    throws -> ChangeSet
+  {
+    try projector.flush(in: transaction)
+    state.unknownEvents += UInt64(projector.unknownEvents)
+    try state.write(schema: schema, in: transaction)
+    return projector.changes.build(source: source, eventCount: appended)
+  }
+
+  // MARK: Appending
+
+  /// Appends an event to the log (and, if local, the outbox) and applies it.
+  mutating func append(
+    _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
+  ) throws {
+    var writer = WireWriter()
+    writer.buffer.reserveCapacity(96 + event.unknownFields.count)
+    EventCodec.encode(event, into: &writer)
+    let bytes = writer.buffer
+    let sequence = state.nextSequence
+    state.nextSequence += 1
+    let sequenceKey = Keys.sequence(sequence)
+    try transaction.put(
+      forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count, in: schema.log,
+      options: .append
+    ) { buffer in
+      LogRecord.write(bytes, into: buffer)
+    }
+    let stampKey = event.stamp.bytes
+    try transaction.put(sequenceKey, forKey: stampKey, in: schema.eventIndex, options: .noOverwrite)
+    if local {
+      try transaction.put([UInt8](), forKey: sequenceKey, in: schema.outbox, options: .append)
+    }
+    stampKey.withUnsafeBytes { state.digest.add(eventID: $0) }
+    state.clock.observe(event.stamp.time)
+    appended += 1
+    try projector.apply(event, in: transaction)
+  }
+
+  /// Stamps and appends a local change.
+  mutating func record(
+    _ change: Change, wallMilliseconds: UInt64, in transaction: borrowing WriteTransaction
+  ) throws {
+    try Validation.check(change)
+    let stamp = Stamp(
+      time: state.clock.tick(wallMilliseconds: wallMilliseconds), replica: replicaID)
+    try append(Event(stamp: stamp, change: change), local: true, in: transaction)
+  }
+
+  // MARK: Resolving user changes
+
+  mutating func resolve(
+    _ intent: Changes.Intent, wallMilliseconds now: UInt64,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    switch intent {
+    case .createNote(let id, let creationDate, let text, let archived, let sortDate, let tags):
+      try record(
+        .noteCreated(id, creationDate: creationDate), wallMilliseconds: now, in: transaction)
+      if !text.isEmpty {
+        try record(.textSet(id, text: text), wallMilliseconds: now, in: transaction)
+      }
+      if archived {
+        try record(.archivedSet(id, archived: true), wallMilliseconds: now, in: transaction)
+      }
+      if let sortDate {
+        try record(.sortDateSet(id, sortDate: sortDate), wallMilliseconds: now, in: transaction)
+      }
+      if !tags.isEmpty {
+        for tag in tags { try Validation.checkTagName(tag) }
+        try record(
+          .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
+      }
+    case .setText(let id, let text):
+      _ = try existingNote(id, in: transaction)
+      try record(.textSet(id, text: text), wallMilliseconds: now, in: transaction)
+    case .setArchived(let id, let archived):
+      _ = try existingNote(id, in: transaction)
+      try record(.archivedSet(id, archived: archived), wallMilliseconds: now, in: transaction)
+    case .setSortDate(let id, let date):
+      _ = try existingNote(id, in: transaction)
+      try record(.sortDateSet(id, sortDate: date), wallMilliseconds: now, in: transaction)
+    case .setTags(let id, let tags):
+      _ = try existingNote(id, in: transaction)
+      for tag in tags { try Validation.checkTagName(tag) }
+      try record(
+        .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
+    case .setAttachments(let id, let attachments):
+      _ = try existingNote(id, in: transaction)
+      for attachment in attachments {
+        let owner = try existingAttachment(attachment, in: transaction).noteID
+        guard owner == id else {
+          throw VLogError(
+            .invalidValue, "attachment \(attachment) belongs to note \(owner), not to note \(id)")
+        }
+      }
+      guard Set(attachments).count == attachments.count else {
+        throw VLogError(.invalidValue, "note \(id): the attachments list names one twice")
+      }
+      try record(
+        .attachmentsSet(id, attachments: attachments), wallMilliseconds: now, in: transaction)
+    case .deleteNote(let id):
+      _ = try existingNote(id, in: transaction)
+      try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
+    case .addAttachment(let attachment, let bytes):
+      let note = try existingNote(attachment.noteID, in: transaction)
+      try Validation.check(.attachmentAdded(attachment))
+      try storeBlob(bytes, hash: attachment.blobHash, in: transaction)
+      try record(.attachmentAdded(attachment), wallMilliseconds: now, in: transaction)
+      try record(
+        .attachmentsSet(attachment.noteID, attachments: note.attachments + [attachment.id]),
+        wallMilliseconds: now, in: transaction)
+    case .deleteAttachment(let id):
+      let attachment = try existingAttachment(id, in: transaction)
+      try record(.attachmentDeleted(id), wallMilliseconds: now, in: transaction)
+      if let note = try projector.note(attachment.noteID, in: transaction), note.isCreated,
+        note.attachments.contains(id)
+      {
+        try record(
+          .attachmentsSet(attachment.noteID, attachments: note.attachments.filter { $0 != id }),
+          wallMilliseconds: now, in: transaction)
+      }
+    case .renameTag(let name):
+      try Validation.checkTagName(name)
+      let id = TagID(name: name)
+      guard let tag = try projector.tag(id, in: transaction), tag.noteCount > 0 else {
+        throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
+      }
+      try record(.tagRenamed(name: TagName.clean(name)), wallMilliseconds: now, in: transaction)
+    case .deleteTag(let name):
+      let id = TagID(name: name)
+      var notes: [NoteID] = []
+      try transaction.forEach(in: schema.tagNotes, range: .prefix(Keys.tagPrefix(id))) { key, _ in
+        notes.append(NoteID(Identifier(bytes: key, at: key.count - 16)))
+      }
+      guard !notes.isEmpty else {
+        throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
+      }
+      for noteID in notes {
+        let note = try existingNote(noteID, in: transaction)
+        try record(
+          .tagsSet(noteID, tags: note.tags.filter { TagID(name: $0) != id }),
+          wallMilliseconds: now, in: transaction)
+      }
+    }
+  }
+
+  private mutating func existingNote(
+    _ id: NoteID, in transaction: borrowing WriteTransaction
+  ) throws -> NoteRecord {
+    if try projector.isDeleted(id, in: transaction) {
+      throw VLogError(.noteDeleted, "note \(id) was deleted; deletes are final")
+    }
+    guard let note = try projector.note(id, in: transaction), note.isCreated else {
+      throw VLogError(.noteNotFound, "there is no note \(id)")
+    }
+    return note
+  }
+
+  private func existingAttachment(
+    _ id: AttachmentID, in transaction: borrowing WriteTransaction
+  ) throws -> Attachment {
+    if let record = try projector.attachmentRecord(id, in: transaction) {
+      return record.attachment
+    }
+    if try transaction.containsValue(forKey: id.identifier.bytes, in: schema.tombstones) {
+      throw VLogError(.attachmentDeleted, "attachment \(id) was deleted; deletes are final")
+    }
+    throw VLogError(.attachmentNotFound, "there is no attachment \(id)")
+  }
+
+  func storeBlob(
+    _ bytes: [UInt8], hash: BlobHash, in transaction: borrowing WriteTransaction
+  ) throws {
+    guard try !transaction.containsValue(forKey: hash.bytes, in: schema.blobs) else { return }
+    try transaction.put(bytes, forKey: hash.bytes, in: schema.blobs)
+  }
+}
+
+/// A log entry: a 4-byte checksum (the low 32 bits of the xxHash64 of the event, big-endian)
+/// followed by the encoded event.
+enum LogRecord {
+  static let headerSize = 4
+
+  static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
+    UInt32(truncatingIfNeeded: XXHash64.hash(event))
+  }
+
+  static func write(_ event: [UInt8], into buffer: UnsafeMutableRawBufferPointer) {
+    event.withUnsafeBytes { event in
+      buffer.storeBytes(of: checksum(event).bigEndian, as: UInt32.self)
+      UnsafeMutableRawBufferPointer(rebasing: buffer[headerSize...]).copyMemory(from: event)
+    }
+  }
+
+  /// The event bytes of a log entry, after checking its checksum.
+  static func event(
+    in entry: UnsafeRawBufferPointer, sequence: UInt64
+  ) throws(VLogError) -> UnsafeRawBufferPointer {
+    guard entry.count >= headerSize else {
+      throw VLogError(.corruptStore, "event \(sequence): the entry is shorter than its checksum")
+    }
+    let stored = UInt32(bigEndian: entry.loadUnaligned(as: UInt32.self))
+    let event = UnsafeRawBufferPointer(rebasing: entry[headerSize...])
+    guard checksum(event) == stored else {
+      throw VLogError(.corruptStore, "event \(sequence): the checksum does not match its bytes")
+    }
+    return event
+  }
+}
+
+/// The checks every event passes, local or remote, so that every replica accepts the same
+/// events.
+enum Validation {
+  static func check(_ change: Change) throws(VLogError) {
+    switch change {
+    case .noteCreated(_, let date), .sortDateSet(_, let date):
+      try checkDate(date)
+    case .textSet(let id, let text):
+      let size = text.utf8.count
+      guard size <= Limits.textBytes else {
+        throw VLogError(
+          .valueTooLarge,
+          "note \(id): the text is \(size) bytes; the limit is \(Limits.textBytes) bytes")
+      }
+    case .tagsSet(let id, let tags):
+      guard tags.count <= Limits.tagsPerNote else {
+        throw VLogError(
+          .valueTooLarge,
+          "note \(id): \(tags.count) tags; the limit is \(Limits.tagsPerNote)")
+      }
+      for tag in tags { try checkTagName(tag) }
+    case .attachmentsSet(let id, let attachments):
+      guard attachments.count <= Limits.attachmentsPerNote else {
+        throw VLogError(
+          .valueTooLarge,
+          "note \(id): \(attachments.count) attachments; the limit is \(Limits.attachmentsPerNote)")
+      }
+    case .attachmentAdded(let attachment):
+      let mime = attachment.mimeType
+      guard !mime.isEmpty, mime.utf8.count <= Limits.mimeTypeBytes, mime.contains("/"),
+        !mime.unicodeScalars.contains(where: {
+          $0.properties.generalCategory == .control || $0 == " "
+        })
+      else {
+        throw VLogError(
+          .invalidValue,
+          "attachment \(attachment.id): media type \(String(reflecting: mime)) is not of the form "
+            + "type/subtype")
+      }
+      guard attachment.byteCount > 0 else {
+        throw VLogError(.invalidValue, "attachment \(attachment.id): it has no bytes")
+      }
+      guard attachment.byteCount <= Limits.attachmentBytes else {
+        throw VLogError(
+          .valueTooLarge,
+          "attachment \(attachment.id): \(attachment.byteCount) bytes; the limit is "
+            + "\(Limits.attachmentBytes) bytes")
+      }
+      guard attachment.width >= 0, attachment.height >= 0 else {
+        throw VLogError(.invalidValue, "attachment \(attachment.id): negative width or height")
+      }
+    case .tagRenamed(let name):
+      try checkTagName(name)
+    case .archivedSet, .noteDeleted, .attachmentDeleted, .unknown:
+      break
+    }
+  }
+
+  static func checkTagName(_ name: String) throws(VLogError) {
+    let cleaned = TagName.clean(name)
+    guard !cleaned.isEmpty else {
+      throw VLogError(.invalidValue, "a tag name is empty")
+    }
+    guard cleaned.utf8.count <= Limits.tagNameBytes else {
+      throw VLogError(
+        .valueTooLarge,
+        "tag name \(String(reflecting: String(cleaned.prefix(40))))… is "
+          + "\(cleaned.utf8.count) bytes; the limit is \(Limits.tagNameBytes)")
+    }
+    guard
+      !name.unicodeScalars.contains(where: {
+        $0.properties.generalCategory == .control && !$0.properties.isWhitespace
+      })
+    else {
+      throw VLogError(.invalidValue, "tag name \(String(reflecting: name)) has control characters")
+    }
+  }
+
+  static func checkDate(_ date: Date) throws(VLogError) {
+    guard date.timeIntervalSince1970.isFinite, date >= Limits.earliestDate,
+      date <= Limits.latestDate
+    else {
+      throw VLogError(.invalidValue, "the date \(date) is outside years 1 to 9999")
+    }
+  }
+
+  /// Cleans tag names and keeps the first of names with the same id.
+  static func uniqueTags(_ tags: [String]) -> [String] {
+    var seen = Set<TagID>()
+    return tags.map(TagName.clean).filter { !$0.isEmpty && seen.insert(TagID(name: $0)).inserted }
+  }
+}

@@ -1,0 +1,218 @@
+public import Foundation
+public import LMDB
+internal import Synchronization
+
+/// An event-sourced store of notes: what an app embeds.
+///
+/// Every user change is appended to an LMDB log as an immutable ``Event``, and the projections
+/// (notes, tags, attachments, tombstones and the indexes the queries use) are updated in the
+/// same transaction, so that after any commit the state and the log agree.
+///
+/// ```swift
+/// let store = try NoteStore.open(at: "/path/to/store")
+/// let id = try store.write { changes in
+///   changes.createNote(text: "Buy bread", tags: ["Errands"])
+/// }
+/// try store.write { $0.setArchived(true, of: id) }
+/// let timeline = try store.timeline()
+/// ```
+///
+/// ## Concurrency
+///
+/// 1. The store is `Sendable`; share one instance. A path is open at most once per process.
+/// 2. Writes — ``write(_:)``, ``ingest(_:)`` — are serialised: one transaction at a time. The
+///    `async` overloads run the transaction on the store's own serial queue, never on the
+///    cooperative thread pool; the synchronous ones run on the caller's thread.
+/// 3. Reads run concurrently with each other and with the writer, each on its own snapshot.
+/// 4. Observers (``changes()``) receive a ``ChangeSet`` after each commit, whatever its source.
+public final class NoteStore: Sendable {
+  /// How a store is opened.
+  public struct Options: Sendable {
+    /// What a commit survives (default: ``Environment/Durability/durable``).
+    public var durability: Environment.Durability
+    /// The initial map size in bytes (default 64 MiB); it doubles as needed.
+    public var mapSize: Int
+    /// The largest map size in bytes (default 1 TiB of address space).
+    public var maximumMapSize: Int
+    /// The sources of time and ids (default: the system clock and random ids).
+    public var dependencies: Dependencies
+
+    /// Creates options.
+    public init(
+      durability: Environment.Durability = .durable, mapSize: Int = 64 << 20,
+      maximumMapSize: Int = 1 << 40, dependencies: Dependencies = .live
+    ) {
+      self.durability = durability
+      self.mapSize = mapSize
+      self.maximumMapSize = maximumMapSize
+      self.dependencies = dependencies
+    }
+  }
+
+  /// The store's sources of time and randomness, injected so that tests control them.
+  public struct Dependencies: Sendable {
+    /// The wall clock.
+    public var now: @Sendable () -> Date
+    /// A new random 128-bit identifier, for notes, attachments and the replica.
+    public var makeIdentifier: @Sendable () -> Identifier
+
+    /// Creates dependencies.
+    public init(
+      now: @escaping @Sendable () -> Date,
+      makeIdentifier: @escaping @Sendable () -> Identifier
+    ) {
+      self.now = now
+      self.makeIdentifier = makeIdentifier
+    }
+
+    /// The system clock and the system's random number generator.
+    public static let live = Dependencies(
+      now: { Date() },
+      makeIdentifier: {
+        var generator = SystemRandomNumberGenerator()
+        return Identifier.random(using: &generator)
+      })
+  }
+
+  /// The version of the store's layout this build writes. A store with a higher version is
+  /// refused; one with a lower version would be migrated.
+  public static let formatVersion: UInt32 = 1
+
+  /// The LMDB environment holding the store.
+  public let environment: Environment
+  /// This replica's id: the tie-break in every stamp this store issues.
+  public let replicaID: ReplicaID
+  /// The store's directory.
+  public var path: String { environment.path }
+
+  let schema: Schema
+  let dependencies: Dependencies
+  let observers = Observers()
+  let writer = DispatchQueue(label: "VLog.NoteStore.writer")
+
+  private init(
+    environment: Environment, schema: Schema, replicaID: ReplicaID, dependencies: Dependencies
+  ) {
+    self.environment = environment
+    self.schema = schema
+    self.replicaID = replicaID
+    self.dependencies = dependencies
+  }
+
+  /// Opens the store at a directory, creating it if needed.
+  ///
+  /// Opening reads a few facts (format, replica id); it never replays the log.
+  ///
+  /// - Parameters:
+  ///   - path: The store's directory.
+  ///   - options: Durability, map size and dependencies.
+  /// - Throws: ``VLogError`` with ``VLogError/Code/unsupportedFormat`` for a store written by a
+  ///   newer version, ``VLogError/Code/corruptStore`` for one this version cannot read, and
+  ///   ``VLogError/Code/storage`` when LMDB cannot open it.
+  public static func open(at path: String, options: Options = Options()) throws -> NoteStore {
+    try VLogError.wrapping {
+      let environment = try Environment.open(
+        at: path,
+        configuration: .init(
+          mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
+          maximumDatabases: Schema.databaseCount + 4, durability: options.durability))
+      let schema = try Schema(environment: environment, create: true)
+      let replicaID = try environment.write { transaction throws -> ReplicaID in
+        try initializeMeta(schema: schema, dependencies: options.dependencies, in: transaction)
+      }
+      return NoteStore(
+        environment: environment, schema: schema, replicaID: replicaID,
+        dependencies: options.dependencies)
+    }
+  }
+
+  private static func initializeMeta(
+    schema: Schema, dependencies: Dependencies, in transaction: borrowing WriteTransaction
+  ) throws -> ReplicaID {
+    if let format = try transaction.value(forKey: Keys.Meta.format, in: schema.meta) {
+      guard format.count == 4 else {
+        throw VLogError(.corruptStore, "the store's format marker is malformed")
+      }
+      let version = format.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) }
+      guard version <= formatVersion else {
+        throw VLogError(
+          .unsupportedFormat,
+          "the store has format \(version), and this version of VLog reads up to "
+            + "\(formatVersion); open it with a newer VLog")
+      }
+      guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
+        replica.count == 16
+      else { throw VLogError(.corruptStore, "the store has no replica id") }
+      return ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) })
+    }
+    let replicaID = ReplicaID(dependencies.makeIdentifier())
+    try transaction.put(
+      withUnsafeBytes(of: formatVersion.bigEndian) { Array($0) }, forKey: Keys.Meta.format,
+      in: schema.meta)
+    try transaction.put(replicaID.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
+    return replicaID
+  }
+
+  /// Closes the store: ends observers' streams and closes the LMDB environment. Later calls
+  /// throw.
+  public func close() {
+    observers.finish()
+    environment.close()
+  }
+
+  /// A stream of what each committed transaction changes, from now on.
+  ///
+  /// Each call returns a new stream; it ends when the store closes or the consumer stops.
+  public func changes() -> AsyncStream<ChangeSet> {
+    observers.stream()
+  }
+
+  /// Runs `body` on the writer queue and resumes with its result.
+  func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+      writer.async {
+        continuation.resume(with: Result { try body() })
+      }
+    }
+  }
+}
+
+/// The log's running state, read at the start of each write transaction and written at its end,
+/// so that a transaction that runs again after the map grows starts from the same state.
+struct LogState {
+  var nextSequence: UInt64
+  var clock: HybridClock
+  var digest: EventSetDigest
+  var unknownEvents: UInt64
+
+  init(schema: Schema, in transaction: borrowing some Transaction & ~Copyable) throws {
+    nextSequence = try transaction.withCursor(on: schema.log) { cursor throws -> UInt64 in
+      try cursor.last() ? try cursor.withCurrent { key, _ in Keys.sequence(from: key) } + 1 : 1
+    }
+    clock = HybridClock(
+      latest: HybridTime(rawValue: try Self.integer(Keys.Meta.clock, schema, transaction)))
+    digest = try transaction.withValue(forKey: Keys.Meta.digest, in: schema.meta) { bytes in
+      bytes.map { $0.count == 16 ? EventSetDigest(bytes: $0) : .empty } ?? .empty
+    }
+    unknownEvents = try Self.integer(Keys.Meta.unknownEvents, schema, transaction)
+  }
+
+  func write(schema: Schema, in transaction: borrowing WriteTransaction) throws {
+    try transaction.put(
+      withUnsafeBytes(of: clock.latest.rawValue.bigEndian) { Array($0) }, forKey: Keys.Meta.clock,
+      in: schema.meta)
+    try transaction.put(digest.bytes, forKey: Keys.Meta.digest, in: schema.meta)
+    try transaction.put(
+      withUnsafeBytes(of: unknownEvents.bigEndian) { Array($0) }, forKey: Keys.Meta.unknownEvents,
+      in: schema.meta)
+  }
+
+  private static func integer(
+    _ key: [UInt8], _ schema: Schema, _ transaction: borrowing some Transaction & ~Copyable
+  ) throws -> UInt64 {
+    try transaction.withValue(forKey: key, in: schema.meta) { bytes in
+      guard let bytes, bytes.count == 8 else { return 0 }
+      return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+    }
+  }
+}

@@ -1,0 +1,83 @@
+internal import Foundation
+internal import Synchronization
+
+/// What one committed transaction changed, as observers see it.
+///
+/// User changes and ingested sync events produce the same kind of change set; ``source`` says
+/// which, for observers that care (for example, to scroll to a note the user just made).
+public struct ChangeSet: Sendable, Hashable {
+  /// Where a change came from.
+  public enum Source: Sendable, Hashable {
+    /// A user change made through this store.
+    case user
+    /// Events ingested from another replica (sync or import).
+    case sync
+  }
+
+  /// Where the changes came from.
+  public let source: Source
+  /// Notes that became visible: created here, or whose creation arrived.
+  public let insertedNotes: Set<NoteID>
+  /// Visible notes whose fields or attachments changed.
+  public let updatedNotes: Set<NoteID>
+  /// Notes that were deleted.
+  public let deletedNotes: Set<NoteID>
+  /// Whether any tag's name or note count changed.
+  public let tagsChanged: Bool
+  /// How many events the transaction appended to the log.
+  public let eventCount: Int
+
+  /// Whether nothing visible changed.
+  public var isEmpty: Bool {
+    insertedNotes.isEmpty && updatedNotes.isEmpty && deletedNotes.isEmpty && !tagsChanged
+  }
+
+  /// Collects changes across the flushes of one transaction.
+  struct Builder: Sendable {
+    var inserted: Set<NoteID> = []
+    var updated: Set<NoteID> = []
+    var deleted: Set<NoteID> = []
+    var tagsChanged = false
+
+    func build(source: Source, eventCount: Int) -> ChangeSet {
+      ChangeSet(
+        source: source,
+        insertedNotes: inserted.subtracting(deleted),
+        updatedNotes: updated.subtracting(inserted).subtracting(deleted),
+        deletedNotes: deleted.subtracting(inserted),
+        tagsChanged: tagsChanged,
+        eventCount: eventCount)
+    }
+  }
+}
+
+/// The store's observers: each gets its own stream of change sets, fed after each commit.
+final class Observers: Sendable {
+  private let continuations = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
+  private let nextID = Atomic<UInt64>(0)
+
+  func stream() -> AsyncStream<ChangeSet> {
+    let (stream, continuation) = AsyncStream<ChangeSet>.makeStream(bufferingPolicy: .unbounded)
+    let id = nextID.add(1, ordering: .relaxed).newValue
+    continuations.withLock { $0[id] = continuation }
+    continuation.onTermination = { [weak self] _ in
+      self?.continuations.withLock { _ = $0.removeValue(forKey: id) }
+    }
+    return stream
+  }
+
+  /// Sends a change set to every observer. Called after the commit, outside any lock.
+  func publish(_ changes: ChangeSet) {
+    let targets = continuations.withLock { Array($0.values) }
+    for continuation in targets { continuation.yield(changes) }
+  }
+
+  /// Ends every stream.
+  func finish() {
+    let targets = continuations.withLock { continuations in
+      defer { continuations.removeAll() }
+      return Array(continuations.values)
+    }
+    for continuation in targets { continuation.finish() }
+  }
+}

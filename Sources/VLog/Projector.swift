@@ -1,0 +1,344 @@
+internal import LMDB
+
+/// Applies events to the projections inside a write transaction.
+///
+/// Every effect of an event is a function of the set of events applied so far, never of their
+/// order, which is what makes replicas converge:
+///
+/// - a field takes the value of the change with the newest stamp;
+/// - a tombstone keeps the earliest stamp that deleted its object, and a deleted object's
+///   state is removed; later changes to it are ignored, earlier ones are erased with it;
+/// - a note's creation date comes from its earliest creation event;
+/// - a tag's display name is the name given by the newest change that names it (a rename, or
+///   a tags change on any note, deleted or not);
+/// - an attachment keeps the metadata of its earliest `attachmentAdded`; one added to a deleted
+///   note is ignored, and deleting a note removes its attachments;
+/// - indexes and tag counts are derived from the notes' final state at ``flush(in:)``.
+///
+/// Notes and tags are changed in an in-memory overlay and written once per flush, so a batch of
+/// many changes to one note costs one write, and indexes are updated from the difference
+/// between a note's state before and after the batch.
+struct Projector {
+  let schema: Schema
+  private var notes: [NoteID: NoteEntry] = [:]
+  private var tags: [TagID: TagEntry] = [:]
+  /// Notes whose attachments were added or removed.
+  private var touched: Set<NoteID> = []
+  /// Events of kinds this version does not know, skipped.
+  private(set) var unknownEvents = 0
+  /// What the flushes so far changed.
+  private(set) var changes = ChangeSet.Builder()
+
+  private struct NoteEntry {
+    var original: NoteRecord?
+    var current: NoteRecord?
+    var isDeleted: Bool
+  }
+
+  private struct TagEntry {
+    var original: TagRecord?
+    var current: TagRecord
+  }
+
+  init(schema: Schema) {
+    self.schema = schema
+  }
+
+  /// The number of notes and tags held in the overlay.
+  var overlayCount: Int { notes.count + tags.count }
+
+  // MARK: - Applying events
+
+  mutating func apply(_ event: Event, in transaction: borrowing WriteTransaction) throws {
+    let stamp = event.stamp
+    switch event.change {
+    case .noteCreated(let id, let date):
+      try updateNote(id, in: transaction) { record in
+        if !record.isCreated || stamp < record.creationStamp {
+          record.isCreated = true
+          record.creationStamp = stamp
+          record.creationDate = date.milliseconds
+        }
+      }
+    case .textSet(let id, let text):
+      try updateNote(id, in: transaction) { record in
+        if stamp > record.textStamp {
+          record.textStamp = stamp
+          record.text = text
+        }
+      }
+    case .archivedSet(let id, let archived):
+      try updateNote(id, in: transaction) { record in
+        if stamp > record.archivedStamp {
+          record.archivedStamp = stamp
+          record.archived = archived
+        }
+      }
+    case .sortDateSet(let id, let date):
+      try updateNote(id, in: transaction) { record in
+        if stamp > record.sortDateStamp {
+          record.sortDateStamp = stamp
+          record.sortDate = date.milliseconds
+        }
+      }
+    case .tagsSet(let id, let names):
+      for name in names { try assertTagName(name, stamp: stamp, in: transaction) }
+      try updateNote(id, in: transaction) { record in
+        if stamp > record.tagsStamp {
+          record.tagsStamp = stamp
+          record.tags = names
+        }
+      }
+    case .attachmentsSet(let id, let attachments):
+      try updateNote(id, in: transaction) { record in
+        if stamp > record.attachmentsStamp {
+          record.attachmentsStamp = stamp
+          record.attachments = attachments
+        }
+      }
+    case .noteDeleted(let id):
+      try deleteNote(id, stamp: stamp, in: transaction)
+    case .attachmentAdded(let attachment):
+      try addAttachment(attachment, stamp: stamp, in: transaction)
+    case .attachmentDeleted(let id):
+      try deleteAttachment(id, stamp: stamp, in: transaction)
+    case .tagRenamed(let name):
+      try assertTagName(name, stamp: stamp, in: transaction)
+    case .unknown:
+      unknownEvents += 1
+    }
+  }
+
+  // MARK: Notes
+
+  /// The note's current record from the overlay or the store; nil if it has none or is deleted.
+  mutating func note(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable) throws
+    -> NoteRecord?
+  {
+    try entry(for: id, in: transaction).current
+  }
+
+  /// Whether the note has a tombstone.
+  mutating func isDeleted(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> Bool
+  {
+    try entry(for: id, in: transaction).isDeleted
+  }
+
+  private mutating func entry(
+    for id: NoteID, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> NoteEntry {
+    if let entry = notes[id] { return entry }
+    let key = id.identifier.bytes
+    let entry: NoteEntry
+    if try transaction.containsValue(forKey: key, in: schema.tombstones) {
+      entry = NoteEntry(original: nil, current: nil, isDeleted: true)
+    } else {
+      let record = try transaction.withValue(forKey: key, in: schema.notes) {
+        bytes throws -> NoteRecord? in
+        try bytes.map { try NoteRecord(decoding: $0) }
+      }
+      entry = NoteEntry(original: record, current: record, isDeleted: false)
+    }
+    notes[id] = entry
+    return entry
+  }
+
+  private mutating func updateNote(
+    _ id: NoteID, in transaction: borrowing WriteTransaction, _ change: (inout NoteRecord) -> Void
+  ) throws {
+    var entry = try entry(for: id, in: transaction)
+    guard !entry.isDeleted else { return }
+    var record = entry.current ?? NoteRecord()
+    change(&record)
+    entry.current = record
+    notes[id] = entry
+  }
+
+  private mutating func deleteNote(
+    _ id: NoteID, stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    try putTombstone(id.identifier, kind: .note, stamp: stamp, in: transaction)
+    var entry = try entry(for: id, in: transaction)
+    entry.current = nil
+    entry.isDeleted = true
+    notes[id] = entry
+    // The note's attachments go with it.
+    var owned: [AttachmentID] = []
+    try transaction.forEach(in: schema.noteAttachments, range: .prefix(id.identifier.bytes)) {
+      key, _ in owned.append(AttachmentID(Identifier(bytes: key, at: 16)))
+    }
+    for attachment in owned {
+      try transaction.delete(forKey: attachment.identifier.bytes, in: schema.attachments)
+      try transaction.delete(
+        forKey: Keys.noteAttachment(id, attachment), in: schema.noteAttachments)
+    }
+  }
+
+  private func putTombstone(
+    _ id: Identifier, kind: DeletedObject.Kind, stamp: Stamp,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    let key = id.bytes
+    let existing = try transaction.withValue(forKey: key, in: schema.tombstones) {
+      bytes throws -> TombstoneRecord? in try bytes.map { try TombstoneRecord(decoding: $0) }
+    }
+    if let existing, existing.stamp <= stamp { return }
+    try transaction.put(
+      TombstoneRecord(kind: kind, stamp: stamp).encoded(), forKey: key, in: schema.tombstones)
+  }
+
+  // MARK: Attachments
+
+  private mutating func addAttachment(
+    _ attachment: Attachment, stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    let key = attachment.id.identifier.bytes
+    guard try !transaction.containsValue(forKey: key, in: schema.tombstones),
+      try !isDeleted(attachment.noteID, in: transaction)
+    else { return }
+    let existing = try attachmentRecord(attachment.id, in: transaction)
+    if let existing {
+      guard stamp < existing.stamp else { return }
+      try transaction.delete(
+        forKey: Keys.noteAttachment(existing.attachment.noteID, attachment.id),
+        in: schema.noteAttachments)
+      touched.insert(existing.attachment.noteID)
+    }
+    try transaction.put(
+      AttachmentRecord(stamp: stamp, attachment: attachment).encoded(), forKey: key,
+      in: schema.attachments)
+    try transaction.put(
+      [UInt8](), forKey: Keys.noteAttachment(attachment.noteID, attachment.id),
+      in: schema.noteAttachments)
+    touched.insert(attachment.noteID)
+  }
+
+  private mutating func deleteAttachment(
+    _ id: AttachmentID, stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    try putTombstone(id.identifier, kind: .attachment, stamp: stamp, in: transaction)
+    guard let existing = try attachmentRecord(id, in: transaction) else { return }
+    try transaction.delete(forKey: id.identifier.bytes, in: schema.attachments)
+    try transaction.delete(
+      forKey: Keys.noteAttachment(existing.attachment.noteID, id), in: schema.noteAttachments)
+    touched.insert(existing.attachment.noteID)
+  }
+
+  func attachmentRecord(
+    _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> AttachmentRecord? {
+    try transaction.withValue(forKey: id.identifier.bytes, in: schema.attachments) {
+      bytes throws -> AttachmentRecord? in
+      try bytes.map { try AttachmentRecord(id: id, decoding: $0) }
+    }
+  }
+
+  // MARK: Tags
+
+  mutating func tag(_ id: TagID, in transaction: borrowing some Transaction & ~Copyable) throws
+    -> TagRecord?
+  {
+    if let entry = tags[id] { return entry.current }
+    let record = try transaction.withValue(forKey: Array(id.rawValue.utf8), in: schema.tags) {
+      bytes throws -> TagRecord? in try bytes.map { try TagRecord(decoding: $0) }
+    }
+    if let record { tags[id] = TagEntry(original: record, current: record) }
+    return record
+  }
+
+  private mutating func updateTag(
+    _ id: TagID, in transaction: borrowing WriteTransaction, _ change: (inout TagRecord) -> Void
+  ) throws {
+    var record = try tag(id, in: transaction) ?? TagRecord()
+    change(&record)
+    if var entry = tags[id] {
+      entry.current = record
+      tags[id] = entry
+    } else {
+      tags[id] = TagEntry(original: nil, current: record)
+    }
+  }
+
+  private mutating func assertTagName(
+    _ name: String, stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    let cleaned = TagName.clean(name)
+    guard !cleaned.isEmpty else { return }
+    try updateTag(TagID(name: cleaned), in: transaction) { record in
+      if stamp > record.nameStamp {
+        record.nameStamp = stamp
+        record.name = cleaned
+      }
+    }
+  }
+
+  // MARK: - Flushing
+
+  /// Writes the overlay's changed notes and tags, updates the indexes and tag counts from the
+  /// difference, records what changed, and empties the overlay.
+  mutating func flush(in transaction: borrowing WriteTransaction) throws {
+    for (id, entry) in notes {
+      let before = entry.original
+      let after = entry.current
+      let wasVisible = before?.isCreated ?? false
+      let isVisible = after?.isCreated ?? false
+      if before != after {
+        let key = id.identifier.bytes
+        if let after {
+          try transaction.put(after.encoded(), forKey: key, in: schema.notes)
+        } else if before != nil {
+          try transaction.delete(forKey: key, in: schema.notes)
+        }
+        try updateIndexes(
+          id, from: wasVisible ? before : nil, to: isVisible ? after : nil, in: transaction)
+      }
+      if !wasVisible && isVisible {
+        changes.inserted.insert(id)
+      } else if wasVisible && !isVisible {
+        changes.deleted.insert(id)
+      } else if isVisible && (before != after || touched.contains(id)) {
+        changes.updated.insert(id)
+      }
+    }
+    for id in touched where notes[id] == nil {
+      if let record = try note(id, in: transaction), record.isCreated {
+        changes.updated.insert(id)
+      }
+    }
+    for (id, entry) in tags where entry.original != entry.current {
+      try transaction.put(entry.current.encoded(), forKey: Array(id.rawValue.utf8), in: schema.tags)
+      changes.tagsChanged = true
+    }
+    notes.removeAll(keepingCapacity: true)
+    tags.removeAll(keepingCapacity: true)
+    touched.removeAll(keepingCapacity: true)
+  }
+
+  /// Moves a note's timeline and tag index entries from its old visible state to its new one.
+  private mutating func updateIndexes(
+    _ id: NoteID, from before: NoteRecord?, to after: NoteRecord?,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    let oldKey = before.map {
+      Keys.timeline(archived: $0.archived, sortDate: $0.effectiveSortDate, note: id)
+    }
+    let newKey = after.map {
+      Keys.timeline(archived: $0.archived, sortDate: $0.effectiveSortDate, note: id)
+    }
+    if oldKey != newKey {
+      if let oldKey { try transaction.delete(forKey: oldKey, in: schema.timeline) }
+      if let newKey { try transaction.put([UInt8](), forKey: newKey, in: schema.timeline) }
+    }
+    let oldTags = Set(before?.tagIDs ?? [])
+    let newTags = Set(after?.tagIDs ?? [])
+    for tag in oldTags.subtracting(newTags) {
+      try transaction.delete(forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
+      try updateTag(tag, in: transaction) { $0.noteCount -= 1 }
+    }
+    for tag in newTags.subtracting(oldTags) {
+      try transaction.put([UInt8](), forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
+      try updateTag(tag, in: transaction) { $0.noteCount += 1 }
+    }
+  }
+}

@@ -1,0 +1,231 @@
+/// A note as the `notes` projection stores it: each mutable field with the stamp of the change
+/// that set it. A record can exist before its note is created (changes may arrive before the
+/// creation); such a note is invisible until its creation arrives.
+struct NoteRecord: Equatable, Sendable {
+  var isCreated = false
+  var creationStamp = Stamp.zero
+  var creationDate: Int64 = 0
+  var textStamp = Stamp.zero
+  var text = ""
+  var archivedStamp = Stamp.zero
+  var archived = false
+  var sortDateStamp = Stamp.zero
+  var sortDate: Int64 = 0
+  var tagsStamp = Stamp.zero
+  var tags: [String] = []
+  var attachmentsStamp = Stamp.zero
+  var attachments: [AttachmentID] = []
+
+  static let formatVersion: UInt8 = 1
+
+  /// The sort date, or the creation date while no change has set one.
+  var effectiveSortDate: Int64 {
+    sortDateStamp == .zero ? creationDate : sortDate
+  }
+
+  /// The tags' ids, without duplicates, in order of first appearance.
+  var tagIDs: [TagID] {
+    var seen = Set<TagID>()
+    return tags.map(TagID.init(name:)).filter { seen.insert($0).inserted }
+  }
+
+  func encoded() -> [UInt8] {
+    var writer = WireWriter()
+    writer.buffer.reserveCapacity(160 + text.utf8.count + attachments.count * 16)
+    writer.buffer.append(Self.formatVersion)
+    writer.buffer.append(isCreated ? 1 : 0)
+    creationStamp.append(to: &writer.buffer)
+    writer.rawSigned(creationDate)
+    textStamp.append(to: &writer.buffer)
+    writer.rawString(text)
+    archivedStamp.append(to: &writer.buffer)
+    writer.buffer.append(archived ? 1 : 0)
+    sortDateStamp.append(to: &writer.buffer)
+    writer.rawSigned(sortDate)
+    tagsStamp.append(to: &writer.buffer)
+    writer.rawVarint(UInt64(tags.count))
+    for tag in tags { writer.rawString(tag) }
+    attachmentsStamp.append(to: &writer.buffer)
+    writer.rawVarint(UInt64(attachments.count))
+    for attachment in attachments { attachment.identifier.append(to: &writer.buffer) }
+    return writer.buffer
+  }
+
+  init() {}
+
+  init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+    var reader = WireReader(bytes)
+    guard try reader.byte() == Self.formatVersion else {
+      throw VLogError(.corruptStore, "a note record has an unknown format version")
+    }
+    isCreated = try reader.byte() == 1
+    creationStamp = try reader.stamp()
+    creationDate = try reader.signed()
+    textStamp = try reader.stamp()
+    text = try reader.rawString("text")
+    archivedStamp = try reader.stamp()
+    archived = try reader.byte() == 1
+    sortDateStamp = try reader.stamp()
+    sortDate = try reader.signed()
+    tagsStamp = try reader.stamp()
+    let tagCount = try reader.count(minimumBytesEach: 1)
+    tags.reserveCapacity(tagCount)
+    for _ in 0..<tagCount { tags.append(try reader.rawString("tag")) }
+    attachmentsStamp = try reader.stamp()
+    let attachmentCount = try reader.count(minimumBytesEach: 16)
+    attachments.reserveCapacity(attachmentCount)
+    for _ in 0..<attachmentCount {
+      attachments.append(AttachmentID(try reader.fixedIdentifier()))
+    }
+    guard reader.isAtEnd else {
+      throw VLogError(.corruptStore, "a note record has \(bytes.count - reader.offset) extra bytes")
+    }
+  }
+}
+
+/// A tag as the `tags` projection stores it: the display name (last-writer-wins over every
+/// change that names the tag) and the number of visible notes that use it.
+struct TagRecord: Equatable, Sendable {
+  var nameStamp = Stamp.zero
+  var name = ""
+  var noteCount = 0
+
+  func encoded() -> [UInt8] {
+    var writer = WireWriter()
+    nameStamp.append(to: &writer.buffer)
+    writer.rawString(name)
+    writer.rawVarint(UInt64(noteCount))
+    return writer.buffer
+  }
+
+  init() {}
+
+  init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+    var reader = WireReader(bytes)
+    nameStamp = try reader.stamp()
+    name = try reader.rawString("tag name")
+    noteCount = Int(try reader.varint())
+    guard reader.isAtEnd else { throw VLogError(.corruptStore, "a tag record has extra bytes") }
+  }
+}
+
+/// An attachment as the `attachments` projection stores it, with the stamp of the event that
+/// added it (if an id is added twice, the earlier event wins).
+struct AttachmentRecord: Equatable, Sendable {
+  var stamp: Stamp
+  var attachment: Attachment
+
+  func encoded() -> [UInt8] {
+    var writer = WireWriter()
+    stamp.append(to: &writer.buffer)
+    attachment.noteID.identifier.append(to: &writer.buffer)
+    writer.rawVarint(UInt64(attachment.width))
+    writer.rawVarint(UInt64(attachment.height))
+    writer.rawVarint(UInt64(attachment.byteCount))
+    writer.buffer.append(contentsOf: attachment.blobHash.bytes)
+    writer.rawString(attachment.mimeType)
+    return writer.buffer
+  }
+
+  init(stamp: Stamp, attachment: Attachment) {
+    self.stamp = stamp
+    self.attachment = attachment
+  }
+
+  init(id: AttachmentID, decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+    var reader = WireReader(bytes)
+    stamp = try reader.stamp()
+    let noteID = NoteID(try reader.fixedIdentifier())
+    let width = Int(try reader.varint())
+    let height = Int(try reader.varint())
+    let byteCount = Int(try reader.varint())
+    guard let hash = BlobHash(bytes: Array(try reader.fixed(32))) else {
+      throw VLogError(.corruptStore, "an attachment record has no hash")
+    }
+    let mimeType = try reader.rawString("media type")
+    guard reader.isAtEnd else {
+      throw VLogError(.corruptStore, "an attachment record has extra bytes")
+    }
+    attachment = Attachment(
+      id: id, noteID: noteID, mimeType: mimeType, width: width, height: height, blobHash: hash,
+      byteCount: byteCount)
+  }
+}
+
+/// A tombstone: the kind of object deleted and the earliest stamp that deleted it.
+struct TombstoneRecord: Equatable, Sendable {
+  var kind: DeletedObject.Kind
+  var stamp: Stamp
+
+  func encoded() -> [UInt8] {
+    var bytes = [kind.rawValue]
+    stamp.append(to: &bytes)
+    return bytes
+  }
+
+  init(kind: DeletedObject.Kind, stamp: Stamp) {
+    self.kind = kind
+    self.stamp = stamp
+  }
+
+  init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+    guard bytes.count == 1 + Stamp.byteCount, let kind = DeletedObject.Kind(rawValue: bytes[0])
+    else { throw VLogError(.corruptStore, "a tombstone record is malformed") }
+    self.kind = kind
+    stamp = Stamp(bytes: bytes, at: 1)
+  }
+}
+
+extension WireWriter {
+  mutating func rawSigned(_ value: Int64) {
+    rawVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+  }
+
+  mutating func rawString(_ string: String) {
+    var string = string
+    string.withUTF8 { utf8 in
+      rawVarint(UInt64(utf8.count))
+      buffer.append(contentsOf: utf8)
+    }
+  }
+}
+
+extension WireReader {
+  mutating func byte() throws(VLogError) -> UInt8 {
+    try fixed(1)[0]
+  }
+
+  mutating func fixed(_ count: Int) throws(VLogError) -> UnsafeRawBufferPointer {
+    guard base.count - offset >= count else {
+      throw VLogError(.corruptStore, "a record is truncated at byte \(offset)")
+    }
+    defer { offset += count }
+    return UnsafeRawBufferPointer(rebasing: base[offset..<offset + count])
+  }
+
+  mutating func stamp() throws(VLogError) -> Stamp {
+    Stamp(bytes: try fixed(Stamp.byteCount))
+  }
+
+  mutating func fixedIdentifier() throws(VLogError) -> Identifier {
+    Identifier(bytes: try fixed(16))
+  }
+
+  mutating func rawString(_ name: String) throws(VLogError) -> String {
+    let bytes = try lengthDelimited()
+    guard let string = String(validating: bytes, as: UTF8.self) else {
+      throw VLogError(.corruptStore, "a record's \(name) is not valid UTF-8")
+    }
+    return string
+  }
+
+  /// A count of items that each take at least `minimumBytesEach` bytes, checked against what
+  /// is left so that a corrupt count cannot allocate without bound.
+  mutating func count(minimumBytesEach: Int) throws(VLogError) -> Int {
+    let count = try varint()
+    guard count <= UInt64((base.count - offset) / minimumBytesEach) else {
+      throw VLogError(.corruptStore, "a record's count \(count) exceeds its size")
+    }
+    return Int(count)
+  }
+}

@@ -1,0 +1,111 @@
+internal import LMDB
+
+/// The named databases of a store, all in one LMDB environment.
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | `meta` | name | store facts: format, replica id, clock, event-set digest, counters |
+/// | `log` | sequence (8 bytes, big-endian) | checksum (4) + encoded event |
+/// | `eventIndex` | stamp (24) | sequence (8) |
+/// | `outbox` | sequence (8) | empty: local events not yet acknowledged by the server |
+/// | `blobs` | SHA-256 (32) | attachment bytes |
+/// | `notes` | note id (16) | ``NoteRecord`` |
+/// | `tombstones` | id (16) | ``TombstoneRecord`` |
+/// | `attachments` | attachment id (16) | ``AttachmentRecord`` |
+/// | `noteAttachments` | note id (16) + attachment id (16) | empty |
+/// | `tags` | tag id (UTF-8) | ``TagRecord`` |
+/// | `tagNotes` | tag id + 0x00 + note id (16) | empty |
+/// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
+///
+/// The last seven are projections: derived from the log, dropped and rebuilt by
+/// ``NoteStore/rebuildProjections(progress:)``. The log, its index, the outbox and the blobs
+/// are the store's data.
+struct Schema: Sendable {
+  let meta: Database
+  let log: Database
+  let eventIndex: Database
+  let outbox: Database
+  let blobs: Database
+  let notes: Database
+  let tombstones: Database
+  let attachments: Database
+  let noteAttachments: Database
+  let tags: Database
+  let tagNotes: Database
+  let timeline: Database
+
+  /// The projections, in the order the state digest reads them.
+  var projections: [Database] {
+    [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
+  }
+
+  static let databaseCount = 12
+
+  init(environment: Environment, create: Bool) throws {
+    let flags: Database.Flags = create ? .create : []
+    func open(_ name: String) throws -> Database {
+      try environment.openDatabase(named: name, flags: flags)
+    }
+    meta = try open("meta")
+    log = try open("log")
+    eventIndex = try open("eventIndex")
+    outbox = try open("outbox")
+    blobs = try open("blobs")
+    notes = try open("notes")
+    tombstones = try open("tombstones")
+    attachments = try open("attachments")
+    noteAttachments = try open("noteAttachments")
+    tags = try open("tags")
+    tagNotes = try open("tagNotes")
+    timeline = try open("timeline")
+  }
+}
+
+/// Keys of the store's databases.
+enum Keys {
+  static func sequence(_ sequence: UInt64) -> [UInt8] {
+    withUnsafeBytes(of: sequence.bigEndian) { Array($0) }
+  }
+
+  static func sequence(from bytes: UnsafeRawBufferPointer) -> UInt64 {
+    UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+  }
+
+  static func noteAttachment(_ note: NoteID, _ attachment: AttachmentID) -> [UInt8] {
+    var key = note.identifier.bytes
+    attachment.identifier.append(to: &key)
+    return key
+  }
+
+  static func tagNote(_ tag: TagID, _ note: NoteID) -> [UInt8] {
+    var key = tagPrefix(tag)
+    note.identifier.append(to: &key)
+    return key
+  }
+
+  static func tagPrefix(_ tag: TagID) -> [UInt8] {
+    Array(tag.rawValue.utf8) + [0]
+  }
+
+  /// Newest first: the sort date's bits are inverted so that later dates sort earlier.
+  static func timeline(archived: Bool, sortDate: Int64, note: NoteID) -> [UInt8] {
+    var key: [UInt8] = [archived ? 1 : 0]
+    key.reserveCapacity(25)
+    let ordered = ~(UInt64(bitPattern: sortDate) ^ (1 << 63))
+    withUnsafeBytes(of: ordered.bigEndian) { key.append(contentsOf: $0) }
+    note.identifier.append(to: &key)
+    return key
+  }
+
+  static func timelineNote(_ key: UnsafeRawBufferPointer) -> NoteID {
+    NoteID(Identifier(bytes: key, at: 9))
+  }
+
+  enum Meta {
+    static let format = Array("format".utf8)
+    static let replica = Array("replica".utf8)
+    static let clock = Array("clock".utf8)
+    static let digest = Array("eventSetDigest".utf8)
+    static let unknownEvents = Array("unknownEvents".utf8)
+  }
+}

@@ -1,0 +1,124 @@
+/// A hybrid logical time: wall-clock milliseconds since 1970 in the high 48 bits and a counter
+/// in the low 16, so that times compare as plain integers.
+///
+/// The counter orders events made within one millisecond, and events made after a replica saw
+/// a time from the future (another replica's fast clock): the clock then keeps the larger
+/// millisecond value and counts up, so causality holds even when wall clocks disagree.
+public struct HybridTime: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// The packed value: `milliseconds << 16 | counter`.
+  public let rawValue: UInt64
+
+  /// The largest millisecond value a time can hold (year 10889).
+  public static let maximumMilliseconds: UInt64 = (1 << 48) - 1
+
+  /// Wraps a packed value.
+  public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+  /// Packs a millisecond value and a counter.
+  ///
+  /// - Precondition: `milliseconds` is at most ``maximumMilliseconds``.
+  public init(milliseconds: UInt64, counter: UInt16) {
+    precondition(milliseconds <= Self.maximumMilliseconds, "milliseconds out of range")
+    rawValue = milliseconds << 16 | UInt64(counter)
+  }
+
+  /// Milliseconds since 1970-01-01T00:00:00Z.
+  public var milliseconds: UInt64 { rawValue >> 16 }
+
+  /// The logical counter.
+  public var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
+
+  /// The time before every real time.
+  public static let zero = HybridTime(rawValue: 0)
+
+  /// Orders by milliseconds, then counter.
+  public static func < (lhs: HybridTime, rhs: HybridTime) -> Bool { lhs.rawValue < rhs.rawValue }
+
+  /// ISO 8601 with milliseconds, then the counter: `2026-11-22T04:13:46.123Z#2`.
+  public var description: String {
+    ISO8601.format(milliseconds: Int64(milliseconds)) + "#\(counter)"
+  }
+}
+
+/// The stamp of an event: when it was made (a ``HybridTime``) and by which replica.
+///
+/// Stamps are totally ordered, by time and then by replica id, and the order is the same on
+/// every replica. A newer stamp wins a field. A stamp is also the event's unique id: a replica
+/// never issues the same time twice.
+public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// When the event was made.
+  public let time: HybridTime
+  /// The replica that made it.
+  public let replica: ReplicaID
+
+  /// Creates a stamp.
+  public init(time: HybridTime, replica: ReplicaID) {
+    self.time = time
+    self.replica = replica
+  }
+
+  /// The stamp before every real stamp: what a field that was never set carries.
+  public static let zero = Stamp(time: .zero, replica: ReplicaID(Identifier(high: 0, low: 0)))
+
+  /// Orders by time, then by replica id.
+  public static func < (lhs: Stamp, rhs: Stamp) -> Bool {
+    (lhs.time.rawValue, lhs.replica.identifier) < (rhs.time.rawValue, rhs.replica.identifier)
+  }
+
+  /// The time and the replica: `2026-11-22T04:13:46.123Z#2@1b4e28ba-…`.
+  public var description: String { "\(time)@\(replica)" }
+
+  /// The 24-byte key form: time then replica, big-endian, so keys sort as stamps do.
+  static let byteCount = 24
+
+  func append(to buffer: inout [UInt8]) {
+    withUnsafeBytes(of: time.rawValue.bigEndian) { buffer.append(contentsOf: $0) }
+    replica.identifier.append(to: &buffer)
+  }
+
+  var bytes: [UInt8] {
+    var buffer = [UInt8]()
+    buffer.reserveCapacity(Self.byteCount)
+    append(to: &buffer)
+    return buffer
+  }
+
+  init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+    time = HybridTime(
+      rawValue: UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+    replica = ReplicaID(Identifier(bytes: bytes, at: offset + 8))
+  }
+}
+
+/// A replica's hybrid logical clock.
+///
+/// ``tick(wallMilliseconds:)`` issues the time for a local change: never earlier than any time
+/// issued or observed before, even when the wall clock steps back. ``observe(_:)`` advances the
+/// clock past a time received from another replica, so a change made after seeing a remote
+/// change always wins over it.
+struct HybridClock: Sendable {
+  /// The latest time issued or observed.
+  private(set) var latest: HybridTime
+
+  init(latest: HybridTime = .zero) {
+    self.latest = latest
+  }
+
+  /// The time for a new local event.
+  mutating func tick(wallMilliseconds: UInt64) -> HybridTime {
+    let wall = min(wallMilliseconds, HybridTime.maximumMilliseconds)
+    if wall > latest.milliseconds {
+      latest = HybridTime(milliseconds: wall, counter: 0)
+    } else if latest.counter < UInt16.max {
+      latest = HybridTime(rawValue: latest.rawValue + 1)
+    } else {
+      latest = HybridTime(milliseconds: latest.milliseconds + 1, counter: 0)
+    }
+    return latest
+  }
+
+  /// Advances past a time seen on another replica's event.
+  mutating func observe(_ time: HybridTime) {
+    if time > latest { latest = time }
+  }
+}

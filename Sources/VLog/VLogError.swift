@@ -1,0 +1,76 @@
+public import LMDB
+
+/// An error from the VLog engine: a change that cannot be made, bad input, or a store that
+/// cannot be read.
+///
+/// Match on ``code``; the ``message`` says what failed, on what, and how to fix it. When a
+/// batch of changes or events fails, nothing of it is committed.
+public struct VLogError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// What went wrong, as a value to match on.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// The note does not exist (never created here, or not yet synced).
+    public static let noteNotFound = Code("noteNotFound")
+    /// The note was deleted; deletes are final.
+    public static let noteDeleted = Code("noteDeleted")
+    /// The attachment does not exist.
+    public static let attachmentNotFound = Code("attachmentNotFound")
+    /// The attachment was deleted; deletes are final.
+    public static let attachmentDeleted = Code("attachmentDeleted")
+    /// No note uses a tag of that name.
+    public static let tagNotFound = Code("tagNotFound")
+    /// A value is empty where one is required, out of range, or malformed.
+    public static let invalidValue = Code("invalidValue")
+    /// A value is larger than the limit for its kind.
+    public static let valueTooLarge = Code("valueTooLarge")
+    /// Bytes do not match the SHA-256 hash they were given under.
+    public static let blobMismatch = Code("blobMismatch")
+    /// The bytes of an attachment are not in this store (not downloaded yet).
+    public static let blobMissing = Code("blobMissing")
+    /// Encoded event bytes cannot be decoded.
+    public static let malformedEvent = Code("malformedEvent")
+    /// The store's files hold something this version cannot read: corruption, or a newer format.
+    public static let corruptStore = Code("corruptStore")
+    /// The store was written by a newer version of VLog.
+    public static let unsupportedFormat = Code("unsupportedFormat")
+    /// LMDB failed; ``VLogError/underlying`` holds its error.
+    public static let storage = Code("storage")
+
+    /// The code's name, for example `noteDeleted`.
+    public var description: String { name }
+  }
+
+  /// What went wrong.
+  public let code: Code
+  /// What failed, on what, and how to fix it.
+  public let message: String
+  /// The LMDB error behind a ``Code/storage`` error.
+  public let underlying: LMDBError?
+
+  /// Creates an error.
+  public init(_ code: Code, _ message: String, underlying: LMDBError? = nil) {
+    self.code = code
+    self.message = message
+    self.underlying = underlying
+  }
+
+  /// The message.
+  public var description: String { message }
+}
+
+extension VLogError {
+  static func storage(_ error: LMDBError) -> VLogError {
+    VLogError(.storage, error.description, underlying: error)
+  }
+
+  /// Runs `body`, turning LMDB's errors into ``VLogError``s.
+  static func wrapping<R>(_ body: () throws -> R) throws -> R {
+    do {
+      return try body()
+    } catch let error as LMDBError {
+      throw storage(error)
+    }
+  }
+}
