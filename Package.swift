@@ -15,6 +15,7 @@ let package = Package(
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
     .library(name: "VLog", targets: ["VLog"]),
+    .library(name: "VLogTesting", targets: ["VLogTesting"]),
     .library(name: "LMDB", targets: ["LMDB"]),
     // The C API itself, for the benchmarks' raw-LMDB reference.
     .library(name: "CLMDB", targets: ["CLMDB"]),
@@ -44,6 +45,11 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
+    .target(
+      name: "VLogTesting",
+      dependencies: ["VLog"],
+      swiftSettings: swiftSettings
+    ),
     .executableTarget(
       name: "VLogCLI",
       dependencies: [
@@ -62,6 +68,7 @@ let package = Package(
       name: "VLogTests",
       dependencies: [
         "VLog",
+        "VLogTesting",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ],
       swiftSettings: swiftSettings

@@ -71,7 +71,7 @@ struct WriteSession {
     schema = store.schema
     replicaID = store.replicaID
     state = try LogState(schema: schema, in: transaction)
-    projector = Projector(schema: schema)
+    projector = Projector(schema: schema, mergeRule: store.mergeRule)
   }
 
   /// Writes the overlay and the log state, and returns what changed.
@@ -238,6 +238,15 @@ struct WriteSession {
     _ id: AttachmentID, in transaction: borrowing WriteTransaction
   ) throws -> Attachment {
     if let record = try projector.attachmentRecord(id, in: transaction) {
+      guard
+        try !transaction.containsValue(
+          forKey: record.attachment.noteID.identifier.bytes, in: schema.tombstones)
+      else {
+        throw VLogError(
+          .attachmentDeleted,
+          "attachment \(id) belonged to note \(record.attachment.noteID), "
+            + "which was deleted")
+      }
       return record.attachment
     }
     if try transaction.containsValue(forKey: id.identifier.bytes, in: schema.tombstones) {

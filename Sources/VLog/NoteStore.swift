@@ -28,24 +28,46 @@ internal import Synchronization
 public final class NoteStore: Sendable {
   /// How a store is opened.
   public struct Options: Sendable {
-    /// What a commit survives (default: ``Environment/Durability/durable``).
-    public var durability: Environment.Durability
+    /// What a commit survives (default: ``Durability/durable``).
+    public var durability: Durability
     /// The initial map size in bytes (default 64 MiB); it doubles as needed.
     public var mapSize: Int
     /// The largest map size in bytes (default 1 TiB of address space).
     public var maximumMapSize: Int
     /// The sources of time and ids (default: the system clock and random ids).
     public var dependencies: Dependencies
+    /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
+    var mergeRule = MergeRule.stamps
 
     /// Creates options.
     public init(
-      durability: Environment.Durability = .durable, mapSize: Int = 64 << 20,
+      durability: Durability = .durable, mapSize: Int = 64 << 20,
       maximumMapSize: Int = 1 << 40, dependencies: Dependencies = .live
     ) {
       self.durability = durability
       self.mapSize = mapSize
       self.maximumMapSize = maximumMapSize
       self.dependencies = dependencies
+    }
+  }
+
+  /// What a committed write survives.
+  public enum Durability: Sendable, Hashable {
+    /// A commit returns once the change is on disk: it survives a crash and a power loss.
+    case durable
+    /// A power loss may undo the last commit; the store stays intact. A crash loses nothing.
+    case noMetaSync
+    /// A power loss may undo commits since the last sync, and on file systems that reorder
+    /// writes may damage the store; a crash of the process loses nothing. For bulk loads and
+    /// tests.
+    case noSync
+
+    var environment: Environment.Durability {
+      switch self {
+      case .durable: .durable
+      case .noMetaSync: .noMetaSync
+      case .noSync: .noSync
+      }
     }
   }
 
@@ -87,16 +109,18 @@ public final class NoteStore: Sendable {
 
   let schema: Schema
   let dependencies: Dependencies
+  let mergeRule: MergeRule
   let observers = Observers()
   let writer = DispatchQueue(label: "VLog.NoteStore.writer")
 
   private init(
-    environment: Environment, schema: Schema, replicaID: ReplicaID, dependencies: Dependencies
+    environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options
   ) {
     self.environment = environment
     self.schema = schema
     self.replicaID = replicaID
-    self.dependencies = dependencies
+    self.dependencies = options.dependencies
+    self.mergeRule = options.mergeRule
   }
 
   /// Opens the store at a directory, creating it if needed.
@@ -115,14 +139,14 @@ public final class NoteStore: Sendable {
         at: path,
         configuration: .init(
           mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
-          maximumDatabases: Schema.databaseCount + 4, durability: options.durability))
+          maximumDatabases: Schema.databaseCount + 4,
+          durability: options.durability.environment))
       let schema = try Schema(environment: environment, create: true)
       let replicaID = try environment.write { transaction throws -> ReplicaID in
         try initializeMeta(schema: schema, dependencies: options.dependencies, in: transaction)
       }
       return NoteStore(
-        environment: environment, schema: schema, replicaID: replicaID,
-        dependencies: options.dependencies)
+        environment: environment, schema: schema, replicaID: replicaID, options: options)
     }
   }
 

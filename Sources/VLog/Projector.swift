@@ -11,8 +11,8 @@ internal import LMDB
 /// - a note's creation date comes from its earliest creation event;
 /// - a tag's display name is the name given by the newest change that names it (a rename, or
 ///   a tags change on any note, deleted or not);
-/// - an attachment keeps the metadata of its earliest `attachmentAdded`; one added to a deleted
-///   note is ignored, and deleting a note removes its attachments;
+/// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
+///   its note exists and it has no tombstone;
 /// - indexes and tag counts are derived from the notes' final state at ``flush(in:)``.
 ///
 /// Notes and tags are changed in an in-memory overlay and written once per flush, so a batch of
@@ -20,6 +20,7 @@ internal import LMDB
 /// between a note's state before and after the batch.
 struct Projector {
   let schema: Schema
+  let mergeRule: MergeRule
   private var notes: [NoteID: NoteEntry] = [:]
   private var tags: [TagID: TagEntry] = [:]
   /// Notes whose attachments were added or removed.
@@ -40,8 +41,9 @@ struct Projector {
     var current: TagRecord
   }
 
-  init(schema: Schema) {
+  init(schema: Schema, mergeRule: MergeRule = .stamps) {
     self.schema = schema
+    self.mergeRule = mergeRule
   }
 
   /// The number of notes and tags held in the overlay.
@@ -51,6 +53,7 @@ struct Projector {
 
   mutating func apply(_ event: Event, in transaction: borrowing WriteTransaction) throws {
     let stamp = event.stamp
+    let rule = mergeRule
     switch event.change {
     case .noteCreated(let id, let date):
       try updateNote(id, in: transaction) { record in
@@ -62,21 +65,21 @@ struct Projector {
       }
     case .textSet(let id, let text):
       try updateNote(id, in: transaction) { record in
-        if stamp > record.textStamp {
+        if rule.wins(stamp, over: record.textStamp) {
           record.textStamp = stamp
           record.text = text
         }
       }
     case .archivedSet(let id, let archived):
       try updateNote(id, in: transaction) { record in
-        if stamp > record.archivedStamp {
+        if rule.wins(stamp, over: record.archivedStamp) {
           record.archivedStamp = stamp
           record.archived = archived
         }
       }
     case .sortDateSet(let id, let date):
       try updateNote(id, in: transaction) { record in
-        if stamp > record.sortDateStamp {
+        if rule.wins(stamp, over: record.sortDateStamp) {
           record.sortDateStamp = stamp
           record.sortDate = date.milliseconds
         }
@@ -84,14 +87,14 @@ struct Projector {
     case .tagsSet(let id, let names):
       for name in names { try assertTagName(name, stamp: stamp, in: transaction) }
       try updateNote(id, in: transaction) { record in
-        if stamp > record.tagsStamp {
+        if rule.wins(stamp, over: record.tagsStamp) {
           record.tagsStamp = stamp
           record.tags = names
         }
       }
     case .attachmentsSet(let id, let attachments):
       try updateNote(id, in: transaction) { record in
-        if stamp > record.attachmentsStamp {
+        if rule.wins(stamp, over: record.attachmentsStamp) {
           record.attachmentsStamp = stamp
           record.attachments = attachments
         }
@@ -158,21 +161,15 @@ struct Projector {
   private mutating func deleteNote(
     _ id: NoteID, stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
-    try putTombstone(id.identifier, kind: .note, stamp: stamp, in: transaction)
+    // Load before writing the tombstone, so the entry remembers the record to remove.
     var entry = try entry(for: id, in: transaction)
+    try putTombstone(id.identifier, kind: .note, stamp: stamp, in: transaction)
     entry.current = nil
     entry.isDeleted = true
     notes[id] = entry
-    // The note's attachments go with it.
-    var owned: [AttachmentID] = []
-    try transaction.forEach(in: schema.noteAttachments, range: .prefix(id.identifier.bytes)) {
-      key, _ in owned.append(AttachmentID(Identifier(bytes: key, at: 16)))
-    }
-    for attachment in owned {
-      try transaction.delete(forKey: attachment.identifier.bytes, in: schema.attachments)
-      try transaction.delete(
-        forKey: Keys.noteAttachment(id, attachment), in: schema.noteAttachments)
-    }
+    // The note's attachment records stay: an attachment is visible only while its note
+    // exists, and keeping the record keeps "the earliest add of an id wins" independent of
+    // the order in which the delete and the adds arrive.
   }
 
   private func putTombstone(
@@ -194,9 +191,7 @@ struct Projector {
     _ attachment: Attachment, stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
     let key = attachment.id.identifier.bytes
-    guard try !transaction.containsValue(forKey: key, in: schema.tombstones),
-      try !isDeleted(attachment.noteID, in: transaction)
-    else { return }
+    guard try !transaction.containsValue(forKey: key, in: schema.tombstones) else { return }
     let existing = try attachmentRecord(attachment.id, in: transaction)
     if let existing {
       guard stamp < existing.stamp else { return }
@@ -265,8 +260,9 @@ struct Projector {
   ) throws {
     let cleaned = TagName.clean(name)
     guard !cleaned.isEmpty else { return }
+    let rule = mergeRule
     try updateTag(TagID(name: cleaned), in: transaction) { record in
-      if stamp > record.nameStamp {
+      if rule.wins(stamp, over: record.nameStamp) {
         record.nameStamp = stamp
         record.name = cleaned
       }
@@ -339,6 +335,25 @@ struct Projector {
     for tag in newTags.subtracting(oldTags) {
       try transaction.put([UInt8](), forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
       try updateTag(tag, in: transaction) { $0.noteCount += 1 }
+    }
+  }
+}
+
+/// How the projector decides which of two changes to a field wins.
+enum MergeRule: Sendable {
+  /// The newer stamp (hybrid time, then replica id) wins: what VLog does.
+  case stamps
+  /// A deliberately wrong rule for tests: wall-clock milliseconds only, ties going to whichever
+  /// change arrives last. Replicas that receive events in different orders diverge under it,
+  /// which the convergence tests must detect.
+  case wallTimeOnly
+
+  /// Whether a change stamped `new` replaces a value stamped `old`.
+  @inline(__always)
+  func wins(_ new: Stamp, over old: Stamp) -> Bool {
+    switch self {
+    case .stamps: new > old
+    case .wallTimeOnly: new.time.milliseconds >= old.time.milliseconds
     }
   }
 }

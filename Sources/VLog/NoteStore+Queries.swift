@@ -1,0 +1,241 @@
+internal import Foundation
+internal import LMDB
+
+extension NoteStore {
+  /// A note by id, or nil if there is none (never created here, not yet synced, or deleted).
+  public func note(_ id: NoteID) throws -> Note? {
+    try read { transaction in
+      guard let record = try noteRecord(id, in: transaction), record.isCreated else { return nil }
+      return try makeNote(id, record, in: transaction)
+    }
+  }
+
+  /// The timeline: notes not archived, newest sort date first, a page at a time.
+  ///
+  /// Reads only the page from the sort-date index, so its cost does not grow with the number
+  /// of notes.
+  ///
+  /// - Parameters:
+  ///   - limit: The page size.
+  ///   - after: The last note of the previous page, or nil for the first page.
+  public func timeline(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {
+    try page(archived: false, limit: limit, after: after)
+  }
+
+  /// The archive: archived notes, newest sort date first, a page at a time.
+  ///
+  /// - Parameters:
+  ///   - limit: The page size.
+  ///   - after: The last note of the previous page, or nil for the first page.
+  public func archive(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {
+    try page(archived: true, limit: limit, after: after)
+  }
+
+  private func page(archived: Bool, limit: Int, after: NoteID?) throws -> [NoteSummary] {
+    try read { transaction in
+      var start: [UInt8] = [archived ? 1 : 0]
+      if let after {
+        guard let record = try noteRecord(after, in: transaction), record.isCreated,
+          record.archived == archived
+        else {
+          throw VLogError(
+            .noteNotFound,
+            "note \(after) is not in the \(archived ? "archive" : "timeline"); start from the "
+              + "first page")
+        }
+        start = Keys.timeline(archived: archived, sortDate: record.effectiveSortDate, note: after)
+        start.append(0)  // the first key after it
+      }
+      var ids: [NoteID] = []
+      try transaction.withEntries(
+        in: schema.timeline, range: .from(start, to: [archived ? 2 : 1])
+      ) { entries throws in
+        while ids.count < limit, let id = try entries.next({ key, _ in Keys.timelineNote(key) }) {
+          ids.append(id)
+        }
+      }
+      return try ids.map { try summary($0, in: transaction) }
+    }
+  }
+
+  /// Notes with a tag, archived or not, newest sort date first.
+  ///
+  /// - Parameter name: The tag's name, in any case.
+  public func notes(taggedWith name: String) throws -> [NoteSummary] {
+    try read { transaction in
+      var ids: [NoteID] = []
+      try transaction.forEach(
+        in: schema.tagNotes, range: .prefix(Keys.tagPrefix(TagID(name: name)))
+      ) { key, _ in
+        ids.append(NoteID(Identifier(bytes: key, at: key.count - 16)))
+      }
+      return try ids.map { try summary($0, in: transaction) }.sorted(by: Self.newestFirst)
+    }
+  }
+
+  /// Tags in use with the number of notes using each, by name.
+  public func tags() throws -> [TagCount] {
+    try read { transaction in
+      var tags: [TagCount] = []
+      try transaction.forEach(in: schema.tags) { key, value in
+        let record = try TagRecord(decoding: value)
+        guard record.noteCount > 0 else { return }
+        let id = TagID(rawValue: String(decoding: key, as: UTF8.self))
+        tags.append(TagCount(tag: Tag(id: id, name: record.name), noteCount: record.noteCount))
+      }
+      return tags
+    }
+  }
+
+  /// An attachment's metadata, or nil if there is none, it was deleted, or its note was.
+  public func attachment(_ id: AttachmentID) throws -> Attachment? {
+    try read { transaction in try liveAttachment(id, in: transaction) }
+  }
+
+  /// An attachment whose record exists and whose note is not deleted.
+  func liveAttachment(_ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> Attachment?
+  {
+    guard let attachment = try attachmentRecord(id, in: transaction)?.attachment,
+      try !transaction.containsValue(
+        forKey: attachment.noteID.identifier.bytes, in: schema.tombstones)
+    else { return nil }
+    return attachment
+  }
+
+  /// Notes whose text contains `text`, ignoring case and diacritics, newest sort date first.
+  ///
+  /// Reads every note's text: the cost grows with the number of notes.
+  ///
+  /// - Parameters:
+  ///   - text: What to look for.
+  ///   - limit: The most notes to return.
+  public func search(_ text: String, limit: Int = 50) throws -> [NoteSummary] {
+    let needle = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard !needle.isEmpty else { return [] }
+    return try read { transaction in
+      var found: [NoteSummary] = []
+      for archived in [false, true] {
+        try transaction.withEntries(
+          in: schema.timeline, range: .from([archived ? 1 : 0], to: [archived ? 2 : 1])
+        ) { entries throws in
+          while found.count < limit,
+            let id = try entries.next({ key, _ in Keys.timelineNote(key) })
+          {
+            guard let record = try noteRecord(id, in: transaction),
+              record.text.range(of: needle, options: [.caseInsensitive, .diacriticInsensitive])
+                != nil
+            else { continue }
+            found.append(try summary(id, record, in: transaction))
+          }
+        }
+      }
+      return found.sorted(by: Self.newestFirst)
+    }
+  }
+
+  /// The number of visible notes: the timeline and the archive.
+  public func noteCount() throws -> Int {
+    try read { try $0.count(in: schema.timeline) }
+  }
+
+  /// Every tombstone: the notes and attachments deleted for good.
+  public func deletedObjects() throws -> [DeletedObject] {
+    try read { transaction in
+      var objects: [DeletedObject] = []
+      try transaction.forEach(in: schema.tombstones) { key, value in
+        let record = try TombstoneRecord(decoding: value)
+        objects.append(
+          DeletedObject(id: Identifier(bytes: key), kind: record.kind, stamp: record.stamp))
+      }
+      return objects
+    }
+  }
+
+  // MARK: - Building values
+
+  private static func newestFirst(_ a: NoteSummary, _ b: NoteSummary) -> Bool {
+    (a.sortDate, a.id) > (b.sortDate, b.id)
+  }
+
+  func noteRecord(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable) throws
+    -> NoteRecord?
+  {
+    try transaction.withValue(forKey: id.identifier.bytes, in: schema.notes) {
+      bytes throws -> NoteRecord? in try bytes.map { try NoteRecord(decoding: $0) }
+    }
+  }
+
+  func attachmentRecord(
+    _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> AttachmentRecord? {
+    try transaction.withValue(forKey: id.identifier.bytes, in: schema.attachments) {
+      bytes throws -> AttachmentRecord? in
+      try bytes.map { try AttachmentRecord(id: id, decoding: $0) }
+    }
+  }
+
+  private func tagNames(
+    _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [Tag] {
+    try record.tagIDs.map { id in
+      let name = try transaction.withValue(forKey: Array(id.rawValue.utf8), in: schema.tags) {
+        bytes throws -> String? in try bytes.map { try TagRecord(decoding: $0).name }
+      }
+      return Tag(id: id, name: name ?? id.rawValue)
+    }
+  }
+
+  private func liveAttachments(
+    _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [Attachment] {
+    try record.attachments.compactMap { try liveAttachment($0, in: transaction) }
+  }
+
+  func makeNote(
+    _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Note {
+    Note(
+      id: id, creationDate: Date(milliseconds: record.creationDate), text: record.text,
+      isArchived: record.archived, sortDate: Date(milliseconds: record.effectiveSortDate),
+      tags: try tagNames(record, in: transaction),
+      attachments: try liveAttachments(record, in: transaction),
+      stamps: FieldStamps(
+        text: record.textStamp, archived: record.archivedStamp, sortDate: record.sortDateStamp,
+        tags: record.tagsStamp, attachments: record.attachmentsStamp))
+  }
+
+  private func summary(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> NoteSummary
+  {
+    guard let record = try noteRecord(id, in: transaction) else {
+      throw VLogError(.corruptStore, "an index names note \(id), which has no record")
+    }
+    return try summary(id, record, in: transaction)
+  }
+
+  private func summary(
+    _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> NoteSummary {
+    var thumbnail: AttachmentID?
+    for attachmentID in record.attachments {
+      if let attachment = try liveAttachment(attachmentID, in: transaction),
+        attachment.isImage
+      {
+        thumbnail = attachmentID
+        break
+      }
+    }
+    return NoteSummary(
+      id: id, truncatedText: Note.truncate(record.text), isArchived: record.archived,
+      sortDate: Date(milliseconds: record.effectiveSortDate),
+      tagNames: try tagNames(record, in: transaction).map(\.name),
+      thumbnailAttachmentID: thumbnail)
+  }
+}
+
+extension TagID {
+  init(rawValue: String) {
+    self.init(name: rawValue)
+  }
+}

@@ -1,0 +1,263 @@
+internal import Crypto
+internal import LMDB
+
+/// An event with its position in this store's log.
+public struct LoggedEvent: Sendable, Hashable {
+  /// The event's local sequence number: its position in this store's log, from 1.
+  public let sequence: UInt64
+  /// The event.
+  public let event: Event
+}
+
+/// What ingesting a batch of events did.
+public struct IngestResult: Sendable, Hashable {
+  /// Events appended to the log.
+  public let appended: Int
+  /// Events skipped because the log already had them.
+  public let duplicates: Int
+  /// Appended events of kinds this version does not know: stored and forwarded, not projected.
+  public let unknownKinds: Int
+  /// What the batch changed.
+  public let changes: ChangeSet
+}
+
+extension NoteStore {
+  /// Ingests events from another replica (sync or import), in one transaction.
+  ///
+  /// Each event keeps its own stamp; an event the log already has is skipped, so ingesting is
+  /// idempotent and batches may overlap. The clock advances past every stamp ingested. Events
+  /// of unknown kinds are stored (and forwarded) but not projected. Observers get a
+  /// ``ChangeSet`` with source ``ChangeSet/Source/sync``.
+  ///
+  /// - Parameter events: The events, in any order, with duplicates allowed.
+  /// - Returns: What was appended and what changed.
+  /// - Throws: ``VLogError`` naming the first invalid event; then nothing of the batch is
+  ///   committed.
+  @discardableResult
+  public func ingest(_ events: [Event]) throws -> IngestResult {
+    for (index, event) in events.enumerated() {
+      do {
+        try Validation.check(event.change)
+      } catch {
+        throw VLogError(error.code, "event \(index + 1) (\(event.stamp)): \(error.message)")
+      }
+    }
+    let (result, changeSet) = try VLogError.wrapping {
+      try environment.write { transaction throws -> (IngestResult, ChangeSet) in
+        var session = try WriteSession(store: self, in: transaction)
+        var duplicates = 0
+        var unknown = 0
+        for event in events {
+          if try transaction.containsValue(forKey: event.stamp.bytes, in: schema.eventIndex) {
+            duplicates += 1
+            continue
+          }
+          if !event.change.kind.isKnown { unknown += 1 }
+          try session.append(event, local: false, in: transaction)
+        }
+        let changeSet = try session.finish(source: .sync, in: transaction)
+        return (
+          IngestResult(
+            appended: session.appended, duplicates: duplicates, unknownKinds: unknown,
+            changes: changeSet),
+          changeSet
+        )
+      }
+    }
+    if result.appended > 0 { observers.publish(changeSet) }
+    return result
+  }
+
+  /// Ingests events from another replica on the store's writer queue. See ``ingest(_:)``.
+  @discardableResult
+  public func ingest(_ events: [Event]) async throws -> IngestResult {
+    try await onWriter { try self.ingest(events) }
+  }
+
+  // MARK: - Outbox
+
+  /// Local events not yet acknowledged by the server, oldest first.
+  ///
+  /// - Parameter limit: The most events to return.
+  public func outbox(limit: Int = .max) throws -> [LoggedEvent] {
+    try read { transaction in
+      var sequences: [UInt64] = []
+      try transaction.withEntries(in: schema.outbox) { entries throws in
+        while sequences.count < limit,
+          let sequence = try entries.next({ key, _ in Keys.sequence(from: key) })
+        {
+          sequences.append(sequence)
+        }
+      }
+      return try sequences.map { sequence in
+        guard let event = try loggedEvent(at: sequence, in: transaction) else {
+          throw VLogError(.corruptStore, "the outbox names event \(sequence), which the log lacks")
+        }
+        return event
+      }
+    }
+  }
+
+  /// The number of local events not yet acknowledged.
+  public func outboxCount() throws -> Int {
+    try read { try $0.count(in: schema.outbox) }
+  }
+
+  /// Marks local events as stored by the server, removing them from the outbox.
+  ///
+  /// - Parameter events: The ids of the events the server confirmed; ids not in the outbox are
+  ///   ignored.
+  /// - Returns: How many events left the outbox.
+  @discardableResult
+  public func acknowledge(_ events: [Stamp]) throws -> Int {
+    try VLogError.wrapping {
+      try environment.write { transaction throws -> Int in
+        var removed = 0
+        for stamp in events {
+          guard
+            let sequence = try transaction.withValue(
+              forKey: stamp.bytes, in: schema.eventIndex, { $0.map(Keys.sequence(from:)) })
+          else { continue }
+          if try transaction.delete(forKey: Keys.sequence(sequence), in: schema.outbox) {
+            removed += 1
+          }
+        }
+        return removed
+      }
+    }
+  }
+
+  // MARK: - The log
+
+  /// Events in log order, after a sequence number.
+  ///
+  /// - Parameters:
+  ///   - sequence: Return events after this one (0 for the first).
+  ///   - limit: The most events to return.
+  public func events(after sequence: UInt64 = 0, limit: Int = .max) throws -> [LoggedEvent] {
+    var result: [LoggedEvent] = []
+    try forEachEvent(after: sequence) { logged in
+      result.append(logged)
+      return result.count < limit
+    }
+    return result
+  }
+
+  /// Calls `body` with each event in log order after `sequence`, in one read transaction,
+  /// until `body` returns false.
+  public func forEachEvent(
+    after sequence: UInt64 = 0, _ body: (LoggedEvent) throws -> Bool
+  ) throws {
+    try read { transaction in
+      try transaction.withEntries(in: schema.log, range: .from(Keys.sequence(sequence + 1))) {
+        entries throws in
+        while let logged = try entries.next({ key, value throws -> LoggedEvent in
+          let sequence = Keys.sequence(from: key)
+          return LoggedEvent(
+            sequence: sequence,
+            event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+        }) {
+          guard try body(logged) else { return }
+        }
+      }
+    }
+  }
+
+  /// The event with this id, if the log has it.
+  public func event(withID id: Stamp) throws -> LoggedEvent? {
+    try read { transaction in
+      guard
+        let sequence = try transaction.withValue(
+          forKey: id.bytes, in: schema.eventIndex, { $0.map(Keys.sequence(from:)) })
+      else { return nil }
+      return try loggedEvent(at: sequence, in: transaction)
+    }
+  }
+
+  /// The sequence number of the last event in the log, or 0 if it is empty.
+  public func lastSequence() throws -> UInt64 {
+    try read { transaction in
+      try transaction.withCursor(on: schema.log) { cursor throws -> UInt64 in
+        try cursor.last() ? try cursor.withCurrent { key, _ in Keys.sequence(from: key) } : 0
+      }
+    }
+  }
+
+  func loggedEvent(at sequence: UInt64, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> LoggedEvent?
+  {
+    try transaction.withValue(forKey: Keys.sequence(sequence), in: schema.log) {
+      value throws -> LoggedEvent? in
+      guard let value else { return nil }
+      return LoggedEvent(
+        sequence: sequence,
+        event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+    }
+  }
+
+  // MARK: - Blobs
+
+  /// Stores the bytes of an attachment received out of band, after checking them against their
+  /// hash. Storing bytes already present does nothing.
+  ///
+  /// - Throws: ``VLogError/Code/blobMismatch`` if the bytes' SHA-256 is not `hash`.
+  public func storeBlob(_ bytes: [UInt8], hash: BlobHash) throws {
+    let actual = BlobHash(bytes: Array(SHA256.hash(data: bytes)))!
+    guard actual == hash else {
+      throw VLogError(
+        .blobMismatch, "the bytes' SHA-256 is \(actual), not \(hash); nothing was stored")
+    }
+    try VLogError.wrapping {
+      try environment.write { transaction in
+        guard try !transaction.containsValue(forKey: hash.bytes, in: schema.blobs) else { return }
+        try transaction.put(bytes, forKey: hash.bytes, in: schema.blobs)
+      }
+    }
+  }
+
+  /// The bytes stored under a hash, if present.
+  public func blob(_ hash: BlobHash) throws -> [UInt8]? {
+    try read { try $0.value(forKey: hash.bytes, in: schema.blobs) }
+  }
+
+  /// The bytes of an attachment.
+  ///
+  /// - Throws: ``VLogError/Code/attachmentNotFound`` for an unknown attachment,
+  ///   ``VLogError/Code/blobMissing`` when its bytes have not been downloaded yet.
+  public func attachmentData(_ id: AttachmentID) throws -> [UInt8] {
+    guard let attachment = try attachment(id) else {
+      throw VLogError(.attachmentNotFound, "there is no attachment \(id)")
+    }
+    guard let bytes = try blob(attachment.blobHash) else {
+      throw VLogError(
+        .blobMissing,
+        "the bytes of attachment \(id) (sha256 \(attachment.blobHash)) are not in this store yet")
+    }
+    return bytes
+  }
+
+  /// Hashes of attachments whose bytes this store does not have, to download.
+  public func missingBlobs() throws -> [BlobHash] {
+    try read { transaction in
+      var hashes = Set<BlobHash>()
+      try transaction.forEach(in: schema.attachments) { key, value in
+        let record = try AttachmentRecord(
+          id: AttachmentID(Identifier(bytes: key)), decoding: value)
+        guard
+          try !transaction.containsValue(
+            forKey: record.attachment.noteID.identifier.bytes, in: schema.tombstones)
+        else { return }
+        hashes.insert(record.attachment.blobHash)
+      }
+      return try hashes.filter {
+        try !transaction.containsValue(forKey: $0.bytes, in: schema.blobs)
+      }
+      .sorted { $0.description < $1.description }
+    }
+  }
+
+  /// Runs `body` in a read transaction, turning LMDB's errors into ``VLogError``s.
+  func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+    try VLogError.wrapping { try environment.read(body) }
+  }
+}

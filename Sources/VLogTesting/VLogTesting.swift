@@ -1,0 +1,94 @@
+public import Foundation
+internal import Synchronization
+public import VLog
+
+/// A wall clock that moves only when told to: the time source for deterministic tests.
+///
+/// Safe to use from any thread. Stepping it back imitates a device whose clock was corrected.
+public final class ManualClock: Sendable {
+  private let current: Mutex<Date>
+
+  /// Creates a clock showing `start` (default 2026-01-01T00:00:00Z).
+  public init(start: Date = Date(timeIntervalSince1970: 1_767_225_600)) {
+    current = Mutex(start)
+  }
+
+  /// The time the clock shows.
+  public var now: Date { current.withLock { $0 } }
+
+  /// Moves the clock by `seconds` (negative to step it back).
+  public func advance(by seconds: TimeInterval) {
+    current.withLock { $0 = $0.addingTimeInterval(seconds) }
+  }
+
+  /// Sets the time the clock shows.
+  public func set(_ date: Date) {
+    current.withLock { $0 = date }
+  }
+}
+
+/// Identifiers from a seeded generator, so that a test makes the same ids on every run.
+public final class SeededIdentifiers: Sendable {
+  private let state: Mutex<UInt64>
+
+  /// Creates a generator; the same seed gives the same sequence of ids.
+  public init(seed: UInt64) {
+    state = Mutex(seed)
+  }
+
+  /// The next identifier.
+  public func next() -> Identifier {
+    state.withLock { state in
+      Identifier(high: Self.splitMix(&state), low: Self.splitMix(&state))
+    }
+  }
+
+  private static func splitMix(_ state: inout UInt64) -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+extension NoteStore.Dependencies {
+  /// Dependencies driven by a manual clock and seeded identifiers.
+  public static func testing(clock: ManualClock, seed: UInt64) -> NoteStore.Dependencies {
+    let identifiers = SeededIdentifiers(seed: seed)
+    return NoteStore.Dependencies(now: { clock.now }, makeIdentifier: { identifiers.next() })
+  }
+}
+
+/// A fresh directory, removed after `body` returns or throws.
+public func withTemporaryDirectory<R>(
+  _ body: (String) async throws -> R
+) async throws -> R {
+  let url = FileManager.default.temporaryDirectory
+    .appendingPathComponent("vlog-\(UUID().uuidString)", isDirectory: true)
+  try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+  do {
+    let result = try await body(url.path)
+    try? FileManager.default.removeItem(at: url)
+    return result
+  } catch {
+    try? FileManager.default.removeItem(at: url)
+    throw error
+  }
+}
+
+/// A store in a fresh directory, closed and removed after `body`.
+///
+/// - Parameters:
+///   - options: How to open it (default: no fsync, which is right for tests).
+///   - body: Uses the store.
+public func withTemporaryStore<R>(
+  options: NoteStore.Options = NoteStore.Options(durability: .noSync),
+  _ body: (NoteStore) async throws -> R
+) async throws -> R {
+  try await withTemporaryDirectory { path in
+    let store = try NoteStore.open(at: path, options: options)
+    defer { store.close() }
+    return try await body(store)
+  }
+}
