@@ -68,6 +68,7 @@ let package = Package(
       name: "VLogTests",
       dependencies: [
         "VLog",
+        "LMDB",
         "VLogTesting",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ],

@@ -156,9 +156,11 @@ enum EventCodec {
               + "\(expected.rawValue)")
         }
       }
-      if number > Field.kind {
-        defer { rawAfterHeader.append(contentsOf: reader.bytes(from: fieldStart)) }
-        if number <= Field.byteCount { present |= 1 << UInt32(number) }
+      if number > Field.kind && number <= Field.byteCount { present |= 1 << UInt32(number) }
+      defer {
+        if number > Field.kind {
+          rawAfterHeader.append(contentsOf: reader.bytes(from: fieldStart))
+        }
       }
       switch number {
       case Field.time:

@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+
+@testable import VLog
+
+@Suite("Event encoding")
+struct EventCodecTests {
+  static let stamp = Stamp(
+    time: HybridTime(milliseconds: 1_767_225_600_123, counter: 7),
+    replica: ReplicaID(Identifier(high: 0xAB, low: 0xCD)))
+  static let note = NoteID(Identifier(high: 1, low: 2))
+  static let attachment = AttachmentID(Identifier(high: 3, low: 4))
+  static let hash = BlobHash(bytes: Array(0..<32))!
+
+  static let changes: [Change] = [
+    .noteCreated(note, creationDate: Date(milliseconds: 1_767_225_600_000)),
+    .textSet(note, text: "Héllo, 世界 👋"),
+    .textSet(note, text: ""),
+    .archivedSet(note, archived: true),
+    .archivedSet(note, archived: false),
+    .sortDateSet(note, sortDate: Date(milliseconds: -86_400_000)),
+    .tagsSet(note, tags: ["Paris", "Travel plans"]),
+    .tagsSet(note, tags: []),
+    .attachmentsSet(note, attachments: [attachment, AttachmentID(Identifier(high: 9, low: 9))]),
+    .attachmentsSet(note, attachments: []),
+    .noteDeleted(note),
+    .attachmentAdded(
+      Attachment(
+        id: attachment, noteID: note, mimeType: "image/jpeg", width: 4032, height: 3024,
+        blobHash: hash, byteCount: 2_500_000)),
+    .attachmentDeleted(attachment),
+    .tagRenamed(name: "Paris"),
+  ]
+
+  @Test("every kind of change round-trips", arguments: changes)
+  func roundTrip(change: Change) throws {
+    let event = Event(stamp: Self.stamp, change: change)
+    let bytes = EventCodec.encode(event)
+    #expect(try EventCodec.decode(bytes) == event)
+    #expect(EventCodec.encode(try EventCodec.decode(bytes)) == bytes)
+  }
+
+  @Test("the encoding of a text change is compact and stable")
+  func goldenBytes() throws {
+    let bytes = EventCodec.encode(Event(stamp: Self.stamp, change: .textSet(Self.note, text: "hi")))
+    let hex = bytes.map { String(format: "%02x", $0) }.joined()
+    // time (fixed64), replica (16 bytes), kind 2, note id (16 bytes), text "hi".
+    #expect(
+      hex == "09" + "07007ba8da769b01" + "1210" + "00000000000000ab00000000000000cd" + "1802"
+        + "2210" + "00000000000000010000000000000002" + "2a02" + "6869")
+    #expect(bytes.count == 51)
+  }
+
+  @Test("fields this version does not know are kept and written back verbatim")
+  func unknownFieldsSurvive() throws {
+    let known = EventCodec.encode(
+      Event(stamp: Self.stamp, change: .archivedSet(Self.note, archived: true)))
+    var writer = WireWriter()
+    writer.string(20, "a field from the future")
+    writer.varint(21, 300)
+    writer.fixed64(22, 0xDEAD_BEEF)
+    let extra = writer.buffer
+    let decoded = try EventCodec.decode(known + extra)
+    #expect(decoded.change == .archivedSet(Self.note, archived: true))
+    #expect(decoded.unknownFields == extra)
+    #expect(EventCodec.encode(decoded) == known + extra)
+  }
+
+  @Test("an event of an unknown kind keeps every field and is written back unchanged")
+  func unknownKindSurvives() throws {
+    var writer = WireWriter()
+    writer.fixed64(1, Self.stamp.time.rawValue)
+    writer.identifier(2, Self.stamp.replica.identifier)
+    writer.varint(3, 77)
+    writer.identifier(4, Self.note.identifier)
+    writer.string(5, "meaning known only to a newer version")
+    writer.varint(30, 1)
+    let decoded = try EventCodec.decode(writer.buffer)
+    #expect(decoded.change == .unknown(kind: EventKind(rawValue: 77)))
+    #expect(!decoded.change.kind.isKnown)
+    #expect(EventCodec.encode(decoded) == writer.buffer)
+  }
+
+  @Test("a known field that this kind does not use is kept as an unknown field")
+  func unusedKnownFieldSurvives() throws {
+    var writer = WireWriter()
+    writer.fixed64(1, Self.stamp.time.rawValue)
+    writer.identifier(2, Self.stamp.replica.identifier)
+    writer.varint(3, EventKind.noteDeleted.rawValue)
+    writer.identifier(4, Self.note.identifier)
+    writer.string(5, "a reason, in a newer version")
+    let decoded = try EventCodec.decode(writer.buffer)
+    #expect(decoded.change == .noteDeleted(Self.note))
+    #expect(EventCodec.encode(decoded) == writer.buffer)
+  }
+
+  @Test(
+    "malformed bytes are refused with an error naming what is wrong",
+    arguments: [
+      ([UInt8](), "missing time"),
+      ([0x09, 1, 2, 3], "truncated"),
+      ([0x0A, 0x05, 1], "field 1 (time) has wire type 2, expected 1"),
+      ([0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x10, 1], "truncated: a 16-byte field"),
+      ([0x0B], "unsupported wire type 3"),
+      ([0x00], "invalid field number 0"),
+      ([0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x03, 1, 2, 3], "replica: 3 bytes, expected 16"),
+      ([0x08, 0x01], "field 1 (time) has wire type 0, expected 1"),
+      (
+        [0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01],
+        "longer than 64 bits"
+      ),
+    ])
+  func malformed(bytes: [UInt8], expected: String) {
+    let error = #expect(throws: VLogError.self) { try EventCodec.decode(bytes) }
+    #expect(error?.code == .malformedEvent)
+    #expect(error?.message.contains(expected) == true, "message: \(error?.message ?? "none")")
+  }
+
+  @Test("a known kind missing a required field is refused")
+  func missingRequiredField() {
+    var writer = WireWriter()
+    writer.fixed64(1, Self.stamp.time.rawValue)
+    writer.identifier(2, Self.stamp.replica.identifier)
+    writer.varint(3, EventKind.sortDateSet.rawValue)
+    writer.identifier(4, Self.note.identifier)
+    let error = #expect(throws: VLogError.self) { try EventCodec.decode(writer.buffer) }
+    #expect(error?.message == "missing sortDateSet: sort date (field 7)")
+  }
+
+  @Test("text that is not UTF-8 is refused")
+  func invalidUTF8() {
+    var writer = WireWriter()
+    writer.fixed64(1, Self.stamp.time.rawValue)
+    writer.identifier(2, Self.stamp.replica.identifier)
+    writer.varint(3, EventKind.textSet.rawValue)
+    writer.identifier(4, Self.note.identifier)
+    writer.bytes(5, [0xC3, 0x28])
+    let error = #expect(throws: VLogError.self) { try EventCodec.decode(writer.buffer) }
+    #expect(error?.message == "text: not valid UTF-8")
+  }
+
+  @Test("xxHash64 matches the reference test vectors")
+  func xxHashVectors() {
+    #expect(XXHash64.hash([UInt8]()) == 0xEF46_DB37_51D8_E999)
+    #expect(XXHash64.hash(Array("a".utf8)) == 0xD24E_C4F1_A98C_6E5B)
+    #expect(XXHash64.hash(Array("abc".utf8)) == 0x44BC_2CF5_AD77_0999)
+    #expect(
+      XXHash64.hash(Array("Nobody inspects the spammish repetition".utf8))
+        == 0xFBCE_A83C_8A37_8BF1)
+    let long = Array("The quick brown fox jumps over the lazy dog, again and again.".utf8)
+    #expect(XXHash64.hash(long) != XXHash64.hash(long, seed: 1))
+  }
+
+  @Test("the event-set digest does not depend on order and changes with every event")
+  func eventSetDigest() {
+    let stamps = (0..<50).map { index in
+      Stamp(
+        time: HybridTime(milliseconds: 1000, counter: UInt16(index)), replica: Self.stamp.replica)
+    }
+    var forward = EventSetDigest.empty
+    var backward = EventSetDigest.empty
+    var seen = Set<EventSetDigest>([.empty])
+    for stamp in stamps {
+      forward.add(stamp)
+      #expect(seen.insert(forward).inserted)
+    }
+    for stamp in stamps.reversed() { backward.add(stamp) }
+    #expect(forward == backward)
+    #expect(EventSetDigest(hex: forward.description) == forward)
+  }
+}
