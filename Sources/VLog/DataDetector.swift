@@ -98,6 +98,13 @@ enum DataDetector {
         }
       }
       let phone = text[match.range]
+      // Something shaped like an ISO date is never a phone number, even an impossible date.
+      let isDateShaped =
+        phone.count == 10
+        && phone.enumerated().allSatisfy { offset, character in
+          offset == 4 || offset == 7 ? character == "-" : character.isNumber
+        }
+      guard !isDateShaped else { continue }
       let digits = phone.filter { $0.isNumber }
       guard (7...15).contains(digits.count) else { continue }
       accept(match.range, .phoneNumber, (phone.hasPrefix("+") ? "+" : "") + digits)

@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+
+@testable import VLog
+
+@Suite("Model pieces")
+struct ModelTests {
+  @Test(
+    "the detector finds links, addresses, phone numbers and dates, and not lookalikes",
+    arguments: [
+      ("see www.example.org.", [DetectedData.Kind.link], ["https://www.example.org"]),
+      ("(https://swift.org/blog)", [.link], ["https://swift.org/blog"]),
+      ("mail Ann.Lee+notes@Example.co.uk now", [.emailAddress], ["ann.lee+notes@example.co.uk"]),
+      (
+        "call 555-123-4567 or +44 20 7946 0958", [.phoneNumber, .phoneNumber],
+        ["5551234567", "+442079460958"]
+      ),
+      ("on 2026-02-29 or 2028-02-29", [.date], ["2028-02-29"]),
+      ("due 3/4/2026, paid 13/4/2026", [.date, .date], ["2026-03-04", "2026-04-13"]),
+      ("March 3rd, 2026 and 14 Sept 2026", [.date, .date], ["2026-03-03", "2026-09-14"]),
+      ("version 1.2.3, 42 apples, v12345", [], []),
+      ("plain words only", [], []),
+    ])
+  func detector(text: String, kinds: [DetectedData.Kind], values: [String]) {
+    let found = DataDetector.detect(in: text)
+    #expect(found.map(\.kind) == kinds)
+    #expect(found.map(\.value) == values)
+    for data in found {
+      let start = text.index(text.startIndex, offsetBy: data.range.lowerBound)
+      let end = text.index(start, offsetBy: data.range.count)
+      #expect(String(text[start..<end]) == data.text)
+    }
+  }
+
+  @Test("ISO 8601 with milliseconds formats and parses, and refuses impossible dates")
+  func iso8601() {
+    #expect(ISO8601.format(milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+    #expect(ISO8601.format(milliseconds: 1_767_225_600_123) == "2026-01-01T00:00:00.123Z")
+    #expect(ISO8601.format(milliseconds: -1) == "1969-12-31T23:59:59.999Z")
+    for milliseconds: Int64 in [0, -1, 951_782_400_000, 253_402_300_799_999, -62_135_596_800_000] {
+      #expect(ISO8601.parse(ISO8601.format(milliseconds: milliseconds)) == milliseconds)
+    }
+    #expect(ISO8601.parse("2026-01-01T00:00:00Z") == 1_767_225_600_000)
+    #expect(ISO8601.parse("2026-01-01T00:00:00.5+00:00") == 1_767_225_600_500)
+    for bad in [
+      "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01 00:00:00Z",
+      "2026-01-01T24:00:00Z", "2026-01-01T00:00:00.1234Z", "2026-01-01T00:00:00",
+      "2026-01-01T00:00:00+01:00", "yesterday",
+    ] {
+      #expect(ISO8601.parse(bad) == nil, "accepted \(bad)")
+    }
+  }
+
+  @Test("identifiers print as UUIDs and parse back, in either case")
+  func identifiers() {
+    let id = Identifier(high: 0x1B4E_28BA_2FA1_11D2, low: 0x883F_0016_D3CC_A427)
+    #expect(id.description == "1b4e28ba-2fa1-11d2-883f-0016d3cca427")
+    #expect(Identifier("1B4E28BA-2FA1-11D2-883F-0016D3CCA427") == id)
+    #expect(Identifier("1b4e28ba2fa111d2883f0016d3cca427") == id)
+    #expect(NoteID("1b4e28ba-2fa1-11d2-883f-0016d3cca427")?.identifier == id)
+    for bad in [
+      "", "1b4e28ba-2fa1-11d2-883f-0016d3cca42", "1b4e28ba-2fa1-11d2-883f-0016d3cca4270",
+      "1b4e28ba-2fa1-11d2-883f_0016d3cca427", "zb4e28ba-2fa1-11d2-883f-0016d3cca427",
+      "1b4e28ba2-fa1-11d2-883f-0016d3cca427",
+    ] {
+      #expect(Identifier(bad) == nil, "accepted \(bad)")
+    }
+    #expect(TagID(name: "  Travel   Plans ") == TagID(name: "travel plans"))
+  }
+
+  @Test("the hybrid clock never goes back and counts within a millisecond")
+  func hybridClock() {
+    var clock = HybridClock()
+    let first = clock.tick(wallMilliseconds: 1000)
+    let second = clock.tick(wallMilliseconds: 1000)
+    let third = clock.tick(wallMilliseconds: 900)
+    #expect(first < second && second < third)
+    #expect(third.milliseconds == 1000 && third.counter == 2)
+    clock.observe(HybridTime(milliseconds: 5000, counter: 3))
+    let afterRemote = clock.tick(wallMilliseconds: 1001)
+    #expect(afterRemote == HybridTime(milliseconds: 5000, counter: 4))
+    #expect(clock.tick(wallMilliseconds: 6000) == HybridTime(milliseconds: 6000, counter: 0))
+    var saturated = HybridClock(latest: HybridTime(milliseconds: 7000, counter: .max))
+    #expect(saturated.tick(wallMilliseconds: 7000) == HybridTime(milliseconds: 7001, counter: 0))
+  }
+
+  @Test("truncated text collapses whitespace and cuts at a word")
+  func truncation() {
+    #expect(Note.truncate("  Title\n\n  body   text ") == "Title body text")
+    let long = String(repeating: "word ", count: 100)
+    let cut = Note.truncate(long)
+    #expect(cut.count <= Note.truncatedLength)
+    #expect(cut.hasSuffix("word"))
+  }
+}
