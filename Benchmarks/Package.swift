@@ -15,16 +15,35 @@ let package = Package(
     ),
   ],
   targets: [
-    .executableTarget(
-      name: "LMDBReference",
+    .target(
+      name: "BenchmarkSupport",
       dependencies: [
         .product(name: "Benchmark", package: "benchmark"),
         .product(name: "CLMDB", package: "VLog"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("InternalImportsByDefault")]
+    ),
+    .executableTarget(
+      name: "Engine",
+      dependencies: [
+        "BenchmarkSupport",
+        .product(name: "Benchmark", package: "benchmark"),
+        .product(name: "VLog", package: "VLog"),
+      ],
+      path: "Benchmarks/Engine",
+      swiftSettings: [.swiftLanguageMode(.v6)],
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+    .executableTarget(
+      name: "LMDBReference",
+      dependencies: [
+        "BenchmarkSupport",
+        .product(name: "Benchmark", package: "benchmark"),
         .product(name: "LMDB", package: "VLog"),
       ],
       path: "Benchmarks/LMDBReference",
       swiftSettings: [.swiftLanguageMode(.v6)],
       plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-    )
+    ),
   ]
 )

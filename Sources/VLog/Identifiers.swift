@@ -58,6 +58,12 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     return result
   }
 
+  /// Lends the 16 big-endian bytes without allocating.
+  @inline(__always)
+  func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { try body($0) }
+  }
+
   func append(to buffer: inout [UInt8]) {
     withUnsafeBytes(of: high.bigEndian) { buffer.append(contentsOf: $0) }
     withUnsafeBytes(of: low.bigEndian) { buffer.append(contentsOf: $0) }

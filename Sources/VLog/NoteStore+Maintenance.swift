@@ -33,7 +33,7 @@ extension NoteStore {
   ///
   /// The result is byte-identical to the state the store had, which is what makes it safe to
   /// run at any time (and what `vlog verify` checks). Memory stays bounded: the projector
-  /// writes its overlay every 10,000 events.
+  /// writes out its overlay whenever it holds 50,000 notes and tags, however long the log.
   ///
   /// - Parameter progress: Called every 10,000 events and at the end, on the calling thread.
   /// - Returns: The number of events replayed.
@@ -55,7 +55,7 @@ extension NoteStore {
     let total = try transaction.count(in: schema.log)
     var projector = Projector(schema: schema, mergeRule: mergeRule)
     var replayed = 0
-    let flushInterval = 10_000
+    let progressInterval = 10_000
     try transaction.withEntries(in: schema.log) { entries throws in
       while let event = try entries.next({ key, value throws -> Event in
         let sequence = Keys.sequence(from: key)
@@ -63,8 +63,10 @@ extension NoteStore {
       }) {
         try projector.apply(event, in: transaction)
         replayed += 1
-        if replayed % flushInterval == 0 {
+        if projector.overlayCount >= Projector.replayOverlayLimit {
           try projector.flush(in: transaction)
+        }
+        if replayed % progressInterval == 0 {
           progress?(RebuildProgress(replayed: replayed, total: total))
         }
       }

@@ -96,19 +96,25 @@ struct WriteSession {
     let bytes = writer.buffer
     let sequence = state.nextSequence
     state.nextSequence += 1
-    let sequenceKey = Keys.sequence(sequence)
-    try transaction.put(
-      forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count, in: schema.log,
-      options: .append
-    ) { buffer in
-      LogRecord.write(bytes, into: buffer)
+    try withUnsafeBytes(of: sequence.bigEndian) { sequenceKey in
+      try transaction.put(
+        forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count, in: schema.log,
+        options: .append
+      ) { buffer in
+        LogRecord.write(bytes, into: buffer)
+      }
+      try event.stamp.withKey { stampKey in
+        // A local stamp is later than every stamp in the index (the clock has observed them
+        // all), so it goes at the end without a search.
+        try transaction.put(
+          sequenceKey, forKey: stampKey, in: schema.eventIndex,
+          options: local ? .append : .noOverwrite)
+        state.digest.add(eventID: stampKey)
+      }
+      if local {
+        try transaction.put([UInt8](), forKey: sequenceKey, in: schema.outbox, options: .append)
+      }
     }
-    let stampKey = event.stamp.bytes
-    try transaction.put(sequenceKey, forKey: stampKey, in: schema.eventIndex, options: .noOverwrite)
-    if local {
-      try transaction.put([UInt8](), forKey: sequenceKey, in: schema.outbox, options: .append)
-    }
-    stampKey.withUnsafeBytes { state.digest.add(eventID: $0) }
     state.clock.observe(event.stamp.time)
     appended += 1
     try projector.apply(event, in: transaction)
@@ -149,21 +155,21 @@ struct WriteSession {
           .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
       }
     case .setText(let id, let text):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       try record(.textSet(id, text: text), wallMilliseconds: now, in: transaction)
     case .setArchived(let id, let archived):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       try record(.archivedSet(id, archived: archived), wallMilliseconds: now, in: transaction)
     case .setSortDate(let id, let date):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       try record(.sortDateSet(id, sortDate: date), wallMilliseconds: now, in: transaction)
     case .setTags(let id, let tags):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       for tag in tags { try Validation.checkTagName(tag) }
       try record(
         .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
     case .setAttachments(let id, let attachments):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       for attachment in attachments {
         let owner = try existingAttachment(attachment, in: transaction).noteID
         guard owner == id else {
@@ -177,7 +183,7 @@ struct WriteSession {
       try record(
         .attachmentsSet(id, attachments: attachments), wallMilliseconds: now, in: transaction)
     case .deleteNote(let id):
-      _ = try existingNote(id, in: transaction)
+      try requireNote(id, in: transaction)
       try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
     case .addAttachment(let attachment, let bytes):
       let note = try existingNote(attachment.noteID, in: transaction)
@@ -219,6 +225,17 @@ struct WriteSession {
           .tagsSet(noteID, tags: note.tags.filter { TagID(name: $0) != id }),
           wallMilliseconds: now, in: transaction)
       }
+    }
+  }
+
+  /// Throws unless the note exists and is not deleted.
+  private mutating func requireNote(
+    _ id: NoteID, in transaction: borrowing WriteTransaction
+  ) throws {
+    switch try projector.status(of: id, in: transaction) {
+    case .visible: return
+    case .deleted: throw VLogError(.noteDeleted, "note \(id) was deleted; deletes are final")
+    case .absent: throw VLogError(.noteNotFound, "there is no note \(id)")
     }
   }
 

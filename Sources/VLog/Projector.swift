@@ -30,10 +30,21 @@ struct Projector {
   /// What the flushes so far changed.
   private(set) var changes = ChangeSet.Builder()
 
-  private struct NoteEntry {
-    var original: NoteRecord?
+  /// A note in the overlay. A class, so that updates change it in place.
+  private final class NoteEntry {
+    /// The record as the store had it before this flush.
+    let original: NoteRecord?
+    /// The record as it is now; nil once deleted (or if there never was one).
     var current: NoteRecord?
     var isDeleted: Bool
+    /// Whether `current` differs from `original`.
+    var isDirty = false
+
+    init(original: NoteRecord?, isDeleted: Bool) {
+      self.original = original
+      self.current = original
+      self.isDeleted = isDeleted
+    }
   }
 
   private struct TagEntry {
@@ -44,10 +55,15 @@ struct Projector {
   init(schema: Schema, mergeRule: MergeRule = .stamps) {
     self.schema = schema
     self.mergeRule = mergeRule
+    notes.reserveCapacity(1024)
   }
 
   /// The number of notes and tags held in the overlay.
   var overlayCount: Int { notes.count + tags.count }
+
+  /// The overlay size at which a long replay writes it out: memory stays bounded by this, not
+  /// by the length of the log.
+  static let replayOverlayLimit = 50_000
 
   // MARK: - Applying events
 
@@ -57,47 +73,47 @@ struct Projector {
     switch event.change {
     case .noteCreated(let id, let date):
       try updateNote(id, in: transaction) { record in
-        if !record.isCreated || stamp < record.creationStamp {
-          record.isCreated = true
-          record.creationStamp = stamp
-          record.creationDate = date.milliseconds
-        }
+        guard !record.isCreated || stamp < record.creationStamp else { return false }
+        record.isCreated = true
+        record.creationStamp = stamp
+        record.creationDate = date.milliseconds
+        return true
       }
     case .textSet(let id, let text):
       try updateNote(id, in: transaction) { record in
-        if rule.wins(stamp, over: record.textStamp) {
-          record.textStamp = stamp
-          record.text = text
-        }
+        guard rule.wins(stamp, over: record.textStamp) else { return false }
+        record.textStamp = stamp
+        record.text = text
+        return true
       }
     case .archivedSet(let id, let archived):
       try updateNote(id, in: transaction) { record in
-        if rule.wins(stamp, over: record.archivedStamp) {
-          record.archivedStamp = stamp
-          record.archived = archived
-        }
+        guard rule.wins(stamp, over: record.archivedStamp) else { return false }
+        record.archivedStamp = stamp
+        record.archived = archived
+        return true
       }
     case .sortDateSet(let id, let date):
       try updateNote(id, in: transaction) { record in
-        if rule.wins(stamp, over: record.sortDateStamp) {
-          record.sortDateStamp = stamp
-          record.sortDate = date.milliseconds
-        }
+        guard rule.wins(stamp, over: record.sortDateStamp) else { return false }
+        record.sortDateStamp = stamp
+        record.sortDate = date.milliseconds
+        return true
       }
     case .tagsSet(let id, let names):
       for name in names { try assertTagName(name, stamp: stamp, in: transaction) }
       try updateNote(id, in: transaction) { record in
-        if rule.wins(stamp, over: record.tagsStamp) {
-          record.tagsStamp = stamp
-          record.tags = names
-        }
+        guard rule.wins(stamp, over: record.tagsStamp) else { return false }
+        record.tagsStamp = stamp
+        record.tags = names
+        return true
       }
     case .attachmentsSet(let id, let attachments):
       try updateNote(id, in: transaction) { record in
-        if rule.wins(stamp, over: record.attachmentsStamp) {
-          record.attachmentsStamp = stamp
-          record.attachments = attachments
-        }
+        guard rule.wins(stamp, over: record.attachmentsStamp) else { return false }
+        record.attachmentsStamp = stamp
+        record.attachments = attachments
+        return true
       }
     case .noteDeleted(let id):
       try deleteNote(id, stamp: stamp, in: transaction)
@@ -121,6 +137,17 @@ struct Projector {
     try entry(for: id, in: transaction).current
   }
 
+  /// Whether a note is visible, deleted, or absent (never created, as far as this store knows).
+  enum NoteStatus { case visible, deleted, absent }
+
+  mutating func status(of id: NoteID, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> NoteStatus
+  {
+    let entry = try entry(for: id, in: transaction)
+    if entry.isDeleted { return .deleted }
+    return entry.current?.isCreated == true ? .visible : .absent
+  }
+
   /// Whether the note has a tombstone.
   mutating func isDeleted(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable)
     throws -> Bool
@@ -132,41 +159,43 @@ struct Projector {
     for id: NoteID, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> NoteEntry {
     if let entry = notes[id] { return entry }
-    let key = id.identifier.bytes
-    let entry: NoteEntry
-    if try transaction.containsValue(forKey: key, in: schema.tombstones) {
-      entry = NoteEntry(original: nil, current: nil, isDeleted: true)
-    } else {
+    let entry = try id.identifier.withKey { key throws -> NoteEntry in
+      if try transaction.containsValue(forKey: key, in: schema.tombstones) {
+        return NoteEntry(original: nil, isDeleted: true)
+      }
       let record = try transaction.withValue(forKey: key, in: schema.notes) {
         bytes throws -> NoteRecord? in
         try bytes.map { try NoteRecord(decoding: $0) }
       }
-      entry = NoteEntry(original: record, current: record, isDeleted: false)
+      return NoteEntry(original: record, isDeleted: false)
     }
     notes[id] = entry
     return entry
   }
 
+  /// Changes a note's record in place; `change` returns whether it changed anything.
   private mutating func updateNote(
-    _ id: NoteID, in transaction: borrowing WriteTransaction, _ change: (inout NoteRecord) -> Void
+    _ id: NoteID, in transaction: borrowing WriteTransaction,
+    _ change: (inout NoteRecord) -> Bool
   ) throws {
-    var entry = try entry(for: id, in: transaction)
+    let entry = try entry(for: id, in: transaction)
     guard !entry.isDeleted else { return }
-    var record = entry.current ?? NoteRecord()
-    change(&record)
-    entry.current = record
-    notes[id] = entry
+    if entry.current == nil {
+      entry.current = NoteRecord()
+      entry.isDirty = true
+    }
+    if change(&entry.current!) { entry.isDirty = true }
   }
 
   private mutating func deleteNote(
     _ id: NoteID, stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
     // Load before writing the tombstone, so the entry remembers the record to remove.
-    var entry = try entry(for: id, in: transaction)
+    let entry = try entry(for: id, in: transaction)
     try putTombstone(id.identifier, kind: .note, stamp: stamp, in: transaction)
+    if entry.current != nil { entry.isDirty = true }
     entry.current = nil
     entry.isDeleted = true
-    notes[id] = entry
     // The note's attachment records stay: an attachment is visible only while its note
     // exists, and keeping the record keeps "the earliest add of an id wins" independent of
     // the order in which the delete and the adds arrive.
@@ -274,17 +303,19 @@ struct Projector {
   /// Writes the overlay's changed notes and tags, updates the indexes and tag counts from the
   /// difference, records what changed, and empties the overlay.
   mutating func flush(in transaction: borrowing WriteTransaction) throws {
-    for (id, entry) in notes {
+    // In key order: neighbouring records share pages, which LMDB then touches once.
+    for (id, entry) in notes.sorted(by: { $0.key < $1.key }) {
       let before = entry.original
       let after = entry.current
       let wasVisible = before?.isCreated ?? false
       let isVisible = after?.isCreated ?? false
-      if before != after {
-        let key = id.identifier.bytes
-        if let after {
-          try transaction.put(after.encoded(), forKey: key, in: schema.notes)
-        } else if before != nil {
-          try transaction.delete(forKey: key, in: schema.notes)
+      if entry.isDirty {
+        try id.identifier.withKey { key in
+          if let after {
+            try transaction.put(after.encoded(), forKey: key, in: schema.notes)
+          } else if before != nil {
+            try transaction.delete(forKey: key, in: schema.notes)
+          }
         }
         try updateIndexes(
           id, from: wasVisible ? before : nil, to: isVisible ? after : nil, in: transaction)
@@ -293,7 +324,7 @@ struct Projector {
         changes.inserted.insert(id)
       } else if wasVisible && !isVisible {
         changes.deleted.insert(id)
-      } else if isVisible && (before != after || touched.contains(id)) {
+      } else if isVisible && (entry.isDirty || touched.contains(id)) {
         changes.updated.insert(id)
       }
     }
@@ -316,6 +347,11 @@ struct Projector {
     _ id: NoteID, from before: NoteRecord?, to after: NoteRecord?,
     in transaction: borrowing WriteTransaction
   ) throws {
+    if let before, let after, before.archived == after.archived,
+      before.effectiveSortDate == after.effectiveSortDate, before.tags == after.tags
+    {
+      return
+    }
     let oldKey = before.map {
       Keys.timeline(archived: $0.archived, sortDate: $0.effectiveSortDate, note: id)
     }

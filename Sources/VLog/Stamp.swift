@@ -71,6 +71,17 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
   /// The 24-byte key form: time then replica, big-endian, so keys sort as stamps do.
   static let byteCount = 24
 
+  /// Lends the 24-byte key form without allocating.
+  @inline(__always)
+  func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try withUnsafeBytes(
+      of: (
+        time.rawValue.bigEndian, replica.identifier.high.bigEndian,
+        replica.identifier.low.bigEndian
+      )
+    ) { try body($0) }
+  }
+
   func append(to buffer: inout [UInt8]) {
     withUnsafeBytes(of: time.rawValue.bigEndian) { buffer.append(contentsOf: $0) }
     replica.identifier.append(to: &buffer)

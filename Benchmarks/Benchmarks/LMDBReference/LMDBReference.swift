@@ -3,27 +3,13 @@
 // Swift LMDB layer shows what the wrapper costs.
 
 import Benchmark
-import CLMDB
+import BenchmarkSupport
 import Foundation
 import LMDB
 
-/// Events per benchmark iteration: `VLOG_BENCHMARK_EVENTS`, 1,000,000 by default.
-let eventCount =
-  ProcessInfo.processInfo.environment["VLOG_BENCHMARK_EVENTS"].flatMap(Int.init)
-  ?? 1_000_000
-let batchSize = 10_000
-let valueSize = 100
-let durableCommits = 200
-
-extension BenchmarkMetric {
-  /// Items processed per second of the measured region.
-  static let eventsPerSecond = BenchmarkMetric.custom(
-    "events/s", polarity: .prefersLarger, useScalingFactor: false)
-}
-
 let benchmarks: @Sendable () -> Void = {
   Benchmark.defaultConfiguration = .init(
-    metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .peakMemoryResident, .eventsPerSecond],
+    metrics: standardMetrics,
     timeUnits: .milliseconds,
     warmupIterations: 1,
     maxDuration: .seconds(20),
@@ -80,36 +66,6 @@ let benchmarks: @Sendable () -> Void = {
   )
 }
 
-/// Runs `work` on a fresh directory, measuring only `work`, and records events per second.
-func measureAppend(
-  _ benchmark: Benchmark, count: Int = eventCount, _ work: (String) throws -> Void
-) throws {
-  let path = temporaryPath("append")
-  defer { try? FileManager.default.removeItem(atPath: path) }
-  let start = ContinuousClock.now
-  benchmark.startMeasurement()
-  try work(path)
-  benchmark.stopMeasurement()
-  benchmark.measurement(.eventsPerSecond, perSecond(count, since: start))
-}
-
-func perSecond(_ count: Int, since start: ContinuousClock.Instant) -> Int {
-  let elapsed = ContinuousClock.now - start
-  let seconds =
-    Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-  return Int(Double(count) / seconds)
-}
-
-func temporaryPath(_ name: String) -> String {
-  FileManager.default.temporaryDirectory
-    .appendingPathComponent("vlog-bench-\(name)-\(UUID().uuidString)").path
-}
-
-/// The value stored for a sequence number: `valueSize` bytes starting with the number.
-func fillValue(_ buffer: UnsafeMutableRawBufferPointer, _ sequence: UInt64) {
-  buffer.storeBytes(of: sequence, as: UInt64.self)
-}
-
 /// The same workload through the Swift LMDB layer.
 func appendThroughWrapper(at path: String, count: Int, durability: RawLMDB.Durability) throws {
   let environment = try Environment.open(
@@ -131,101 +87,5 @@ func appendThroughWrapper(at path: String, count: Int, durability: RawLMDB.Durab
       }
     }
     sequence = end
-  }
-}
-
-/// LMDB through its C API only: the physical limit VLog is measured against.
-enum RawLMDB {
-  enum Durability: CustomStringConvertible {
-    case durable, noSync
-    var description: String { self == .durable ? "durable" : "no-sync" }
-  }
-
-  struct Failure: Error, CustomStringConvertible {
-    let operation: String
-    let code: Int32
-    var description: String { "\(operation): \(String(cString: mdb_strerror(code)))" }
-  }
-
-  static func check(_ rc: Int32, _ operation: String) throws {
-    if rc != 0 { throw Failure(operation: operation, code: rc) }
-  }
-
-  /// An open environment with one database named `events`.
-  final class Store {
-    let path: String
-    let environment: OpaquePointer
-    var database = MDB_dbi()
-
-    init(path: String, durability: Durability) throws {
-      try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-      var environment: OpaquePointer?
-      try check(mdb_env_create(&environment), "mdb_env_create")
-      self.environment = environment!
-      self.path = path
-      try check(mdb_env_set_mapsize(environment, 1 << 30), "mdb_env_set_mapsize")
-      try check(mdb_env_set_maxdbs(environment, 4), "mdb_env_set_maxdbs")
-      let flags = UInt32(MDB_NOTLS) | (durability == .noSync ? UInt32(MDB_NOSYNC) : 0)
-      try check(mdb_env_open(environment, path, flags, 0o644), "mdb_env_open")
-      var transaction: OpaquePointer?
-      try check(mdb_txn_begin(environment, nil, 0, &transaction), "mdb_txn_begin")
-      try check(
-        mdb_dbi_open(transaction, "events", UInt32(MDB_CREATE), &database), "mdb_dbi_open")
-      try check(mdb_txn_commit(transaction), "mdb_txn_commit")
-    }
-
-    func close() { mdb_env_close(environment) }
-
-    /// Reads every entry with a cursor and returns the total bytes seen.
-    func scan() -> Int {
-      var transaction: OpaquePointer?
-      mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction)
-      var cursor: OpaquePointer?
-      mdb_cursor_open(transaction, database, &cursor)
-      var key = MDB_val()
-      var value = MDB_val()
-      var total = 0
-      var operation = MDB_FIRST
-      while mdb_cursor_get(cursor, &key, &value, operation) == 0 {
-        total &+= key.mv_size &+ value.mv_size
-        operation = MDB_NEXT
-      }
-      mdb_cursor_close(cursor)
-      mdb_txn_abort(transaction)
-      return total
-    }
-  }
-
-  /// Appends `count` values under big-endian keys 0..<count with `MDB_APPEND`, committing
-  /// every `batchSize` puts.
-  static func append(
-    at path: String, count: Int, durability: Durability, batchSize: Int = batchSize
-  ) throws {
-    let store = try Store(path: path, durability: durability)
-    defer { store.close() }
-    let value = UnsafeMutableRawBufferPointer.allocate(byteCount: valueSize, alignment: 8)
-    defer { value.deallocate() }
-    value.initializeMemory(as: UInt8.self, repeating: 0x61)
-    var sequence: UInt64 = 0
-    while sequence < UInt64(count) {
-      var transaction: OpaquePointer?
-      try check(mdb_txn_begin(store.environment, nil, 0, &transaction), "mdb_txn_begin")
-      let end = min(sequence + UInt64(batchSize), UInt64(count))
-      for next in sequence..<end {
-        fillValue(value, next)
-        var bigEndian = next.bigEndian
-        let rc = withUnsafeMutableBytes(of: &bigEndian) { key in
-          var key = MDB_val(mv_size: 8, mv_data: key.baseAddress)
-          var data = MDB_val(mv_size: valueSize, mv_data: value.baseAddress)
-          return mdb_put(transaction, store.database, &key, &data, UInt32(MDB_APPEND))
-        }
-        if rc != 0 {
-          mdb_txn_abort(transaction)
-          throw Failure(operation: "mdb_put", code: rc)
-        }
-      }
-      try check(mdb_txn_commit(transaction), "mdb_txn_commit")
-      sequence = end
-    }
   }
 }

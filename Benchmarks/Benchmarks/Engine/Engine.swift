@@ -1,0 +1,132 @@
+// The VLog engine against the raw LMDB reference (suite LMDBReference): batched user changes
+// with projections, one durable change per transaction, rebuild, and open + first page.
+
+import Benchmark
+import BenchmarkSupport
+import Foundation
+import VLog
+
+/// The notes the edits go to.
+let notesInWorkload = 10_000
+
+/// Texts of 47 bytes: a text-edit event is then 96 bytes, 100 with its checksum, the same as
+/// a value of the raw reference.
+let texts = (0..<64).map { index in
+  let prefix = "Edit \(index) of the shopping list: "
+  return prefix + String(repeating: "x", count: 47 - prefix.utf8.count)
+}
+
+func openStore(_ path: String, _ durability: NoteStore.Durability) throws -> NoteStore {
+  try NoteStore.open(at: path, options: .init(durability: durability, mapSize: 1 << 30))
+}
+
+/// Creates the workload's notes, in batches.
+func createNotes(_ store: NoteStore) throws -> [NoteID] {
+  var ids: [NoteID] = []
+  while ids.count < notesInWorkload {
+    let batch = try store.write { changes in
+      (0..<min(batchSize, notesInWorkload - ids.count)).map { index in
+        changes.createNote(text: texts[index % texts.count])
+      }
+    }
+    ids += batch
+  }
+  return ids
+}
+
+/// Appends `count` text edits spread over `notes`, `perTransaction` to a transaction.
+func appendEdits(_ store: NoteStore, _ notes: [NoteID], count: Int, perTransaction: Int) throws {
+  var done = 0
+  while done < count {
+    let size = min(perTransaction, count - done)
+    try store.write { changes in
+      for index in done..<(done + size) {
+        changes.setText(texts[index % texts.count], of: notes[(index &* 7919) % notes.count])
+      }
+    }
+    done += size
+  }
+}
+
+/// A store of `eventCount` events, built once per process for the read-side benchmarks.
+func buildLargeStore() throws -> String {
+  let path = temporaryPath("engine-large")
+  let store = try openStore(path, .noSync)
+  let notes = try createNotes(store)
+  try appendEdits(
+    store, notes, count: max(0, eventCount - 2 * notes.count), perTransaction: batchSize)
+  store.close()
+  return path
+}
+
+let benchmarks: @Sendable () -> Void = {
+  Benchmark.defaultConfiguration = .init(
+    metrics: standardMetrics,
+    timeUnits: .milliseconds,
+    warmupIterations: 1,
+    maxDuration: .seconds(30),
+    maxIterations: 5
+  )
+
+  for durability in [NoteStore.Durability.durable, .noSync] {
+    Benchmark("VLog append user changes, batches of \(batchSize), \(durability)") { benchmark in
+      let path = temporaryPath("engine-append")
+      defer { try? FileManager.default.removeItem(atPath: path) }
+      let store = try openStore(path, durability)
+      defer { store.close() }
+      let notes = try createNotes(store)
+      let start = ContinuousClock.now
+      benchmark.startMeasurement()
+      try appendEdits(store, notes, count: eventCount, perTransaction: batchSize)
+      benchmark.stopMeasurement()
+      benchmark.measurement(.eventsPerSecond, perSecond(eventCount, since: start))
+    }
+  }
+
+  Benchmark("VLog one durable user change per transaction") { benchmark in
+    let path = temporaryPath("engine-durable")
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = try openStore(path, .durable)
+    defer { store.close() }
+    let notes = try store.write { changes in
+      (0..<100).map { changes.createNote(text: texts[$0 % texts.count]) }
+    }
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    try appendEdits(store, notes, count: durableCommits, perTransaction: 1)
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(durableCommits, since: start))
+  }
+
+  var largeStore: String?
+  let setUpLargeStore: Benchmark.BenchmarkSetupHook = {
+    if largeStore == nil { largeStore = try buildLargeStore() }
+  }
+  let removeLargeStore: Benchmark.BenchmarkTeardownHook = {
+    if let path = largeStore { try? FileManager.default.removeItem(atPath: path) }
+    largeStore = nil
+  }
+
+  Benchmark(
+    "VLog rebuild projections",
+    closure: { benchmark in
+      let store = try openStore(largeStore!, .durable)
+      defer { store.close() }
+      let start = ContinuousClock.now
+      benchmark.startMeasurement()
+      let replayed = try store.rebuildProjections()
+      benchmark.stopMeasurement()
+      benchmark.measurement(.eventsPerSecond, perSecond(replayed, since: start))
+    }, setup: setUpLargeStore, teardown: removeLargeStore)
+
+  Benchmark(
+    "VLog open and read the first timeline page",
+    configuration: .init(timeUnits: .microseconds, maxIterations: 20),
+    closure: { benchmark in
+      let store = try openStore(largeStore!, .durable)
+      let page = try store.timeline(limit: 50)
+      store.close()
+      precondition(page.count == 50)
+      blackHole(page)
+    }, setup: setUpLargeStore, teardown: removeLargeStore)
+}
