@@ -34,14 +34,37 @@ func createNotes(_ store: NoteStore) throws -> [NoteID] {
   return ids
 }
 
-/// Appends `count` text edits spread over `notes`, `perTransaction` to a transaction.
-func appendEdits(_ store: NoteStore, _ notes: [NoteID], count: Int, perTransaction: Int) throws {
+/// How a workload's edits fall on its notes.
+enum Spread: CustomStringConvertible {
+  /// Each batch's edits spread over all the notes: the worst case for the projections, as
+  /// almost every edit touches a note the batch has not loaded yet.
+  case allNotes
+  /// Each batch's edits go to 10 notes, as typing does: runs of edits to the same notes.
+  case fewNotes
+
+  var description: String {
+    self == .allNotes ? "spread over 10,000 notes" : "10 notes per batch"
+  }
+
+  func note(_ index: Int, of notes: [NoteID]) -> NoteID {
+    switch self {
+    case .allNotes: notes[(index &* 7919) % notes.count]
+    case .fewNotes: notes[(index / 1000 &* 7919) % notes.count]
+    }
+  }
+}
+
+/// Appends `count` text edits to `notes`, `perTransaction` to a transaction.
+func appendEdits(
+  _ store: NoteStore, _ notes: [NoteID], count: Int, perTransaction: Int,
+  spread: Spread = .allNotes
+) throws {
   var done = 0
   while done < count {
     let size = min(perTransaction, count - done)
     try store.write { changes in
       for index in done..<(done + size) {
-        changes.setText(texts[index % texts.count], of: notes[(index &* 7919) % notes.count])
+        changes.setText(texts[index % texts.count], of: spread.note(index, of: notes))
       }
     }
     done += size
@@ -68,18 +91,23 @@ let benchmarks: @Sendable () -> Void = {
     maxIterations: 5
   )
 
-  for durability in [NoteStore.Durability.durable, .noSync] {
-    Benchmark("VLog append user changes, batches of \(batchSize), \(durability)") { benchmark in
-      let path = temporaryPath("engine-append")
-      defer { try? FileManager.default.removeItem(atPath: path) }
-      let store = try openStore(path, durability)
-      defer { store.close() }
-      let notes = try createNotes(store)
-      let start = ContinuousClock.now
-      benchmark.startMeasurement()
-      try appendEdits(store, notes, count: eventCount, perTransaction: batchSize)
-      benchmark.stopMeasurement()
-      benchmark.measurement(.eventsPerSecond, perSecond(eventCount, since: start))
+  for spread in [Spread.fewNotes, .allNotes] {
+    for durability in [NoteStore.Durability.durable, .noSync] {
+      Benchmark(
+        "VLog append user changes, batches of \(batchSize), \(spread), \(durability)",
+        configuration: .init(warmupIterations: 0, maxIterations: 3)
+      ) { benchmark in
+        let path = temporaryPath("engine-append")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try openStore(path, durability)
+        defer { store.close() }
+        let notes = try createNotes(store)
+        let start = ContinuousClock.now
+        benchmark.startMeasurement()
+        try appendEdits(store, notes, count: eventCount, perTransaction: batchSize, spread: spread)
+        benchmark.stopMeasurement()
+        benchmark.measurement(.eventsPerSecond, perSecond(eventCount, since: start))
+      }
     }
   }
 
@@ -109,6 +137,7 @@ let benchmarks: @Sendable () -> Void = {
 
   Benchmark(
     "VLog rebuild projections",
+    configuration: .init(warmupIterations: 0, maxIterations: 3),
     closure: { benchmark in
       let store = try openStore(largeStore!, .durable)
       defer { store.close() }
