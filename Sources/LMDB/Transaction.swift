@@ -130,12 +130,19 @@ extension Transaction where Self: ~Copyable {
     forKey key: some ContiguousBytes, in database: Database,
     _ body: (UnsafeRawBufferPointer?) throws -> R
   ) throws -> R {
+    try key.withUnsafeBytes { key in try withValue(forKey: key, in: database, body) }
+  }
+
+  /// Lends the value stored under `key` to `body`, or nil if there is none. The same as the
+  /// generic form, without its indirection, for hot paths that already hold raw bytes.
+  public func withValue<R>(
+    forKey key: UnsafeRawBufferPointer, in database: Database,
+    _ body: (UnsafeRawBufferPointer?) throws -> R
+  ) throws -> R {
     try handle.ensureUsable("read from \(database)")
     var data = MDB_val()
-    let rc = key.withUnsafeBytes { key in
-      var key = MDB_val(key)
-      return mdb_get(handle.pointer, database.dbi, &key, &data)
-    }
+    var keyValue = MDB_val(key)
+    let rc = mdb_get(handle.pointer, database.dbi, &keyValue, &data)
     if rc == MDB_NOTFOUND { return try body(nil) }
     try handle.check(rc, "read from \(database)")
     return try body(data.buffer)
@@ -150,6 +157,13 @@ extension Transaction where Self: ~Copyable {
 
   /// Whether a value is stored under `key`.
   public func containsValue(forKey key: some ContiguousBytes, in database: Database) throws
+    -> Bool
+  {
+    try key.withUnsafeBytes { key in try containsValue(forKey: key, in: database) }
+  }
+
+  /// Whether a value is stored under `key`, for hot paths that already hold raw bytes.
+  public func containsValue(forKey key: UnsafeRawBufferPointer, in database: Database) throws
     -> Bool
   {
     try withValue(forKey: key, in: database) { $0 != nil }
@@ -276,14 +290,23 @@ extension WriteTransaction {
     _ value: some ContiguousBytes, forKey key: some ContiguousBytes, in database: Database,
     options: PutOptions = []
   ) throws {
-    try handle.ensureUsable("put into \(database)")
-    let rc = key.withUnsafeBytes { key in
-      value.withUnsafeBytes { value in
-        var key = MDB_val(key)
-        var value = MDB_val(value)
-        return mdb_put(handle.pointer, database.dbi, &key, &value, options.rawValue)
+    try key.withUnsafeBytes { key in
+      try value.withUnsafeBytes { value in
+        try put(value, forKey: key, in: database, options: options)
       }
     }
+  }
+
+  /// Stores a value under a key: the same as the generic form, without its indirection, for
+  /// hot paths that already hold raw bytes.
+  public func put(
+    _ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, in database: Database,
+    options: PutOptions = []
+  ) throws {
+    try handle.ensureUsable("put into \(database)")
+    var keyValue = MDB_val(key)
+    var dataValue = MDB_val(value)
+    let rc = mdb_put(handle.pointer, database.dbi, &keyValue, &dataValue, options.rawValue)
     try handle.check(rc, "put into \(database)", hint: Self.putHint(rc, options))
   }
 
@@ -303,13 +326,22 @@ extension WriteTransaction {
     forKey key: some ContiguousBytes, reservingCount count: Int, in database: Database,
     options: PutOptions = [], _ body: (UnsafeMutableRawBufferPointer) throws -> Void
   ) throws {
+    try key.withUnsafeBytes { key in
+      try put(forKey: key, reservingCount: count, in: database, options: options, body)
+    }
+  }
+
+  /// Stores a value of `count` bytes written in place by `body`, for hot paths that already
+  /// hold the key's raw bytes. See the generic form.
+  public func put(
+    forKey key: UnsafeRawBufferPointer, reservingCount count: Int, in database: Database,
+    options: PutOptions = [], _ body: (UnsafeMutableRawBufferPointer) throws -> Void
+  ) throws {
     try handle.ensureUsable("put into \(database)")
     var value = MDB_val(mv_size: count, mv_data: nil)
-    let rc = key.withUnsafeBytes { key in
-      var key = MDB_val(key)
-      return mdb_put(
-        handle.pointer, database.dbi, &key, &value, options.rawValue | UInt32(MDB_RESERVE))
-    }
+    var keyValue = MDB_val(key)
+    let rc = mdb_put(
+      handle.pointer, database.dbi, &keyValue, &value, options.rawValue | UInt32(MDB_RESERVE))
     try handle.check(rc, "put into \(database)", hint: Self.putHint(rc, options))
     do {
       try body(UnsafeMutableRawBufferPointer(start: value.mv_data, count: count))

@@ -112,7 +112,9 @@ struct WriteSession {
         state.digest.add(eventID: stampKey)
       }
       if local {
-        try transaction.put([UInt8](), forKey: sequenceKey, in: schema.outbox, options: .append)
+        try transaction.put(
+          UnsafeRawBufferPointer(start: nil, count: 0), forKey: sequenceKey, in: schema.outbox,
+          options: .append)
       }
     }
     state.clock.observe(event.stamp.time)

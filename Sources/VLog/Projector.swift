@@ -312,7 +312,9 @@ struct Projector {
       if entry.isDirty {
         try id.identifier.withKey { key in
           if let after {
-            try transaction.put(after.encoded(), forKey: key, in: schema.notes)
+            try after.encoded().withUnsafeBytes { value in
+              try transaction.put(value, forKey: key, in: schema.notes)
+            }
           } else if before != nil {
             try transaction.delete(forKey: key, in: schema.notes)
           }
