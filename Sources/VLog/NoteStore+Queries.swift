@@ -96,9 +96,8 @@ extension NoteStore {
   func liveAttachment(_ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable)
     throws -> Attachment?
   {
-    guard let attachment = try attachmentRecord(id, in: transaction)?.attachment,
-      try !transaction.containsValue(
-        forKey: attachment.noteID.identifier.bytes, in: schema.tombstones)
+    guard let attachment = try schema.attachmentRecord(id, in: transaction)?.attachment,
+      try !schema.hasTombstone(attachment.noteID.identifier, in: transaction)
     else { return nil }
     return attachment
   }
@@ -161,18 +160,7 @@ extension NoteStore {
   func noteRecord(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable) throws
     -> NoteRecord?
   {
-    try transaction.withValue(forKey: id.identifier.bytes, in: schema.notes) {
-      bytes throws -> NoteRecord? in try bytes.map { try NoteRecord(decoding: $0) }
-    }
-  }
-
-  func attachmentRecord(
-    _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable
-  ) throws -> AttachmentRecord? {
-    try transaction.withValue(forKey: id.identifier.bytes, in: schema.attachments) {
-      bytes throws -> AttachmentRecord? in
-      try bytes.map { try AttachmentRecord(id: id, decoding: $0) }
-    }
+    try schema.noteRecord(id, in: transaction)
   }
 
   private func tagNames(

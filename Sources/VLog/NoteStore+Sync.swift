@@ -243,9 +243,7 @@ extension NoteStore {
       try transaction.forEach(in: schema.attachments) { key, value in
         let record = try AttachmentRecord(
           id: AttachmentID(Identifier(bytes: key)), decoding: value)
-        guard
-          try !transaction.containsValue(
-            forKey: record.attachment.noteID.identifier.bytes, in: schema.tombstones)
+        guard try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
         else { return }
         hashes.insert(record.attachment.blobHash)
       }

@@ -159,16 +159,10 @@ struct Projector {
     for id: NoteID, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> NoteEntry {
     if let entry = notes[id] { return entry }
-    let entry = try id.identifier.withKey { key throws -> NoteEntry in
-      if try transaction.containsValue(forKey: key, in: schema.tombstones) {
-        return NoteEntry(original: nil, isDeleted: true)
-      }
-      let record = try transaction.withValue(forKey: key, in: schema.notes) {
-        bytes throws -> NoteRecord? in
-        try bytes.map { try NoteRecord(decoding: $0) }
-      }
-      return NoteEntry(original: record, isDeleted: false)
-    }
+    let entry =
+      try schema.hasTombstone(id.identifier, in: transaction)
+      ? NoteEntry(original: nil, isDeleted: true)
+      : NoteEntry(original: try schema.noteRecord(id, in: transaction), isDeleted: false)
     notes[id] = entry
     return entry
   }
@@ -220,7 +214,7 @@ struct Projector {
     _ attachment: Attachment, stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
     let key = attachment.id.identifier.bytes
-    guard try !transaction.containsValue(forKey: key, in: schema.tombstones) else { return }
+    guard try !schema.hasTombstone(attachment.id.identifier, in: transaction) else { return }
     let existing = try attachmentRecord(attachment.id, in: transaction)
     if let existing {
       guard stamp < existing.stamp else { return }
@@ -252,10 +246,7 @@ struct Projector {
   func attachmentRecord(
     _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> AttachmentRecord? {
-    try transaction.withValue(forKey: id.identifier.bytes, in: schema.attachments) {
-      bytes throws -> AttachmentRecord? in
-      try bytes.map { try AttachmentRecord(id: id, decoding: $0) }
-    }
+    try schema.attachmentRecord(id, in: transaction)
   }
 
   // MARK: Tags

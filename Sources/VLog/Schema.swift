@@ -61,6 +61,38 @@ struct Schema: Sendable {
   }
 }
 
+extension Schema {
+  /// A note's record, if the store has one.
+  func noteRecord(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable) throws
+    -> NoteRecord?
+  {
+    try id.identifier.withKey { key in
+      try transaction.withValue(forKey: key, in: notes) { bytes throws -> NoteRecord? in
+        try bytes.map { try NoteRecord(decoding: $0) }
+      }
+    }
+  }
+
+  /// An attachment's record, if the store has one (whether or not its note still exists).
+  func attachmentRecord(
+    _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> AttachmentRecord? {
+    try id.identifier.withKey { key in
+      try transaction.withValue(forKey: key, in: attachments) {
+        bytes throws -> AttachmentRecord? in
+        try bytes.map { try AttachmentRecord(id: id, decoding: $0) }
+      }
+    }
+  }
+
+  /// Whether a note or attachment has a tombstone.
+  func hasTombstone(_ id: Identifier, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> Bool
+  {
+    try id.withKey { key in try transaction.containsValue(forKey: key, in: tombstones) }
+  }
+}
+
 /// Keys of the store's databases.
 enum Keys {
   static func sequence(_ sequence: UInt64) -> [UInt8] {

@@ -67,13 +67,17 @@ public func withTemporaryDirectory<R>(
   let url = FileManager.default.temporaryDirectory
     .appendingPathComponent("vlog-\(UUID().uuidString)", isDirectory: true)
   try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+  defer { removeTemporaryItem(at: url) }
+  return try await body(url.path)
+}
+
+/// Removes a temporary file or directory. A failure is reported on standard error rather than
+/// thrown, so that it never hides the error of the test that used the directory.
+func removeTemporaryItem(at url: URL) {
   do {
-    let result = try await body(url.path)
-    try? FileManager.default.removeItem(at: url)
-    return result
+    try FileManager.default.removeItem(at: url)
   } catch {
-    try? FileManager.default.removeItem(at: url)
-    throw error
+    FileHandle.standardError.write(Data("warning: could not remove \(url.path): \(error)\n".utf8))
   }
 }
 

@@ -98,7 +98,7 @@ let benchmarks: @Sendable () -> Void = {
         configuration: .init(warmupIterations: 0, maxIterations: 3)
       ) { benchmark in
         let path = temporaryPath("engine-append")
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeTemporaryItem(atPath: path) }
         let store = try openStore(path, durability)
         defer { store.close() }
         let notes = try createNotes(store)
@@ -113,7 +113,7 @@ let benchmarks: @Sendable () -> Void = {
 
   Benchmark("VLog one durable user change per transaction") { benchmark in
     let path = temporaryPath("engine-durable")
-    defer { try? FileManager.default.removeItem(atPath: path) }
+    defer { removeTemporaryItem(atPath: path) }
     let store = try openStore(path, .durable)
     defer { store.close() }
     let notes = try store.write { changes in
@@ -131,7 +131,7 @@ let benchmarks: @Sendable () -> Void = {
     if largeStore == nil { largeStore = try buildLargeStore() }
   }
   let removeLargeStore: Benchmark.BenchmarkTeardownHook = {
-    if let path = largeStore { try? FileManager.default.removeItem(atPath: path) }
+    if let path = largeStore { removeTemporaryItem(atPath: path) }
     largeStore = nil
   }
 

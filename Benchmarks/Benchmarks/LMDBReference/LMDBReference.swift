@@ -59,7 +59,7 @@ let benchmarks: @Sendable () -> Void = {
     teardown: {
       if let store = scanned {
         store.close()
-        try? FileManager.default.removeItem(atPath: store.path)
+        removeTemporaryItem(atPath: store.path)
       }
       scanned = nil
     }

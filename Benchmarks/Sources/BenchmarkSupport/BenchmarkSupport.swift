@@ -32,7 +32,7 @@ public func measureAppend(
   _ benchmark: Benchmark, count: Int = eventCount, _ work: (String) throws -> Void
 ) throws {
   let path = temporaryPath("append")
-  defer { try? FileManager.default.removeItem(atPath: path) }
+  defer { removeTemporaryItem(atPath: path) }
   let start = ContinuousClock.now
   benchmark.startMeasurement()
   try work(path)
@@ -40,6 +40,7 @@ public func measureAppend(
   benchmark.measurement(.eventsPerSecond, perSecond(count, since: start))
 }
 
+/// Items per second since `start`, for the events-per-second metric.
 public func perSecond(_ count: Int, since start: ContinuousClock.Instant) -> Int {
   let elapsed = ContinuousClock.now - start
   let seconds =
@@ -47,6 +48,7 @@ public func perSecond(_ count: Int, since start: ContinuousClock.Instant) -> Int
   return Int(Double(count) / seconds)
 }
 
+/// A fresh path in the temporary directory, not yet created.
 public func temporaryPath(_ name: String) -> String {
   FileManager.default.temporaryDirectory
     .appendingPathComponent("vlog-bench-\(name)-\(UUID().uuidString)").path
@@ -59,8 +61,10 @@ public func fillValue(_ buffer: UnsafeMutableRawBufferPointer, _ sequence: UInt6
 
 /// LMDB through its C API only: the physical limit VLog is measured against.
 public enum RawLMDB {
+  /// Whether commits are flushed to disk.
   public enum Durability: CustomStringConvertible, Sendable {
     case durable, noSync
+    /// `durable` or `no-sync`, for benchmark names.
     public var description: String { self == .durable ? "durable" : "no-sync" }
   }
 
@@ -76,10 +80,12 @@ public enum RawLMDB {
 
   /// An open environment with one database named `events`.
   public final class Store {
+    /// The environment's directory.
     public let path: String
     let environment: OpaquePointer
     var database = MDB_dbi()
 
+    /// Opens (creating) an environment with a 1 GiB map and its `events` database.
     public init(path: String, durability: Durability) throws {
       try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
       var environment: OpaquePointer?
@@ -97,6 +103,7 @@ public enum RawLMDB {
       try check(mdb_txn_commit(transaction), "mdb_txn_commit")
     }
 
+    /// Closes the environment.
     public func close() { mdb_env_close(environment) }
 
     /// Reads every entry with a cursor and returns the total bytes seen.
@@ -150,5 +157,16 @@ public enum RawLMDB {
       try check(mdb_txn_commit(transaction), "mdb_txn_commit")
       sequence = end
     }
+  }
+}
+
+/// Removes a benchmark's temporary store; a failure is reported on standard error, not thrown,
+/// so that it never hides the benchmark's own error.
+public func removeTemporaryItem(atPath path: String) {
+  guard FileManager.default.fileExists(atPath: path) else { return }
+  do {
+    try FileManager.default.removeItem(atPath: path)
+  } catch {
+    FileHandle.standardError.write(Data("warning: could not remove \(path): \(error)\n".utf8))
   }
 }
