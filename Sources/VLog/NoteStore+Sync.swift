@@ -81,50 +81,73 @@ extension NoteStore {
   /// - Parameter limit: The most events to return.
   public func outbox(limit: Int = .max) throws -> [LoggedEvent] {
     try read { transaction in
-      var sequences: [UInt64] = []
-      try transaction.withEntries(in: schema.outbox) { entries throws in
-        while sequences.count < limit,
-          let sequence = try entries.next({ key, _ in Keys.sequence(from: key) })
+      let state = try LogState(schema: schema, in: transaction)
+      let wanted = min(limit, Int(clamping: state.pendingLocal))
+      var pending: [LoggedEvent] = []
+      guard wanted > 0 else { return pending }
+      try transaction.withEntries(
+        in: schema.log, range: .from(Keys.sequence(state.acknowledged + 1))
+      ) { entries throws in
+        while pending.count < wanted,
+          let logged = try entries.next({ key, value throws -> LoggedEvent in
+            try Self.decodeLogEntry(key, value)
+          })
         {
-          sequences.append(sequence)
+          if logged.event.stamp.replica == replicaID { pending.append(logged) }
         }
       }
-      return try sequences.map { sequence in
-        guard let event = try loggedEvent(at: sequence, in: transaction) else {
-          throw VLogError(.corruptStore, "the outbox names event \(sequence), which the log lacks")
-        }
-        return event
-      }
+      return pending
     }
   }
 
   /// The number of local events not yet acknowledged.
   public func outboxCount() throws -> Int {
-    try read { try $0.count(in: schema.outbox) }
+    try read { transaction in Int(try LogState(schema: schema, in: transaction).pendingLocal) }
   }
 
-  /// Marks local events as stored by the server, removing them from the outbox.
+  /// Marks every local event up to a sequence number as stored by the server, removing them
+  /// from the outbox.
   ///
-  /// - Parameter events: The ids of the events the server confirmed; ids not in the outbox are
-  ///   ignored.
+  /// The sync client sends the outbox oldest first, so the events a server confirms are always
+  /// a prefix of it: acknowledge through the sequence number of the last one sent.
+  ///
+  /// - Parameter sequence: The sequence number of the last event the server confirmed.
   /// - Returns: How many events left the outbox.
+  /// - Throws: ``VLogError/Code/invalidValue`` for a sequence number beyond the log.
   @discardableResult
-  public func acknowledge(_ events: [Stamp]) throws -> Int {
+  public func acknowledge(through sequence: UInt64) throws -> Int {
     try VLogError.wrapping {
       try environment.write { transaction throws -> Int in
-        var removed = 0
-        for stamp in events {
-          guard
-            let sequence = try transaction.withValue(
-              forKey: stamp.bytes, in: schema.eventIndex, { $0.map(Keys.sequence(from:)) })
-          else { continue }
-          if try transaction.delete(forKey: Keys.sequence(sequence), in: schema.outbox) {
-            removed += 1
-          }
+        var state = try LogState(schema: schema, in: transaction)
+        guard sequence < state.nextSequence else {
+          throw VLogError(
+            .invalidValue,
+            "cannot acknowledge through event \(sequence): the log ends at \(state.nextSequence - 1)"
+          )
         }
+        guard sequence > state.acknowledged else { return 0 }
+        var removed = 0
+        try transaction.forEach(
+          in: schema.log,
+          range: .from(Keys.sequence(state.acknowledged + 1), through: Keys.sequence(sequence))
+        ) { key, value in
+          if try Self.decodeLogEntry(key, value).event.stamp.replica == replicaID { removed += 1 }
+        }
+        state.pendingLocal -= UInt64(removed)
+        state.acknowledged = state.pendingLocal == 0 ? state.nextSequence - 1 : sequence
+        try state.write(schema: schema, in: transaction)
         return removed
       }
     }
+  }
+
+  static func decodeLogEntry(
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
+  ) throws -> LoggedEvent {
+    let sequence = Keys.sequence(from: key)
+    return LoggedEvent(
+      sequence: sequence,
+      event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
   }
 
   // MARK: - The log
@@ -152,10 +175,7 @@ extension NoteStore {
       try transaction.withEntries(in: schema.log, range: .from(Keys.sequence(sequence + 1))) {
         entries throws in
         while let logged = try entries.next({ key, value throws -> LoggedEvent in
-          let sequence = Keys.sequence(from: key)
-          return LoggedEvent(
-            sequence: sequence,
-            event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+          try Self.decodeLogEntry(key, value)
         }) {
           guard try body(logged) else { return }
         }
@@ -186,12 +206,10 @@ extension NoteStore {
   func loggedEvent(at sequence: UInt64, in transaction: borrowing some Transaction & ~Copyable)
     throws -> LoggedEvent?
   {
-    try transaction.withValue(forKey: Keys.sequence(sequence), in: schema.log) {
-      value throws -> LoggedEvent? in
+    let key = Keys.sequence(sequence)
+    return try transaction.withValue(forKey: key, in: schema.log) { value throws -> LoggedEvent? in
       guard let value else { return nil }
-      return LoggedEvent(
-        sequence: sequence,
-        event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+      return try key.withUnsafeBytes { key in try Self.decodeLogEntry(key, value) }
     }
   }
 

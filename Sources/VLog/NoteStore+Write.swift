@@ -80,13 +80,15 @@ struct WriteSession {
   {
     try projector.flush(in: transaction)
     state.unknownEvents += UInt64(projector.unknownEvents)
+    // With nothing to send, the outbox watermark follows the end of the log.
+    if state.pendingLocal == 0 { state.acknowledged = state.nextSequence - 1 }
     try state.write(schema: schema, in: transaction)
     return projector.changes.build(source: source, eventCount: appended)
   }
 
   // MARK: Appending
 
-  /// Appends an event to the log (and, if local, the outbox) and applies it.
+  /// Appends an event to the log (counting it in the outbox if local) and applies it.
   mutating func append(
     _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
   ) throws {
@@ -111,13 +113,9 @@ struct WriteSession {
           options: local ? .append : .noOverwrite)
         state.digest.add(eventID: stampKey)
       }
-      if local {
-        try transaction.put(
-          UnsafeRawBufferPointer(start: nil, count: 0), forKey: sequenceKey, in: schema.outbox,
-          options: .append)
-      }
     }
     state.clock.observe(event.stamp.time)
+    if local { state.pendingLocal += 1 }
     appended += 1
     try projector.apply(event, in: transaction)
   }

@@ -201,42 +201,59 @@ public final class NoteStore: Sendable {
   }
 }
 
-/// The log's running state, read at the start of each write transaction and written at its end,
-/// so that a transaction that runs again after the map grows starts from the same state.
+/// The log's running state, read at the start of each write transaction and written at its end
+/// as one meta record, so that a transaction that runs again after the map grows starts from
+/// the same state.
+///
+/// The outbox is not a table: it is the local events after ``acknowledged`` in the log.
+/// ``pendingLocal`` counts them, so an empty outbox costs nothing to read, and while it is empty
+/// the watermark moves past ingested events too, so the next read starts near the end.
 struct LogState {
   var nextSequence: UInt64
   var clock: HybridClock
   var digest: EventSetDigest
   var unknownEvents: UInt64
+  /// Every local event up to this sequence number is acknowledged by the server.
+  var acknowledged: UInt64
+  /// Local events after `acknowledged`.
+  var pendingLocal: UInt64
+
+  static let recordSize = 48
 
   init(schema: Schema, in transaction: borrowing some Transaction & ~Copyable) throws {
     nextSequence = try transaction.withCursor(on: schema.log) { cursor throws -> UInt64 in
       try cursor.last() ? try cursor.withCurrent { key, _ in Keys.sequence(from: key) } + 1 : 1
     }
-    clock = HybridClock(
-      latest: HybridTime(rawValue: try Self.integer(Keys.Meta.clock, schema, transaction)))
-    digest = try transaction.withValue(forKey: Keys.Meta.digest, in: schema.meta) { bytes in
-      bytes.map { $0.count == 16 ? EventSetDigest(bytes: $0) : .empty } ?? .empty
+    let record = try transaction.withValue(forKey: Keys.Meta.logState, in: schema.meta) {
+      bytes throws -> (UInt64, EventSetDigest, UInt64, UInt64, UInt64)? in
+      guard let bytes else { return nil }
+      guard bytes.count == Self.recordSize else {
+        throw VLogError(.corruptStore, "the log state record is \(bytes.count) bytes, not 48")
+      }
+      func integer(_ offset: Int) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+      }
+      return (
+        integer(0), EventSetDigest(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24])),
+        integer(24), integer(32), integer(40)
+      )
     }
-    unknownEvents = try Self.integer(Keys.Meta.unknownEvents, schema, transaction)
+    let (clock, digest, unknown, acknowledged, pending) = record ?? (0, .empty, 0, 0, 0)
+    self.clock = HybridClock(latest: HybridTime(rawValue: clock))
+    self.digest = digest
+    self.unknownEvents = unknown
+    self.acknowledged = acknowledged
+    self.pendingLocal = pending
   }
 
   func write(schema: Schema, in transaction: borrowing WriteTransaction) throws {
-    try transaction.put(
-      withUnsafeBytes(of: clock.latest.rawValue.bigEndian) { Array($0) }, forKey: Keys.Meta.clock,
-      in: schema.meta)
-    try transaction.put(digest.bytes, forKey: Keys.Meta.digest, in: schema.meta)
-    try transaction.put(
-      withUnsafeBytes(of: unknownEvents.bigEndian) { Array($0) }, forKey: Keys.Meta.unknownEvents,
-      in: schema.meta)
-  }
-
-  private static func integer(
-    _ key: [UInt8], _ schema: Schema, _ transaction: borrowing some Transaction & ~Copyable
-  ) throws -> UInt64 {
-    try transaction.withValue(forKey: key, in: schema.meta) { bytes in
-      guard let bytes, bytes.count == 8 else { return 0 }
-      return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+    var record = [UInt8]()
+    record.reserveCapacity(Self.recordSize)
+    for value in [
+      clock.latest.rawValue, digest.high, digest.low, unknownEvents, acknowledged, pendingLocal,
+    ] {
+      withUnsafeBytes(of: value.bigEndian) { record.append(contentsOf: $0) }
     }
+    try transaction.put(record, forKey: Keys.Meta.logState, in: schema.meta)
   }
 }

@@ -4,10 +4,9 @@ internal import LMDB
 ///
 /// | database | key | value |
 /// |---|---|---|
-/// | `meta` | name | store facts: format, replica id, clock, event-set digest, counters |
+/// | `meta` | name | store facts: format, replica id, and the log state (clock, event-set digest, counters, outbox watermark) |
 /// | `log` | sequence (8 bytes, big-endian) | checksum (4) + encoded event |
 /// | `eventIndex` | stamp (24) | sequence (8) |
-/// | `outbox` | sequence (8) | empty: local events not yet acknowledged by the server |
 /// | `blobs` | SHA-256 (32) | attachment bytes |
 /// | `notes` | note id (16) | ``NoteRecord`` |
 /// | `tombstones` | id (16) | ``TombstoneRecord`` |
@@ -18,13 +17,12 @@ internal import LMDB
 /// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
 ///
 /// The last seven are projections: derived from the log, dropped and rebuilt by
-/// ``NoteStore/rebuildProjections(progress:)``. The log, its index, the outbox and the blobs
-/// are the store's data.
+/// ``NoteStore/rebuildProjections(progress:)``. The log, its index and the blobs are the
+/// store's data.
 struct Schema: Sendable {
   let meta: Database
   let log: Database
   let eventIndex: Database
-  let outbox: Database
   let blobs: Database
   let notes: Database
   let tombstones: Database
@@ -39,7 +37,7 @@ struct Schema: Sendable {
     [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
   }
 
-  static let databaseCount = 12
+  static let databaseCount = 11
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -49,7 +47,6 @@ struct Schema: Sendable {
     meta = try open("meta")
     log = try open("log")
     eventIndex = try open("eventIndex")
-    outbox = try open("outbox")
     blobs = try open("blobs")
     notes = try open("notes")
     tombstones = try open("tombstones")
@@ -136,8 +133,6 @@ enum Keys {
   enum Meta {
     static let format = Array("format".utf8)
     static let replica = Array("replica".utf8)
-    static let clock = Array("clock".utf8)
-    static let digest = Array("eventSetDigest".utf8)
-    static let unknownEvents = Array("unknownEvents".utf8)
+    static let logState = Array("logState".utf8)
   }
 }

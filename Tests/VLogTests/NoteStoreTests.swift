@@ -183,11 +183,21 @@ struct NoteStoreTests {
       #expect(pending.map(\.sequence) == [1, 2, 3])
       #expect(try store.outbox(limit: 2).count == 2)
 
-      #expect(try store.acknowledge(pending.prefix(2).map(\.event.id)) == 2)
+      #expect(try store.acknowledge(through: pending[1].sequence) == 2)
       #expect(try store.outbox().map(\.sequence) == [3])
-      #expect(try store.acknowledge(pending.map(\.event.id)) == 1)
+      #expect(try store.outboxCount() == 1)
+      #expect(try store.acknowledge(through: pending[1].sequence) == 0)
+      #expect(try store.acknowledge(through: 5) == 1)
       #expect(try store.outboxCount() == 0)
+      #expect(try store.outbox().isEmpty)
       #expect(try store.eventCount() == 5)
+      let beyond = #expect(throws: VLogError.self) { try store.acknowledge(through: 6) }
+      #expect(beyond?.code == .invalidValue)
+
+      // Later local changes come after the remote events that arrived meanwhile.
+      try store.ingest(allEvents(other))
+      let id2 = try store.write { $0.createNote(text: "next") }
+      #expect(try store.outbox().map(\.event.change.noteID) == [id2, id2])
     }
   }
 
