@@ -91,10 +91,22 @@ let benchmarks: @Sendable () -> Void = {
     maxIterations: 5
   )
 
-  for spread in [Spread.fewNotes, .allNotes] {
-    for durability in [NoteStore.Durability.durable, .noSync] {
+  // Each workload's raw LMDB reference runs next to it (benchmarks run in name order), so the
+  // ratios are not skewed by the machine's speed drifting over the run.
+  for durability in [NoteStore.Durability.durable, .noSync] {
+    let rawDurability: RawLMDB.Durability = durability == .durable ? .durable : .noSync
+    let workload = "append, batches of \(batchSize), \(durability)"
+    Benchmark(
+      "\(workload) · 1 raw LMDB, same bytes",
+      configuration: .init(warmupIterations: 1, maxIterations: 3)
+    ) { benchmark in
+      try measureAppend(benchmark) { path in
+        try RawLMDB.append(at: path, count: eventCount, durability: rawDurability)
+      }
+    }
+    for (rank, spread) in [Spread.fewNotes, .allNotes].enumerated() {
       Benchmark(
-        "VLog append user changes, batches of \(batchSize), \(spread), \(durability)",
+        "\(workload) · \(rank + 2) VLog, \(spread)",
         configuration: .init(warmupIterations: 0, maxIterations: 3)
       ) { benchmark in
         let path = temporaryPath("engine-append")
@@ -111,7 +123,13 @@ let benchmarks: @Sendable () -> Void = {
     }
   }
 
-  Benchmark("VLog one durable user change per transaction") { benchmark in
+  Benchmark("one durable change per transaction · 1 raw LMDB") { benchmark in
+    try measureAppend(benchmark, count: durableCommits) { path in
+      try RawLMDB.append(at: path, count: durableCommits, durability: .durable, batchSize: 1)
+    }
+  }
+
+  Benchmark("one durable change per transaction · 2 VLog") { benchmark in
     let path = temporaryPath("engine-durable")
     defer { removeTemporaryItem(atPath: path) }
     let store = try openStore(path, .durable)
@@ -136,7 +154,7 @@ let benchmarks: @Sendable () -> Void = {
   }
 
   Benchmark(
-    "VLog rebuild projections",
+    "rebuild projections · VLog",
     configuration: .init(warmupIterations: 0, maxIterations: 3),
     closure: { benchmark in
       let store = try openStore(largeStore!, .durable)
@@ -149,7 +167,7 @@ let benchmarks: @Sendable () -> Void = {
     }, setup: setUpLargeStore, teardown: removeLargeStore)
 
   Benchmark(
-    "VLog open and read the first timeline page",
+    "open a store and read the first timeline page · VLog",
     configuration: .init(timeUnits: .microseconds, maxIterations: 20),
     closure: { benchmark in
       let store = try openStore(largeStore!, .durable)
