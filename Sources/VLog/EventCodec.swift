@@ -114,7 +114,7 @@ enum EventCodec {
       let (number, wireType) = try reader.tag()
       try fields.read(number, wireType, from: &reader, fieldStart: fieldStart)
     }
-    return try fields.event()
+    return try fields.event(from: bytes)
   }
 
   /// Decodes an event from an array of bytes.
@@ -138,8 +138,6 @@ enum EventCodec {
     var height: UInt64?
     var hash: [UInt8]?
     var byteCount: UInt64?
-    /// Every field after 1–3, verbatim, in case the kind turns out to be unknown.
-    var rawAfterHeader: [UInt8] = []
     /// Fields with numbers this version does not know, verbatim.
     var unknown: [UInt8] = []
     /// Which known field numbers were present.
@@ -157,11 +155,6 @@ enum EventCodec {
         }
       }
       if number > Field.kind && number <= Field.byteCount { present |= 1 << UInt32(number) }
-      defer {
-        if number > Field.kind {
-          rawAfterHeader.append(contentsOf: reader.bytes(from: fieldStart))
-        }
-      }
       switch number {
       case Field.time:
         try expect(.fixed64, "time")
@@ -223,7 +216,8 @@ enum EventCodec {
       }
     }
 
-    func event() throws(VLogError) -> Event {
+    /// The event, given the bytes the fields were read from (to copy unknown fields from).
+    func event(from bytes: UnsafeRawBufferPointer) throws(VLogError) -> Event {
       guard let time else { throw missing("time (field 1)") }
       guard let replica else { throw missing("replica id (field 2)") }
       guard let kind else { throw missing("kind (field 3)") }
@@ -233,14 +227,17 @@ enum EventCodec {
       let stamp = Stamp(time: HybridTime(rawValue: time), replica: ReplicaID(replica))
       let eventKind = EventKind(rawValue: kind)
       guard eventKind.isKnown else {
-        return Event(stamp: stamp, change: .unknown(kind: eventKind), unknownFields: rawAfterHeader)
+        // Every field after the header is kept, in order, known numbers included.
+        let all = try Self.fields(in: bytes) { $0 > Field.kind }
+        return Event(stamp: stamp, change: .unknown(kind: eventKind), unknownFields: all)
       }
       let change = try self.change(eventKind)
       // Known field numbers that this kind does not use are kept as unknown fields too.
       let unused = present & ~Self.usedFields(eventKind)
       var unknownFields = unknown
       if unused != 0 {
-        unknownFields = try Self.fields(numbered: unused, in: rawAfterHeader) + unknown
+        unknownFields =
+          try Self.fields(in: bytes) { $0 < 32 && unused & (1 << UInt32($0)) != 0 } + unknown
       }
       return Event(stamp: stamp, change: change, unknownFields: unknownFields)
     }
@@ -317,19 +314,17 @@ enum EventCodec {
       }
     }
 
-    /// The fields whose numbers are in `numbers`, verbatim, from a run of encoded fields.
-    static func fields(numbered numbers: UInt32, in raw: [UInt8]) throws(VLogError) -> [UInt8] {
+    /// The fields whose numbers satisfy `keep`, verbatim and in order, from encoded bytes.
+    static func fields(
+      in bytes: UnsafeRawBufferPointer, where keep: (Int) -> Bool
+    ) throws(VLogError) -> [UInt8] {
       var result: [UInt8] = []
-      try withBytes(of: raw) { buffer throws(VLogError) in
-        var reader = WireReader(buffer)
-        while !reader.isAtEnd {
-          let start = reader.offset
-          let (number, wireType) = try reader.tag()
-          try reader.skip(wireType)
-          if number < 32, numbers & (1 << UInt32(number)) != 0 {
-            result.append(contentsOf: reader.bytes(from: start))
-          }
-        }
+      var reader = WireReader(bytes)
+      while !reader.isAtEnd {
+        let start = reader.offset
+        let (number, wireType) = try reader.tag()
+        try reader.skip(wireType)
+        if keep(number) { result.append(contentsOf: reader.bytes(from: start)) }
       }
       return result
     }
