@@ -65,6 +65,14 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .testTarget(
+      name: "VLogCLITests",
+      dependencies: [
+        "VLogCLI", "VLog", "VLogTesting",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
       name: "VLogTests",
       dependencies: [
         "VLog",

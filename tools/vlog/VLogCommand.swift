@@ -1,17 +1,75 @@
 import ArgumentParser
+import Foundation
+import LMDB
+import VLog
 
 /// The `vlog` command: inspect, replay and verify VLog stores, and run and use the sync server.
+///
+/// Exit codes: 0 success; 1 a user error (missing store, unknown note) or a failed
+/// verification; 2 bad usage (unknown option, malformed argument).
 @main
 struct VLogCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "vlog",
     abstract: "Inspect, replay and verify VLog stores, and run and use the VLog sync server.",
+    discussion: """
+      Every command takes --store PATH (or the VLOG_STORE environment variable) and prints text, \
+      or JSON with --json. Exit status: 0 success, 1 user error or failed verification, 2 bad usage.
+      """,
     version: VLogVersion.current,
-    subcommands: [Demo.self]
+    subcommands: [
+      Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, Stats.self, Rebuild.self,
+    ]
   )
+
+  /// Parses and runs the command, and turns every error into one line and an exit status.
+  static func main() async {
+    do {
+      var command = try parseAsRoot()
+      if var asyncCommand = command as? any AsyncParsableCommand {
+        try await asyncCommand.run()
+      } else {
+        try command.run()
+      }
+    } catch {
+      exit(reporting: error)
+    }
+  }
+
+  /// Prints `error` the way a user should see it and exits with its status.
+  static func exit(reporting error: any Error) -> Never {
+    switch error {
+    case let error as VLogError:
+      fail(error.message)
+    case let error as CLIError:
+      fail(error.message)
+    case let error as LMDBError:
+      fail(error.description)
+    default:
+      let code = exitCode(for: error)
+      if code == .success {
+        print(fullMessage(for: error))
+        Foundation.exit(0)
+      }
+      FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+      Foundation.exit(code == .validationFailure ? 2 : code.rawValue)
+    }
+  }
+
+  private static func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("vlog: error: \(message)\n".utf8))
+    Foundation.exit(1)
+  }
 }
 
 /// The version `vlog --version` prints.
 enum VLogVersion {
   static let current = "0.1.0"
+}
+
+/// A user error: one line, exit status 1.
+struct CLIError: Error, CustomStringConvertible {
+  let message: String
+  init(_ message: String) { self.message = message }
+  var description: String { message }
 }

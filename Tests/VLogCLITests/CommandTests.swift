@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import Testing
+import VLog
+import VLogTesting
+
+@testable import VLogCLI
+
+/// Parses a command line the way `vlog` does and runs it on `store`, in-process.
+func run<C: StoreCommand>(
+  _ type: C.Type, _ arguments: [String], on store: NoteStore
+) throws -> CommandOutput {
+  let command = try type.parse(arguments + ["--store", store.path])
+  return try command.execute(on: store)
+}
+
+@Suite("vlog commands, in-process")
+struct CommandTests {
+  @Test("note add, tag, archive and the listings agree")
+  func notesAndTags() async throws {
+    try await withTemporaryStore { store in
+      let added = try run(
+        AddNote.self, ["Buy bread", "--tag", "Errands", "--tag", "home"], on: store)
+      let id = try #require(NoteID(added.text.replacingOccurrences(of: "created ", with: "")))
+      _ = try run(TagNote.self, [id.description, "Paris"], on: store)
+      _ = try run(
+        AddNote.self, ["Louvre", "--tag", "paris", "--sort-date", "2020-01-01T00:00:00Z"], on: store
+      )
+
+      let notes = try run(Notes.self, [], on: store)
+      #expect(notes.text.contains("Buy bread"))
+      #expect(notes.text.contains("Errands,home,paris"))  // the later naming wins the case
+      let tags = try run(Tags.self, ["--json"], on: store)
+      let tagRows =
+        try JSONSerialization.jsonObject(with: Data(tags.jsonText().utf8)) as? [[String: Any]]
+      #expect(tagRows?.map { $0["name"] as? String } == ["Errands", "home", "paris"])
+      #expect(tagRows?.last?["notes"] as? Int == 2)
+
+      _ = try run(Archive.self, [id.description], on: store)
+      #expect(try run(Notes.self, ["--archived"], on: store).text.contains(id.description))
+      #expect(!(try run(Notes.self, [], on: store).text.contains(id.description)))
+      _ = try run(UntagNote.self, [id.description, "PARIS"], on: store)
+      #expect(try store.note(id)?.tags.map(\.name) == ["Errands", "home"])
+      #expect(try run(Notes.self, ["--search", "louvre"], on: store).text.contains("Louvre"))
+    }
+  }
+
+  @Test("log lists every event with its kind, and filters by note and range")
+  func log() async throws {
+    try await withTemporaryStore { store in
+      let first = try store.write { $0.createNote(text: "one") }
+      try store.write { $0.createNote(text: "two") }
+      let all = try run(Log.self, ["--json"], on: store)
+      let rows =
+        try JSONSerialization.jsonObject(with: Data(all.jsonText().utf8)) as? [[String: Any]]
+      #expect(rows?.count == 4)
+      #expect(
+        rows?.map { $0["kind"] as? String } == ["noteCreated", "textSet", "noteCreated", "textSet"])
+      let forNote = try run(Log.self, ["--note", first.description], on: store)
+      #expect(forNote.text.split(separator: "\n").count == 3)  // header and two events
+      let range = try run(Log.self, ["--from", "2", "--to", "3"], on: store)
+      #expect(range.text.split(separator: "\n").count == 3)
+    }
+  }
+
+  @Test("rebuild leaves the state digest unchanged and stats report it")
+  func rebuildAndStats() async throws {
+    try await withTemporaryStore { store in
+      try store.write { changes in
+        for index in 0..<20 { changes.createNote(text: "note \(index)", tags: ["t\(index % 3)"]) }
+      }
+      let before = try store.stateDigest()
+      let rebuilt = try run(Rebuild.self, ["--json"], on: store)
+      #expect(rebuilt.text.contains("unchanged"))
+      #expect(try store.stateDigest() == before)
+      let stats = try run(Stats.self, [], on: store)
+      #expect(stats.text.contains("notes           20"))
+      #expect(stats.text.contains(before.description))
+    }
+  }
+
+  @Test("malformed arguments are usage errors, named in the message")
+  func usageErrors() {
+    #expect(throws: (any Error).self) {
+      try SetText.parse(["not-an-id", "text", "--store", "/tmp/x"])
+    }
+    #expect(throws: (any Error).self) { try AddNote.parse(["x", "--sort-date", "yesterday"]) }
+    #expect(throws: (any Error).self) { try Notes.parse(["--archived", "--tag", "x"]) }
+    do {
+      _ = try AddNote.parse(["x", "--sort-date", "yesterday"])
+    } catch {
+      #expect(VLogCommand.exitCode(for: error) == .validationFailure)
+      #expect(
+        VLogCommand.fullMessage(for: error).contains("--sort-date: 'yesterday' is not a date"))
+    }
+  }
+}
+
+@Suite("vlog, the built binary")
+struct BinaryTests {
+  /// Runs the built `vlog` with `arguments`; returns its exit status, output and errors.
+  func vlog(_ arguments: [String], environment: [String: String] = [:]) throws -> (
+    Int32, String, String
+  ) {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let candidates = [directory, directory.deletingLastPathComponent()].map {
+      $0.appendingPathComponent("vlog")
+    }
+    let binary = try #require(
+      candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) })
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, out, err)
+  }
+
+  @Test("end to end: exit statuses 0, 1 and 2, one-line errors, VLOG_STORE")
+  func endToEnd() async throws {
+    try await withTemporaryDirectory { root in
+      let store = root + "/store"
+      let (missingStatus, _, missing) = try vlog(["notes", "--store", store])
+      #expect(missingStatus == 1)
+      #expect(
+        missing
+          == "vlog: error: no store at '\(store)'; create one with 'vlog note add' or check the path\n"
+      )
+
+      let (addStatus, added, _) = try vlog(["note", "add", "hello", "--store", store])
+      #expect(addStatus == 0)
+      #expect(added.hasPrefix("created "))
+
+      let (listStatus, listed, _) = try vlog(
+        ["notes", "--json"], environment: ["VLOG_STORE": store])
+      #expect(listStatus == 0)
+      #expect(listed.contains("\"text\" : \"hello\""))
+
+      let (unknownStatus, _, unknown) = try vlog(
+        ["note", "rm", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "--store", store])
+      #expect(unknownStatus == 1)
+      #expect(unknown.split(separator: "\n").count == 1)
+      #expect(unknown.contains("there is no note"))
+
+      let (usageStatus, _, usage) = try vlog(["notes", "--bogus", "--store", store])
+      #expect(usageStatus == 2)
+      #expect(usage.contains("Unknown option '--bogus'"))
+
+      let (versionStatus, version, _) = try vlog(["--version"])
+      #expect(versionStatus == 0)
+      #expect(version == "0.1.0\n")
+    }
+  }
+}

@@ -1,0 +1,154 @@
+import ArgumentParser
+import Foundation
+import VLog
+
+/// `vlog log`: the events, in a range of sequence numbers, optionally for one note.
+struct Log: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "List events: sequence, stamp, replica, kind and value.")
+  @OptionGroup var options: StoreOptions
+  @Option(name: .long, help: "The first sequence number to list.") var from: UInt64 = 1
+  @Option(name: .long, help: "The last sequence number to list.") var to: UInt64?
+  @Option(name: .long, help: "Only events about this note (or its attachments).") var note: String?
+
+  struct Row: Encodable {
+    let sequence: UInt64
+    let time: String
+    let counter: UInt16
+    let replica: String
+    let kind: String
+    let note: String?
+    let change: String
+  }
+
+  func validate() throws {
+    guard from >= 1 else { throw ValidationError("--from starts at 1") }
+    if let to, to < from { throw ValidationError("--to (\(to)) is before --from (\(from))") }
+    if let note { _ = try parseNoteID(note) }
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let noteID = try note.map(parseNoteID)
+    var rows: [Row] = []
+    try store.forEachEvent(after: from - 1) { logged in
+      if let to, logged.sequence > to { return false }
+      let change = logged.event.change
+      if let noteID, change.noteID != noteID { return true }
+      rows.append(
+        Row(
+          sequence: logged.sequence,
+          time: ISO8601.format(milliseconds: Int64(logged.event.stamp.time.milliseconds)),
+          counter: logged.event.stamp.time.counter,
+          replica: logged.event.stamp.replica.description, kind: change.kind.description,
+          note: change.noteID?.description, change: change.description))
+      return true
+    }
+    let text = table(
+      ["SEQ", "TIME", "REPLICA", "CHANGE"],
+      rows.map {
+        [String($0.sequence), "\($0.time)#\($0.counter)", String($0.replica.prefix(8)), $0.change]
+      })
+    return CommandOutput(text: rows.isEmpty ? "no events" : text, json: rows)
+  }
+}
+
+/// `vlog stats`: counts, sizes, map use, replicas and digests.
+struct Stats: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Show counts, sizes, map use, replicas and digests.")
+  @OptionGroup var options: StoreOptions
+
+  struct Output: Encodable {
+    let path: String
+    let replica: String
+    let events: Int
+    let unknownEvents: Int
+    let outbox: Int
+    let notes: Int
+    let archivedNotes: Int
+    let tags: Int
+    let attachments: Int
+    let blobs: Int
+    let blobBytes: Int
+    let tombstones: Int
+    let mapSize: Int
+    let usedBytes: Int
+    let eventsByReplica: [String: Int]
+    let eventSetDigest: String
+    let stateDigest: String
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let stats = try store.statistics()
+    let output = Output(
+      path: store.path, replica: store.replicaID.description, events: stats.events,
+      unknownEvents: stats.unknownEvents, outbox: stats.outbox, notes: stats.notes,
+      archivedNotes: stats.archivedNotes, tags: stats.tags, attachments: stats.attachments,
+      blobs: stats.blobs, blobBytes: stats.blobBytes, tombstones: stats.tombstones,
+      mapSize: stats.mapSize, usedBytes: stats.usedBytes,
+      eventsByReplica: Dictionary(
+        uniqueKeysWithValues: stats.eventsByReplica.map { ($0.key.description, $0.value) }),
+      eventSetDigest: stats.eventSetDigest.description,
+      stateDigest: stats.stateDigest.description)
+    var lines = [
+      "store           \(output.path)",
+      "replica         \(output.replica)",
+      "events          \(output.events) (\(output.unknownEvents) of unknown kinds, \(output.outbox) in the outbox)",
+      "notes           \(output.notes) (\(output.archivedNotes) archived)",
+      "tags            \(output.tags)",
+      "attachments     \(output.attachments) (\(output.blobs) blobs, \(output.blobBytes) bytes)",
+      "tombstones      \(output.tombstones)",
+      "map             \(output.usedBytes) of \(output.mapSize) bytes used",
+      "event set       \(output.eventSetDigest)",
+      "state           \(output.stateDigest)",
+      "replicas        \(output.eventsByReplica.count)",
+    ]
+    for (replica, count) in output.eventsByReplica.sorted(by: { $0.key < $1.key }) {
+      lines.append(
+        "  \(replica)  \(count) events\(replica == output.replica ? " (this store)" : "")")
+    }
+    return CommandOutput(text: lines.joined(separator: "\n"), json: output)
+  }
+}
+
+/// `vlog rebuild`: drop the projections and replay the log.
+struct Rebuild: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Drop the projections and replay the log into them.")
+  @OptionGroup var options: StoreOptions
+
+  struct Output: Encodable {
+    let events: Int
+    let seconds: Double
+    let eventsPerSecond: Int
+    let stateDigest: String
+    let unchanged: Bool
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let before = try store.stateDigest()
+    let showProgress = standardOutputIsTerminal && !options.json
+    let start = ContinuousClock.now
+    let replayed = try store.rebuildProjections { progress in
+      guard showProgress, progress.total > 0 else { return }
+      let fraction = Double(progress.replayed) / Double(progress.total)
+      let filled = Int(fraction * 30)
+      let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
+      let line = "\r[\(bar)] \(Int(fraction * 100))% \(progress.replayed)/\(progress.total)"
+      FileHandle.standardOutput.write(Data(line.utf8))
+    }
+    if showProgress { FileHandle.standardOutput.write(Data("\n".utf8)) }
+    let elapsed = ContinuousClock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let after = try store.stateDigest()
+    let output = Output(
+      events: replayed, seconds: seconds,
+      eventsPerSecond: seconds > 0 ? Int(Double(replayed) / seconds) : replayed,
+      stateDigest: after.description, unchanged: before == after)
+    let text =
+      "replayed \(replayed) events in \(String(format: "%.3f", seconds)) s "
+      + "(\(output.eventsPerSecond) events/s); state \(after.description.prefix(16))… "
+      + (output.unchanged ? "unchanged" : "CHANGED")
+    return CommandOutput(text: text, json: output)
+  }
+}

@@ -1,0 +1,262 @@
+import ArgumentParser
+import Foundation
+import VLog
+
+/// A command that works on a store: `execute(on:)` does the work and returns what to print, so
+/// tests run it in-process on a store of their own.
+protocol StoreCommand: AsyncParsableCommand {
+  var options: StoreOptions { get }
+  /// Whether the command may create the store.
+  static var createsStore: Bool { get }
+  func execute(on store: NoteStore) throws -> CommandOutput
+}
+
+extension StoreCommand {
+  static var createsStore: Bool { false }
+
+  func run() async throws {
+    let store = try options.open(creating: Self.createsStore)
+    defer { store.close() }
+    try options.emit(try execute(on: store))
+  }
+}
+
+/// `vlog note …`: user changes from the shell.
+struct NoteCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "note",
+    abstract: "Make user changes to notes.",
+    subcommands: [
+      AddNote.self, SetText.self, Archive.self, Unarchive.self, TagNote.self, UntagNote.self,
+      RemoveNote.self,
+    ]
+  )
+}
+
+/// The JSON of one note.
+struct NoteJSON: Encodable {
+  let id: String
+  let text: String
+  let archived: Bool
+  let creationDate: String
+  let sortDate: String
+  let tags: [String]
+  let attachments: [String]
+
+  init(_ note: Note) {
+    id = note.id.description
+    text = note.text
+    archived = note.isArchived
+    creationDate = format(note.creationDate)
+    sortDate = format(note.sortDate)
+    tags = note.tags.map(\.name)
+    attachments = note.attachments.map(\.id.description)
+  }
+}
+
+/// Prints a note after a change.
+func noteOutput(_ store: NoteStore, _ id: NoteID, _ verb: String) throws -> CommandOutput {
+  guard let note = try store.note(id) else {
+    return CommandOutput(text: "\(verb) \(id)", json: ["id": id.description])
+  }
+  return CommandOutput(text: "\(verb) \(id)", json: NoteJSON(note))
+}
+
+struct AddNote: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "add", abstract: "Create a note; prints its id.")
+  static var createsStore: Bool { true }
+
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's text.") var text: String
+  @Option(name: .long, help: "A tag (repeat for several).") var tag: [String] = []
+  @Flag(name: .long, help: "Put the note straight into the archive.") var archived = false
+  @Option(name: .long, help: "The sort date, ISO 8601 (default: now).") var sortDate: String?
+
+  func validate() throws {
+    if let sortDate { _ = try parseDate(sortDate, option: "--sort-date") }
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let date = try sortDate.map { try parseDate($0, option: "--sort-date") }
+    let id = try store.write { changes in
+      changes.createNote(text: text, isArchived: archived, sortDate: date, tags: tag)
+    }
+    return try noteOutput(store, id, "created")
+  }
+}
+
+struct SetText: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "set", abstract: "Set a note's text.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "The new text.") var text: String
+
+  func validate() throws { _ = try parseNoteID(id) }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    try store.write { $0.setText(text, of: note) }
+    return try noteOutput(store, note, "updated")
+  }
+}
+
+struct Archive: StoreCommand {
+  static let configuration = CommandConfiguration(abstract: "Move a note to the archive.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+
+  func validate() throws { _ = try parseNoteID(id) }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    try store.write { $0.setArchived(true, of: note) }
+    return try noteOutput(store, note, "archived")
+  }
+}
+
+struct Unarchive: StoreCommand {
+  static let configuration = CommandConfiguration(abstract: "Bring a note back to the timeline.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+
+  func validate() throws { _ = try parseNoteID(id) }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    try store.write { $0.setArchived(false, of: note) }
+    return try noteOutput(store, note, "unarchived")
+  }
+}
+
+struct TagNote: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "tag", abstract: "Add tags to a note.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "Tag names.") var tags: [String]
+
+  func validate() throws {
+    _ = try parseNoteID(id)
+    guard !tags.isEmpty else { throw ValidationError("give at least one tag") }
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    guard let current = try store.note(note) else {
+      throw CLIError("there is no note \(note)")
+    }
+    try store.write { $0.setTags(current.tags.map(\.name) + tags, of: note) }
+    return try noteOutput(store, note, "tagged")
+  }
+}
+
+struct UntagNote: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "untag", abstract: "Remove tags from a note.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "Tag names.") var tags: [String]
+
+  func validate() throws {
+    _ = try parseNoteID(id)
+    guard !tags.isEmpty else { throw ValidationError("give at least one tag") }
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    guard let current = try store.note(note) else {
+      throw CLIError("there is no note \(note)")
+    }
+    let removed = Set(tags.map(TagID.init(name:)))
+    try store.write {
+      $0.setTags(current.tags.filter { !removed.contains($0.id) }.map(\.name), of: note)
+    }
+    return try noteOutput(store, note, "untagged")
+  }
+}
+
+struct RemoveNote: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "rm", abstract: "Delete a note, for good.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+
+  func validate() throws { _ = try parseNoteID(id) }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    try store.write { $0.deleteNote(note) }
+    return CommandOutput(
+      text: "deleted \(note)", json: ["id": note.description, "deleted": "true"])
+  }
+}
+
+/// `vlog notes`: the timeline, the archive, a tag's notes, or a search.
+struct Notes: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "List notes: the timeline (default), the archive, a tag's notes, or a search.")
+  @OptionGroup var options: StoreOptions
+  @Flag(name: .long, help: "List the archive instead of the timeline.") var archived = false
+  @Option(name: .long, help: "List the notes with this tag.") var tag: String?
+  @Option(name: .long, help: "List the notes whose text contains this.") var search: String?
+  @Option(name: .long, help: "The most notes to list.") var limit = 50
+
+  struct Row: Encodable {
+    let id: String
+    let text: String
+    let archived: Bool
+    let sortDate: String
+    let tags: [String]
+  }
+
+  func validate() throws {
+    guard limit > 0 else { throw ValidationError("--limit must be positive") }
+    guard [archived, tag != nil, search != nil].filter({ $0 }).count <= 1 else {
+      throw ValidationError("give at most one of --archived, --tag and --search")
+    }
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let notes: [NoteSummary]
+    if let tag {
+      notes = Array(try store.notes(taggedWith: tag).prefix(limit))
+    } else if let search {
+      notes = try store.search(search, limit: limit)
+    } else if archived {
+      notes = try store.archive(limit: limit)
+    } else {
+      notes = try store.timeline(limit: limit)
+    }
+    let rows = notes.map {
+      Row(
+        id: $0.id.description, text: $0.truncatedText, archived: $0.isArchived,
+        sortDate: format($0.sortDate), tags: $0.tagNames)
+    }
+    let text = table(
+      ["ID", "SORT DATE", "TAGS", "TEXT"],
+      rows.map { [$0.id, $0.sortDate, $0.tags.joined(separator: ","), String($0.text.prefix(60))] })
+    return CommandOutput(text: rows.isEmpty ? "no notes" : text, json: rows)
+  }
+}
+
+/// `vlog tags`: tags in use with their note counts.
+struct Tags: StoreCommand {
+  static let configuration = CommandConfiguration(abstract: "List tags in use with note counts.")
+  @OptionGroup var options: StoreOptions
+
+  struct Row: Encodable {
+    let id: String
+    let name: String
+    let notes: Int
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let rows = try store.tags().map {
+      Row(id: $0.tag.id.rawValue, name: $0.tag.name, notes: $0.noteCount)
+    }
+    let text = table(["TAG", "NOTES"], rows.map { [$0.name, String($0.notes)] })
+    return CommandOutput(text: rows.isEmpty ? "no tags" : text, json: rows)
+  }
+}

@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import VLog
+
+/// The options every store command takes.
+struct StoreOptions: ParsableArguments {
+  @Option(
+    name: .long, help: "The store's directory (default: $VLOG_STORE).",
+    completion: .directory)
+  var store: String?
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  /// The store's path, from `--store` or `VLOG_STORE`.
+  func path() throws -> String {
+    if let store, !store.isEmpty { return store }
+    if let store = ProcessInfo.processInfo.environment["VLOG_STORE"], !store.isEmpty {
+      return store
+    }
+    throw ValidationError("no store given: pass --store PATH or set VLOG_STORE")
+  }
+
+  /// Opens the store. Commands that only read refuse a path that holds no store, rather than
+  /// creating one there.
+  func open(creating: Bool = false) throws -> NoteStore {
+    let path = try path()
+    if !creating && !FileManager.default.fileExists(atPath: path + "/data.mdb") {
+      throw CLIError("no store at '\(path)'; create one with 'vlog note add' or check the path")
+    }
+    return try NoteStore.open(at: path)
+  }
+
+  /// Prints an output as text or JSON.
+  func emit(_ output: CommandOutput) throws {
+    if json {
+      print(try output.jsonText())
+    } else if !output.text.isEmpty {
+      print(output.text)
+    }
+  }
+}
+
+/// What a command prints: text for people, and a JSON value with stable field names.
+struct CommandOutput {
+  var text: String
+  var json: any Encodable
+
+  func jsonText() throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(json), as: UTF8.self)
+  }
+}
+
+/// Parses a note id argument.
+func parseNoteID(_ text: String) throws -> NoteID {
+  guard let id = NoteID(text) else {
+    throw ValidationError(
+      "'\(text)' is not a note id (expected a UUID such as 1b4e28ba-2fa1-11d2-883f-0016d3cca427)")
+  }
+  return id
+}
+
+/// Parses an ISO 8601 date argument.
+func parseDate(_ text: String, option: String) throws -> Date {
+  guard let milliseconds = ISO8601.parse(text) else {
+    throw ValidationError("\(option): '\(text)' is not a date like 2026-03-14T09:30:00.000Z")
+  }
+  return Date(milliseconds: milliseconds)
+}
+
+/// Formats a date for output.
+func format(_ date: Date) -> String {
+  ISO8601.format(milliseconds: date.milliseconds)
+}
+
+/// Lays out rows in aligned columns.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+  let all = [header] + rows
+  let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+  return all.map { row in
+    row.enumerated().map { column, cell in
+      column == row.count - 1
+        ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+    }.joined(separator: "  ")
+  }.joined(separator: "\n")
+}
+
+/// Whether standard output is a terminal (progress bars only then).
+var standardOutputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
