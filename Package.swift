@@ -67,7 +67,7 @@ let package = Package(
     .testTarget(
       name: "VLogCLITests",
       dependencies: [
-        "VLogCLI", "VLog", "VLogTesting",
+        "VLogCLI", "VLog", "VLogTesting", "LMDB",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: swiftSettings

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
+import LMDB
 import Testing
-import VLog
 import VLogTesting
 
+@testable import VLog
 @testable import VLogCLI
 
 /// Parses a command line the way `vlog` does and runs it on `store`, in-process.
@@ -156,6 +157,33 @@ struct BinaryTests {
       let (versionStatus, version, _) = try vlog(["--version"])
       #expect(versionStatus == 0)
       #expect(version == "0.1.0\n")
+    }
+  }
+
+  @Test("verify exits 0 on a healthy store and 1, naming the fault, after corruption")
+  func verifyExitStatus() async throws {
+    try await withTemporaryDirectory { root in
+      let path = root + "/store"
+      let (_, added, _) = try vlog(["note", "add", "keep me", "--store", path])
+      let id = try #require(
+        NoteID(
+          added.replacingOccurrences(of: "created ", with: "").trimmingCharacters(
+            in: .whitespacesAndNewlines)))
+      let (healthyStatus, healthy, _) = try vlog(["verify", "--store", path])
+      #expect(healthyStatus == 0)
+      #expect(healthy.hasPrefix("ok: 2 events"))
+
+      let store = try NoteStore.open(at: path)
+      try store.environment.write { transaction in
+        var record = try #require(try store.schema.noteRecord(id, in: transaction))
+        record.text = "tampered"
+        try transaction.put(record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
+      }
+      store.close()
+
+      let (status, output, _) = try vlog(["verify", "--store", path])
+      #expect(status == 1)
+      #expect(output.contains("fault: projection: notes: note \(id) differs from a fresh replay"))
     }
   }
 }

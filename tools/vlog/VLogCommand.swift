@@ -18,7 +18,8 @@ struct VLogCommand: AsyncParsableCommand {
       """,
     version: VLogVersion.current,
     subcommands: [
-      Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, Stats.self, Rebuild.self,
+      Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, History.self, Stats.self,
+      Rebuild.self, Verify.self,
     ]
   )
 

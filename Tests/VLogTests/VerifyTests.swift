@@ -1,0 +1,108 @@
+import Foundation
+import LMDB
+import Testing
+import VLogTesting
+
+@testable import VLog
+
+@Suite("Verify and history")
+struct VerifyTests {
+  @Test("a healthy store verifies clean, and verifying changes nothing")
+  func healthy() async throws {
+    try await withReplicas(2) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "fine", tags: ["a"]) }
+      try store.write { $0.addAttachment([1, 2, 3], mimeType: "image/png", to: id) }
+      try store.ingest(allEvents(replicas[1].store))
+      let digest = try store.stateDigest()
+      #expect(try store.verify().isEmpty)
+      #expect(try store.stateDigest() == digest)
+    }
+  }
+
+  @Test("a corrupted projection entry is found and named")
+  func corruptProjection() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "original") }
+      try store.environment.write { transaction in
+        var record = try #require(try store.schema.noteRecord(id, in: transaction))
+        record.text = "tampered"
+        try transaction.put(record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
+      }
+      let faults = try store.verify()
+      #expect(faults.map(\.kind) == [.projection])
+      #expect(faults.first?.message == "notes: note \(id) differs from a fresh replay")
+      // Verify does not repair; rebuild does.
+      #expect(try store.note(id)?.text == "tampered")
+      try store.rebuildProjections()
+      #expect(try store.verify().isEmpty)
+      #expect(try store.note(id)?.text == "original")
+    }
+  }
+
+  @Test("a flipped byte in an event's payload on disk is found and names the event")
+  func corruptEventOnDisk() async throws {
+    try await withTemporaryDirectory { path in
+      var store = try NoteStore.open(at: path, options: .init(durability: .durable))
+      try store.write { $0.createNote(text: "first") }
+      try store.write { $0.createNote(text: "MARKER-8d1f6a-unique-payload") }
+      store.close()
+
+      let file = URL(fileURLWithPath: path + "/data.mdb")
+      var bytes = [UInt8](try Data(contentsOf: file))
+      let marker = Array("MARKER-8d1f6a".utf8)
+      var flipped = 0
+      var index = 0
+      while index + marker.count <= bytes.count {
+        if bytes[index] == marker[0], Array(bytes[index..<(index + marker.count)]) == marker {
+          bytes[index + 3] ^= 0x01
+          flipped += 1
+        }
+        index += 1
+      }
+      #expect(flipped >= 1)
+      try Data(bytes).write(to: file)
+
+      store = try NoteStore.open(at: path)
+      defer { store.close() }
+      let faults = try store.verify()
+      #expect(faults.map(\.kind) == [.corruptEvent])
+      #expect(faults.first?.message == "event 4: the checksum does not match its bytes")
+      let error = #expect(throws: VLogError.self) { try store.events() }
+      #expect(error?.code == .corruptStore)
+    }
+  }
+
+  @Test("history names the winning change of each field across replicas")
+  func history() async throws {
+    try await withReplicas(2) { replicas in
+      let (a, b) = (replicas[0], replicas[1])
+      let id = try a.store.write { $0.createNote(text: "v1") }
+      try exchange(a.store, b.store)
+      a.clock.advance(by: 10)
+      b.clock.advance(by: 20)
+      try a.store.write { changes in
+        changes.setText("from A", of: id)
+        changes.setArchived(true, of: id)
+      }
+      try b.store.write { $0.setText("from B", of: id) }
+      try exchange(a.store, b.store)
+
+      let history = try a.store.history(of: id)
+      let texts = history.filter { $0.field == "text" }
+      #expect(texts.map(\.outcome) == [.lost, .lost, .won])
+      #expect(texts.last?.logged.event.stamp.replica == b.store.replicaID)
+      let archived = history.first { $0.field == "archived" }
+      #expect(archived?.outcome == .won)
+      #expect(archived?.logged.event.stamp.replica == a.store.replicaID)
+      #expect(history.first?.outcome == .recorded)
+
+      try a.store.write { $0.deleteNote(id) }
+      #expect(
+        try a.store.history(of: id).filter { $0.field != nil }.allSatisfy {
+          $0.outcome == .erasedByDelete
+        })
+    }
+  }
+}

@@ -1,0 +1,97 @@
+import ArgumentParser
+import Foundation
+import VLog
+
+/// `vlog history NOTE`: every change to a note and which one won each field.
+struct History: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Show every change to a note and which change won each field.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id.") var id: String
+
+  struct Row: Encodable {
+    let sequence: UInt64
+    let time: String
+    let counter: UInt16
+    let replica: String
+    let kind: String
+    let field: String?
+    let outcome: String
+    let change: String
+  }
+
+  func validate() throws { _ = try parseNoteID(id) }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let note = try parseNoteID(id)
+    let history = try store.history(of: note)
+    guard !history.isEmpty else { throw CLIError("the log has no events about note \(note)") }
+    let rows = history.map { entry in
+      let stamp = entry.logged.event.stamp
+      return Row(
+        sequence: entry.logged.sequence,
+        time: ISO8601.format(milliseconds: Int64(stamp.time.milliseconds)),
+        counter: stamp.time.counter, replica: stamp.replica.description,
+        kind: entry.logged.event.change.kind.description, field: entry.field,
+        outcome: entry.outcome.rawValue, change: entry.logged.event.change.description)
+    }
+    var text = table(
+      ["SEQ", "TIME", "REPLICA", "OUTCOME", "CHANGE"],
+      rows.map { row -> [String] in
+        let outcome = row.field.map { "\(row.outcome) \($0)" } ?? row.outcome
+        let time = "\(row.time)#\(row.counter)"
+        return [String(row.sequence), time, String(row.replica.prefix(8)), outcome, row.change]
+      })
+    let winners = rows.filter { $0.outcome == "won" }
+    if !winners.isEmpty {
+      text += "\n\nwinning changes:\n"
+      text += winners.map {
+        "  \($0.field ?? "")  from replica \($0.replica) at \($0.time)#\($0.counter)"
+      }
+      .joined(separator: "\n")
+    }
+    return CommandOutput(text: text, json: rows)
+  }
+}
+
+/// `vlog verify`: checksums, index, blobs, and projections against a fresh replay.
+struct Verify: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract:
+      "Check every event's checksum, the index, the blobs, and the projections against a fresh replay; exit 1 on any fault."
+  )
+  @OptionGroup var options: StoreOptions
+
+  struct Output: Encodable {
+    let ok: Bool
+    let events: Int
+    let faults: [Fault]
+  }
+
+  struct Fault: Encodable {
+    let kind: String
+    let message: String
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let faults = try store.verify()
+    let events = try store.eventCount()
+    let output = Output(
+      ok: faults.isEmpty, events: events,
+      faults: faults.map { Fault(kind: $0.kind.rawValue, message: $0.message) })
+    let text =
+      faults.isEmpty
+      ? "ok: \(events) events; checksums, index, blobs and projections verified"
+      : (faults.map { "fault: \($0)" } + ["\(faults.count) fault(s) in \(events) events"])
+        .joined(separator: "\n")
+    return CommandOutput(text: text, json: output)
+  }
+
+  func run() async throws {
+    let store = try options.open()
+    defer { store.close() }
+    let output = try execute(on: store)
+    try options.emit(output)
+    if let result = output.json as? Output, !result.ok { throw ExitCode(1) }
+  }
+}
