@@ -15,6 +15,7 @@ let package = Package(
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
     .library(name: "VLog", targets: ["VLog"]),
+    .library(name: "VLogSync", targets: ["VLogSync"]),
     .library(name: "VLogTesting", targets: ["VLogTesting"]),
     .library(name: "LMDB", targets: ["LMDB"]),
     // The C API itself, for the benchmarks' raw-LMDB reference.
@@ -46,6 +47,11 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .target(
+      name: "VLogSync",
+      dependencies: ["VLog"],
+      swiftSettings: swiftSettings
+    ),
+    .target(
       name: "VLogTesting",
       dependencies: ["VLog"],
       swiftSettings: swiftSettings
@@ -54,6 +60,7 @@ let package = Package(
       name: "VLogCLI",
       dependencies: [
         "VLog",
+        "VLogSync",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       path: "tools/vlog",
@@ -67,7 +74,7 @@ let package = Package(
     .testTarget(
       name: "VLogCLITests",
       dependencies: [
-        "VLogCLI", "VLog", "VLogTesting", "LMDB",
+        "VLogCLI", "VLog", "VLogSync", "VLogTesting", "LMDB",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: swiftSettings

@@ -205,12 +205,16 @@ struct WriteSession {
       }
     case .renameTag(let name):
       try Validation.checkTagName(name)
+      // Tag counts and the tag index are derived at flush: bring them up to date with the
+      // earlier changes of this batch before checking.
+      try projector.flush(in: transaction)
       let id = TagID(name: name)
       guard let tag = try projector.tag(id, in: transaction), tag.noteCount > 0 else {
         throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
       }
       try record(.tagRenamed(name: TagName.clean(name)), wallMilliseconds: now, in: transaction)
     case .deleteTag(let name):
+      try projector.flush(in: transaction)
       let id = TagID(name: name)
       var notes: [NoteID] = []
       try transaction.forEach(in: schema.tagNotes, range: .prefix(Keys.tagPrefix(id))) { key, _ in

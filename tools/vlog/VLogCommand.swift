@@ -19,7 +19,7 @@ struct VLogCommand: AsyncParsableCommand {
     version: VLogVersion.current,
     subcommands: [
       Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, History.self, Stats.self,
-      Rebuild.self, Verify.self,
+      Rebuild.self, Verify.self, Export.self, Import.self,
     ]
   )
 

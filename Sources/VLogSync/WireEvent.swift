@@ -1,0 +1,384 @@
+internal import Foundation
+public import VLog
+
+/// An event as JSON carries it: the intermediate sync object between the wire and the engine.
+///
+/// JSON is first decoded into this type, which checks the JSON types (null becomes nil, keys it
+/// does not know are refused); ``event()`` then checks the values (dates, ids, required and
+/// forbidden fields per kind) and converts them. Merge code only ever sees the resulting
+/// ``Event``. Every error names the path of the field at fault.
+///
+/// ```json
+/// {"time":"2026-11-22T05:33:47.507Z","counter":1,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84",
+///  "kind":"textSet","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","text":"Buy bread"}
+/// ```
+///
+/// Kinds and fields from newer versions travel as `"kind":"unknown"` with `kindNumber`, and as
+/// `extra` (the base64 of the encoded fields this version does not know).
+public struct WireEvent: Codable, Sendable, Hashable {
+  /// The stamp's wall-clock time, ISO 8601 with milliseconds.
+  public var time: String
+  /// The stamp's logical counter, 0 to 65535.
+  public var counter: Int
+  /// The replica that made the event, as a UUID.
+  public var replica: String
+  /// The kind's name (`textSet`, …), or `unknown`.
+  public var kind: String
+  /// The kind's number, for a kind this version does not know.
+  public var kindNumber: UInt64?
+  /// The note the event is about.
+  public var note: String?
+  /// The text of `textSet`.
+  public var text: String?
+  /// The value of `archivedSet`.
+  public var archived: Bool?
+  /// The date of `noteCreated` or `sortDateSet`, ISO 8601.
+  public var date: String?
+  /// The tag names of `tagsSet`.
+  public var tags: [String]?
+  /// The attachment ids of `attachmentsSet`.
+  public var attachments: [String]?
+  /// The attachment of `attachmentAdded`, or the id of `attachmentDeleted`.
+  public var attachment: WireAttachment?
+  /// The name of `tagRenamed`.
+  public var name: String?
+  /// Encoded fields this version does not know, base64.
+  public var extra: String?
+
+  static let keys: Set<String> = [
+    "time", "counter", "replica", "kind", "kindNumber", "note", "text", "archived", "date",
+    "tags", "attachments", "attachment", "name", "extra",
+  ]
+
+  enum CodingKeys: String, CodingKey {
+    case time, counter, replica, kind, kindNumber, note, text, archived, date, tags, attachments
+    case attachment, name, extra
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: Self.keys)
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    time = try container.decode(String.self, forKey: .time)
+    counter = try container.decode(Int.self, forKey: .counter)
+    replica = try container.decode(String.self, forKey: .replica)
+    kind = try container.decode(String.self, forKey: .kind)
+    kindNumber = try container.decodeIfPresent(UInt64.self, forKey: .kindNumber)
+    note = try container.decodeIfPresent(String.self, forKey: .note)
+    text = try container.decodeIfPresent(String.self, forKey: .text)
+    archived = try container.decodeIfPresent(Bool.self, forKey: .archived)
+    date = try container.decodeIfPresent(String.self, forKey: .date)
+    tags = try container.decodeIfPresent([String].self, forKey: .tags)
+    attachments = try container.decodeIfPresent([String].self, forKey: .attachments)
+    attachment = try container.decodeIfPresent(WireAttachment.self, forKey: .attachment)
+    name = try container.decodeIfPresent(String.self, forKey: .name)
+    extra = try container.decodeIfPresent(String.self, forKey: .extra)
+  }
+
+  /// The wire form of an event.
+  public init(_ event: Event) {
+    time = ISO8601.format(milliseconds: Int64(event.stamp.time.milliseconds))
+    counter = Int(event.stamp.time.counter)
+    replica = event.stamp.replica.description
+    kind = event.change.kind.isKnown ? event.change.kind.description : "unknown"
+    extra = event.unknownFields.isEmpty ? nil : Data(event.unknownFields).base64EncodedString()
+    switch event.change {
+    case .noteCreated(let id, let date), .sortDateSet(let id, let date):
+      note = id.description
+      self.date = ISO8601.format(milliseconds: date.milliseconds)
+    case .textSet(let id, let text):
+      note = id.description
+      self.text = text
+    case .archivedSet(let id, let archived):
+      note = id.description
+      self.archived = archived
+    case .tagsSet(let id, let tags):
+      note = id.description
+      self.tags = tags
+    case .attachmentsSet(let id, let attachments):
+      note = id.description
+      self.attachments = attachments.map(\.description)
+    case .noteDeleted(let id):
+      note = id.description
+    case .attachmentAdded(let attachment):
+      note = attachment.noteID.description
+      self.attachment = WireAttachment(attachment)
+    case .attachmentDeleted(let id):
+      attachment = WireAttachment(id: id.description)
+    case .tagRenamed(let name):
+      self.name = name
+    case .unknown(let kind):
+      kindNumber = kind.rawValue
+    }
+  }
+
+  /// Checks the values and converts them into an ``Event``.
+  ///
+  /// - Throws: ``WireError`` naming the field at fault.
+  public func event() throws(WireError) -> Event {
+    guard let milliseconds = ISO8601.parse(time), milliseconds >= 0,
+      UInt64(milliseconds) <= HybridTime.maximumMilliseconds
+    else { throw WireError("time", "'\(time)' is not a time like 2026-03-14T09:30:00.000Z") }
+    guard (0...Int(UInt16.max)).contains(counter) else {
+      throw WireError("counter", "\(counter) is not between 0 and 65535")
+    }
+    guard let replicaID = ReplicaID(replica) else {
+      throw WireError("replica", "'\(replica)' is not a UUID")
+    }
+    let stamp = Stamp(
+      time: HybridTime(milliseconds: UInt64(milliseconds), counter: UInt16(counter)),
+      replica: replicaID)
+    var unknownFields: [UInt8] = []
+    if let extra {
+      guard let bytes = Data(base64Encoded: extra) else {
+        throw WireError("extra", "not base64")
+      }
+      unknownFields = Array(bytes)
+    }
+    return Event(stamp: stamp, change: try change(), unknownFields: unknownFields)
+  }
+
+  private func change() throws(WireError) -> Change {
+    if kind == "unknown" {
+      guard let kindNumber else { throw WireError("kindNumber", "required for an unknown kind") }
+      guard !EventKind(rawValue: kindNumber).isKnown else {
+        throw WireError("kindNumber", "\(kindNumber) is a known kind; name it in 'kind'")
+      }
+      try allow([])
+      return .unknown(kind: EventKind(rawValue: kindNumber))
+    }
+    guard let eventKind = EventKind(name: kind) else {
+      throw WireError(
+        "kind",
+        "'\(kind)' is not a kind of event (expected one of "
+          + EventKind.known.map(\.description).joined(separator: ", ") + ", or unknown)")
+    }
+    guard kindNumber == nil else { throw WireError("kindNumber", "only for an unknown kind") }
+    switch eventKind {
+    case .noteCreated:
+      try allow(["note", "date"])
+      return .noteCreated(try noteID(), creationDate: try requiredDate())
+    case .textSet:
+      try allow(["note", "text"])
+      guard let text else { throw WireError("text", "required for textSet") }
+      return .textSet(try noteID(), text: text)
+    case .archivedSet:
+      try allow(["note", "archived"])
+      guard let archived else { throw WireError("archived", "required for archivedSet") }
+      return .archivedSet(try noteID(), archived: archived)
+    case .sortDateSet:
+      try allow(["note", "date"])
+      return .sortDateSet(try noteID(), sortDate: try requiredDate())
+    case .tagsSet:
+      try allow(["note", "tags"])
+      guard let tags else { throw WireError("tags", "required for tagsSet") }
+      return .tagsSet(try noteID(), tags: tags)
+    case .attachmentsSet:
+      try allow(["note", "attachments"])
+      guard let attachments else { throw WireError("attachments", "required for attachmentsSet") }
+      var ids: [AttachmentID] = []
+      for (index, text) in attachments.enumerated() {
+        guard let id = AttachmentID(text) else {
+          throw WireError("attachments[\(index)]", "'\(text)' is not a UUID")
+        }
+        ids.append(id)
+      }
+      return .attachmentsSet(try noteID(), attachments: ids)
+    case .noteDeleted:
+      try allow(["note"])
+      return .noteDeleted(try noteID())
+    case .attachmentAdded:
+      try allow(["note", "attachment"])
+      guard let attachment else { throw WireError("attachment", "required for attachmentAdded") }
+      return .attachmentAdded(try attachment.attachment(noteID: try noteID()))
+    case .attachmentDeleted:
+      try allow(["attachment"])
+      guard let attachment else { throw WireError("attachment", "required for attachmentDeleted") }
+      return .attachmentDeleted(try attachment.identifier())
+    case .tagRenamed:
+      try allow(["name"])
+      guard let name else { throw WireError("name", "required for tagRenamed") }
+      return .tagRenamed(name: name)
+    default:
+      throw WireError("kind", "'\(kind)' is not supported")
+    }
+  }
+
+  /// Refuses fields this kind does not use.
+  private func allow(_ fields: Set<String>) throws(WireError) {
+    let present: [(String, Bool)] = [
+      ("note", note != nil), ("text", text != nil), ("archived", archived != nil),
+      ("date", date != nil), ("tags", tags != nil), ("attachments", attachments != nil),
+      ("attachment", attachment != nil), ("name", name != nil),
+    ]
+    for (field, isPresent) in present where isPresent && !fields.contains(field) {
+      throw WireError(field, "not a field of \(kind)")
+    }
+  }
+
+  private func noteID() throws(WireError) -> NoteID {
+    guard let note else { throw WireError("note", "required for \(kind)") }
+    guard let id = NoteID(note) else { throw WireError("note", "'\(note)' is not a UUID") }
+    return id
+  }
+
+  private func requiredDate() throws(WireError) -> Date {
+    guard let date else { throw WireError("date", "required for \(kind)") }
+    guard let milliseconds = ISO8601.parse(date) else {
+      throw WireError("date", "'\(date)' is not a date like 2026-03-14T09:30:00.000Z")
+    }
+    return Date(milliseconds: milliseconds)
+  }
+}
+
+/// An attachment as JSON carries it.
+public struct WireAttachment: Codable, Sendable, Hashable {
+  /// The attachment's id.
+  public var id: String
+  /// The media type.
+  public var mimeType: String?
+  /// Width in pixels.
+  public var width: Int?
+  /// Height in pixels.
+  public var height: Int?
+  /// The SHA-256 of the bytes, 64 hexadecimal digits.
+  public var sha256: String?
+  /// The number of bytes.
+  public var byteCount: Int?
+
+  static let keys: Set<String> = ["id", "mimeType", "width", "height", "sha256", "byteCount"]
+
+  enum CodingKeys: String, CodingKey { case id, mimeType, width, height, sha256, byteCount }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: Self.keys)
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    id = try container.decode(String.self, forKey: .id)
+    mimeType = try container.decodeIfPresent(String.self, forKey: .mimeType)
+    width = try container.decodeIfPresent(Int.self, forKey: .width)
+    height = try container.decodeIfPresent(Int.self, forKey: .height)
+    sha256 = try container.decodeIfPresent(String.self, forKey: .sha256)
+    byteCount = try container.decodeIfPresent(Int.self, forKey: .byteCount)
+  }
+
+  /// A reference by id only.
+  public init(id: String) {
+    self.id = id
+  }
+
+  /// The wire form of attachment metadata.
+  public init(_ attachment: Attachment) {
+    id = attachment.id.description
+    mimeType = attachment.mimeType
+    width = attachment.width
+    height = attachment.height
+    sha256 = attachment.blobHash.description
+    byteCount = attachment.byteCount
+  }
+
+  func identifier() throws(WireError) -> AttachmentID {
+    guard let identifier = AttachmentID(id) else {
+      throw WireError("attachment.id", "'\(id)' is not a UUID")
+    }
+    return identifier
+  }
+
+  func attachment(noteID: NoteID) throws(WireError) -> Attachment {
+    guard let mimeType else { throw WireError("attachment.mimeType", "required") }
+    guard let sha256 else { throw WireError("attachment.sha256", "required") }
+    guard let hash = BlobHash(hex: sha256) else {
+      throw WireError("attachment.sha256", "'\(sha256)' is not 64 hexadecimal digits")
+    }
+    guard let byteCount, byteCount > 0 else {
+      throw WireError("attachment.byteCount", "required, and more than 0")
+    }
+    guard (width ?? 0) >= 0 else { throw WireError("attachment.width", "negative") }
+    guard (height ?? 0) >= 0 else { throw WireError("attachment.height", "negative") }
+    return Attachment(
+      id: try identifier(), noteID: noteID, mimeType: mimeType, width: width ?? 0,
+      height: height ?? 0, blobHash: hash, byteCount: byteCount)
+  }
+}
+
+/// A wire object that cannot be accepted: the path of the field at fault and what is wrong.
+public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// The field's path, for example `attachment.sha256` or `events[3].note`.
+  public let path: String
+  /// What is wrong with it.
+  public let message: String
+
+  /// Creates an error.
+  public init(_ path: String, _ message: String) {
+    self.path = path
+    self.message = message
+  }
+
+  /// The same error, inside a container: `events[3]` + `note` gives `events[3].note`.
+  public func within(_ prefix: String) -> WireError {
+    WireError(path.isEmpty ? prefix : prefix + "." + path, message)
+  }
+
+  /// `path: message`.
+  public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+
+  /// The error for a JSON decoding failure, with the path it happened at.
+  public init(_ error: DecodingError) {
+    func render(_ path: [any CodingKey]) -> String {
+      path.reduce("") { result, key in
+        if let index = key.intValue { return result + "[\(index)]" }
+        return result.isEmpty ? key.stringValue : result + "." + key.stringValue
+      }
+    }
+    switch error {
+    case .typeMismatch(let type, let context):
+      self.init(render(context.codingPath), "expected \(Self.describe(type))")
+    case .valueNotFound(let type, let context):
+      self.init(render(context.codingPath), "expected \(Self.describe(type)), found null")
+    case .keyNotFound(let key, let context):
+      self.init(render(context.codingPath + [key]), "required")
+    case .dataCorrupted(let context):
+      if let underlying = context.underlyingError {
+        let detail = (underlying as NSError).userInfo["NSDebugDescription"] as? String
+        self.init(render(context.codingPath), "not valid JSON (\(detail ?? "\(underlying)"))")
+      } else if context.codingPath.isEmpty {
+        self.init("", "not valid JSON (\(context.debugDescription))")
+      } else {
+        self.init(render(context.codingPath), context.debugDescription)
+      }
+    @unknown default:
+      self.init("", "\(error)")
+    }
+  }
+
+  private static func describe(_ type: Any.Type) -> String {
+    switch type {
+    case is String.Type: "a string"
+    case is Int.Type, is UInt64.Type: "an integer"
+    case is Bool.Type: "true or false"
+    case is [String].Type: "an array of strings"
+    default: "\(type)"
+    }
+  }
+}
+
+/// Any coding key, for listing the keys an object has.
+struct AnyKey: CodingKey {
+  let stringValue: String
+  let intValue: Int? = nil
+  init(stringValue: String) { self.stringValue = stringValue }
+  init?(intValue: Int) { nil }
+}
+
+/// Throws if the object being decoded has a key outside `allowed`.
+func refuseUnknownKeys(in decoder: any Decoder, allowed: Set<String>) throws {
+  let container = try decoder.container(keyedBy: AnyKey.self)
+  if let unknown = container.allKeys.map(\.stringValue).sorted().first(where: {
+    !allowed.contains($0)
+  }) {
+    throw DecodingError.dataCorrupted(
+      DecodingError.Context(
+        codingPath: decoder.codingPath + [AnyKey(stringValue: unknown)],
+        debugDescription: "not a field of this object"))
+  }
+}

@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import VLog
+import VLogSync
+
+/// `vlog export`: the events as JSON Lines, one wire event per line.
+struct Export: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Write the events as JSON Lines: one event per line, as the sync wire carries them.")
+  @OptionGroup var options: StoreOptions
+  @Option(name: .shortAndLong, help: "Write to this file instead of standard output.")
+  var output: String?
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var lines = Data()
+    var count = 0
+    try store.forEachEvent { logged in
+      lines.append(try encoder.encode(WireEvent(logged.event)))
+      lines.append(0x0A)
+      count += 1
+      return true
+    }
+    if let output {
+      do {
+        try lines.write(to: URL(fileURLWithPath: output))
+      } catch {
+        throw CLIError("cannot write '\(output)': \(error.localizedDescription)")
+      }
+      return CommandOutput(
+        text: "exported \(count) events to \(output)",
+        json: ["events": AnyEncodable(count), "file": AnyEncodable(output)])
+    }
+    FileHandle.standardOutput.write(lines)
+    return CommandOutput(text: "", json: [String: AnyEncodable]())
+  }
+
+  func run() async throws {
+    let store = try options.open()
+    defer { store.close() }
+    let result = try execute(on: store)
+    if output != nil { try options.emit(result) }
+  }
+}
+
+/// `vlog import FILE`: events from JSON Lines, merged as a sync would.
+struct Import: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Merge events from a JSON Lines file, idempotently, exactly as sync ingests them.")
+  static var createsStore: Bool { true }
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The JSON Lines file ('-' for standard input).") var file: String
+
+  struct Output: Encodable {
+    let read: Int
+    let appended: Int
+    let duplicates: Int
+    let unknownKinds: Int
+  }
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let data: Data
+    do {
+      data =
+        file == "-"
+        ? FileHandle.standardInput.readDataToEndOfFile()
+        : try Data(contentsOf: URL(fileURLWithPath: file))
+    } catch {
+      throw CLIError("cannot read '\(file)': \(error.localizedDescription)")
+    }
+    let events = try Self.events(in: data, file: file)
+    let result: IngestResult
+    do {
+      result = try store.ingest(events)
+    } catch let error as VLogError {
+      throw CLIError("\(file): \(error.message); nothing was imported")
+    }
+    let output = Output(
+      read: events.count, appended: result.appended, duplicates: result.duplicates,
+      unknownKinds: result.unknownKinds)
+    return CommandOutput(
+      text:
+        "read \(events.count) events: \(result.appended) new, \(result.duplicates) already here"
+        + (result.unknownKinds > 0
+          ? ", \(result.unknownKinds) of kinds this version does not know" : ""),
+      json: output)
+  }
+
+  /// Decodes and checks every line; the first bad one is an error naming its line and field.
+  static func events(in data: Data, file: String) throws -> [Event] {
+    let decoder = JSONDecoder()
+    var events: [Event] = []
+    var lineNumber = 0
+    for line in data.split(separator: 0x0A, omittingEmptySubsequences: false) {
+      lineNumber += 1
+      let trimmed = line.last == 0x0D ? line.dropLast() : line
+      guard !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { continue }
+      do {
+        events.append(try decoder.decode(WireEvent.self, from: Data(trimmed)).event())
+      } catch let error as DecodingError {
+        throw CLIError("\(file):\(lineNumber): \(WireError(error)); nothing was imported")
+      } catch let error as WireError {
+        throw CLIError("\(file):\(lineNumber): \(error); nothing was imported")
+      }
+    }
+    return events
+  }
+}
+
+/// A JSON value of any encodable type, for small ad-hoc outputs.
+struct AnyEncodable: Encodable {
+  let encodeValue: @Sendable (any Encoder) throws -> Void
+
+  init(_ value: some Encodable & Sendable) { encodeValue = { try value.encode(to: $0) } }
+
+  func encode(to encoder: any Encoder) throws { try encodeValue(encoder) }
+}
