@@ -187,3 +187,17 @@ struct BinaryTests {
     }
   }
 }
+
+@Suite("vlog demo")
+struct DemoTests {
+  @Test("the demo's replicas converge and it names the winner of each field")
+  func demo() async throws {
+    try await withTemporaryDirectory { root in
+      let report = try Demo.perform(in: root)
+      #expect(report.hasSuffix("Converged: both replicas hold the same events and the same state."))
+      #expect(report.contains("groceries: deleted (deletes are final)"))
+      #expect(report.contains("  text      phone at "))
+      #expect(report.contains("  archived  laptop at "))
+    }
+  }
+}

@@ -127,17 +127,10 @@ struct Rebuild: StoreCommand {
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     let before = try store.stateDigest()
-    let showProgress = standardOutputIsTerminal && !options.json
+    let progress = ProgressBar("rebuild", options: options)
     let start = ContinuousClock.now
-    let replayed = try store.rebuildProjections { progress in
-      guard showProgress, progress.total > 0 else { return }
-      let fraction = Double(progress.replayed) / Double(progress.total)
-      let filled = Int(fraction * 30)
-      let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
-      let line = "\r[\(bar)] \(Int(fraction * 100))% \(progress.replayed)/\(progress.total)"
-      FileHandle.standardOutput.write(Data(line.utf8))
-    }
-    if showProgress { FileHandle.standardOutput.write(Data("\n".utf8)) }
+    let replayed = try store.rebuildProjections { progress.update($0.replayed, of: $0.total) }
+    progress.finish()
     let elapsed = ContinuousClock.now - start
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let after = try store.stateDigest()

@@ -89,3 +89,28 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
 
 /// Whether standard output is a terminal (progress bars only then).
 var standardOutputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+
+/// A progress bar on standard output, drawn only when it is a terminal and JSON was not asked
+/// for, so that scripts see nothing but results.
+struct ProgressBar {
+  let isVisible: Bool
+  let label: String
+
+  init(_ label: String, options: StoreOptions) {
+    self.label = label
+    isVisible = standardOutputIsTerminal && !options.json
+  }
+
+  func update(_ done: Int, of total: Int) {
+    guard isVisible, total > 0 else { return }
+    let fraction = min(1, Double(done) / Double(total))
+    let filled = Int(fraction * 30)
+    let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
+    let line = "\r\(label) [\(bar)] \(Int(fraction * 100))% \(done)/\(total)"
+    FileHandle.standardOutput.write(Data(line.utf8))
+  }
+
+  func finish() {
+    if isVisible { FileHandle.standardOutput.write(Data("\n".utf8)) }
+  }
+}

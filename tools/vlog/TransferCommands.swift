@@ -16,12 +16,16 @@ struct Export: StoreCommand {
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     var lines = Data()
     var count = 0
+    let total = try store.eventCount()
+    let progress = ProgressBar("export", options: options)
     try store.forEachEvent { logged in
       lines.append(try encoder.encode(WireEvent(logged.event)))
       lines.append(0x0A)
       count += 1
+      if output != nil && count % 10_000 == 0 { progress.update(count, of: total) }
       return true
     }
+    if output != nil { progress.finish() }
     if let output {
       do {
         try lines.write(to: URL(fileURLWithPath: output))
@@ -69,7 +73,9 @@ struct Import: StoreCommand {
     } catch {
       throw CLIError("cannot read '\(file)': \(error.localizedDescription)")
     }
-    let events = try Self.events(in: data, file: file)
+    let progress = ProgressBar("import", options: options)
+    let events = try Self.events(in: data, file: file) { progress.update($0, of: data.count) }
+    progress.finish()
     let result: IngestResult
     do {
       result = try store.ingest(events)
@@ -88,12 +94,17 @@ struct Import: StoreCommand {
   }
 
   /// Decodes and checks every line; the first bad one is an error naming its line and field.
-  static func events(in data: Data, file: String) throws -> [Event] {
+  static func events(
+    in data: Data, file: String, progress: (_ bytesRead: Int) -> Void = { _ in }
+  ) throws -> [Event] {
     let decoder = JSONDecoder()
     var events: [Event] = []
     var lineNumber = 0
+    var bytesRead = 0
     for line in data.split(separator: 0x0A, omittingEmptySubsequences: false) {
       lineNumber += 1
+      bytesRead += line.count + 1
+      if lineNumber % 10_000 == 0 { progress(bytesRead) }
       let trimmed = line.last == 0x0D ? line.dropLast() : line
       guard !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { continue }
       do {
