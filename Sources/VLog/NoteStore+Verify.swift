@@ -92,11 +92,14 @@ extension NoteStore {
   /// The replay runs in a write transaction that is then abandoned, so the store is unchanged
   /// and writers wait meanwhile. Memory grows with the size of the projections.
   ///
+  /// - Parameter progress: Called every 10,000 events checked, with the count and the total.
   /// - Returns: The faults found; empty for a healthy store.
-  public func verify() throws -> [VerificationFault] {
+  public func verify(progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws
+    -> [VerificationFault]
+  {
     var faults: [VerificationFault] = []
     try read { transaction in
-      try verifyLog(in: transaction, faults: &faults)
+      try verifyLog(in: transaction, faults: &faults, progress: progress)
       try verifyBlobs(in: transaction, faults: &faults)
     }
     // A projection can only be compared with a replay of a sound log.
@@ -106,12 +109,15 @@ extension NoteStore {
   }
 
   private func verifyLog(
-    in transaction: borrowing ReadTransaction, faults: inout [VerificationFault]
+    in transaction: borrowing ReadTransaction, faults: inout [VerificationFault],
+    progress: ((Int, Int) -> Void)?
   ) throws {
     var logged = 0
+    let total = try transaction.count(in: schema.log)
     try transaction.forEach(in: schema.log) { key, value in
       let sequence = Keys.sequence(from: key)
       logged += 1
+      if logged % 10_000 == 0 { progress?(logged, total) }
       let event: Event
       do throws(VLogError) {
         event = try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence))

@@ -186,6 +186,25 @@ struct BinaryTests {
       #expect(output.contains("fault: projection: notes: note \(id) differs from a fresh replay"))
     }
   }
+
+  @Test("a malformed import line exits 1 naming the line and field, and changes nothing")
+  func importExitStatus() async throws {
+    try await withTemporaryDirectory { root in
+      let path = root + "/store"
+      _ = try vlog(["note", "add", "before", "--store", path])
+      let file = root + "/bad.jsonl"
+      try
+        #"{"time":"2026-01-01T00:00:00.000Z","counter":0,"replica":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","kind":"archivedSet","note":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","archived":"yes"}"#
+        .write(toFile: file, atomically: true, encoding: .utf8)
+      let (_, before, _) = try vlog(["stats", "--json", "--store", path])
+      let (status, _, error) = try vlog(["import", file, "--store", path])
+      #expect(status == 1)
+      #expect(
+        error == "vlog: error: \(file):1: archived: expected true or false; nothing was imported\n")
+      let (_, after, _) = try vlog(["stats", "--json", "--store", path])
+      #expect(after == before)
+    }
+  }
 }
 
 @Suite("vlog demo")

@@ -74,7 +74,9 @@ struct Verify: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let faults = try store.verify()
+    let progress = ProgressBar("verify", options: options)
+    let faults = try store.verify { progress.update($0, of: $1) }
+    progress.finish()
     let events = try store.eventCount()
     let output = Output(
       ok: faults.isEmpty, events: events,
