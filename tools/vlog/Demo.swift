@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import VLog
-import VLogSync
 
 /// `vlog demo`: two replicas edit the same notes offline, exchange their events, and converge.
 struct Demo: AsyncParsableCommand {
@@ -96,16 +95,7 @@ struct Demo: AsyncParsableCommand {
 
   /// Sends each store's events to the other through their JSON wire form.
   static func exchange(_ a: NoteStore, _ b: NoteStore) throws -> (Int, Int) {
-    func wire(_ store: NoteStore) throws -> Data {
-      let encoder = JSONEncoder()
-      var lines = Data()
-      try store.forEachEvent { logged in
-        lines.append(try encoder.encode(WireEvent(logged.event)))
-        lines.append(0x0A)
-        return true
-      }
-      return lines
-    }
+    func wire(_ store: NoteStore) throws -> Data { try Export.jsonLines(of: store).0 }
     let toB = try b.ingest(Import.events(in: wire(a), file: "phone"))
     let toA = try a.ingest(Import.events(in: wire(b), file: "laptop"))
     return (toB.appended, toA.appended)

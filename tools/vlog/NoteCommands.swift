@@ -54,6 +54,23 @@ struct NoteJSON: Encodable {
   }
 }
 
+/// Makes one change to the note named by an id argument and prints the note.
+func changeNote(
+  _ id: String, _ verb: String, on store: NoteStore,
+  _ change: (inout Changes, NoteID) -> Void
+) throws -> CommandOutput {
+  let note = try parseNoteID(id)
+  try store.write { change(&$0, note) }
+  return try noteOutput(store, note, verb)
+}
+
+/// A note's tags, or a user error if there is no such note.
+func currentTags(of id: String, in store: NoteStore) throws -> [Tag] {
+  let note = try parseNoteID(id)
+  guard let current = try store.note(note) else { throw CLIError("there is no note \(note)") }
+  return current.tags
+}
+
 /// Prints a note after a change.
 func noteOutput(_ store: NoteStore, _ id: NoteID, _ verb: String) throws -> CommandOutput {
   guard let note = try store.note(id) else {
@@ -96,9 +113,7 @@ struct SetText: StoreCommand {
   func validate() throws { _ = try parseNoteID(id) }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
-    try store.write { $0.setText(text, of: note) }
-    return try noteOutput(store, note, "updated")
+    try changeNote(id, "updated", on: store) { $0.setText(text, of: $1) }
   }
 }
 
@@ -110,9 +125,7 @@ struct Archive: StoreCommand {
   func validate() throws { _ = try parseNoteID(id) }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
-    try store.write { $0.setArchived(true, of: note) }
-    return try noteOutput(store, note, "archived")
+    try changeNote(id, "archived", on: store) { $0.setArchived(true, of: $1) }
   }
 }
 
@@ -124,9 +137,7 @@ struct Unarchive: StoreCommand {
   func validate() throws { _ = try parseNoteID(id) }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
-    try store.write { $0.setArchived(false, of: note) }
-    return try noteOutput(store, note, "unarchived")
+    try changeNote(id, "unarchived", on: store) { $0.setArchived(false, of: $1) }
   }
 }
 
@@ -143,13 +154,12 @@ struct TagNote: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
-    guard let current = try store.note(note) else {
-      throw CLIError("there is no note \(note)")
+    let current = try currentTags(of: id, in: store)
+    return try changeNote(id, "tagged", on: store) {
+      $0.setTags(current.map(\.name) + tags, of: $1)
     }
-    try store.write { $0.setTags(current.tags.map(\.name) + tags, of: note) }
-    return try noteOutput(store, note, "tagged")
   }
+
 }
 
 struct UntagNote: StoreCommand {
@@ -165,16 +175,11 @@ struct UntagNote: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
-    guard let current = try store.note(note) else {
-      throw CLIError("there is no note \(note)")
-    }
     let removed = Set(tags.map(TagID.init(name:)))
-    try store.write {
-      $0.setTags(current.tags.filter { !removed.contains($0.id) }.map(\.name), of: note)
-    }
-    return try noteOutput(store, note, "untagged")
+    let kept = try currentTags(of: id, in: store).filter { !removed.contains($0.id) }.map(\.name)
+    return try changeNote(id, "untagged", on: store) { $0.setTags(kept, of: $1) }
   }
+
 }
 
 struct RemoveNote: StoreCommand {

@@ -12,18 +12,10 @@ struct Export: StoreCommand {
   var output: String?
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    var lines = Data()
-    var count = 0
     let total = try store.eventCount()
     let progress = ProgressBar("export", options: options)
-    try store.forEachEvent { logged in
-      lines.append(try encoder.encode(WireEvent(logged.event)))
-      lines.append(0x0A)
-      count += 1
-      if output != nil && count % 10_000 == 0 { progress.update(count, of: total) }
-      return true
+    let (lines, count) = try Self.jsonLines(of: store) { written in
+      if output != nil { progress.update(written, of: total) }
     }
     if output != nil { progress.finish() }
     if let output {
@@ -45,6 +37,25 @@ struct Export: StoreCommand {
     defer { store.close() }
     let result = try execute(on: store)
     if output != nil { try options.emit(result) }
+  }
+
+  /// Every event of a store as JSON Lines, and the number of events; `progress` is called
+  /// every 10,000 events.
+  static func jsonLines(
+    of store: NoteStore, progress: (_ written: Int) -> Void = { _ in }
+  ) throws -> (Data, Int) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    var lines = Data()
+    var count = 0
+    try store.forEachEvent { logged in
+      lines.append(try encoder.encode(WireEvent(logged.event)))
+      lines.append(0x0A)
+      count += 1
+      if count % 10_000 == 0 { progress(count) }
+      return true
+    }
+    return (lines, count)
   }
 }
 
