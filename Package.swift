@@ -80,6 +80,12 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .testTarget(
+      name: "VLogSyncTests",
+      dependencies: ["VLogSync", "VLog"],
+      resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
       name: "VLogTests",
       dependencies: [
         "VLog",
