@@ -123,8 +123,9 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
     high = high &+ addedHigh &+ (carry ? 1 : 0)
   }
 
-  /// Adds an event by its stamp.
-  mutating func add(_ stamp: Stamp) {
+  /// Adds an event, given its id. Adding each event of a set once, in any order, gives the
+  /// set's digest; a server keeping a log of its own uses this to prove what it holds.
+  public mutating func add(_ stamp: Stamp) {
     stamp.bytes.withUnsafeBytes { add(eventID: $0) }
   }
 

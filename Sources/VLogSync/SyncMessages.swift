@@ -1,0 +1,154 @@
+public import Foundation
+public import VLog
+
+/// The body of a sync call: the client's unacknowledged events and its cursor into the server's
+/// log of the account.
+public struct SyncRequest: Codable, Sendable, Hashable {
+  /// The position in the server's log after which the client wants events; 0 at first.
+  public var cursor: UInt64
+  /// The client's events the server has not acknowledged yet, oldest first.
+  public var events: [WireEvent]
+  /// The most events the client wants back in this call; the server may send fewer.
+  public var limit: Int?
+
+  enum CodingKeys: String, CodingKey { case cursor, events, limit }
+
+  /// Creates a request.
+  public init(cursor: UInt64, events: [Event], limit: Int? = nil) {
+    self.cursor = cursor
+    self.events = events.map(WireEvent.init)
+    self.limit = limit
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["cursor", "events", "limit"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    // Decoded signed and checked here: Foundation reports an out-of-range number without its path.
+    let cursor = try container.decode(Int64.self, forKey: .cursor)
+    guard cursor >= 0 else {
+      throw DecodingError.dataCorruptedError(
+        forKey: .cursor, in: container, debugDescription: "\(cursor) is not 0 or more")
+    }
+    self.cursor = UInt64(cursor)
+    events = try container.decode([WireEvent].self, forKey: .events)
+    limit = try container.decodeIfPresent(Int.self, forKey: .limit)
+  }
+
+  /// Checks every event and the limit, and converts the events.
+  ///
+  /// - Parameter maximumEvents: The most events one request may push.
+  /// - Throws: ``WireError`` naming the field at fault, for example `events[3].note`.
+  public func validated(maximumEvents: Int) throws(WireError) -> [Event] {
+    guard events.count <= maximumEvents else {
+      throw WireError(
+        "events", "\(events.count) events; one sync pushes at most \(maximumEvents)")
+    }
+    if let limit, limit < 1 { throw WireError("limit", "\(limit) is not a positive number") }
+    var result: [Event] = []
+    result.reserveCapacity(events.count)
+    for (index, event) in events.enumerated() {
+      do {
+        result.append(try event.event())
+      } catch {
+        throw error.within("events[\(index)]")
+      }
+    }
+    return result
+  }
+}
+
+/// The answer to a sync call.
+public struct SyncResponse: Codable, Sendable, Hashable {
+  /// Events after the request's cursor, in the server's order, without those the caller just
+  /// sent.
+  public var events: [WireEvent]
+  /// The cursor to send next time.
+  public var cursor: UInt64
+  /// Whether more events remain after this page.
+  public var more: Bool
+  /// The server's clock, ISO 8601 with milliseconds, so the client can measure its skew.
+  public var serverTime: String
+  /// How many of the pushed events the server did not have yet.
+  public var stored: Int
+  /// The order-independent digest of every event the server holds for the account.
+  public var eventSetDigest: String
+
+  /// Creates a response.
+  public init(
+    events: [Event], cursor: UInt64, more: Bool, serverTime: Date, stored: Int,
+    eventSetDigest: EventSetDigest
+  ) {
+    self.events = events.map(WireEvent.init)
+    self.cursor = cursor
+    self.more = more
+    self.serverTime = ISO8601.format(milliseconds: serverTime.milliseconds)
+    self.stored = stored
+    self.eventSetDigest = eventSetDigest.description
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case events, cursor, more, serverTime, stored, eventSetDigest
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(
+      in: decoder,
+      allowed: ["events", "cursor", "more", "serverTime", "stored", "eventSetDigest"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    events = try container.decode([WireEvent].self, forKey: .events)
+    cursor = try container.decode(UInt64.self, forKey: .cursor)
+    more = try container.decode(Bool.self, forKey: .more)
+    serverTime = try container.decode(String.self, forKey: .serverTime)
+    stored = try container.decode(Int.self, forKey: .stored)
+    eventSetDigest = try container.decode(String.self, forKey: .eventSetDigest)
+  }
+
+  /// The checked contents: events, the server time and the digest.
+  public func validated() throws(WireError) -> (
+    events: [Event], serverTime: Date, digest: EventSetDigest
+  ) {
+    var result: [Event] = []
+    for (index, event) in events.enumerated() {
+      do {
+        result.append(try event.event())
+      } catch {
+        throw error.within("events[\(index)]")
+      }
+    }
+    guard let milliseconds = ISO8601.parse(serverTime) else {
+      throw WireError("serverTime", "'\(serverTime)' is not a time like 2026-03-14T09:30:00.000Z")
+    }
+    guard let digest = EventSetDigest(hex: eventSetDigest) else {
+      throw WireError("eventSetDigest", "'\(eventSetDigest)' is not 32 hexadecimal digits")
+    }
+    return (result, Date(milliseconds: milliseconds), digest)
+  }
+}
+
+/// The body of every error response: a stable `code` to match on, a `message` for people, and
+/// the `field` at fault when one is.
+public struct ErrorBody: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// A stable code, for example `invalidField`, `clockSkew`, `unauthorized`.
+  public var code: String
+  /// What went wrong and how to fix it.
+  public var message: String
+  /// The path of the field at fault, for example `events[3].note`.
+  public var field: String?
+
+  /// Creates an error body.
+  public init(code: String, message: String, field: String? = nil) {
+    self.code = code
+    self.message = message
+    self.field = field
+  }
+
+  /// The error body for a wire object that cannot be accepted.
+  public init(_ error: WireError) {
+    self.init(code: "invalidField", message: error.description, field: error.path)
+  }
+
+  /// `code: message`.
+  public var description: String { "\(code): \(message)" }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+import VLog
+import VLogSync
+
+@Suite("Sync messages")
+struct SyncMessageTests {
+  func decode<T: Decodable>(_ type: T.Type, _ json: String) throws -> T {
+    try JSONDecoder().decode(type, from: Data(json.utf8))
+  }
+
+  @Test("a request round-trips, and its events come back as the same events")
+  func requestRoundTrip() throws {
+    let request = SyncRequest(cursor: 42, events: Array(GoldenEvents.events.prefix(3)), limit: 500)
+    let data = try JSONEncoder().encode(request)
+    let decoded = try JSONDecoder().decode(SyncRequest.self, from: data)
+    #expect(decoded == request)
+    #expect(try decoded.validated(maximumEvents: 10) == Array(GoldenEvents.events.prefix(3)))
+  }
+
+  @Test("a bad event in a request is named by its index and field")
+  func badEventInRequest() throws {
+    let good = try GoldenEvents.fixture()[0]
+    let bad =
+      #"{"time":"2026-11-22T05:33:47.507Z","counter":0,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"textSet","note":"nope","text":"x"}"#
+    let request = try decode(SyncRequest.self, #"{"cursor":0,"events":["# + good + "," + bad + "]}")
+    let error = #expect(throws: WireError.self) { try request.validated(maximumEvents: 10) }
+    #expect(error?.path == "events[1].note")
+    #expect(ErrorBody(try #require(error)).field == "events[1].note")
+  }
+
+  @Test("a push over the limit is refused naming the limit")
+  func tooManyEvents() throws {
+    let request = SyncRequest(cursor: 0, events: GoldenEvents.events)
+    let error = #expect(throws: WireError.self) { try request.validated(maximumEvents: 5) }
+    #expect(
+      error?.description == "events: \(GoldenEvents.events.count) events; one sync pushes at most 5"
+    )
+  }
+
+  @Test(
+    "JSON errors in a request name their path",
+    arguments: [
+      (#"{"cursor":-1,"events":[]}"#, "cursor: -1 is not 0 or more"),
+      (#"{"cursor":"0","events":[]}"#, "cursor: expected an integer"),
+      (#"{"cursor":0}"#, "events: required"),
+      (#"{"cursor":0,"events":[],"since":"x"}"#, "since: not a field of this object"),
+      (
+        #"{"cursor":0,"events":[{"time":"t","counter":0,"replica":"r"}]}"#,
+        "events[0].kind: required"
+      ),
+    ])
+  func requestTypeErrors(json: String, expected: String) throws {
+    do {
+      _ = try decode(SyncRequest.self, json)
+      Issue.record("decoded \(json)")
+    } catch let error as DecodingError {
+      #expect(WireError(error).description == expected)
+    }
+  }
+
+  @Test("a response round-trips and validates its server time and digest")
+  func response() throws {
+    var digest = EventSetDigest.empty
+    for event in GoldenEvents.events { digest.add(event.stamp) }
+    let response = SyncResponse(
+      events: GoldenEvents.events, cursor: 11, more: false,
+      serverTime: Date(timeIntervalSince1970: 1_795_412_027.5), stored: 0, eventSetDigest: digest)
+    let decoded = try decode(
+      SyncResponse.self, String(decoding: try JSONEncoder().encode(response), as: UTF8.self))
+    let (events, serverTime, decodedDigest) = try decoded.validated()
+    #expect(events == GoldenEvents.events)
+    #expect(serverTime == Date(timeIntervalSince1970: 1_795_412_027.5))
+    #expect(decodedDigest == digest)
+    var broken = decoded
+    broken.eventSetDigest = "xyz"
+    #expect(throws: WireError.self) { try broken.validated() }
+  }
+}
