@@ -9,36 +9,19 @@ struct History: StoreCommand {
   @OptionGroup var options: StoreOptions
   @Argument(help: "The note's id.") var id: String
 
-  struct Row: Encodable {
-    let sequence: UInt64
-    let time: String
-    let counter: UInt16
-    let replica: String
-    let kind: String
-    let field: String?
-    let outcome: String
-    let change: String
-  }
-
   func validate() throws { _ = try parseNoteID(id) }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     let note = try parseNoteID(id)
     let history = try store.history(of: note)
     guard !history.isEmpty else { throw CLIError("the log has no events about note \(note)") }
-    let rows = history.map { entry in
-      let stamp = entry.logged.event.stamp
-      return Row(
-        sequence: entry.logged.sequence,
-        time: ISO8601.format(milliseconds: Int64(stamp.time.milliseconds)),
-        counter: stamp.time.counter, replica: stamp.replica.description,
-        kind: entry.logged.event.change.kind.description, field: entry.field,
-        outcome: entry.outcome.rawValue, change: entry.logged.event.change.description)
+    let rows = history.map {
+      EventRow($0.logged, field: $0.field, outcome: $0.outcome.rawValue)
     }
     var text = table(
       ["SEQ", "TIME", "REPLICA", "OUTCOME", "CHANGE"],
       rows.map { row -> [String] in
-        let outcome = row.field.map { "\(row.outcome) \($0)" } ?? row.outcome
+        let outcome = row.field.map { "\(row.outcome ?? "") \($0)" } ?? row.outcome ?? ""
         let time = "\(row.time)#\(row.counter)"
         return [String(row.sequence), time, String(row.replica.prefix(8)), outcome, row.change]
       })

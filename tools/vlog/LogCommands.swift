@@ -2,6 +2,34 @@ import ArgumentParser
 import Foundation
 import VLog
 
+/// One event as `vlog log` and `vlog history` print it; `field` and `outcome` only in a
+/// history (nil fields are left out of the JSON).
+struct EventRow: Encodable {
+  let sequence: UInt64
+  let time: String
+  let counter: UInt16
+  let replica: String
+  let kind: String
+  let note: String?
+  let change: String
+  var field: String?
+  var outcome: String?
+
+  init(_ logged: LoggedEvent, field: String? = nil, outcome: String? = nil) {
+    let stamp = logged.event.stamp
+    let change = logged.event.change
+    sequence = logged.sequence
+    time = ISO8601.format(milliseconds: Int64(stamp.time.milliseconds))
+    counter = stamp.time.counter
+    replica = stamp.replica.description
+    kind = change.kind.description
+    note = change.noteID?.description
+    self.change = change.description
+    self.field = field
+    self.outcome = outcome
+  }
+}
+
 /// `vlog log`: the events, in a range of sequence numbers, optionally for one note.
 struct Log: StoreCommand {
   static let configuration = CommandConfiguration(
@@ -11,16 +39,6 @@ struct Log: StoreCommand {
   @Option(name: .long, help: "The last sequence number to list.") var to: UInt64?
   @Option(name: .long, help: "Only events about this note (or its attachments).") var note: String?
 
-  struct Row: Encodable {
-    let sequence: UInt64
-    let time: String
-    let counter: UInt16
-    let replica: String
-    let kind: String
-    let note: String?
-    let change: String
-  }
-
   func validate() throws {
     guard from >= 1 else { throw ValidationError("--from starts at 1") }
     if let to, to < from { throw ValidationError("--to (\(to)) is before --from (\(from))") }
@@ -29,18 +47,12 @@ struct Log: StoreCommand {
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     let noteID = try note.map(parseNoteID)
-    var rows: [Row] = []
+    var rows: [EventRow] = []
     try store.forEachEvent(after: from - 1) { logged in
       if let to, logged.sequence > to { return false }
       let change = logged.event.change
       if let noteID, change.noteID != noteID { return true }
-      rows.append(
-        Row(
-          sequence: logged.sequence,
-          time: ISO8601.format(milliseconds: Int64(logged.event.stamp.time.milliseconds)),
-          counter: logged.event.stamp.time.counter,
-          replica: logged.event.stamp.replica.description, kind: change.kind.description,
-          note: change.noteID?.description, change: change.description))
+      rows.append(EventRow(logged))
       return true
     }
     let text = table(
