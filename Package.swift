@@ -16,6 +16,7 @@ let package = Package(
   products: [
     .library(name: "VLog", targets: ["VLog"]),
     .library(name: "VLogSync", targets: ["VLogSync"]),
+    .library(name: "VLogServer", targets: ["VLogServer"]),
     .library(name: "VLogTesting", targets: ["VLogTesting"]),
     .library(name: "LMDB", targets: ["LMDB"]),
     // The C API itself, for the benchmarks' raw-LMDB reference.
@@ -25,6 +26,12 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+    .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    .package(
+      url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+    .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
   ],
   targets: [
@@ -48,7 +55,30 @@ let package = Package(
     ),
     .target(
       name: "VLogSync",
-      dependencies: ["VLog"],
+      dependencies: [
+        "VLog",
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    .target(
+      name: "VLogServer",
+      dependencies: [
+        "VLog",
+        "VLogSync",
+        "LMDB",
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
+        .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "_CryptoExtras", package: "swift-crypto"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      resources: [.embedInCode("openapi.json")],
       swiftSettings: swiftSettings
     ),
     .target(
@@ -61,7 +91,9 @@ let package = Package(
       dependencies: [
         "VLog",
         "VLogSync",
+        "VLogServer",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Logging", package: "swift-log"),
       ],
       path: "tools/vlog",
       swiftSettings: swiftSettings
@@ -76,6 +108,15 @@ let package = Package(
       dependencies: [
         "VLogCLI", "VLog", "VLogSync", "VLogTesting", "LMDB",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "VLogServerTests",
+      dependencies: [
+        "VLogServer", "VLogSync", "VLog", "VLogTesting", "LMDB",
+        .product(name: "HummingbirdTesting", package: "hummingbird"),
+        .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: swiftSettings
     ),

@@ -27,7 +27,7 @@ internal import Foundation
 /// use, and for kinds this version does not know every field after the kind, are kept verbatim
 /// in ``Event/unknownFields`` and written after the known ones. Decoders accept fields in any
 /// order.
-enum EventCodec {
+package enum EventCodec {
   enum Field {
     static let time = 1
     static let replica = 2
@@ -47,7 +47,7 @@ enum EventCodec {
 
   // MARK: Encoding
 
-  static func encode(_ event: Event) -> [UInt8] {
+  package static func encode(_ event: Event) -> [UInt8] {
     var writer = WireWriter()
     writer.buffer.reserveCapacity(64 + event.unknownFields.count)
     encode(event, into: &writer)
@@ -106,7 +106,7 @@ enum EventCodec {
   /// Decodes an event.
   ///
   /// - Throws: ``VLogError/Code/malformedEvent`` naming the field that is wrong.
-  static func decode(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> Event {
+  package static func decode(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> Event {
     var reader = WireReader(bytes)
     var fields = DecodedFields()
     while !reader.isAtEnd {

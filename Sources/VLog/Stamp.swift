@@ -69,11 +69,11 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
   public var description: String { "\(time)@\(replica)" }
 
   /// The 24-byte key form: time then replica, big-endian, so keys sort as stamps do.
-  static let byteCount = 24
+  package static let byteCount = 24
 
   /// Lends the 24-byte key form without allocating.
   @inline(__always)
-  func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+  package func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     try withUnsafeBytes(
       of: (
         time.rawValue.bigEndian, replica.identifier.high.bigEndian,

@@ -136,12 +136,15 @@ public struct ErrorBody: Codable, Sendable, Hashable, CustomStringConvertible {
   public var message: String
   /// The path of the field at fault, for example `events[3].note`.
   public var field: String?
+  /// The server's clock, ISO 8601 with milliseconds, on errors about time (`clockSkew`).
+  public var serverTime: String?
 
   /// Creates an error body.
-  public init(code: String, message: String, field: String? = nil) {
+  public init(code: String, message: String, field: String? = nil, serverTime: String? = nil) {
     self.code = code
     self.message = message
     self.field = field
+    self.serverTime = serverTime
   }
 
   /// The error body for a wire object that cannot be accepted.

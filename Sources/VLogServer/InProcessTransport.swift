@@ -1,0 +1,60 @@
+internal import HTTPTypes
+internal import Hummingbird
+internal import Logging
+internal import NIOCore
+internal import NIOEmbedded
+public import VLogSync
+
+/// A transport that hands requests straight to a ``SyncServer``'s router in the same process:
+/// the same routes, middleware and JSON as over HTTP, without sockets.
+///
+/// For simulations and tests that run many replicas and a server in one process; wrap it to
+/// drop, duplicate or delay messages.
+public struct InProcessTransport: Transport {
+  private let responder: RouterResponder<ServerContext>
+  private let logger: Logger
+
+  /// Creates a transport to `server`.
+  public init(server: SyncServer) {
+    responder = server.router().buildResponder()
+    logger = server.logger
+  }
+
+  /// Runs the request through the router and collects the response.
+  public func send(_ request: TransportRequest) async throws -> TransportResponse {
+    var fields = HTTPFields()
+    for (name, value) in request.headers {
+      if let name = HTTPField.Name(name) { fields[name] = value }
+    }
+    fields[.contentLength] = String(request.body.count)
+    let incoming = Request(
+      head: HTTPRequest(
+        method: HTTPRequest.Method(request.method) ?? .get, scheme: "http",
+        authority: "localhost", path: request.path, headerFields: fields),
+      body: RequestBody(buffer: ByteBuffer(bytes: request.body)))
+    let context = ServerContext(
+      source: ApplicationRequestContextSource(channel: EmbeddedChannel(), logger: logger))
+    let response = try await responder.respond(to: incoming, context: context)
+    let writer = CollectingWriter()
+    let bytes = writer.bytes
+    try await response.body.write(writer)
+    var headers: [String: String] = [:]
+    for field in response.headers { headers[field.name.canonicalName] = field.value }
+    return TransportResponse(status: response.status.code, headers: headers, body: bytes.value)
+  }
+}
+
+/// Collects a response body.
+private struct CollectingWriter: ResponseBodyWriter {
+  final class Box: @unchecked Sendable {
+    // Written by one response body writer at a time, read after it finishes.
+    var value: [UInt8] = []
+  }
+  let bytes = Box()
+
+  mutating func write(_ buffer: ByteBuffer) async throws {
+    bytes.value.append(contentsOf: buffer.readableBytesView)
+  }
+
+  consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

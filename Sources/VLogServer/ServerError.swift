@@ -1,0 +1,151 @@
+internal import Foundation
+public import Hummingbird
+internal import VLog
+public import VLogSync
+
+/// An error the server answers with: an HTTP status and an ``ErrorBody`` rendered as JSON.
+///
+/// Every failure a client can cause maps to one of these; anything else is logged and answered
+/// with a 500 that reveals nothing of the server's internals.
+public struct ServerError: HTTPResponseError, CustomStringConvertible {
+  /// The HTTP status.
+  public let status: HTTPResponse.Status
+  /// The JSON body.
+  public let body: ErrorBody
+
+  /// Creates an error.
+  public init(_ status: HTTPResponse.Status, _ body: ErrorBody) {
+    self.status = status
+    self.body = body
+  }
+
+  /// `status code: message`.
+  public var description: String { "\(status.code) \(body)" }
+
+  /// Renders the error as a JSON response.
+  public func response(from request: Request, context: some RequestContext) throws -> Response {
+    response()
+  }
+
+  func response() -> Response {
+    var headers = HTTPFields()
+    headers[.contentType] = "application/json"
+    if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+    let data = (try? JSONEncoder().encode(body)) ?? Data()
+    return Response(
+      status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+  }
+
+  static func invalid(_ error: WireError) -> ServerError {
+    ServerError(.badRequest, ErrorBody(error))
+  }
+
+  static func invalidJSON(_ error: DecodingError) -> ServerError {
+    invalid(WireError(error))
+  }
+
+  static func accountExists(_ name: String) -> ServerError {
+    ServerError(
+      .conflict,
+      ErrorBody(
+        code: "accountExists", message: "the user name '\(name)' is taken; choose another",
+        field: "username"))
+  }
+
+  static let invalidCredentials = ServerError(
+    .unauthorized,
+    ErrorBody(code: "invalidCredentials", message: "the user name or the password is wrong"))
+
+  static let unauthorized = ServerError(
+    .unauthorized,
+    ErrorBody(
+      code: "unauthorized",
+      message: "this call needs 'Authorization: Bearer <token>' with a token from POST /v1/sessions"
+    ))
+
+  static let tokenExpired = ServerError(
+    .unauthorized,
+    ErrorBody(code: "tokenExpired", message: "the token has expired; sign in again"))
+
+  static func invalidCursor(_ cursor: UInt64, _ last: UInt64) -> ServerError {
+    ServerError(
+      .badRequest,
+      ErrorBody(
+        code: "invalidCursor",
+        message:
+          "cursor \(cursor) is past the end of this account's log (\(last) events); send 0 or a "
+          + "cursor this server returned",
+        field: "cursor"))
+  }
+
+  static func clockSkew(field: String, eventTime: Int64, serverTime: Int64, bound: Int64)
+    -> ServerError
+  {
+    ServerError(
+      .badRequest,
+      ErrorBody(
+        code: "clockSkew",
+        message:
+          "the event is stamped \(ISO8601.format(milliseconds: eventTime)), "
+          + "\(Self.describe(milliseconds: eventTime - serverTime)) ahead of the server's clock "
+          + "(\(ISO8601.format(milliseconds: serverTime))); events more than "
+          + "\(Self.describe(milliseconds: bound)) ahead are refused: check this device's clock",
+        field: field, serverTime: ISO8601.format(milliseconds: serverTime)))
+  }
+
+  static func blobMismatch(expected: BlobHash, actual: [UInt8]) -> ServerError {
+    ServerError(
+      .badRequest,
+      ErrorBody(
+        code: "blobMismatch",
+        message:
+          "the body's SHA-256 is \(BlobHash(bytes: actual).map(String.init(describing:)) ?? "?"), "
+          + "not \(expected); nothing was stored",
+        field: "hash"))
+  }
+
+  static func blobNotFound(_ hash: BlobHash) -> ServerError {
+    ServerError(
+      .notFound,
+      ErrorBody(code: "blobNotFound", message: "this account has no blob \(hash)", field: "hash"))
+  }
+
+  static func bodyTooLarge(_ limit: Int) -> ServerError {
+    ServerError(
+      .contentTooLarge,
+      ErrorBody(code: "bodyTooLarge", message: "the body is larger than \(limit) bytes"))
+  }
+
+  static func storage(_ message: String) -> ServerError {
+    ServerError(.internalServerError, ErrorBody(code: "storage", message: message))
+  }
+
+  static let internalError = ServerError(
+    .internalServerError,
+    ErrorBody(code: "internal", message: "the server failed; the error is in its log"))
+
+  /// The error for one of Hummingbird's own `HTTPError`s (unknown route, oversized body, …).
+  static func http(_ error: HTTPError) -> ServerError {
+    switch error.status {
+    case .notFound:
+      ServerError(.notFound, ErrorBody(code: "notFound", message: "no such endpoint"))
+    case .contentTooLarge:
+      ServerError(
+        .contentTooLarge,
+        ErrorBody(code: "bodyTooLarge", message: error.body ?? "the body is too large"))
+    default:
+      ServerError(
+        error.status,
+        ErrorBody(code: "httpError", message: error.body ?? error.status.reasonPhrase))
+    }
+  }
+
+  /// `5 min`, `1 d 2 h`: a duration for people.
+  static func describe(milliseconds: Int64) -> String {
+    let seconds = abs(milliseconds) / 1000
+    if seconds < 120 { return "\(seconds) s" }
+    if seconds < 7200 { return "\(seconds / 60) min" }
+    if seconds < 172_800 { return "\(seconds / 3600) h" }
+    return "\(seconds / 86400) d"
+  }
+}

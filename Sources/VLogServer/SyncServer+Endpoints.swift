@@ -1,0 +1,173 @@
+internal import Foundation
+internal import Hummingbird
+internal import Logging
+internal import VLog
+internal import VLogSync
+
+extension SyncServer {
+  // MARK: - Accounts
+
+  func createAccount(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let credentials = try await decode(Credentials.self, from: request)
+    let valid: Credentials
+    do { valid = try credentials.validated(checkingPassword: true) } catch {
+      throw ServerError.invalid(error)
+    }
+    let hash = try PasswordHash(
+      hashing: valid.password, cost: configuration.passwordCost,
+      salt: dependencies.randomBytes(PasswordHash.saltCount))
+    try await store.createAccount(named: valid.username, password: hash)
+    context.logger.info("account created", metadata: ["username": "\(valid.username)"])
+    return try json(AccountBody(username: valid.username), status: .created)
+  }
+
+  func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let credentials = try await decode(Credentials.self, from: request)
+    let name = credentials.normalizedUsername
+    guard let account = try store.account(named: name) else {
+      // The same work as a wrong password, so the answer's timing does not tell them apart.
+      _ = try decoy.matches(credentials.password)
+      throw ServerError.invalidCredentials
+    }
+    guard try account.password.matches(credentials.password) else {
+      throw ServerError.invalidCredentials
+    }
+    let token = Self.base64URL(dependencies.randomBytes(32))
+    let expiry = dependencies.now().addingTimeInterval(
+      TimeInterval(configuration.tokenLifetime.components.seconds))
+    try await store.storeToken(
+      hash: sha256(Array(token.utf8)), account: account.number,
+      expiresAt: expiry.milliseconds)
+    context.logger.info("signed in", metadata: ["account": "\(account.number)"])
+    return try json(SessionBody(token: token, expiresAt: expiry), status: .ok)
+  }
+
+  func signOut(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, tokenHash) = try authenticate(request)
+    try await store.deleteToken(hash: tokenHash)
+    context.logger.info("signed out", metadata: ["account": "\(account)"])
+    return Response(status: .noContent)
+  }
+
+  // MARK: - Sync
+
+  func sync(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try authenticate(request)
+    let body = try await decode(SyncRequest.self, from: request)
+    let events: [Event]
+    do { events = try body.validated(maximumEvents: configuration.maximumEventsPerPush) } catch {
+      throw ServerError.invalid(error)
+    }
+    let now = dependencies.now().milliseconds
+    let bound = Int64(configuration.maximumClockSkew.components.seconds) * 1000
+    for (index, event) in events.enumerated()
+    where Int64(event.stamp.time.milliseconds) > now + bound {
+      throw ServerError.clockSkew(
+        field: "events[\(index)].time", eventTime: Int64(event.stamp.time.milliseconds),
+        serverTime: now, bound: bound)
+    }
+    let limit = min(body.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
+    let outcome = try await store.sync(
+      account: account, pushing: events, after: body.cursor, limit: limit)
+    context.logger.info(
+      "sync",
+      metadata: [
+        "account": "\(account)", "pushed": "\(events.count)", "stored": "\(outcome.stored)",
+        "cursor": "\(body.cursor)", "returned": "\(outcome.events.count)",
+        "newCursor": "\(outcome.cursor)", "more": "\(outcome.more)",
+      ])
+    return try json(
+      SyncResponse(
+        events: outcome.events, cursor: outcome.cursor, more: outcome.more,
+        serverTime: dependencies.now(), stored: outcome.stored,
+        eventSetDigest: outcome.head.digest),
+      status: .ok)
+  }
+
+  // MARK: - Blobs
+
+  func putBlob(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try authenticate(request)
+    let hash = try blobHash(context)
+    let bytes = try await collect(request, upTo: configuration.maximumBlobBytes)
+    let actual = sha256(bytes)
+    guard actual == hash.bytes else {
+      throw ServerError.blobMismatch(expected: hash, actual: actual)
+    }
+    let stored = try await store.storeBlob(bytes, hash: hash, account: account)
+    context.logger.info(
+      "blob", metadata: ["account": "\(account)", "bytes": "\(bytes.count)", "new": "\(stored)"])
+    return Response(status: stored ? .created : .ok)
+  }
+
+  func blob(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try authenticate(request)
+    let hash = try blobHash(context)
+    guard let bytes = try store.blob(hash, account: account) else {
+      throw ServerError.blobNotFound(hash)
+    }
+    var headers = HTTPFields()
+    headers[.contentType] = "application/octet-stream"
+    return Response(
+      status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+  }
+
+  // MARK: - Helpers
+
+  /// The account of the request's bearer token, and the token's hash.
+  private func authenticate(_ request: Request) throws -> (account: UInt64, tokenHash: [UInt8]) {
+    guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+      throw ServerError.unauthorized
+    }
+    let tokenHash = sha256(Array(header.dropFirst("Bearer ".count).utf8))
+    guard let token = try store.token(hash: tokenHash) else { throw ServerError.unauthorized }
+    guard token.expiresAt > dependencies.now().milliseconds else {
+      throw ServerError.tokenExpired
+    }
+    return (token.account, tokenHash)
+  }
+
+  private func blobHash(_ context: ServerContext) throws -> BlobHash {
+    let text = context.parameters.get("hash") ?? ""
+    guard let hash = BlobHash(hex: text) else {
+      throw ServerError.invalid(
+        WireError("hash", "'\(text)' is not a SHA-256 of 64 hexadecimal digits"))
+    }
+    return hash
+  }
+
+  private func collect(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
+    var request = request
+    let buffer: ByteBuffer
+    do { buffer = try await request.collectBody(upTo: limit) } catch let error as HTTPError
+      where error.status == .contentTooLarge
+    {
+      throw ServerError.bodyTooLarge(limit)
+    }
+    return Array(buffer.readableBytesView)
+  }
+
+  private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+    let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
+    do {
+      return try JSONDecoder().decode(T.self, from: Data(bytes))
+    } catch let error as DecodingError {
+      throw ServerError.invalidJSON(error)
+    }
+  }
+
+  private func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
+    var headers = HTTPFields()
+    headers[.contentType] = "application/json"
+    return Response(
+      status: status, headers: headers,
+      body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+  }
+
+  static func base64URL(_ bytes: [UInt8]) -> String {
+    Data(bytes).base64EncodedString()
+      .replacingOccurrences(of: "+", with: "-")
+      .replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+  }
+}

@@ -1,0 +1,223 @@
+public import Foundation
+public import Hummingbird
+internal import LMDB
+public import Logging
+public import VLog
+internal import VLogSync
+
+/// The sync server: accounts, per-account event logs and blobs in one LMDB environment, served
+/// over HTTP by Hummingbird.
+///
+/// Build one with ``open(dataDirectory:configuration:dependencies:logger:)``, then either run
+/// ``application(host:port:onServerRunning:)`` (what `vlog serve` does), or hand ``router()`` to
+/// Hummingbird's test harness, or talk to it without sockets through ``InProcessTransport``.
+///
+/// Every endpoint is under `/v1`, answers JSON, and is described by the OpenAPI 3.1 document
+/// served at `GET /v1/openapi.json` (``openAPIDocument``).
+///
+/// Concurrency: writes (new accounts, tokens, pushed events, blobs) run one at a time on a serial
+/// queue; sync calls that push nothing, and blob downloads, read concurrently.
+public final class SyncServer: Sendable {
+  /// Limits and policies.
+  public struct Configuration: Sendable {
+    /// The largest request body of every endpoint but blob uploads, in bytes.
+    public var maximumBodyBytes: Int
+    /// The largest blob, in bytes.
+    public var maximumBlobBytes: Int
+    /// The most events one sync call may push.
+    public var maximumEventsPerPush: Int
+    /// The most events one sync answer carries, whatever the client asks.
+    public var maximumPageSize: Int
+    /// The page size when the client does not ask for one.
+    public var defaultPageSize: Int
+    /// How far ahead of the server's clock an event's stamp may be. Events beyond are refused
+    /// with `clockSkew`.
+    public var maximumClockSkew: Duration
+    /// How long a sign-in token is valid.
+    public var tokenLifetime: Duration
+    /// The scrypt cost of new password hashes.
+    public var passwordCost: PasswordCost
+    /// Whether each commit is flushed to disk.
+    public var durability: NoteStore.Durability
+
+    /// Creates a configuration. The defaults: 8 MiB bodies, 64 MiB blobs, 1,000 events per push,
+    /// pages of up to 5,000 events (1,000 by default), 10 minutes of clock skew, tokens valid
+    /// for 30 days, scrypt at ``PasswordCost/standard``, durable commits.
+    public init(
+      maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = 64 << 20,
+      maximumEventsPerPush: Int = 1000, maximumPageSize: Int = 5000, defaultPageSize: Int = 1000,
+      maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
+      passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable
+    ) {
+      self.maximumBodyBytes = maximumBodyBytes
+      self.maximumBlobBytes = maximumBlobBytes
+      self.maximumEventsPerPush = maximumEventsPerPush
+      self.maximumPageSize = maximumPageSize
+      self.defaultPageSize = defaultPageSize
+      self.maximumClockSkew = maximumClockSkew
+      self.tokenLifetime = tokenLifetime
+      self.passwordCost = passwordCost
+      self.durability = durability
+    }
+  }
+
+  /// The server's clock and source of randomness (token bytes, salts), injected so tests control
+  /// them.
+  public struct Dependencies: Sendable {
+    /// The wall clock.
+    public var now: @Sendable () -> Date
+    /// `count` cryptographically random bytes.
+    public var randomBytes: @Sendable (_ count: Int) -> [UInt8]
+
+    /// Creates dependencies.
+    public init(
+      now: @escaping @Sendable () -> Date,
+      randomBytes: @escaping @Sendable (_ count: Int) -> [UInt8]
+    ) {
+      self.now = now
+      self.randomBytes = randomBytes
+    }
+
+    /// The system clock and the system's random number generator.
+    public static let live = Dependencies(
+      now: { Date() },
+      randomBytes: { count in
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+      })
+  }
+
+  /// The configuration the server runs with.
+  public let configuration: Configuration
+  /// The server's data directory.
+  public let dataDirectory: String
+  let store: ServerStore
+  let dependencies: Dependencies
+  let logger: Logger
+  /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
+  /// password.
+  let decoy: PasswordHash
+
+  private init(
+    dataDirectory: String, store: ServerStore, configuration: Configuration,
+    dependencies: Dependencies, logger: Logger
+  ) throws {
+    self.dataDirectory = dataDirectory
+    self.store = store
+    self.configuration = configuration
+    self.dependencies = dependencies
+    self.logger = logger
+    self.decoy = try PasswordHash(
+      hashing: "decoy", cost: configuration.passwordCost, salt: [UInt8](repeating: 0, count: 16))
+  }
+
+  /// Opens (creating if needed) the server's data directory.
+  ///
+  /// - Throws: ``ServerError`` for a data directory of a newer format, `LMDBError` when LMDB
+  ///   cannot open it.
+  public static func open(
+    dataDirectory: String, configuration: Configuration = Configuration(),
+    dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
+  ) throws -> SyncServer {
+    let durability: LMDB.Environment.Durability =
+      switch configuration.durability {
+      case .durable: .durable
+      case .noMetaSync: .noMetaSync
+      case .noSync: .noSync
+      }
+    let store = try ServerStore.open(at: dataDirectory, durability: durability)
+    do {
+      return try SyncServer(
+        dataDirectory: dataDirectory, store: store, configuration: configuration,
+        dependencies: dependencies, logger: logger)
+    } catch {
+      store.close()
+      throw error
+    }
+  }
+
+  /// Closes the data directory. Requests after this fail.
+  public func close() { store.close() }
+
+  /// The HTTP application: the router on a server bound to `host` and `port` (0 picks a free
+  /// port, reported to `onServerRunning`).
+  public func application(
+    host: String, port: Int,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+  ) -> some ApplicationProtocol {
+    Application(
+      router: router(),
+      configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
+      onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+      logger: logger)
+  }
+
+  /// The routes, behind the middleware that renders errors as JSON and logs each request.
+  public func router() -> Router<ServerContext> {
+    let router = Router(context: ServerContext.self)
+    router.middlewares.add(ServerMiddleware(logger: logger))
+    let v1 = router.group("v1")
+    v1.get("openapi.json") { _, _ in
+      var headers = HTTPFields()
+      headers[.contentType] = "application/json"
+      return Response(
+        status: .ok, headers: headers,
+        body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
+    }
+    v1.post("accounts") { request, context in try await self.createAccount(request, context) }
+    v1.post("sessions") { request, context in try await self.signIn(request, context) }
+    v1.delete("sessions/current") { request, context in try await self.signOut(request, context) }
+    v1.post("sync") { request, context in try await self.sync(request, context) }
+    v1.put("blobs/:hash") { request, context in try await self.putBlob(request, context) }
+    v1.get("blobs/:hash") { request, context in try await self.blob(request, context) }
+    return router
+  }
+
+  /// The OpenAPI 3.1 document of the HTTP API, as served at `GET /v1/openapi.json`.
+  public static let openAPIDocument: [UInt8] = PackageResources.openapi_json
+}
+
+/// The request context of the server's routes.
+public struct ServerContext: RequestContext {
+  /// Hummingbird's per-request storage.
+  public var coreContext: CoreRequestContextStorage
+
+  /// Creates a context for a request arriving on a channel.
+  public init(source: ApplicationRequestContextSource) {
+    coreContext = .init(source: source)
+  }
+}
+
+/// Renders every error as a JSON ``ErrorBody`` and logs one structured line per request.
+struct ServerMiddleware: RouterMiddleware {
+  let logger: Logger
+
+  func handle(
+    _ request: Request, context: ServerContext,
+    next: (Request, ServerContext) async throws -> Response
+  ) async throws -> Response {
+    let start = ContinuousClock.now
+    let response: Response
+    do {
+      response = try await next(request, context)
+    } catch let error as ServerError {
+      response = error.response()
+    } catch let error as HTTPError {
+      response = ServerError.http(error).response()
+    } catch {
+      context.logger.error(
+        "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+      response = ServerError.internalError.response()
+    }
+    let elapsed = ContinuousClock.now - start
+    let microseconds =
+      elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+    context.logger.log(
+      level: response.status.code >= 500 ? .error : .info, "request",
+      metadata: [
+        "method": "\(request.method)", "path": "\(request.uri.path)",
+        "status": "\(response.status.code)", "microseconds": "\(microseconds)",
+      ])
+    return response
+  }
+}

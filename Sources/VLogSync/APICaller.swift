@@ -1,0 +1,207 @@
+internal import Foundation
+public import VLog
+
+/// Why an API call failed.
+public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// The kind of failure, as a value to match on.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+    /// No response arrived: connection refused, timeout, a dropped message.
+    public static let transport = Code("transport")
+    /// The server answered with an error status; ``APIError/body`` says why.
+    public static let server = Code("server")
+    /// The server's answer could not be read.
+    public static let invalidResponse = Code("invalidResponse")
+    /// The request could not be encoded.
+    public static let invalidRequest = Code("invalidRequest")
+    /// The name, for messages.
+    public var description: String { name }
+  }
+
+  /// The kind of failure.
+  public let code: Code
+  /// What went wrong, for people.
+  public let message: String
+  /// The HTTP status, when a response arrived.
+  public let status: Int?
+  /// The server's error body, for ``Code/server``.
+  public let body: ErrorBody?
+
+  /// Creates an error.
+  public init(_ code: Code, _ message: String, status: Int? = nil, body: ErrorBody? = nil) {
+    self.code = code
+    self.message = message
+    self.status = status
+    self.body = body
+  }
+
+  /// Whether the server refused the token (expired, revoked or unknown).
+  public var isUnauthorized: Bool {
+    status == 401 && (body?.code == "tokenExpired" || body?.code == "unauthorized")
+  }
+
+  /// The message, with the status when there is one.
+  public var description: String {
+    if let status { return "\(message) (HTTP \(status))" }
+    return message
+  }
+}
+
+/// Everything about one API call: the request sent, the response received (if any), its status,
+/// the error, the parsed value, and the raw bytes of the body.
+public struct APIResult<Value: Sendable>: Sendable {
+  /// The request as sent.
+  public let request: TransportRequest
+  /// The response, if one arrived.
+  public let response: TransportResponse?
+  /// Why the call failed, if it did.
+  public let error: APIError?
+  /// The parsed value of a successful call.
+  public let value: Value?
+
+  /// The HTTP status, if a response arrived.
+  public var status: Int? { response?.status }
+  /// The raw bytes of the response body (empty without a response).
+  public var data: [UInt8] { response?.body ?? [] }
+
+  /// The value, or the error.
+  public func get() throws(APIError) -> Value {
+    if let value { return value }
+    throw error ?? APIError(.invalidResponse, "the call returned neither a value nor an error")
+  }
+}
+
+/// The sync server's API, one method per endpoint, and no state: each method builds its request
+/// value and sends it through the transport with the token it is given.
+///
+/// Only an account (``SyncAccount``) uses an API caller; apps talk to the account.
+public struct APICaller: Sendable {
+  /// How requests reach the server.
+  public let transport: any Transport
+
+  /// Creates a caller over a transport.
+  public init(transport: any Transport) {
+    self.transport = transport
+  }
+
+  /// `POST /v1/accounts`.
+  public func createAccount(_ credentials: Credentials) async -> APIResult<AccountBody> {
+    await send(Endpoints.CreateAccount(credentials: credentials), token: nil)
+  }
+
+  /// `POST /v1/sessions`.
+  public func signIn(_ credentials: Credentials) async -> APIResult<SessionBody> {
+    await send(Endpoints.SignIn(credentials: credentials), token: nil)
+  }
+
+  /// `DELETE /v1/sessions/current`.
+  public func signOut(token: String) async -> APIResult<NoContent> {
+    await send(Endpoints.SignOut(), token: token)
+  }
+
+  /// `POST /v1/sync`.
+  public func sync(_ request: SyncRequest, token: String) async -> APIResult<SyncResponse> {
+    await send(Endpoints.Sync(request), token: token)
+  }
+
+  /// `PUT /v1/blobs/{hash}`.
+  public func putBlob(_ bytes: [UInt8], hash: BlobHash, token: String) async -> APIResult<
+    NoContent
+  > {
+    await send(Endpoints.PutBlob(hash: hash, bytes: bytes), token: token)
+  }
+
+  /// `GET /v1/blobs/{hash}`.
+  public func blob(_ hash: BlobHash, token: String) async -> APIResult<[UInt8]> {
+    await send(Endpoints.GetBlob(hash: hash), token: token)
+  }
+
+  /// Sends any request value and reads its answer.
+  public func send<Request: APIRequest>(_ request: Request, token: String?) async -> APIResult<
+    Request.Value
+  > {
+    var outgoing = TransportRequest(method: request.method, path: request.path)
+    if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
+    if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }
+    do {
+      outgoing.body = try request.body()
+    } catch {
+      return APIResult(
+        request: outgoing, response: nil,
+        error: APIError(.invalidRequest, "cannot encode the request: \(error)"), value: nil)
+    }
+    let response: TransportResponse
+    do {
+      response = try await transport.send(outgoing)
+    } catch {
+      return APIResult(
+        request: outgoing, response: nil,
+        error: APIError(.transport, "no answer from the server: \(error)"), value: nil)
+    }
+    guard (200..<300).contains(response.status) else {
+      let body: ErrorBody? = try? decodeJSON(response.body)
+      let message =
+        body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
+      return APIResult(
+        request: outgoing, response: response,
+        error: APIError(.server, message, status: response.status, body: body), value: nil)
+    }
+    do {
+      return APIResult(
+        request: outgoing, response: response, error: nil,
+        value: try request.value(from: response.body))
+    } catch {
+      return APIResult(
+        request: outgoing, response: response,
+        error: APIError(
+          .invalidResponse, "the server's answer is malformed: \(error)",
+          status: response.status),
+        value: nil)
+    }
+  }
+}
+
+/// One API call on behalf of a signed-in account: runs its request with the current token and,
+/// if the server refuses the token as expired or revoked, signs in again once and retries.
+public struct APICall<Value: Sendable>: Sendable {
+  /// Sends the request with a token.
+  public let send: @Sendable (_ token: String) async -> APIResult<Value>
+
+  /// Creates a call from the request it sends.
+  public init(_ send: @escaping @Sendable (_ token: String) async -> APIResult<Value>) {
+    self.send = send
+  }
+
+  /// Runs the call.
+  ///
+  /// - Parameters:
+  ///   - token: The token to try first; nil signs in first.
+  ///   - signIn: Obtains a new token.
+  /// - Returns: The result, and the token that was used last (new if it signed in).
+  public func run(
+    token: String?, signIn: @Sendable () async -> Result<String, APIError>
+  ) async -> (result: APIResult<Value>, token: String?) {
+    var token = token
+    var signedIn = false
+    if token == nil {
+      switch await signIn() {
+      case .success(let new):
+        token = new
+        signedIn = true
+      case .failure(let error):
+        return (
+          APIResult(
+            request: TransportRequest(method: "", path: ""), response: nil, error: error,
+            value: nil), nil
+        )
+      }
+    }
+    let first = await send(token!)
+    guard !signedIn, first.error?.isUnauthorized == true else { return (first, token) }
+    switch await signIn() {
+    case .success(let new): return (await send(new), new)
+    case .failure: return (first, nil)
+    }
+  }
+}

@@ -1,0 +1,166 @@
+internal import Foundation
+public import VLog
+
+/// One endpoint of the sync server's HTTP API as a small value: its method, path and body, and
+/// how to read a successful response. The API caller sends these; nothing else builds HTTP.
+public protocol APIRequest: Sendable {
+  /// What a successful response holds.
+  associatedtype Value: Sendable
+
+  /// The HTTP method.
+  var method: String { get }
+  /// The path under the server's base URL.
+  var path: String { get }
+  /// Whether the request carries the account's bearer token.
+  var requiresToken: Bool { get }
+  /// The `Content-Type` of ``body()``, if there is a body.
+  var contentType: String? { get }
+  /// The encoded body.
+  func body() throws -> [UInt8]
+  /// Reads a successful (2xx) response body.
+  ///
+  /// - Throws: ``WireError`` naming the field of a malformed body.
+  func value(from body: [UInt8]) throws -> Value
+}
+
+extension APIRequest {
+  /// JSON, the default.
+  public var contentType: String? { "application/json" }
+}
+
+/// Nothing: the value of endpoints that answer with no body.
+public struct NoContent: Sendable, Hashable {
+  /// The empty value.
+  public init() {}
+}
+
+/// The requests of the sync server's API, one per endpoint.
+public enum Endpoints {
+  /// `POST /v1/accounts`: creates an account.
+  public struct CreateAccount: APIRequest {
+    /// The new account's user name and password.
+    public var credentials: Credentials
+    /// Creates the request.
+    public init(credentials: Credentials) { self.credentials = credentials }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/accounts`.
+    public var path: String { "/v1/accounts" }
+    /// No: anyone may create an account.
+    public var requiresToken: Bool { false }
+    /// The credentials as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
+    /// The created account.
+    public func value(from body: [UInt8]) throws -> AccountBody { try decodeJSON(body) }
+  }
+
+  /// `POST /v1/sessions`: signs in, returning a bearer token.
+  public struct SignIn: APIRequest {
+    /// The account's user name and password.
+    public var credentials: Credentials
+    /// Creates the request.
+    public init(credentials: Credentials) { self.credentials = credentials }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sessions`.
+    public var path: String { "/v1/sessions" }
+    /// No: this is how a token is obtained.
+    public var requiresToken: Bool { false }
+    /// The credentials as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
+    /// The token and its expiry.
+    public func value(from body: [UInt8]) throws -> SessionBody { try decodeJSON(body) }
+  }
+
+  /// `DELETE /v1/sessions/current`: revokes the token it is sent with.
+  public struct SignOut: APIRequest {
+    /// Creates the request.
+    public init() {}
+    /// `DELETE`.
+    public var method: String { "DELETE" }
+    /// `/v1/sessions/current`.
+    public var path: String { "/v1/sessions/current" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
+  /// `POST /v1/sync`: pushes events and pulls the page after the cursor.
+  public struct Sync: APIRequest {
+    /// The events and the cursor.
+    public var request: SyncRequest
+    /// Creates the request.
+    public init(_ request: SyncRequest) { self.request = request }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sync`.
+    public var path: String { "/v1/sync" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The sync request as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(request)) }
+    /// The page of events, cursor and digest.
+    public func value(from body: [UInt8]) throws -> SyncResponse { try decodeJSON(body) }
+  }
+
+  /// `PUT /v1/blobs/{hash}`: uploads an attachment's bytes.
+  public struct PutBlob: APIRequest {
+    /// The bytes' SHA-256.
+    public var hash: BlobHash
+    /// The bytes.
+    public var bytes: [UInt8]
+    /// Creates the request.
+    public init(hash: BlobHash, bytes: [UInt8]) {
+      self.hash = hash
+      self.bytes = bytes
+    }
+    /// `PUT`.
+    public var method: String { "PUT" }
+    /// `/v1/blobs/{hash}`.
+    public var path: String { "/v1/blobs/\(hash)" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// `application/octet-stream`.
+    public var contentType: String? { "application/octet-stream" }
+    /// The bytes.
+    public func body() throws -> [UInt8] { bytes }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
+  /// `GET /v1/blobs/{hash}`: downloads an attachment's bytes.
+  public struct GetBlob: APIRequest {
+    /// The bytes' SHA-256.
+    public var hash: BlobHash
+    /// Creates the request.
+    public init(hash: BlobHash) { self.hash = hash }
+    /// `GET`.
+    public var method: String { "GET" }
+    /// `/v1/blobs/{hash}`.
+    public var path: String { "/v1/blobs/\(hash)" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// The bytes.
+    public func value(from body: [UInt8]) throws -> [UInt8] { body }
+  }
+}
+
+/// Decodes JSON into a wire object, turning decoding failures into ``WireError``s with paths.
+func decodeJSON<T: Decodable>(_ bytes: [UInt8]) throws(WireError) -> T {
+  do {
+    return try JSONDecoder().decode(T.self, from: Data(bytes))
+  } catch let error as DecodingError {
+    throw WireError(error)
+  } catch {
+    throw WireError("", "not valid JSON (\(error))")
+  }
+}

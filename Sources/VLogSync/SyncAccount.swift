@@ -1,0 +1,259 @@
+public import Foundation
+public import VLog
+
+/// What an account remembers between syncs, kept in a JSON file next to the store.
+public struct SyncState: Codable, Sendable, Hashable {
+  /// The user name.
+  public var username: String
+  /// The position in the server's log of the account up to which this store has every event.
+  public var cursor: UInt64 = 0
+  /// When the last sync finished successfully.
+  public var lastSync: Date?
+  /// The server's clock minus this device's, in milliseconds, as last measured.
+  public var clockSkewMilliseconds: Int64?
+  /// The last sync's error, cleared by a successful sync.
+  public var lastError: String?
+  /// The server's event-set digest at the last sync.
+  public var serverEventSetDigest: String?
+
+  /// Creates the state of an account that has never synced.
+  public init(username: String) { self.username = username }
+}
+
+/// What one ``SyncAccount/sync()`` did.
+public struct SyncReport: Sendable, Hashable {
+  /// Events pushed and acknowledged by the server.
+  public var pushed = 0
+  /// Events pulled from the server (including ones the store already had).
+  public var pulled = 0
+  /// Pulled events the store did not have.
+  public var applied = 0
+  /// Sync calls made.
+  public var calls = 0
+  /// Blobs uploaded.
+  public var blobsUploaded = 0
+  /// The server's event-set digest after the sync.
+  public var serverEventSetDigest = EventSetDigest.empty
+  /// Whether the store's event-set digest equals the server's: both hold exactly the same events.
+  public var inSync = false
+}
+
+/// A store's account on a sync server: owns the credentials, the token, the cursor and the sync
+/// status, and is the only thing that talks to the ``APICaller``.
+///
+/// A sync pushes the store's outbox in batches the server accepts, uploading the bytes of new
+/// attachments first, and pulls every page after the cursor; the pushed events are acknowledged
+/// only once the server has said they are stored, and the cursor moves only after the pulled
+/// events are committed, so a crash or a lost message at any point costs a repeat, never a gap.
+///
+/// An actor: calls on one account run one at a time.
+public actor SyncAccount {
+  /// The store this account syncs.
+  public let store: NoteStore
+  private let caller: APICaller
+  private let credentials: Credentials
+  private let stateFile: String?
+  private let now: @Sendable () -> Date
+  private let pageSize: Int
+  private let pushSize: Int
+  private var token: String?
+  /// The remembered state: cursor, last sync, skew, last error.
+  public private(set) var state: SyncState
+
+  /// The default place of the state file: `sync-state.json` in the store's directory.
+  public static func stateFile(for store: NoteStore) -> String {
+    store.path + "/sync-state.json"
+  }
+
+  /// Creates an account object for a store.
+  ///
+  /// - Parameters:
+  ///   - store: The store to sync.
+  ///   - transport: How to reach the server.
+  ///   - credentials: The user name and password (kept in memory only).
+  ///   - stateFile: Where to keep the cursor and status; nil keeps them in memory.
+  ///   - now: The device's clock, to measure skew; the store's clock in tests.
+  ///   - pageSize: How many events to ask for per call.
+  ///   - pushSize: How many events to push per call (at most the server's limit).
+  /// - Throws: When the state file exists but cannot be read.
+  public init(
+    store: NoteStore, transport: any Transport, credentials: Credentials,
+    stateFile: String? = nil, now: @escaping @Sendable () -> Date = { Date() },
+    pageSize: Int = 1000, pushSize: Int = 1000
+  ) throws {
+    self.store = store
+    self.caller = APICaller(transport: transport)
+    self.credentials = credentials
+    self.stateFile = stateFile
+    self.now = now
+    self.pageSize = pageSize
+    self.pushSize = pushSize
+    self.state =
+      try stateFile.flatMap { try Self.loadState(from: $0) }
+      ?? SyncState(username: credentials.normalizedUsername)
+  }
+
+  /// Reads a state file, or nil if there is none.
+  ///
+  /// - Throws: When the file exists but is not a state file.
+  public static func loadState(from path: String) throws -> SyncState? {
+    guard FileManager.default.fileExists(atPath: path) else { return nil }
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    do {
+      let decoder = JSONDecoder()
+      decoder.dateDecodingStrategy = .iso8601
+      return try decoder.decode(SyncState.self, from: data)
+    } catch {
+      throw APIError(.invalidResponse, "'\(path)' is not a sync state file: \(error)")
+    }
+  }
+
+  // MARK: - Account
+
+  /// Creates the account on the server.
+  ///
+  /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
+  ///   password.
+  public func createAccount() async throws(APIError) {
+    _ = try await caller.createAccount(credentials).get()
+  }
+
+  /// Signs in now, replacing any token.
+  public func signIn() async throws(APIError) {
+    token = try await caller.signIn(credentials).get().token
+  }
+
+  /// Revokes the token on the server and forgets it.
+  public func signOut() async throws(APIError) {
+    guard let token else { return }
+    self.token = nil
+    _ = try await caller.signOut(token: token).get()
+  }
+
+  /// The current token, if signed in.
+  public var currentToken: String? { token }
+
+  /// Replaces the token (to test how the account handles a token the server no longer accepts).
+  public func useToken(_ token: String?) { self.token = token }
+
+  // MARK: - Sync
+
+  /// Pushes the outbox and pulls everything new, until the server has nothing more.
+  ///
+  /// - Throws: ``APIError`` from the server (for example `clockSkew`, with the skew recorded in
+  ///   ``state``) or the transport; `VLogError` from the store. The error is also recorded as
+  ///   ``SyncState/lastError``.
+  @discardableResult
+  public func sync() async throws -> SyncReport {
+    do {
+      let report = try await runSync()
+      state.lastError = nil
+      state.lastSync = now()
+      try saveState()
+      return report
+    } catch {
+      state.lastError = "\(error)"
+      try? saveState()
+      throw error
+    }
+  }
+
+  private func runSync() async throws -> SyncReport {
+    var report = SyncReport()
+    while true {
+      let outbox = try store.outbox(limit: pushSize)
+      report.blobsUploaded += try await uploadBlobs(for: outbox.map(\.event))
+      let request = SyncRequest(
+        cursor: state.cursor, events: outbox.map(\.event), limit: pageSize)
+      let response = try await call { caller, token in await caller.sync(request, token: token) }
+      let page: (events: [Event], serverTime: Date, digest: EventSetDigest)
+      do { page = try response.validated() } catch {
+        throw APIError(.invalidResponse, "the server's answer is malformed: \(error)")
+      }
+      report.calls += 1
+      state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+      let ingested = try await store.ingest(page.events)
+      report.pulled += page.events.count
+      report.applied += ingested.appended
+      if let last = outbox.last {
+        _ = try store.acknowledge(through: last.sequence)
+        report.pushed += outbox.count
+      }
+      state.cursor = response.cursor
+      state.serverEventSetDigest = page.digest.description
+      report.serverEventSetDigest = page.digest
+      try saveState()
+      if !response.more && outbox.count < pushSize { break }
+    }
+    report.inSync = try store.eventSetDigest() == report.serverEventSetDigest
+    return report
+  }
+
+  /// Uploads the bytes of attachments added by `events` that this store holds.
+  private func uploadBlobs(for events: [Event]) async throws -> Int {
+    var uploaded = 0
+    var seen = Set<BlobHash>()
+    for event in events {
+      guard case .attachmentAdded(let attachment) = event.change,
+        seen.insert(attachment.blobHash).inserted,
+        let bytes = try store.blob(attachment.blobHash)
+      else { continue }
+      let hash = attachment.blobHash
+      _ = try await call { caller, token in await caller.putBlob(bytes, hash: hash, token: token) }
+      uploaded += 1
+    }
+    return uploaded
+  }
+
+  /// The bytes of an attachment: from the store, or downloaded from the server (checked against
+  /// their hash and kept) when the store does not have them yet.
+  ///
+  /// - Throws: `VLogError` for an unknown attachment or bytes that do not match their hash;
+  ///   ``APIError`` when the download fails.
+  public func attachmentData(_ id: AttachmentID) async throws -> [UInt8] {
+    guard let attachment = try store.attachment(id) else {
+      return try store.attachmentData(id)  // throws attachmentNotFound
+    }
+    if let bytes = try store.blob(attachment.blobHash) { return bytes }
+    let hash = attachment.blobHash
+    let bytes = try await call { caller, token in await caller.blob(hash, token: token) }
+    try store.storeBlob(bytes, hash: hash)
+    return bytes
+  }
+
+  /// Runs one API call with the account's token, signing in first or again once as needed,
+  /// and records a clock-skew error's server time.
+  private func call<Value: Sendable>(
+    _ send: @escaping @Sendable (APICaller, String) async -> APIResult<Value>
+  ) async throws(APIError) -> Value {
+    let caller = self.caller
+    let credentials = self.credentials
+    let (result, token) = await APICall { token in await send(caller, token) }.run(
+      token: token,
+      signIn: {
+        await caller.signIn(credentials).map(\.token)
+      })
+    self.token = token
+    if let body = result.error?.body, body.code == "clockSkew", let time = body.serverTime,
+      let milliseconds = ISO8601.parse(time)
+    {
+      state.clockSkewMilliseconds = milliseconds - now().milliseconds
+    }
+    return try result.get()
+  }
+
+  private func saveState() throws {
+    guard let stateFile else { return }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    encoder.dateEncodingStrategy = .iso8601
+    try encoder.encode(state).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
+  }
+}
+
+extension APIResult {
+  /// The result's value mapped, as a `Result`.
+  func map<T>(_ transform: (Value) -> T) -> Result<T, APIError> {
+    do { return .success(transform(try get())) } catch { return .failure(error) }
+  }
+}

@@ -1,0 +1,92 @@
+public import AsyncHTTPClient
+internal import NIOCore
+internal import NIOHTTP1
+
+/// One HTTP request as the API layer builds it: method, path under the server's base URL,
+/// headers and body.
+public struct TransportRequest: Sendable, Hashable {
+  /// `GET`, `POST`, `PUT` or `DELETE`.
+  public var method: String
+  /// The path, for example `/v1/sync`.
+  public var path: String
+  /// Header fields, by lowercase name.
+  public var headers: [String: String]
+  /// The body.
+  public var body: [UInt8]
+
+  /// Creates a request.
+  public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = []) {
+    self.method = method
+    self.path = path
+    self.headers = headers
+    self.body = body
+  }
+}
+
+/// One HTTP response: status, headers and the whole body.
+public struct TransportResponse: Sendable, Hashable {
+  /// The HTTP status code.
+  public var status: Int
+  /// Header fields, by lowercase name.
+  public var headers: [String: String]
+  /// The body.
+  public var body: [UInt8]
+
+  /// Creates a response.
+  public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+    self.status = status
+    self.headers = headers
+    self.body = body
+  }
+}
+
+/// Carries requests to a sync server and brings back its responses.
+///
+/// ``HTTPTransport`` speaks HTTP; `VLogServer`'s `InProcessTransport` calls a server in the same
+/// process without sockets; tests wrap either to drop, duplicate or delay messages.
+public protocol Transport: Sendable {
+  /// Sends one request and returns the server's response, whatever its status.
+  ///
+  /// - Throws: When no response arrives (connection refused, timeout, dropped).
+  func send(_ request: TransportRequest) async throws -> TransportResponse
+}
+
+/// The live transport: HTTP/1.1 through AsyncHTTPClient.
+public struct HTTPTransport: Transport {
+  /// The server's base URL, for example `http://127.0.0.1:8080`.
+  public let baseURL: String
+  /// The client that sends the requests.
+  public let client: HTTPClient
+  /// How long a request may take.
+  public let timeout: Duration
+  /// The largest response body accepted, in bytes.
+  public let maximumResponseBytes: Int
+
+  /// Creates a transport to `baseURL` (a trailing `/` is ignored).
+  public init(
+    baseURL: String, client: HTTPClient = .shared, timeout: Duration = .seconds(30),
+    maximumResponseBytes: Int = 256 << 20
+  ) {
+    self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+    self.client = client
+    self.timeout = timeout
+    self.maximumResponseBytes = maximumResponseBytes
+  }
+
+  /// Sends the request over HTTP.
+  public func send(_ request: TransportRequest) async throws -> TransportResponse {
+    var outgoing = HTTPClientRequest(url: baseURL + request.path)
+    outgoing.method = HTTPMethod(rawValue: request.method)
+    for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
+    if !request.body.isEmpty || request.method == "POST" || request.method == "PUT" {
+      outgoing.body = .bytes(ByteBuffer(bytes: request.body))
+    }
+    let response = try await client.execute(
+      outgoing, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
+    let body = try await response.body.collect(upTo: maximumResponseBytes)
+    var headers: [String: String] = [:]
+    for header in response.headers { headers[header.name.lowercased()] = header.value }
+    return TransportResponse(
+      status: Int(response.status.code), headers: headers, body: Array(body.readableBytesView))
+  }
+}

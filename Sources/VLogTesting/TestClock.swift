@@ -1,0 +1,91 @@
+internal import Synchronization
+
+/// A `Clock` whose time moves only when told to: sleepers wake when ``advance(by:)`` passes their
+/// deadline. For testing code that waits, such as `SyncScheduler`, without waiting.
+public final class TestClock: Clock, Sendable {
+  /// An instant: a duration since the clock was created.
+  public struct Instant: InstantProtocol, Sendable {
+    /// The time since the clock's start.
+    public var offset: Duration
+
+    /// Creates an instant.
+    public init(offset: Duration) { self.offset = offset }
+
+    /// The instant `duration` later.
+    public func advanced(by duration: Duration) -> Instant {
+      Instant(offset: offset + duration)
+    }
+
+    /// The duration from this instant to `other`.
+    public func duration(to other: Instant) -> Duration { other.offset - offset }
+
+    /// Earlier first.
+    public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+  }
+
+  private struct Sleeper {
+    let id: Int
+    let deadline: Instant
+    let continuation: CheckedContinuation<Void, any Error>
+  }
+
+  private struct State {
+    var now = Instant(offset: .zero)
+    var nextID = 0
+    var sleepers: [Sleeper] = []
+  }
+
+  private let state = Mutex(State())
+
+  /// Creates a clock at offset zero.
+  public init() {}
+
+  /// The current instant.
+  public var now: Instant { state.withLock { $0.now } }
+
+  /// The smallest step: a nanosecond.
+  public var minimumResolution: Duration { .nanoseconds(1) }
+
+  /// How many tasks are sleeping on the clock.
+  public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+  /// Suspends until the clock is advanced to `deadline`, or throws `CancellationError` when the
+  /// task is cancelled.
+  public func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+    let id = state.withLock { state in
+      state.nextID += 1
+      return state.nextID
+    }
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
+        let resumeNow = state.withLock { state -> Bool in
+          if deadline <= state.now || Task.isCancelled { return true }
+          state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
+          return false
+        }
+        if resumeNow { continuation.resume() }
+      }
+    } onCancel: {
+      let sleeper = state.withLock { state -> Sleeper? in
+        guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+        return state.sleepers.remove(at: index)
+      }
+      sleeper?.continuation.resume(throwing: CancellationError())
+    }
+    try Task.checkCancellation()
+  }
+
+  /// Moves the clock forward and wakes every sleeper whose deadline has come, after releasing
+  /// the lock.
+  public func advance(by duration: Duration) {
+    let due = state.withLock { state -> [Sleeper] in
+      state.now = state.now.advanced(by: duration)
+      let now = state.now
+      let due = state.sleepers.filter { $0.deadline <= now }
+      state.sleepers.removeAll { $0.deadline <= now }
+      return due
+    }
+    for sleeper in due { sleeper.continuation.resume() }
+  }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+import VLogServer
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+
+extension SyncServer.Configuration {
+  /// Fast password hashing and no fsync: the server for tests.
+  static var testing: Self { .init(passwordCost: .testing, durability: .noSync) }
+}
+
+/// A seeded source of "random" bytes, so a simulation replays identically.
+final class SeededBytes: Sendable {
+  private let identifiers: SeededIdentifiers
+  init(seed: UInt64) { identifiers = SeededIdentifiers(seed: seed) }
+  func next(_ count: Int) -> [UInt8] {
+    var bytes: [UInt8] = []
+    while bytes.count < count { bytes += identifiers.next().bytes }
+    return Array(bytes.prefix(count))
+  }
+}
+
+/// A generator of reproducible random numbers (SplitMix64).
+struct SeededGenerator: RandomNumberGenerator {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+let quietLogger: Logger = {
+  var logger = Logger(label: "VLogServerTests")
+  logger.logLevel = .critical
+  return logger
+}()
+
+/// Opens a server on a temporary data directory, with a manual clock and seeded randomness.
+func withServer<R>(
+  configuration: SyncServer.Configuration = .testing, clock: ManualClock = ManualClock(),
+  seed: UInt64 = 1, _ body: (SyncServer) async throws -> R
+) async throws -> R {
+  try await withTemporaryDirectory { root in
+    let bytes = SeededBytes(seed: seed)
+    let server = try SyncServer.open(
+      dataDirectory: root + "/server", configuration: configuration,
+      dependencies: .init(now: { clock.now }, randomBytes: { bytes.next($0) }),
+      logger: quietLogger)
+    defer { server.close() }
+    return try await body(server)
+  }
+}
+
+/// Runs `server` on a real loopback socket (port 0) for the duration of `body`, which gets the
+/// base URL.
+func withLiveServer<R: Sendable>(
+  _ server: SyncServer, _ body: @escaping @Sendable (String) async throws -> R
+) async throws -> R {
+  try await server.application(host: "127.0.0.1", port: 0).test(.live) { client in
+    try await body("http://127.0.0.1:\(client.port!)")
+  }
+}
+
+/// One device: a store with its own clock, and its account on the server.
+struct Device: Sendable {
+  let store: NoteStore
+  let clock: ManualClock
+  let account: SyncAccount
+}
+
+/// Opens `count` devices of one account in `root`; the account must exist already or be created
+/// by the caller.
+func openDevices(
+  _ count: Int, root: String, transport: @escaping @Sendable (Int) -> any Transport,
+  credentials: Credentials, seed: UInt64, mergeRule: MergeRule = .stamps,
+  pageSize: Int = 1000
+) throws -> [Device] {
+  try (0..<count).map { index in
+    try openDevice(
+      index, root: root, transport: transport(index), credentials: credentials, seed: seed,
+      clock: ManualClock(), mergeRule: mergeRule, pageSize: pageSize)
+  }
+}
+
+func openDevice(
+  _ index: Int, root: String, transport: any Transport, credentials: Credentials, seed: UInt64,
+  clock: ManualClock, mergeRule: MergeRule = .stamps, pageSize: Int = 1000
+) throws -> Device {
+  var options = NoteStore.Options(
+    durability: .noSync,
+    dependencies: .testing(clock: clock, seed: seed &* 1000 &+ UInt64(index)))
+  options.mergeRule = mergeRule
+  let store = try NoteStore.open(at: "\(root)/device-\(index)", options: options)
+  let account = try SyncAccount(
+    store: store, transport: transport, credentials: credentials,
+    stateFile: SyncAccount.stateFile(for: store), now: { clock.now }, pageSize: pageSize)
+  return Device(store: store, clock: clock, account: account)
+}
+
+/// Makes `count` random user changes on `store`: every field, deletes, tags, attachments,
+/// tag renames, preferring the notes in `shared` so devices edit the same notes.
+func makeRandomChanges(
+  on store: NoteStore, count: Int, shared: [NoteID], using generator: inout SeededGenerator
+) throws -> [NoteID] {
+  var created: [NoteID] = []
+  let tagNames = ["Paris", "paris", "work", "Home", "ideas"]
+  for _ in 0..<count {
+    let candidates = try (shared + created).filter { try store.note($0) != nil }
+    let roll = Int.random(in: 0..<100, using: &generator)
+    if candidates.isEmpty || roll < 15 {
+      let text = "note \(generator.next() % 1000)"
+      let tag = tagNames.randomElement(using: &generator)!
+      let id = try store.write { $0.createNote(text: text, tags: [tag]) }
+      created.append(id)
+      continue
+    }
+    let note = candidates.randomElement(using: &generator)!
+    let value = generator.next()
+    try store.write { changes in
+      switch roll {
+      case 15..<45: changes.setText("text \(value % 10_000)", of: note)
+      case 45..<55: changes.setArchived(value % 2 == 0, of: note)
+      case 55..<63:
+        changes.setSortDate(
+          Date(timeIntervalSince1970: 1_700_000_000 + Double(value % 100_000)), of: note)
+      case 63..<73:
+        changes.setTags(
+          Array(tagNames.shuffled(using: &generator).prefix(Int(value % 3))), of: note)
+      case 73..<81:
+        changes.addAttachment(
+          Array("bytes \(value % 50)".utf8), mimeType: "image/png", width: 4, height: 3, to: note)
+      case 81..<85:
+        if let first = try store.note(note)?.attachments.first {
+          changes.deleteAttachment(first.id)
+        } else {
+          changes.setText("no attachment \(value % 100)", of: note)
+        }
+      case 85..<89:
+        if let attachments = try store.note(note)?.attachments, attachments.count > 1 {
+          changes.setAttachments(attachments.reversed().map(\.id), of: note)
+        } else {
+          changes.setArchived(true, of: note)
+        }
+      case 89..<93:
+        if try store.tags().contains(where: { $0.tag.id == TagID(name: "paris") }) {
+          changes.renameTag(to: value % 2 == 0 ? "PARIS" : "Paris")
+        } else {
+          changes.setText("no tag \(value % 100)", of: note)
+        }
+      default: changes.deleteNote(note)
+      }
+    }
+  }
+  return created
+}
+
+/// The state digest, event-set digest and event count of a store.
+struct Digests: Equatable, CustomStringConvertible {
+  let state: StateDigest
+  let events: EventSetDigest
+  let count: UInt64
+
+  init(_ store: NoteStore) throws {
+    state = try store.stateDigest()
+    events = try store.eventSetDigest()
+    count = try store.lastSequence()
+  }
+
+  var description: String { "\(count) events, set \(events), state \(state)" }
+}
