@@ -1,6 +1,7 @@
 internal import Foundation
 internal import Hummingbird
 internal import Logging
+internal import NIOCore
 internal import VLog
 internal import VLogSync
 
@@ -139,9 +140,9 @@ extension SyncServer {
   private func collect(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
     var request = request
     let buffer: ByteBuffer
-    do { buffer = try await request.collectBody(upTo: limit) } catch let error as HTTPError
-      where error.status == .contentTooLarge
-    {
+    do {
+      buffer = try await request.collectBody(upTo: limit)
+    } catch is NIOTooManyBytesError {
       throw ServerError.bodyTooLarge(limit)
     }
     return Array(buffer.readableBytesView)

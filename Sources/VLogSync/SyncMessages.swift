@@ -24,13 +24,16 @@ public struct SyncRequest: Codable, Sendable, Hashable {
   public init(from decoder: any Decoder) throws {
     try refuseUnknownKeys(in: decoder, allowed: ["cursor", "events", "limit"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
-    // Decoded signed and checked here: Foundation reports an out-of-range number without its path.
-    let cursor = try container.decode(Int64.self, forKey: .cursor)
-    guard cursor >= 0 else {
+    // Decoded as a decimal and checked here: Foundation reports a fraction or an out-of-range
+    // integer as invalid JSON, without its path.
+    let number = try container.decode(Decimal.self, forKey: .cursor)
+    let integer = NSDecimalNumber(decimal: number).int64Value
+    guard number >= 0, number <= Decimal(Int64.max), Decimal(integer) == number else {
       throw DecodingError.dataCorruptedError(
-        forKey: .cursor, in: container, debugDescription: "\(cursor) is not 0 or more")
+        forKey: .cursor, in: container,
+        debugDescription: "\(number) is not an integer from 0 to \(Int64.max)")
     }
-    self.cursor = UInt64(cursor)
+    self.cursor = UInt64(integer)
     events = try container.decode([WireEvent].self, forKey: .events)
     limit = try container.decodeIfPresent(Int.self, forKey: .limit)
   }

@@ -354,7 +354,7 @@ public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
   private static func describe(_ type: Any.Type) -> String {
     switch type {
     case is String.Type: "a string"
-    case is Int.Type, is Int64.Type, is UInt64.Type: "an integer"
+    case is Int.Type, is Int64.Type, is UInt64.Type, is Decimal.Type: "an integer"
     case is Bool.Type: "true or false"
     case is [String].Type: "an array of strings"
     default: "\(type)"

@@ -41,7 +41,7 @@ struct SyncMessageTests {
   @Test(
     "JSON errors in a request name their path",
     arguments: [
-      (#"{"cursor":-1,"events":[]}"#, "cursor: -1 is not 0 or more"),
+      (#"{"cursor":-1,"events":[]}"#, "cursor: -1 is not an integer from 0 to 9223372036854775807"),
       (#"{"cursor":"0","events":[]}"#, "cursor: expected an integer"),
       (#"{"cursor":0}"#, "events: required"),
       (#"{"cursor":0,"events":[],"since":"x"}"#, "since: not a field of this object"),

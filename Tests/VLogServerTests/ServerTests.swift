@@ -1,0 +1,264 @@
+import Foundation
+import Synchronization
+import Testing
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+/// Records every exchange and checks each response against the OpenAPI document.
+final class CheckedTransport: Transport {
+  let base: any Transport
+  let validator: OpenAPIValidator
+  private let log = Mutex<(seen: Set<String>, problems: [String], requests: [TransportRequest])>(
+    ([], [], []))
+
+  init(_ base: any Transport) throws {
+    self.base = base
+    validator = try OpenAPIValidator()
+  }
+
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    let response = try await base.send(request)
+    let (key, problems) = validator.check(request, response)
+    log.withLock {
+      $0.seen.insert(key)
+      $0.problems += problems
+      $0.requests.append(request)
+    }
+    return response
+  }
+
+  var seen: Set<String> { log.withLock { $0.seen } }
+  var problems: [String] { log.withLock { $0.problems } }
+  func count(of path: String) -> Int {
+    log.withLock { $0.requests.filter { $0.path == path }.count }
+  }
+}
+
+/// Sends a request with a JSON body written by hand.
+func post(
+  _ transport: any Transport, _ path: String, _ json: String, token: String? = nil
+) async throws -> TransportResponse {
+  var headers = ["content-type": "application/json"]
+  if let token { headers["authorization"] = "Bearer \(token)" }
+  return try await transport.send(
+    TransportRequest(method: "POST", path: path, headers: headers, body: Array(json.utf8)))
+}
+
+/// The error body of a response.
+func errorBody(_ response: TransportResponse) throws -> ErrorBody {
+  try JSONDecoder().decode(ErrorBody.self, from: Data(response.body))
+}
+
+/// Creates an account and signs in; returns the token.
+func signUp(_ caller: APICaller, _ name: String, password: String = "correct horse") async throws
+  -> String
+{
+  let credentials = Credentials(username: name, password: password)
+  _ = try await caller.createAccount(credentials).get()
+  return try await caller.signIn(credentials).get().token
+}
+
+@Suite("Sync server")
+struct ServerTests {
+  @Test("Every documented response is produced by the live server and matches the document")
+  func openAPITour() async throws {
+    let configuration = SyncServer.Configuration(
+      maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10, passwordCost: .testing,
+      durability: .noSync)
+    try await withServer(configuration: configuration) { server in
+      let problemsAndMissing = try await withLiveServer(server) { baseURL in
+        let transport = try CheckedTransport(HTTPTransport(baseURL: baseURL))
+        let caller = APICaller(transport: transport)
+        let big = String(repeating: "x", count: 70 << 10)
+        _ = try await transport.send(TransportRequest(method: "GET", path: "/v1/openapi.json"))
+        // Accounts.
+        let token = try await signUp(caller, "ann")
+        _ = await caller.createAccount(Credentials(username: "ann", password: "other password"))
+        _ = await caller.createAccount(Credentials(username: "a n", password: "correct horse"))
+        _ = try await post(transport, "/v1/accounts", big)
+        // Sessions.
+        _ = await caller.signIn(Credentials(username: "ann", password: "wrong password"))
+        _ = try await post(transport, "/v1/sessions", "{")
+        _ = try await post(transport, "/v1/sessions", big)
+        // Sync.
+        let event = WireEvent(
+          Event(
+            stamp: Stamp(
+              time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
+              replica: ReplicaID(Identifier(high: 1, low: 2))),
+            change: .textSet(NoteID(Identifier(high: 3, low: 4)), text: "hello")))
+        let pushed = try await caller.sync(SyncRequest(cursor: 0, events: []), token: token).get()
+        #expect(pushed.events.isEmpty)
+        var request = SyncRequest(cursor: 0, events: [])
+        request.events = [event]
+        let response = try await caller.sync(request, token: token).get()
+        #expect(response.stored == 1 && response.cursor == 1 && response.events.isEmpty)
+        let other = try await caller.sync(SyncRequest(cursor: 0, events: []), token: token).get()
+        #expect(other.events == [event])
+        _ = try await post(transport, "/v1/sync", #"{"cursor":0}"#, token: token)
+        _ = try await post(transport, "/v1/sync", #"{"cursor":0,"events":[]}"#, token: "nonsense")
+        _ = try await post(transport, "/v1/sync", big, token: token)
+        // Blobs.
+        let bytes: [UInt8] = Array("attachment".utf8)
+        let hash = BlobHash(bytes: sha256(bytes))!
+        _ = try await caller.putBlob(bytes, hash: hash, token: token).get()
+        _ = try await caller.putBlob(bytes, hash: hash, token: token).get()
+        _ = await caller.putBlob(Array("other".utf8), hash: hash, token: token)
+        _ = await caller.putBlob(bytes, hash: hash, token: "nonsense")
+        _ = await caller.putBlob(Array(repeating: 1, count: 70 << 10), hash: hash, token: token)
+        #expect(try await caller.blob(hash, token: token).get() == bytes)
+        _ = try await transport.send(
+          TransportRequest(
+            method: "GET", path: "/v1/blobs/nothex", headers: ["authorization": "Bearer \(token)"]))
+        _ = await caller.blob(hash, token: "nonsense")
+        _ = await caller.blob(BlobHash(bytes: sha256([1]))!, token: token)
+        // Sign out, then the token is refused at once.
+        _ = try await caller.signOut(token: token).get()
+        _ = await caller.signOut(token: token)
+        return (
+          transport.problems, transport.validator.documentedResponses.subtracting(transport.seen)
+        )
+      }
+      #expect(problemsAndMissing.0.isEmpty, "\(problemsAndMissing.0)")
+      #expect(problemsAndMissing.1.isEmpty, "never exercised: \(problemsAndMissing.1.sorted())")
+    }
+  }
+
+  @Test("Unknown user and wrong password get the same 401")
+  func wrongPassword() async throws {
+    try await withServer { server in
+      let transport = InProcessTransport(server: server)
+      let caller = APICaller(transport: transport)
+      _ = try await signUp(caller, "ann")
+      let wrong = await caller.signIn(Credentials(username: "ann", password: "wrong password"))
+      let unknown = await caller.signIn(Credentials(username: "bob", password: "wrong password"))
+      #expect(wrong.status == 401 && unknown.status == 401)
+      #expect(wrong.data == unknown.data)
+      #expect(wrong.error?.body?.code == "invalidCredentials")
+      // The right password, in another case of the user name, works.
+      #expect(
+        await caller.signIn(Credentials(username: "ANN", password: "correct horse")).status == 200)
+    }
+  }
+
+  @Test("Signing out revokes the token at once; tokens are stored only as hashes")
+  func signOut() async throws {
+    try await withServer { server in
+      let caller = APICaller(transport: InProcessTransport(server: server))
+      let token = try await signUp(caller, "ann")
+      #expect(await caller.sync(SyncRequest(cursor: 0, events: []), token: token).status == 200)
+      _ = try await caller.signOut(token: token).get()
+      let after = await caller.sync(SyncRequest(cursor: 0, events: []), token: token)
+      #expect(after.status == 401 && after.error?.body?.code == "unauthorized")
+      // The data file never holds the token itself.
+      let token2 = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
+        .get().token
+      let file = try Data(contentsOf: URL(fileURLWithPath: server.dataDirectory + "/data.mdb"))
+      #expect(file.range(of: Data(token2.utf8)) == nil)
+      #expect(file.range(of: Data("correct horse".utf8)) == nil)
+    }
+  }
+
+  @Test("An expired token makes the account sign in again once, and the sync succeeds")
+  func expiredToken() async throws {
+    let serverClock = ManualClock()
+    var configuration = SyncServer.Configuration.testing
+    configuration.tokenLifetime = .seconds(60)
+    try await withServer(configuration: configuration, clock: serverClock) { server in
+      try await withTemporaryDirectory { root in
+        let transport = try CheckedTransport(InProcessTransport(server: server))
+        let device = try openDevice(
+          0, root: root, transport: transport,
+          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          clock: serverClock)
+        defer { device.store.close() }
+        try await device.account.createAccount()
+        try await device.store.write { $0.createNote(text: "one") }
+        try await device.account.sync()
+        #expect(transport.count(of: "/v1/sessions") == 1)
+        serverClock.advance(by: 120)
+        try await device.store.write { $0.createNote(text: "two") }
+        let report = try await device.account.sync()
+        #expect(report.pushed > 0 && report.inSync)
+        #expect(transport.count(of: "/v1/sessions") == 2)
+        #expect(transport.count(of: "/v1/sync") == 3)
+        #expect(transport.problems.isEmpty, "\(transport.problems)")
+      }
+    }
+  }
+
+  @Test("Malformed JSON is refused with 400 naming the field; an oversized body with 413")
+  func malformedBodies() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.maximumBodyBytes = 4096
+    try await withServer(configuration: configuration) { server in
+      let transport = InProcessTransport(server: server)
+      let token = try await signUp(APICaller(transport: transport), "ann")
+      let valid =
+        #"{"time":"2026-01-01T00:00:00.000Z","counter":0,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"textSet","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","text":"x"}"#
+      let cases: [(String, String)] = [
+        (#"{"cursor":"a","events":[]}"#, "cursor"),
+        (#"{"cursor":-1,"events":[]}"#, "cursor"),
+        (#"{"cursor":0}"#, "events"),
+        (#"{"cursor":0,"events":[],"colour":1}"#, "colour"),
+        (#"{"cursor":0,"events":[\#(valid),{"kind":"textSet"}]}"#, "events[1].time"),
+        (
+          #"{"cursor":0,"events":[\#(valid.replacingOccurrences(of: "textSet", with: "purple"))]}"#,
+          "events[0].kind"
+        ),
+        (
+          #"{"cursor":0,"events":[\#(valid.replacingOccurrences(of: "\"x\"", with: "null"))]}"#,
+          "events[0].text"
+        ),
+        (#"{"cursor":0,"events":[],"limit":0}"#, "limit"),
+      ]
+      for (body, field) in cases {
+        let response = try await post(transport, "/v1/sync", body, token: token)
+        #expect(response.status == 400, "\(body)")
+        let error = try errorBody(response)
+        #expect(error.code == "invalidField")
+        #expect(error.field == field, "\(body): \(error)")
+      }
+      let big = try await post(
+        transport, "/v1/sync",
+        #"{"cursor":0,"events":[],"x":""# + String(repeating: "y", count: 5000) + "\"}",
+        token: token)
+      #expect(big.status == 413)
+      #expect(try errorBody(big).code == "bodyTooLarge")
+      // Nothing was stored by any of them.
+      let page = try await APICaller(transport: transport).sync(
+        SyncRequest(cursor: 0, events: []), token: token
+      ).get()
+      #expect(page.cursor == 0 && page.events.isEmpty)
+    }
+  }
+
+  @Test(
+    "A device whose clock is a day ahead is told so, with the server's time, and records the skew")
+  func clockADayAhead() async throws {
+    let serverClock = ManualClock()
+    try await withServer(clock: serverClock) { server in
+      try await withTemporaryDirectory { root in
+        let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
+        let device = try openDevice(
+          0, root: root, transport: InProcessTransport(server: server),
+          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          clock: deviceClock)
+        defer { device.store.close() }
+        try await device.account.createAccount()
+        try await device.store.write { $0.createNote(text: "from the future") }
+        await #expect(throws: APIError.self) { try await device.account.sync() }
+        let state = await device.account.state
+        #expect(state.clockSkewMilliseconds == -86_400_000)
+        #expect(state.lastError?.contains("ahead of the server's clock") == true)
+        #expect(try device.store.outboxCount() > 0)
+        // The state file says the same, for `vlog status`.
+        let saved = try SyncAccount.loadState(from: SyncAccount.stateFile(for: device.store))
+        #expect(saved?.clockSkewMilliseconds == -86_400_000)
+      }
+    }
+  }
+}

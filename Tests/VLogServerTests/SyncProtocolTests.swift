@@ -1,0 +1,218 @@
+import Foundation
+import Synchronization
+import Testing
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+/// Delivers every request, but loses the response of the first sync call: the server commits, the
+/// client hears nothing.
+final class LoseFirstSyncResponse: Transport {
+  let base: any Transport
+  private let lost = Mutex(false)
+  private let responses = Mutex<[SyncResponse]>([])
+  init(_ base: any Transport) { self.base = base }
+
+  struct Lost: Error {}
+
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    let response = try await base.send(request)
+    guard request.path == "/v1/sync" else { return response }
+    let decoded = try JSONDecoder().decode(SyncResponse.self, from: Data(response.body))
+    responses.withLock { $0.append(decoded) }
+    let loseThis = lost.withLock { lost in
+      defer { lost = true }
+      return !lost
+    }
+    if loseThis { throw Lost() }
+    return response
+  }
+
+  var syncResponses: [SyncResponse] { responses.withLock { $0 } }
+}
+
+@Suite("Sync protocol")
+struct SyncProtocolTests {
+  static let ann = Credentials(username: "ann", password: "correct horse")
+
+  @Test("A push whose response is lost after the server committed is applied once when retried")
+  func lostResponse() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let lossy = LoseFirstSyncResponse(InProcessTransport(server: server))
+        let sender = try openDevice(
+          0, root: root, transport: lossy, credentials: Self.ann, seed: 1, clock: ManualClock())
+        let receiver = try openDevice(
+          1, root: root, transport: InProcessTransport(server: server), credentials: Self.ann,
+          seed: 1, clock: ManualClock())
+        defer {
+          sender.store.close()
+          receiver.store.close()
+        }
+        try await sender.account.createAccount()
+        for index in 0..<5 { try await sender.store.write { $0.createNote(text: "note \(index)") } }
+        let events = try sender.store.outboxCount()
+        await #expect(throws: APIError.self) { try await sender.account.sync() }
+        #expect(try sender.store.outboxCount() == events, "acknowledged without an answer")
+        let report = try await sender.account.sync()
+        #expect(report.pushed == events && report.inSync)
+        #expect(lossy.syncResponses.map(\.stored) == [events, 0])
+        let received = try await receiver.account.sync()
+        #expect(received.applied == events)
+        #expect(try receiver.store.lastSequence() == UInt64(events))
+        #expect(try Digests(receiver.store) == Digests(sender.store))
+      }
+    }
+  }
+
+  @Test("Stale and overlapping cursors give no gaps and no duplicates; a bad cursor is a 4xx")
+  func cursors() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let transport = InProcessTransport(server: server)
+        let sender = try openDevice(
+          0, root: root, transport: transport, credentials: Self.ann, seed: 1,
+          clock: ManualClock())
+        defer { sender.store.close() }
+        try await sender.account.createAccount()
+        for index in 0..<10 { try await sender.store.write { $0.createNote(text: "n\(index)") } }
+        try await sender.account.sync()
+        let total = try sender.store.lastSequence()
+
+        let caller = APICaller(transport: transport)
+        let token = try await caller.signIn(Self.ann).get().token
+        let receiver = try NoteStore.open(
+          at: root + "/receiver", options: .init(durability: .noSync))
+        defer { receiver.close() }
+        // Pages of 3 from cursor 0, then the same ranges again from stale and overlapping cursors.
+        var cursor: UInt64 = 0
+        var pulled = 0
+        for stale in [0, 1, 2, 0, 5] as [UInt64] {
+          let page = try await caller.sync(
+            SyncRequest(cursor: min(stale, cursor), events: [], limit: 3), token: token
+          ).get()
+          pulled += page.events.count
+          _ = try await receiver.ingest(try page.validated().events)
+          cursor = max(cursor, page.cursor)
+        }
+        while true {
+          let page = try await caller.sync(
+            SyncRequest(cursor: cursor, events: [], limit: 3), token: token
+          ).get()
+          _ = try await receiver.ingest(try page.validated().events)
+          cursor = page.cursor
+          if !page.more { break }
+        }
+        #expect(pulled > Int(total) / 2)
+        #expect(cursor == total)
+        #expect(try receiver.lastSequence() == total)
+        #expect(try receiver.eventSetDigest() == sender.store.eventSetDigest())
+        #expect(try receiver.stateDigest() == sender.store.stateDigest())
+
+        for bad in [
+          #"{"cursor":\#(total + 1),"events":[]}"#, #"{"cursor":9223372036854775807,"events":[]}"#,
+        ] {
+          let response = try await post(transport, "/v1/sync", bad, token: token)
+          #expect(response.status == 400, "\(bad)")
+          #expect(try errorBody(response).code == "invalidCursor")
+        }
+        for bad in [
+          #"{"cursor":-1,"events":[]}"#, #"{"cursor":18446744073709551616,"events":[]}"#,
+          #"{"cursor":1e99,"events":[]}"#, #"{"cursor":1.5,"events":[]}"#,
+          #"{"cursor":null,"events":[]}"#,
+        ] {
+          let response = try await post(transport, "/v1/sync", bad, token: token)
+          #expect(response.status == 400, "\(bad)")
+          let error = try errorBody(response)
+          #expect(error.field == "cursor", "\(bad): \(error)")
+        }
+
+      }
+    }
+  }
+
+  @Test("A second account naming the first's ids on every endpoint is refused and sees none of it")
+  func isolation() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let transport = try CheckedTransport(InProcessTransport(server: server))
+        let first = try openDevice(
+          0, root: root, transport: transport, credentials: Self.ann, seed: 1, clock: ManualClock())
+        defer { first.store.close() }
+        try await first.account.createAccount()
+        let secret = "the first account's secret"
+        let bytes = Array("secret attachment".utf8)
+        let note = try await first.store.write { changes in
+          let note = changes.createNote(text: secret)
+          changes.addAttachment(bytes, mimeType: "image/png", to: note)
+          return note
+        }
+        try await first.account.sync()
+        let firstEvents = try first.store.events().map(\.event)
+        let hash = BlobHash(bytes: sha256(bytes))!
+
+        let caller = APICaller(transport: transport)
+        let token = try await signUp(caller, "bob")
+        var responses: [APIResult<SyncResponse>] = []
+        // Cursor 0 and cursors into the first account's log.
+        responses.append(await caller.sync(SyncRequest(cursor: 0, events: []), token: token))
+        responses.append(await caller.sync(SyncRequest(cursor: 1, events: []), token: token))
+        // Pushing the first account's own events stores them in bob's log only.
+        responses.append(
+          await caller.sync(SyncRequest(cursor: 0, events: firstEvents), token: token))
+        #expect(responses[0].value?.events.isEmpty == true)
+        #expect(responses[1].error?.body?.code == "invalidCursor")
+        #expect(responses[2].value?.stored == firstEvents.count)
+        #expect(responses[2].value?.events.isEmpty == true)
+        let blob = await caller.blob(hash, token: token)
+        #expect(blob.status == 404)
+        #expect(await caller.signOut(token: "\(token)x").status == 401)
+        for response in responses {
+          let text = String(decoding: response.data, as: UTF8.self)
+          #expect(!text.contains(secret))
+        }
+        #expect(!String(decoding: blob.data, as: UTF8.self).contains("secret attachment"))
+        // The first account is untouched: its log, its digest, its blob, its token.
+        let report = try await first.account.sync()
+        #expect(report.applied == 0 && report.inSync)
+        #expect(try first.store.note(note)?.text == secret)
+        let firstToken = await first.account.currentToken!
+        #expect(try await caller.blob(hash, token: firstToken).get() == bytes)
+        #expect(transport.problems.isEmpty, "\(transport.problems)")
+      }
+    }
+  }
+
+  @Test("Triggers in a row run one sync two seconds after the last")
+  func schedulerCoalesces() async throws {
+    let clock = TestClock()
+    let syncs = Mutex(0)
+    let scheduler = SyncScheduler(clock: clock) { syncs.withLock { $0 += 1 } }
+    for _ in 0..<5 {
+      await scheduler.trigger()
+      await waitForSleepers(clock, 1)
+      clock.advance(by: .milliseconds(500))
+    }
+    // 1.5 s after the last trigger: nothing yet.
+    clock.advance(by: .seconds(1))
+    await Task.yield()
+    #expect(syncs.withLock { $0 } == 0)
+    clock.advance(by: .milliseconds(500))
+    try await waitUntil { syncs.withLock { $0 } == 1 }
+    clock.advance(by: .seconds(10))
+    await Task.yield()
+    #expect(syncs.withLock { $0 } == 1)
+    #expect(await scheduler.syncCount == 1)
+  }
+
+  private func waitForSleepers(_ clock: TestClock, _ count: Int) async {
+    for _ in 0..<10_000 where clock.sleeperCount < count { await Task.yield() }
+  }
+
+  private func waitUntil(_ condition: () -> Bool) async throws {
+    for _ in 0..<10_000 where !condition() { await Task.yield() }
+    #expect(condition())
+  }
+}
