@@ -1,0 +1,196 @@
+import Foundation
+import Synchronization
+import Testing
+import VLogServer
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+
+/// A transport that, while faults are on, drops requests, drops responses after the server
+/// committed, duplicates requests, and holds requests back to deliver them later, out of order —
+/// each decided by a seeded generator.
+final class FaultyTransport: Transport {
+  struct Dropped: Error {}
+
+  private struct State {
+    var generator: SeededGenerator
+    var delayed: [TransportRequest] = []
+    var faultsOn = true
+  }
+
+  let base: any Transport
+  private let state: Mutex<State>
+
+  init(_ base: any Transport, seed: UInt64) {
+    self.base = base
+    state = Mutex(State(generator: SeededGenerator(seed: seed)))
+  }
+
+  var faultsOn: Bool {
+    get { state.withLock { $0.faultsOn } }
+    set { state.withLock { $0.faultsOn = newValue } }
+  }
+
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    let roll = state.withLock { state -> UInt64 in
+      state.faultsOn ? state.generator.next() % 100 : 99
+    }
+    switch roll {
+    case 0..<8:
+      throw Dropped()
+    case 8..<16:
+      _ = try await base.send(request)
+      throw Dropped()
+    case 16..<21:
+      _ = try await base.send(request)
+      return try await base.send(request)
+    case 21..<29:
+      state.withLock { $0.delayed.append(request) }
+      throw Dropped()
+    default:
+      return try await base.send(request)
+    }
+  }
+
+  /// Delivers some held-back requests, in a random order; their answers go nowhere.
+  func deliverDelayed() async throws {
+    let batch = state.withLock { state -> [TransportRequest] in
+      guard !state.delayed.isEmpty else { return [] }
+      state.delayed.shuffle(using: &state.generator)
+      let count = Int(state.generator.next() % UInt64(state.delayed.count)) + 1
+      defer { state.delayed.removeFirst(count) }
+      return Array(state.delayed.prefix(count))
+    }
+    for request in batch { _ = try await base.send(request) }
+  }
+}
+
+/// What one simulated run did and where it ended.
+struct SimulationOutcome: Equatable {
+  var trace: [String] = []
+  var deviceDigests: [String] = []
+  var serverDigests: [String] = []
+
+  var converged: Bool {
+    Set(deviceDigests).count == 1 && Set(serverDigests).count == 1
+  }
+}
+
+/// Five devices of one account and a server in one process, over the in-process transport with
+/// faults, on manual clocks: random edits, syncs, restarts, clock steps and late deliveries, then
+/// a healed network and syncs until nothing moves.
+func simulate(seed: UInt64, mergeRule: MergeRule = .stamps, steps: Int = 60) async throws
+  -> SimulationOutcome
+{
+  let serverClock = ManualClock()
+  var configuration = SyncServer.Configuration.testing
+  configuration.tokenLifetime = .seconds(90)
+  return try await withServer(configuration: configuration, clock: serverClock, seed: seed) {
+    server in
+    try await withTemporaryDirectory { root in
+      var generator = SeededGenerator(seed: seed)
+      var outcome = SimulationOutcome()
+      let credentials = Credentials(username: "sim", password: "simulation")
+      let transports = (0..<5).map {
+        FaultyTransport(InProcessTransport(server: server), seed: seed &* 31 &+ UInt64($0))
+      }
+      let skews = (0..<5).map { _ in Double(Int(generator.next() % 600) - 300) }
+      let clocks = skews.map { ManualClock(start: serverClock.now.addingTimeInterval($0)) }
+      var restarts = [Int](repeating: 0, count: 5)
+      func open(_ index: Int) throws -> Device {
+        try openDevice(
+          index, root: root, transport: transports[index], credentials: credentials,
+          seed: seed &* 1_000_003 &+ UInt64(index * 1000 + restarts[index]),
+          clock: clocks[index], mergeRule: mergeRule, pageSize: 7)
+      }
+      var devices = try (0..<5).map(open)
+      defer { for device in devices { device.store.close() } }
+      _ = try await APICaller(transport: InProcessTransport(server: server))
+        .createAccount(credentials).get()
+      var shared: [NoteID] = []
+
+      for step in 0..<steps {
+        let index = Int(generator.next() % 5)
+        let device = devices[index]
+        switch generator.next() % 100 {
+        case 0..<40:
+          let count = Int(generator.next() % 4) + 1
+          shared += try makeRandomChanges(
+            on: device.store, count: count, shared: shared, using: &generator)
+          outcome.trace.append("\(step) d\(index) edits \(count)")
+        case 40..<80:
+          do {
+            let report = try await device.account.sync()
+            outcome.trace.append(
+              "\(step) d\(index) sync pushed \(report.pushed) applied \(report.applied)")
+          } catch {
+            outcome.trace.append("\(step) d\(index) sync failed: \(error)")
+          }
+        case 80..<86:
+          device.store.close()
+          restarts[index] += 1
+          devices[index] = try open(index)
+          outcome.trace.append("\(step) d\(index) restarts")
+        case 86..<93:
+          try await transports[index].deliverDelayed()
+          outcome.trace.append("\(step) d\(index) late deliveries")
+        default:
+          // A device's clock is corrected backwards.
+          clocks[index].advance(by: -Double(generator.next() % 5))
+          outcome.trace.append("\(step) d\(index) clock stepped back")
+        }
+        let elapsed = Double(generator.next() % 4000) / 1000
+        serverClock.advance(by: elapsed)
+        for clock in clocks { clock.advance(by: elapsed) }
+      }
+
+      for transport in transports {
+        try await transport.deliverDelayed()
+        transport.faultsOn = false
+      }
+      try await syncUntilQuiet(devices, using: &generator)
+      for device in devices {
+        let digests = try Digests(device.store)
+        outcome.deviceDigests.append("\(digests.events) \(digests.state)")
+        outcome.serverDigests.append(
+          "\(await device.account.state.serverEventSetDigest ?? "none") \(digests.state)")
+      }
+      return outcome
+    }
+  }
+}
+
+@Suite("Simulation")
+struct SimulationTests {
+  /// `VLOG_SIMULATION_SEEDS=N` runs N seeds instead of 200.
+  static let seeds: [UInt64] = Array(
+    0..<UInt64(
+      ProcessInfo.processInfo.environment["VLOG_SIMULATION_SEEDS"].flatMap(Int.init) ?? 200))
+
+  @Test("Five devices with faults, skewed clocks and restarts converge", arguments: seeds)
+  func converges(seed: UInt64) async throws {
+    let outcome = try await simulate(seed: seed)
+    #expect(outcome.converged, "seed \(seed): \(outcome.deviceDigests) \(outcome.trace)")
+    #expect(outcome.trace.contains { $0.contains("sync pushed") })
+  }
+
+  @Test("The same seed replays identically")
+  func replays() async throws {
+    for seed: UInt64 in [3, 4] {
+      let first = try await simulate(seed: seed)
+      let second = try await simulate(seed: seed)
+      #expect(first == second)
+      #expect(first.trace.contains { $0.contains("failed") }, "faults were injected")
+    }
+  }
+
+  @Test("The simulation catches a planted bug (a merge that compares wall time only)")
+  func catchesPlantedBug() async throws {
+    var diverged = 0
+    for seed: UInt64 in 0..<20 {
+      if !(try await simulate(seed: seed, mergeRule: .wallTimeOnly)).converged { diverged += 1 }
+    }
+    #expect(diverged > 0)
+  }
+}
