@@ -106,6 +106,9 @@ public final class NoteStore: Sendable {
   public let replicaID: ReplicaID
   /// The store's directory.
   public var path: String { environment.path }
+  /// The wall clock the store stamps events with (``Dependencies/now``): what a sync client
+  /// compares with the server's clock to report skew.
+  public var wallClock: @Sendable () -> Date { dependencies.now }
 
   let schema: Schema
   let dependencies: Dependencies

@@ -87,9 +87,9 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         code: "clockSkew",
         message:
           "the event is stamped \(ISO8601.format(milliseconds: eventTime)), "
-          + "\(Self.describe(milliseconds: eventTime - serverTime)) ahead of the server's clock "
+          + "\(formatDuration(milliseconds: eventTime - serverTime)) ahead of the server's clock "
           + "(\(ISO8601.format(milliseconds: serverTime))); events more than "
-          + "\(Self.describe(milliseconds: bound)) ahead are refused: check this device's clock",
+          + "\(formatDuration(milliseconds: bound)) ahead are refused: check this device's clock",
         field: field, serverTime: ISO8601.format(milliseconds: serverTime)))
   }
 
@@ -138,14 +138,5 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         error.status,
         ErrorBody(code: "httpError", message: error.body ?? error.status.reasonPhrase))
     }
-  }
-
-  /// `5 min`, `1 d 2 h`: a duration for people.
-  static func describe(milliseconds: Int64) -> String {
-    let seconds = abs(milliseconds) / 1000
-    if seconds < 120 { return "\(seconds) s" }
-    if seconds < 7200 { return "\(seconds / 60) min" }
-    if seconds < 172_800 { return "\(seconds / 3600) h" }
-    return "\(seconds / 86400) d"
   }
 }

@@ -2,6 +2,7 @@ public import Foundation
 public import Hummingbird
 internal import LMDB
 public import Logging
+internal import ServiceLifecycle
 public import VLog
 internal import VLogSync
 
@@ -150,6 +151,46 @@ public final class SyncServer: Sendable {
       configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
       onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
       logger: logger)
+  }
+
+  /// Serves HTTP on `host` and `port` until the process gets SIGINT or SIGTERM, then shuts down
+  /// gracefully: what `vlog serve` runs.
+  public func run(
+    host: String, port: Int,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+  ) async throws {
+    try await application(host: host, port: port, onServerRunning: onServerRunning).runService()
+  }
+
+  /// Serves HTTP on `host` and `port` for the duration of `body`, which receives the port bound
+  /// (useful with port 0), then shuts the listener down gracefully.
+  ///
+  /// - Throws: What `body` throws, or the server's error if it cannot bind.
+  public func serving<R: Sendable>(
+    host: String = "127.0.0.1", port: Int = 0,
+    _ body: @escaping @Sendable (_ port: Int) async throws -> R
+  ) async throws -> R {
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let app = application(host: host, port: port) { port in continuation.yield(port) }
+    let group = ServiceGroup(
+      configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+    return try await withThrowingTaskGroup(of: R?.self) { tasks in
+      tasks.addTask {
+        try await group.run()
+        continuation.finish()
+        return nil
+      }
+      tasks.addTask {
+        defer { Task { await group.triggerGracefulShutdown() } }
+        guard let bound = await ports.first(where: { _ in true }) else {
+          throw ServerError.storage("the server stopped before it was listening")
+        }
+        return try await body(bound)
+      }
+      var result: R?
+      for try await value in tasks where value != nil { result = value }
+      return result!
+    }
   }
 
   /// The routes, behind the middleware that renders errors as JSON and logs each request.

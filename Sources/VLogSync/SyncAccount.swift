@@ -3,6 +3,8 @@ public import VLog
 
 /// What an account remembers between syncs, kept in a JSON file next to the store.
 public struct SyncState: Codable, Sendable, Hashable {
+  /// The server's base URL, if the account was given one.
+  public var server: String?
   /// The user name.
   public var username: String
   /// The position in the server's log of the account up to which this store has every event.
@@ -17,7 +19,10 @@ public struct SyncState: Codable, Sendable, Hashable {
   public var serverEventSetDigest: String?
 
   /// Creates the state of an account that has never synced.
-  public init(username: String) { self.username = username }
+  public init(username: String, server: String? = nil) {
+    self.username = username
+    self.server = server
+  }
 }
 
 /// What one ``SyncAccount/sync()`` did.
@@ -72,20 +77,21 @@ public actor SyncAccount {
   ///   - transport: How to reach the server.
   ///   - credentials: The user name and password (kept in memory only).
   ///   - stateFile: Where to keep the cursor and status; nil keeps them in memory.
-  ///   - now: The device's clock, to measure skew; the store's clock in tests.
+  ///   - now: The device's clock, to measure skew; by default the clock the store stamps events
+  ///     with.
   ///   - pageSize: How many events to ask for per call.
   ///   - pushSize: How many events to push per call (at most the server's limit).
   /// - Throws: When the state file exists but cannot be read.
   public init(
     store: NoteStore, transport: any Transport, credentials: Credentials,
-    stateFile: String? = nil, now: @escaping @Sendable () -> Date = { Date() },
+    stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000
   ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
     self.credentials = credentials
     self.stateFile = stateFile
-    self.now = now
+    self.now = now ?? store.wallClock
     self.pageSize = pageSize
     self.pushSize = pushSize
     self.state =
@@ -256,4 +262,16 @@ extension APIResult {
   func map<T>(_ transform: (Value) -> T) -> Result<T, APIError> {
     do { return .success(transform(try get())) } catch { return .failure(error) }
   }
+}
+
+/// The magnitude of a duration for people, rounded to its unit: `850 ms`, `12 s`, `5 min`,
+/// `24 h`, `3 d`.
+public func formatDuration(milliseconds: Int64) -> String {
+  let magnitude = milliseconds.magnitude
+  func rounded(_ unit: UInt64) -> UInt64 { (magnitude + unit / 2) / unit }
+  if magnitude < 2000 { return "\(magnitude) ms" }
+  if magnitude < 120_000 { return "\(rounded(1000)) s" }
+  if magnitude < 7_200_000 { return "\(rounded(60_000)) min" }
+  if magnitude < 172_800_000 { return "\(rounded(3_600_000)) h" }
+  return "\(rounded(86_400_000)) d"
 }

@@ -99,16 +99,19 @@ struct CommandTests {
 
 @Suite("vlog, the built binary")
 struct BinaryTests {
+  /// The built `vlog`, next to the test bundle.
+  static func binary() -> URL? {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    return [directory, directory.deletingLastPathComponent()].map {
+      $0.appendingPathComponent("vlog")
+    }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+  }
+
   /// Runs the built `vlog` with `arguments`; returns its exit status, output and errors.
   func vlog(_ arguments: [String], environment: [String: String] = [:]) throws -> (
     Int32, String, String
   ) {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let candidates = [directory, directory.deletingLastPathComponent()].map {
-      $0.appendingPathComponent("vlog")
-    }
-    let binary = try #require(
-      candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) })
+    let binary = try #require(Self.binary())
     let process = Process()
     process.executableURL = binary
     process.arguments = arguments
@@ -212,8 +215,12 @@ struct DemoTests {
   @Test("the demo's replicas converge and it names the winner of each field")
   func demo() async throws {
     try await withTemporaryDirectory { root in
-      let report = try Demo.perform(in: root)
-      #expect(report.hasSuffix("Converged: both replicas hold the same events and the same state."))
+      let report = try await Demo.perform(in: root)
+      #expect(
+        report.hasSuffix(
+          "Converged: both replicas and the server hold the same events; both replicas the same state."
+        ))
+      #expect(report.contains("A sync server listens on http://127.0.0.1:"))
       #expect(report.contains("groceries: deleted (deletes are final)"))
       #expect(report.contains("  text      phone at "))
       #expect(report.contains("  archived  laptop at "))

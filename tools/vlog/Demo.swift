@@ -1,14 +1,19 @@
 import ArgumentParser
 import Foundation
+import Logging
 import VLog
+import VLogServer
+import VLogSync
 
-/// `vlog demo`: two replicas edit the same notes offline, exchange their events, and converge.
+/// `vlog demo`: a sync server on loopback, two replicas editing the same notes offline, a sync,
+/// and the converged notes with the change that won each field.
 struct Demo: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "Show two replicas editing the same notes offline, exchanging events, and converging."
+    abstract:
+      "Start a sync server on loopback; two replicas edit the same notes offline, sync, and converge."
   )
 
-  @Option(name: .long, help: "Keep the two stores in this directory instead of a temporary one.")
+  @Option(name: .long, help: "Keep the stores and the server's data in this directory.")
   var directory: String?
 
   func run() async throws {
@@ -17,45 +22,75 @@ struct Demo: AsyncParsableCommand {
       ?? FileManager.default.temporaryDirectory
       .appendingPathComponent("vlog-demo-\(UUID().uuidString)").path
     defer { if directory == nil { removeQuietly(root) } }
-    print(try Demo.perform(in: root))
+    print(try await Demo.perform(in: root))
   }
 
   /// Runs the demonstration in `root` and returns its report.
-  static func perform(in root: String) throws -> String {
+  static func perform(in root: String) async throws -> String {
+    var logger = Logger(label: "vlog.demo") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = .warning
+    let server = try SyncServer.open(dataDirectory: root + "/server", logger: logger)
+    defer { server.close() }
+    return try await server.serving { port in
+      try await run(in: root, server: "http://127.0.0.1:\(port)")
+    }
+  }
+
+  private static func run(in root: String, server: String) async throws -> String {
     let phone = try NoteStore.open(at: root + "/phone")
     let laptop = try NoteStore.open(at: root + "/laptop")
     defer {
       phone.close()
       laptop.close()
     }
+    let credentials = Credentials(username: "demo", password: "demo password")
+    func account(_ store: NoteStore) throws -> SyncAccount {
+      try SyncAccount(
+        store: store, transport: HTTPTransport(baseURL: server), credentials: credentials,
+        stateFile: SyncAccount.stateFile(for: store))
+    }
+    let phoneAccount = try account(phone)
+    let laptopAccount = try account(laptop)
     var report: [String] = []
     func say(_ line: String = "") { report.append(line) }
 
-    say("Two replicas of one account: a phone and a laptop, each with its own VLog store.")
-    let trip = try phone.write {
+    say("A sync server listens on \(server); a phone and a laptop each have a VLog store.")
+    try await phoneAccount.createAccount()
+    say("The phone creates the account 'demo'.")
+    let trip = try await phone.write {
       $0.createNote(text: "Paris trip: book the train", tags: ["Travel"])
     }
-    let groceries = try phone.write { $0.createNote(text: "Groceries: bread", tags: ["home"]) }
-    let (sent, _) = try exchange(phone, laptop)
-    say("The phone makes two notes and syncs: \(sent) events travel as JSON Lines.")
+    let groceries = try await phone.write {
+      $0.createNote(text: "Groceries: bread", tags: ["home"])
+    }
+    let first = try await phoneAccount.sync()
+    let pulled = try await laptopAccount.sync()
+    say(
+      "The phone makes two notes and syncs (\(first.pushed) events pushed); the laptop syncs "
+        + "(\(pulled.applied) events pulled).")
     say()
     say("Both go offline and edit the same notes:")
-    try phone.write { changes in
+    try await phone.write { changes in
       changes.setText("Paris trip: book the train and the Louvre", of: trip)
       changes.setTags(["Travel", "paris"], of: trip)
     }
     say("  phone:  edits the trip's text, tags it 'paris'")
-    try laptop.write { changes in
+    try await laptop.write { changes in
       changes.setArchived(true, of: trip)
       changes.setTags(["Travel", "Paris", "Summer"], of: trip)
       changes.setText("Groceries: bread, milk", of: groceries)
     }
     say("  laptop: archives the trip, tags it 'Paris' and 'Summer', edits the groceries")
-    try phone.write { $0.deleteNote(groceries) }
+    try await phone.write { $0.deleteNote(groceries) }
     say("  phone:  deletes the groceries note")
     say()
-    let (toLaptop, toPhone) = try exchange(phone, laptop)
-    say("They sync: \(toLaptop) events to the laptop, \(toPhone) to the phone.")
+    let laptopSync = try await laptopAccount.sync()
+    let phoneSync = try await phoneAccount.sync()
+    let laptopAgain = try await laptopAccount.sync()
+    say(
+      "They come back online and sync through the server: the laptop pushes "
+        + "\(laptopSync.pushed) events, the phone pushes \(phoneSync.pushed) and pulls "
+        + "\(phoneSync.applied), the laptop pulls \(laptopAgain.applied).")
     say()
 
     for (name, store) in [("phone", phone), ("laptop", laptop)] {
@@ -82,23 +117,20 @@ struct Demo: AsyncParsableCommand {
     let phoneDigests = (try phone.eventSetDigest(), try phone.stateDigest())
     let laptopDigests = (try laptop.eventSetDigest(), try laptop.stateDigest())
     say()
-    say("Event sets: phone \(phoneDigests.0), laptop \(laptopDigests.0)")
+    say(
+      "Event sets: phone \(phoneDigests.0), laptop \(laptopDigests.0), "
+        + "server \(laptopAgain.serverEventSetDigest)")
     say(
       "States:     phone \(phoneDigests.1.description.prefix(32))…, laptop \(laptopDigests.1.description.prefix(32))…"
     )
+    let converged =
+      phoneDigests == laptopDigests && laptopAgain.serverEventSetDigest == phoneDigests.0
     say(
-      phoneDigests == laptopDigests
-        ? "Converged: both replicas hold the same events and the same state." : "NOT CONVERGED")
-    guard phoneDigests == laptopDigests else { throw CLIError("the replicas did not converge") }
+      converged
+        ? "Converged: both replicas and the server hold the same events; both replicas the same state."
+        : "NOT CONVERGED")
+    guard converged else { throw CLIError("the replicas did not converge") }
     return report.joined(separator: "\n")
-  }
-
-  /// Sends each store's events to the other through their JSON wire form.
-  static func exchange(_ a: NoteStore, _ b: NoteStore) throws -> (Int, Int) {
-    func wire(_ store: NoteStore) throws -> Data { try Export.jsonLines(of: store).0 }
-    let toB = try b.ingest(Import.events(in: wire(a), file: "phone"))
-    let toA = try a.ingest(Import.events(in: wire(b), file: "laptop"))
-    return (toB.appended, toA.appended)
   }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LMDB
 import VLog
+import VLogSync
 
 /// The `vlog` command: inspect, replay and verify VLog stores, and run and use the sync server.
 ///
@@ -19,7 +20,8 @@ struct VLogCommand: AsyncParsableCommand {
     version: VLogVersion.current,
     subcommands: [
       Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, History.self, Stats.self,
-      Rebuild.self, Verify.self, Export.self, Import.self,
+      Rebuild.self, Verify.self, Export.self, Import.self, Serve.self, AccountCommand.self,
+      SyncCommand.self, Status.self,
     ]
   )
 
@@ -45,6 +47,8 @@ struct VLogCommand: AsyncParsableCommand {
     case let error as CLIError:
       fail(error.message)
     case let error as LMDBError:
+      fail(error.description)
+    case let error as APIError:
       fail(error.description)
     default:
       let code = exitCode(for: error)

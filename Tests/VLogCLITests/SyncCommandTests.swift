@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+import Testing
+import VLogServer
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogCLI
+
+/// A server for the CLI's tests: fast password hashing, quiet logs.
+func withTestServer<R: Sendable>(
+  _ root: String, _ body: @escaping @Sendable (_ url: String) async throws -> R
+) async throws -> R {
+  var logger = Logger(label: "VLogCLITests")
+  logger.logLevel = .critical
+  let server = try SyncServer.open(
+    dataDirectory: root + "/server",
+    configuration: .init(passwordCost: .testing, durability: .noSync), logger: logger)
+  defer { server.close() }
+  return try await server.serving { port in try await body("http://127.0.0.1:\(port)") }
+}
+
+@Suite("vlog account, sync and status")
+struct SyncCommandTests {
+  @Test("two stores sync through a live server; status says they are in sync")
+  func syncAndStatus() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        let created = try await CreateAccount.execute(
+          server: url, user: "Ann", password: "correct horse")
+        #expect(created.text == "created account 'ann' on \(url)")
+        let phone = try NoteStore.open(at: root + "/phone")
+        let laptop = try NoteStore.open(at: root + "/laptop")
+        defer {
+          phone.close()
+          laptop.close()
+        }
+        let before = try Status().execute(on: phone).text
+        #expect(before.contains("account: none"))
+        try await phone.write { $0.createNote(text: "from the phone") }
+        try await laptop.write { $0.createNote(text: "from the laptop") }
+        let first = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: "correct horse")
+        #expect(first.text.contains("pushed 2 events"))
+        let second = try await SyncCommand.execute(
+          on: laptop, server: url, user: "ann", password: "correct horse")
+        #expect(second.text.contains("pushed 2 events, pulled 2 (2 new)"))
+        #expect(second.text.contains("in sync"))
+        _ = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: "correct horse")
+        #expect(try phone.eventSetDigest() == laptop.eventSetDigest())
+        let status = try Status().execute(on: phone)
+        #expect(status.text.contains("account: ann on \(url)"))
+        #expect(status.text.contains("outbox: 0 events"))
+        #expect(status.text.contains("— in sync"))
+        let json = try status.jsonText()
+        #expect(json.contains("\"inSync\" : true"))
+        #expect(json.contains("\"cursor\" : 4"))
+
+        await #expect(throws: APIError.self) {
+          try await SyncCommand.execute(
+            on: phone, server: url, user: "ann", password: "wrong password")
+        }
+      }
+    }
+  }
+
+  @Test("a store whose clock is a day ahead: the sync is refused and status shows the skew")
+  func clockAhead() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        let clock = ManualClock(start: Date().addingTimeInterval(86400))
+        let store = try NoteStore.open(
+          at: root + "/ahead", options: .init(dependencies: .testing(clock: clock, seed: 1)))
+        defer { store.close() }
+        try await store.write { $0.createNote(text: "tomorrow") }
+        await #expect(throws: APIError.self) {
+          try await SyncCommand.execute(
+            on: store, server: url, user: "ann", password: "correct horse")
+        }
+        let status = try Status().execute(on: store).text
+        #expect(status.contains("clock: this device is 24 h ahead of the server — WARNING"))
+        #expect(status.contains("last error: "))
+        #expect(status.contains("ahead of the server's clock"))
+        #expect(status.contains("not in sync"))
+      }
+    }
+  }
+}
+
+@Suite("vlog serve, the built binary")
+struct ServeBinaryTests {
+  @Test("serve, account create, sync and status between processes; no password argument")
+  func serveAndSync() async throws {
+    try await withTemporaryDirectory { root in
+      let binary = try #require(BinaryTests.binary())
+      let server = Process()
+      server.executableURL = binary
+      server.arguments = [
+        "serve", "--data", root + "/server", "--port", "0", "--log-level", "warning",
+        "--password-cost", "10",
+      ]
+      let output = Pipe()
+      server.standardOutput = output
+      try server.run()
+      defer {
+        server.interrupt()
+        server.waitUntilExit()
+      }
+      var banner = ""
+      while !banner.contains("\n") {
+        let data = output.fileHandleForReading.availableData
+        if data.isEmpty { break }
+        banner += String(decoding: data, as: UTF8.self)
+      }
+      let url = try #require(banner.split(separator: " ").last).trimmingCharacters(
+        in: .whitespacesAndNewlines)
+      #expect(url.hasPrefix("http://127.0.0.1:"))
+
+      let vlog = BinaryTests()
+      let password = ["VLOG_PASSWORD": "correct horse"]
+      let (created, createdText, _) = try vlog.vlog(
+        ["account", "create", "--server", url, "--user", "ann"], environment: password)
+      #expect(created == 0)
+      #expect(createdText == "created account 'ann' on \(url)\n")
+
+      let store = root + "/store"
+      #expect(try vlog.vlog(["note", "add", "hello", "--store", store]).0 == 0)
+      let (synced, syncText, syncErrors) = try vlog.vlog(
+        ["sync", "--store", store, "--server", url, "--user", "ann"], environment: password)
+      #expect(synced == 0, "\(syncErrors)")
+      #expect(syncText.contains("in sync"))
+      // The server and user are remembered.
+      #expect(try vlog.vlog(["sync", "--store", store], environment: password).0 == 0)
+      let (_, status, _) = try vlog.vlog(["status", "--store", store])
+      #expect(status.contains("account: ann on \(url)"))
+      #expect(status.contains("— in sync"))
+
+      let (wrong, _, wrongError) = try vlog.vlog(
+        ["sync", "--store", store], environment: ["VLOG_PASSWORD": "wrong password"])
+      #expect(wrong == 1)
+      #expect(wrongError == "vlog: error: the user name or the password is wrong (HTTP 401)\n")
+      let (usage, _, _) = try vlog.vlog(["sync", "--store", store, "--password", "x"])
+      #expect(usage == 2)
+      let (badURL, _, badURLError) = try vlog.vlog(
+        ["sync", "--store", store, "--server", "ftp://x"], environment: password)
+      #expect(badURL == 2)
+      #expect(badURLError.contains("--server: 'ftp://x' is not an http:// or https:// URL"))
+    }
+  }
+}

@@ -1,0 +1,291 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VLog
+import VLogServer
+import VLogSync
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// `vlog serve`: the sync server.
+struct Serve: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Run the sync server.",
+    discussion: """
+      Serves the HTTP API described at /v1/openapi.json until interrupted (SIGINT or SIGTERM). \
+      Logs one line per request to standard error.
+      """)
+
+  @Option(name: .long, help: "The server's data directory (created if needed).")
+  var data: String
+
+  @Option(name: .long, help: "The address to listen on.")
+  var host = "127.0.0.1"
+
+  @Option(name: .long, help: "The port to listen on (0 picks a free one).")
+  var port = 8080
+
+  @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+  var logLevel = "info"
+
+  @Option(
+    name: .long,
+    help: "log2 of scrypt's cost N for new password hashes (10 to 20; 15 uses 32 MiB per hash).")
+  var passwordCost = 15
+
+  func validate() throws {
+    guard (0...65535).contains(port) else {
+      throw ValidationError("--port: \(port) is not a port number (0 to 65535)")
+    }
+    guard (10...20).contains(passwordCost) else {
+      throw ValidationError("--password-cost: \(passwordCost) is not from 10 to 20")
+    }
+    guard Logger.Level(rawValue: logLevel) != nil else {
+      throw ValidationError(
+        "--log-level: '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical"
+      )
+    }
+  }
+
+  func run() async throws {
+    var logger = Logger(label: "vlog.serve") { label in StreamLogHandler.standardError(label: label)
+    }
+    logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+    let server = try SyncServer.open(
+      dataDirectory: data,
+      configuration: .init(passwordCost: PasswordCost(logRounds: UInt8(passwordCost))),
+      logger: logger)
+    defer { server.close() }
+    try await server.run(host: host, port: port) { [host] port in
+      FileHandle.standardOutput.write(Data("vlog: serving on http://\(host):\(port)\n".utf8))
+    }
+  }
+}
+
+/// The server and user options of the commands that talk to a server.
+struct ServerOptions: ParsableArguments {
+  @Option(name: .long, help: "The server's base URL, such as http://127.0.0.1:8080.")
+  var server: String?
+
+  @Option(name: .long, help: "The account's user name.")
+  var user: String?
+
+  func validate() throws {
+    if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
+      throw ValidationError("--server: '\(server)' is not an http:// or https:// URL")
+    }
+  }
+}
+
+/// Reads the password from `VLOG_PASSWORD`, or asks for it without echo on a terminal. It is
+/// never an argument, so it never shows in the process list.
+func readPassword(prompt: String = "Password: ") throws -> String {
+  if let password = ProcessInfo.processInfo.environment["VLOG_PASSWORD"], !password.isEmpty {
+    return password
+  }
+  guard isatty(STDIN_FILENO) != 0 else {
+    throw CLIError("no password: set VLOG_PASSWORD, or run in a terminal to be asked for it")
+  }
+  guard let password = getpass(prompt) else { throw CLIError("could not read the password") }
+  return String(cString: password)
+}
+
+/// `vlog account …`.
+struct AccountCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "account", abstract: "Manage accounts on a sync server.",
+    subcommands: [CreateAccount.self])
+}
+
+/// `vlog account create`.
+struct CreateAccount: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "create",
+    abstract: "Create an account on a sync server (password from VLOG_PASSWORD or a prompt).")
+
+  @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func run() async throws {
+    guard let url = server.server, let user = server.user else {
+      throw ValidationError("account create needs --server URL and --user NAME")
+    }
+    let output = try await Self.execute(server: url, user: user, password: try readPassword())
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(server: String, user: String, password: String) async throws
+    -> CommandOutput
+  {
+    let caller = APICaller(transport: HTTPTransport(baseURL: server))
+    let created = try await caller.createAccount(
+      Credentials(username: user, password: password)
+    ).get()
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+    }
+    return CommandOutput(
+      text: "created account '\(created.username)' on \(server)",
+      json: JSON(server: server, username: created.username))
+  }
+}
+
+/// `vlog sync`.
+struct SyncCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "sync",
+    abstract: "Sync a store with a server: push its outbox, pull everything new.",
+    discussion: """
+      The server and user are remembered in the store's sync-state.json, so later syncs need \
+      neither. The password comes from VLOG_PASSWORD or a prompt, never from an argument.
+      """)
+
+  @OptionGroup var options: StoreOptions
+  @OptionGroup var server: ServerOptions
+
+  func run() async throws {
+    let store = try options.open(creating: true)
+    defer { store.close() }
+    let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store))
+    guard let url = server.server ?? state?.server else {
+      throw ValidationError("this store has not synced yet: pass --server URL")
+    }
+    guard let user = server.user ?? state?.username else {
+      throw ValidationError("this store has not synced yet: pass --user NAME")
+    }
+    let output = try await Self.execute(
+      on: store, server: url, user: user, password: try readPassword())
+    try options.emit(output)
+  }
+
+  static func execute(
+    on store: NoteStore, server: String, user: String, password: String,
+    transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    let credentials = Credentials(username: user, password: password)
+    let stateFile = SyncAccount.stateFile(for: store)
+    var state = try SyncAccount.loadState(from: stateFile)
+    if let existing = state,
+      existing.username != credentials.normalizedUsername || existing.server != server
+    {
+      // Another account or server: start from the beginning of its log.
+      state = nil
+    }
+    try SyncAccountState.write(
+      state ?? SyncState(username: credentials.normalizedUsername, server: server), to: stateFile)
+    let account = try SyncAccount(
+      store: store, transport: transport ?? HTTPTransport(baseURL: server),
+      credentials: credentials, stateFile: stateFile)
+    let report = try await account.sync()
+    let after = await account.state
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+      let pushed: Int
+      let pulled: Int
+      let applied: Int
+      let calls: Int
+      let blobsUploaded: Int
+      let cursor: UInt64
+      let eventSetDigest: String
+      let serverEventSetDigest: String
+      let inSync: Bool
+      let clockSkewMilliseconds: Int64?
+    }
+    let local = try store.eventSetDigest()
+    var lines = [
+      "synced with \(server) as \(after.username): pushed \(report.pushed) events, pulled "
+        + "\(report.pulled) (\(report.applied) new) in \(report.calls) calls"
+        + (report.blobsUploaded > 0 ? "; uploaded \(report.blobsUploaded) blobs" : ""),
+      "event sets: this store \(local), server \(report.serverEventSetDigest) — "
+        + (report.inSync
+          ? "in sync" : "different (the server changed during the sync; sync again)"),
+    ]
+    if let skew = after.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
+    return CommandOutput(
+      text: lines.joined(separator: "\n"),
+      json: JSON(
+        server: server, username: after.username, pushed: report.pushed, pulled: report.pulled,
+        applied: report.applied, calls: report.calls, blobsUploaded: report.blobsUploaded,
+        cursor: after.cursor, eventSetDigest: local.description,
+        serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
+        clockSkewMilliseconds: after.clockSkewMilliseconds))
+  }
+}
+
+/// Writes a sync state file (pretty JSON, atomically).
+enum SyncAccountState {
+  static func write(_ state: SyncState, to path: String) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    encoder.dateEncodingStrategy = .iso8601
+    try encoder.encode(state).write(to: URL(fileURLWithPath: path), options: .atomic)
+  }
+}
+
+/// `clock: this device is 24 h ahead of the server — WARNING: …`.
+func describeSkew(_ skew: Int64) -> String {
+  let direction = skew < 0 ? "ahead of" : "behind"
+  let warning =
+    abs(skew) > 60_000
+    ? " — WARNING: set this device's clock; the server refuses events stamped too far ahead"
+    : ""
+  return "clock: this device is \(formatDuration(milliseconds: skew)) \(direction) the server"
+    + warning
+}
+
+/// `vlog status`.
+struct Status: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Show a store's sync status: outbox, cursor, last sync, clock skew, digests.")
+
+  @OptionGroup var options: StoreOptions
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store))
+    let outbox = try store.outboxCount()
+    let local = try store.eventSetDigest()
+    struct JSON: Encodable {
+      let server: String?
+      let username: String?
+      let outbox: Int
+      let cursor: UInt64
+      let lastSync: String?
+      let clockSkewMilliseconds: Int64?
+      let lastError: String?
+      let eventSetDigest: String
+      let serverEventSetDigest: String?
+      let inSync: Bool
+    }
+    let inSync = outbox == 0 && state?.serverEventSetDigest == local.description
+    var lines = ["outbox: \(outbox) events not yet acknowledged by the server"]
+    if let state {
+      lines.insert("account: \(state.username) on \(state.server ?? "(unknown server)")", at: 0)
+      lines.append("cursor: \(state.cursor)")
+      lines.append("last sync: \(state.lastSync.map(format) ?? "never")")
+      if let skew = state.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
+      if let error = state.lastError { lines.append("last error: \(error)") }
+      lines.append(
+        "event sets: this store \(local), server \(state.serverEventSetDigest ?? "unknown") at the last sync — "
+          + (inSync ? "in sync" : "not in sync"))
+    } else {
+      lines.insert("account: none (this store has never synced; see 'vlog sync')", at: 0)
+      lines.append("event set: \(local)")
+    }
+    return CommandOutput(
+      text: lines.joined(separator: "\n"),
+      json: JSON(
+        server: state?.server, username: state?.username, outbox: outbox,
+        cursor: state?.cursor ?? 0, lastSync: state?.lastSync.map(format),
+        clockSkewMilliseconds: state?.clockSkewMilliseconds, lastError: state?.lastError,
+        eventSetDigest: local.description, serverEventSetDigest: state?.serverEventSetDigest,
+        inSync: inSync))
+  }
+}
