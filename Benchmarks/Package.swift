@@ -35,6 +35,19 @@ let package = Package(
       plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ),
     .executableTarget(
+      name: "Sync",
+      dependencies: [
+        "BenchmarkSupport",
+        .product(name: "Benchmark", package: "benchmark"),
+        .product(name: "VLog", package: "VLog"),
+        .product(name: "VLogSync", package: "VLog"),
+        .product(name: "VLogServer", package: "VLog"),
+      ],
+      path: "Benchmarks/Sync",
+      swiftSettings: [.swiftLanguageMode(.v6)],
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+    .executableTarget(
       name: "LMDBReference",
       dependencies: [
         "BenchmarkSupport",

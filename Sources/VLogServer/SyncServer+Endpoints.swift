@@ -2,6 +2,7 @@ internal import Foundation
 internal import Hummingbird
 internal import Logging
 internal import NIOCore
+internal import NIOPosix
 internal import VLog
 internal import VLogSync
 
@@ -14,9 +15,11 @@ extension SyncServer {
     do { valid = try credentials.validated(checkingPassword: true) } catch {
       throw ServerError.invalid(error)
     }
-    let hash = try PasswordHash(
-      hashing: valid.password, cost: configuration.passwordCost,
-      salt: dependencies.randomBytes(PasswordHash.saltCount))
+    let salt = dependencies.randomBytes(PasswordHash.saltCount)
+    let cost = configuration.passwordCost
+    let hash = try await offLoop {
+      try PasswordHash(hashing: valid.password, cost: cost, salt: salt)
+    }
     try await store.createAccount(named: valid.username, password: hash)
     context.logger.info("account created", metadata: ["username": "\(valid.username)"])
     return try json(AccountBody(username: valid.username), status: .created)
@@ -25,14 +28,13 @@ extension SyncServer {
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
     let credentials = try await decode(Credentials.self, from: request)
     let name = credentials.normalizedUsername
-    guard let account = try store.account(named: name) else {
-      // The same work as a wrong password, so the answer's timing does not tell them apart.
-      _ = try decoy.matches(credentials.password)
-      throw ServerError.invalidCredentials
-    }
-    guard try account.password.matches(credentials.password) else {
-      throw ServerError.invalidCredentials
-    }
+    let account = try store.account(named: name)
+    // An unknown name costs the same work as a wrong password, so the answer's timing does not
+    // tell them apart.
+    let stored = account?.password ?? decoy
+    let password = credentials.password
+    let matches = try await offLoop { try stored.matches(password) }
+    guard let account, matches else { throw ServerError.invalidCredentials }
     let token = Self.base64URL(dependencies.randomBytes(32))
     let expiry = dependencies.now().addingTimeInterval(
       TimeInterval(configuration.tokenLifetime.components.seconds))
@@ -114,6 +116,11 @@ extension SyncServer {
   }
 
   // MARK: - Helpers
+
+  /// Runs slow work (password hashing) on NIO's thread pool, off the event loops.
+  private func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await NIOThreadPool.singleton.runIfActive(work)
+  }
 
   /// The account of the request's bearer token, and the token's hash.
   private func authenticate(_ request: Request) throws -> (account: UInt64, tokenHash: [UInt8]) {

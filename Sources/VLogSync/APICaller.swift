@@ -177,31 +177,24 @@ public struct APICall<Value: Sendable>: Sendable {
   ///
   /// - Parameters:
   ///   - token: The token to try first; nil signs in first.
-  ///   - signIn: Obtains a new token.
-  /// - Returns: The result, and the token that was used last (new if it signed in).
+  ///   - signIn: Signs in, for a new token.
+  /// - Returns: The result (a failed sign-in's error if signing in failed), and the token that
+  ///   was used last.
   public func run(
-    token: String?, signIn: @Sendable () async -> Result<String, APIError>
+    token: String?, signIn: @Sendable () async -> APIResult<SessionBody>
   ) async -> (result: APIResult<Value>, token: String?) {
-    var token = token
-    var signedIn = false
-    if token == nil {
-      switch await signIn() {
-      case .success(let new):
-        token = new
-        signedIn = true
-      case .failure(let error):
-        return (
-          APIResult(
-            request: TransportRequest(method: "", path: ""), response: nil, error: error,
-            value: nil), nil
-        )
-      }
+    if let token {
+      let first = await send(token)
+      guard first.error?.isUnauthorized == true else { return (first, token) }
     }
-    let first = await send(token!)
-    guard !signedIn, first.error?.isUnauthorized == true else { return (first, token) }
-    switch await signIn() {
-    case .success(let new): return (await send(new), new)
-    case .failure: return (first, nil)
+    let session = await signIn()
+    guard let new = session.value?.token else {
+      return (
+        APIResult(
+          request: session.request, response: session.response, error: session.error,
+          value: nil), nil
+      )
     }
+    return (await send(new), new)
   }
 }

@@ -159,7 +159,9 @@ public actor SyncAccount {
       return report
     } catch {
       state.lastError = "\(error)"
-      try? saveState()
+      // If the state cannot be saved either, that is the failure to report: no sync can
+      // record its progress until it is fixed.
+      try saveState()
       throw error
     }
   }
@@ -235,10 +237,7 @@ public actor SyncAccount {
     let caller = self.caller
     let credentials = self.credentials
     let (result, token) = await APICall { token in await send(caller, token) }.run(
-      token: token,
-      signIn: {
-        await caller.signIn(credentials).map(\.token)
-      })
+      token: token, signIn: { await caller.signIn(credentials) })
     self.token = token
     if let body = result.error?.body, body.code == "clockSkew", let time = body.serverTime,
       let milliseconds = ISO8601.parse(time)
@@ -254,13 +253,6 @@ public actor SyncAccount {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     encoder.dateEncodingStrategy = .iso8601
     try encoder.encode(state).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
-  }
-}
-
-extension APIResult {
-  /// The result's value mapped, as a `Result`.
-  func map<T>(_ transform: (Value) -> T) -> Result<T, APIError> {
-    do { return .success(transform(try get())) } catch { return .failure(error) }
   }
 }
 

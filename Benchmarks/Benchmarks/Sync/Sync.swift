@@ -1,0 +1,182 @@
+// Sync through the HTTP server on loopback: the initial sync of 100,000 events to a new replica,
+// and one edit's round trip, each next to its reference measured in the same run (an empty HTTP
+// round trip to the same server; ingesting the same events with no network).
+
+import Benchmark
+import BenchmarkSupport
+import Foundation
+import Logging
+import VLog
+import VLogServer
+import VLogSync
+
+/// Events in the account for the initial sync: `VLOG_SYNC_EVENTS`, 100,000 by default.
+let syncEvents =
+  ProcessInfo.processInfo.environment["VLOG_SYNC_EVENTS"].flatMap(Int.init) ?? 100_000
+
+let credentials = Credentials(username: "bench", password: "benchmark password")
+
+/// A durable server with one account holding `syncEvents` events, served on loopback for the
+/// whole process, and the events themselves.
+final class Fixture: Sendable {
+  let url: String
+  let events: [Event]
+  let server: SyncServer
+
+  private init(url: String, events: [Event], server: SyncServer) {
+    self.url = url
+    self.events = events
+    self.server = server
+  }
+
+  static func make() async throws -> Fixture {
+    var logger = Logger(label: "bench")
+    logger.logLevel = .critical
+    let server = try SyncServer.open(
+      dataDirectory: temporaryPath("sync-server"),
+      configuration: .init(passwordCost: PasswordCost(logRounds: 10)), logger: logger)
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    Task.detached {
+      try await server.run(host: "127.0.0.1", port: 0) { continuation.yield($0) }
+    }
+    guard let port = await ports.first(where: { _ in true }) else {
+      fatalError("the server did not start")
+    }
+    let url = "http://127.0.0.1:\(port)"
+    // The source replica: notes with a few hundred bytes of text each, then text edits.
+    let source = try NoteStore.open(
+      at: temporaryPath("sync-source"), options: .init(durability: .noSync, mapSize: 1 << 30))
+    var made = 0
+    var notes: [NoteID] = []
+    while made < syncEvents {
+      let batch = min(10_000, syncEvents - made)
+      notes += try source.write { changes in
+        (0..<batch).compactMap { index -> NoteID? in
+          if notes.count < 10_000 && index % 2 == 0 {
+            return changes.createNote(text: "note \(made + index)")
+          }
+          let target = notes.isEmpty ? nil : notes[(made + index) % notes.count]
+          if let target { changes.setText(String(repeating: "text ", count: 40), of: target) }
+          return nil
+        }
+      }
+      made = Int(try source.lastSequence())
+    }
+    let events = try source.events().map(\.event)
+    let account = try SyncAccount(
+      store: source, transport: HTTPTransport(baseURL: url), credentials: credentials)
+    try await account.createAccount()
+    try await account.sync()
+    source.close()
+    return Fixture(url: url, events: events, server: server)
+  }
+}
+
+/// Builds each fixture once per process.
+actor Fixtures {
+  static let shared = Fixtures()
+  private var fixture: Fixture?
+  private var device: RoundTripDevice?
+
+  func server() async throws -> Fixture {
+    if let fixture { return fixture }
+    let made = try await Fixture.make()
+    fixture = made
+    return made
+  }
+
+  func roundTripDevice() async throws -> RoundTripDevice {
+    if let device { return device }
+    let made = try await RoundTripDevice.make(url: try await server().url)
+    device = made
+    return made
+  }
+}
+
+let benchmarks: @Sendable () -> Void = {
+  Benchmark.defaultConfiguration = .init(
+    metrics: standardMetrics, timeUnits: .milliseconds, maxDuration: .seconds(60),
+    maxIterations: 5)
+
+  Benchmark("initial sync of \(syncEvents) events · 1 ingest, no network") { benchmark in
+    let fixture = try await Fixtures.shared.server()
+    let path = temporaryPath("sync-ingest")
+    defer { removeTemporaryItem(atPath: path) }
+    let store = try NoteStore.open(at: path, options: .init(mapSize: 1 << 30))
+    defer { store.close() }
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    for offset in stride(from: 0, to: fixture.events.count, by: 1000) {
+      _ = try store.ingest(Array(fixture.events[offset..<min(offset + 1000, fixture.events.count)]))
+    }
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  }
+
+  Benchmark("initial sync of \(syncEvents) events · 2 VLog over HTTP") { benchmark in
+    let fixture = try await Fixtures.shared.server()
+    let path = temporaryPath("sync-replica")
+    defer { removeTemporaryItem(atPath: path) }
+    let store = try NoteStore.open(at: path, options: .init(mapSize: 1 << 30))
+    defer { store.close() }
+    let account = try SyncAccount(
+      store: store, transport: HTTPTransport(baseURL: fixture.url), credentials: credentials,
+      pageSize: 5000)
+    try await account.signIn()
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    let report = try await account.sync()
+    benchmark.stopMeasurement()
+    precondition(report.applied == fixture.events.count && report.inSync, "\(report)")
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  }
+
+  Benchmark(
+    "one edit's round trip · 1 empty HTTP round trip",
+    configuration: .init(timeUnits: .microseconds, maxDuration: .seconds(10), maxIterations: 300)
+  ) { benchmark in
+    let transport = HTTPTransport(baseURL: try await Fixtures.shared.server().url)
+    let request = TransportRequest(method: "GET", path: "/v1/blobs/nothex")
+    benchmark.startMeasurement()
+    _ = try await transport.send(request)
+    benchmark.stopMeasurement()
+  }
+
+  Benchmark(
+    "one edit's round trip · 2 VLog (edit pushed, durable on both sides)",
+    configuration: .init(timeUnits: .microseconds, maxDuration: .seconds(10), maxIterations: 300)
+  ) { benchmark in
+    let device = try await Fixtures.shared.roundTripDevice()
+    try await device.store.write {
+      $0.setText("edit \(UInt64.random(in: 0...UInt64.max))", of: device.note)
+    }
+    benchmark.startMeasurement()
+    let report = try await device.account.sync()
+    benchmark.stopMeasurement()
+    precondition(report.pushed == 1 && report.calls == 1, "\(report)")
+  }
+}
+
+/// A durable replica of a second account with one note, in sync, for the round-trip benchmark.
+final class RoundTripDevice: Sendable {
+  let store: NoteStore
+  let account: SyncAccount
+  let note: NoteID
+
+  private init(store: NoteStore, account: SyncAccount, note: NoteID) {
+    self.store = store
+    self.account = account
+    self.note = note
+  }
+
+  static func make(url: String) async throws -> RoundTripDevice {
+    let store = try NoteStore.open(at: temporaryPath("sync-device"))
+    let account = try SyncAccount(
+      store: store, transport: HTTPTransport(baseURL: url),
+      credentials: Credentials(username: "roundtrip", password: "benchmark password"))
+    let note = try await store.write { $0.createNote(text: "round trip") }
+    try await account.createAccount()
+    try await account.sync()
+    return RoundTripDevice(store: store, account: account, note: note)
+  }
+}
