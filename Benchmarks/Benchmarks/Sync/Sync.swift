@@ -50,7 +50,7 @@ final class Fixture: Sendable {
     var notes: [NoteID] = []
     while made < syncEvents {
       let batch = min(10_000, syncEvents - made)
-      notes += try source.write { changes in
+      notes += try await source.write { changes in
         (0..<batch).compactMap { index -> NoteID? in
           if notes.count < 10_000 && index % 2 == 0 {
             return changes.createNote(text: "note \(made + index)")
@@ -107,7 +107,8 @@ let benchmarks: @Sendable () -> Void = {
     let start = ContinuousClock.now
     benchmark.startMeasurement()
     for offset in stride(from: 0, to: fixture.events.count, by: 1000) {
-      _ = try store.ingest(Array(fixture.events[offset..<min(offset + 1000, fixture.events.count)]))
+      _ = try await store.ingest(
+        Array(fixture.events[offset..<min(offset + 1000, fixture.events.count)]))
     }
     benchmark.stopMeasurement()
     benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
