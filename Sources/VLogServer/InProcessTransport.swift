@@ -3,6 +3,7 @@ internal import Hummingbird
 internal import Logging
 internal import NIOCore
 internal import NIOEmbedded
+internal import Synchronization
 public import VLogSync
 
 /// A transport that hands requests straight to a ``SyncServer``'s router in the same process:
@@ -46,14 +47,17 @@ public struct InProcessTransport: Transport {
 
 /// Collects a response body.
 private struct CollectingWriter: ResponseBodyWriter {
-  final class Box: @unchecked Sendable {
-    // Written by one response body writer at a time, read after it finishes.
-    var value: [UInt8] = []
+  final class Box: Sendable {
+    private let bytes = Mutex<[UInt8]>([])
+    var value: [UInt8] { bytes.withLock { $0 } }
+    func append(_ buffer: ByteBuffer) {
+      bytes.withLock { $0.append(contentsOf: buffer.readableBytesView) }
+    }
   }
   let bytes = Box()
 
   mutating func write(_ buffer: ByteBuffer) async throws {
-    bytes.value.append(contentsOf: buffer.readableBytesView)
+    bytes.append(buffer)
   }
 
   consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}

@@ -31,7 +31,11 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     var headers = HTTPFields()
     headers[.contentType] = "application/json"
     if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
-    let data = (try? JSONEncoder().encode(body)) ?? Data()
+    // Sorted keys: the same error is the same bytes, so answers cannot be told apart by order.
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    // An object of four optional strings always encodes; an empty body is the fallback anyway.
+    let data = (try? encoder.encode(body)) ?? Data()
     return Response(
       status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
   }

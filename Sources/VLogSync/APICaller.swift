@@ -140,6 +140,7 @@ public struct APICaller: Sendable {
         error: APIError(.transport, "no answer from the server: \(error)"), value: nil)
     }
     guard (200..<300).contains(response.status) else {
+      // Not every error body is ours (a proxy's HTML page, say): then its text is the message.
       let body: ErrorBody? = try? decodeJSON(response.body)
       let message =
         body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
