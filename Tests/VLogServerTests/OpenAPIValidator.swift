@@ -58,6 +58,7 @@ struct OpenAPIValidator: Sendable {
       return (key, [])
     }
     let schema = (media as! [String: Any])["schema"] as! [String: Any]
+    // A body that is not JSON is itself the finding, reported below.
     guard let body = try? JSONSerialization.jsonObject(with: Data(response.body)) else {
       return (key, ["\(key): the body is not JSON"])
     }
