@@ -29,6 +29,35 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
   public var description: String { "\(stamp) \(change)" }
 }
 
+extension Event {
+  /// Decodes an event from VLog's compact binary encoding, the one the log stores and the sync
+  /// protocol may carry.
+  ///
+  /// Fields this version does not know are kept in ``unknownFields``, so the event can be
+  /// forwarded without loss. Decoding checks the encoding only; ``validate()`` checks the
+  /// values.
+  ///
+  /// - Throws: ``VLogError/Code/malformedEvent`` naming the field that is wrong.
+  public init(encoded bytes: [UInt8]) throws(VLogError) {
+    self = try EventCodec.decode(bytes)
+  }
+
+  /// The event in VLog's compact binary encoding: protocol-buffers fields, a few dozen bytes
+  /// plus the text it carries. ``init(encoded:)`` reads it back.
+  public func encoded() -> [UInt8] { EventCodec.encode(self) }
+
+  /// Checks the event's values against the limits every replica enforces (text size, tag
+  /// names, dates, attachment metadata), so that an event one replica accepts, all accept.
+  ///
+  /// ``NoteStore`` checks every event it appends or ingests; a server checks the events it is
+  /// sent with this before storing them.
+  ///
+  /// - Throws: ``VLogError`` saying which value is out of bounds.
+  public func validate() throws(VLogError) {
+    try Validation.check(change)
+  }
+}
+
 /// What an event changes. Each case is one kind of user change (see ``EventKind``).
 public enum Change: Sendable, Hashable, CustomStringConvertible {
   /// A note was created. Its five fields start empty (sort date: the creation date) until

@@ -118,7 +118,7 @@ package enum EventCodec {
   }
 
   /// Decodes an event from an array of bytes.
-  static func decode(_ bytes: [UInt8]) throws(VLogError) -> Event {
+  package static func decode(_ bytes: [UInt8]) throws(VLogError) -> Event {
     try withBytes(of: bytes) { buffer throws(VLogError) in try decode(buffer) }
   }
 
@@ -332,7 +332,7 @@ package enum EventCodec {
 }
 
 /// The wire types of the protocol-buffers encoding that events use.
-enum WireType: UInt8 {
+package enum WireType: UInt8 {
   case varint = 0
   case fixed64 = 1
   case lengthDelimited = 2
@@ -340,14 +340,16 @@ enum WireType: UInt8 {
 }
 
 /// Appends protocol-buffers fields to a byte buffer.
-struct WireWriter {
-  var buffer: [UInt8] = []
+package struct WireWriter {
+  package var buffer: [UInt8] = []
 
-  mutating func tag(_ number: Int, _ type: WireType) {
+  package init() {}
+
+  package mutating func tag(_ number: Int, _ type: WireType) {
     rawVarint(UInt64(number) << 3 | UInt64(type.rawValue))
   }
 
-  mutating func rawVarint(_ value: UInt64) {
+  package mutating func rawVarint(_ value: UInt64) {
     var value = value
     while value >= 0x80 {
       buffer.append(UInt8(truncatingIfNeeded: value) | 0x80)
@@ -356,27 +358,27 @@ struct WireWriter {
     buffer.append(UInt8(value))
   }
 
-  mutating func varint(_ number: Int, _ value: UInt64) {
+  package mutating func varint(_ number: Int, _ value: UInt64) {
     tag(number, .varint)
     rawVarint(value)
   }
 
-  mutating func signed(_ number: Int, _ value: Int64) {
+  package mutating func signed(_ number: Int, _ value: Int64) {
     varint(number, UInt64(bitPattern: (value << 1) ^ (value >> 63)))
   }
 
-  mutating func fixed64(_ number: Int, _ value: UInt64) {
+  package mutating func fixed64(_ number: Int, _ value: UInt64) {
     tag(number, .fixed64)
     withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
   }
 
-  mutating func bytes(_ number: Int, _ bytes: [UInt8]) {
+  package mutating func bytes(_ number: Int, _ bytes: [UInt8]) {
     tag(number, .lengthDelimited)
     rawVarint(UInt64(bytes.count))
     buffer.append(contentsOf: bytes)
   }
 
-  mutating func string(_ number: Int, _ string: String) {
+  package mutating func string(_ number: Int, _ string: String) {
     tag(number, .lengthDelimited)
     var string = string
     string.withUTF8 { utf8 in
@@ -385,7 +387,7 @@ struct WireWriter {
     }
   }
 
-  mutating func identifier(_ number: Int, _ identifier: Identifier) {
+  package mutating func identifier(_ number: Int, _ identifier: Identifier) {
     tag(number, .lengthDelimited)
     buffer.append(16)
     identifier.append(to: &buffer)
@@ -393,15 +395,15 @@ struct WireWriter {
 }
 
 /// Reads protocol-buffers fields from bytes, checking every length against the end.
-struct WireReader {
-  let base: UnsafeRawBufferPointer
-  var offset = 0
+package struct WireReader {
+  package let base: UnsafeRawBufferPointer
+  package var offset = 0
 
-  init(_ base: UnsafeRawBufferPointer) { self.base = base }
+  package init(_ base: UnsafeRawBufferPointer) { self.base = base }
 
-  var isAtEnd: Bool { offset >= base.count }
+  package var isAtEnd: Bool { offset >= base.count }
 
-  mutating func varint() throws(VLogError) -> UInt64 {
+  package mutating func varint() throws(VLogError) -> UInt64 {
     var result: UInt64 = 0
     var shift: UInt64 = 0
     while true {
@@ -417,12 +419,12 @@ struct WireReader {
     }
   }
 
-  mutating func signed() throws(VLogError) -> Int64 {
+  package mutating func signed() throws(VLogError) -> Int64 {
     let raw = try varint()
     return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
   }
 
-  mutating func tag() throws(VLogError) -> (Int, WireType) {
+  package mutating func tag() throws(VLogError) -> (Int, WireType) {
     let at = offset
     let raw = try varint()
     guard let type = WireType(rawValue: UInt8(raw & 7)) else {
@@ -435,20 +437,20 @@ struct WireReader {
     return (Int(number), type)
   }
 
-  mutating func fixed64() throws(VLogError) -> UInt64 {
+  package mutating func fixed64() throws(VLogError) -> UInt64 {
     guard base.count - offset >= 8 else { throw truncated("a 64-bit value") }
     defer { offset += 8 }
     return UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
   }
 
-  mutating func lengthDelimited() throws(VLogError) -> UnsafeRawBufferPointer {
+  package mutating func lengthDelimited() throws(VLogError) -> UnsafeRawBufferPointer {
     let length = try varint()
     guard length <= UInt64(base.count - offset) else { throw truncated("a \(length)-byte field") }
     defer { offset += Int(length) }
     return UnsafeRawBufferPointer(rebasing: base[offset..<offset + Int(length)])
   }
 
-  mutating func identifier(_ name: String) throws(VLogError) -> Identifier {
+  package mutating func identifier(_ name: String) throws(VLogError) -> Identifier {
     let bytes = try lengthDelimited()
     guard bytes.count == 16 else {
       throw VLogError(.malformedEvent, "\(name): \(bytes.count) bytes, expected 16")
@@ -456,7 +458,7 @@ struct WireReader {
     return Identifier(bytes: bytes)
   }
 
-  mutating func string(_ name: String) throws(VLogError) -> String {
+  package mutating func string(_ name: String) throws(VLogError) -> String {
     let bytes = try lengthDelimited()
     guard let string = String(validating: bytes, as: UTF8.self) else {
       throw VLogError(.malformedEvent, "\(name): not valid UTF-8")
@@ -464,7 +466,7 @@ struct WireReader {
     return string
   }
 
-  mutating func skip(_ type: WireType) throws(VLogError) {
+  package mutating func skip(_ type: WireType) throws(VLogError) {
     switch type {
     case .varint: _ = try varint()
     case .fixed64: _ = try fixed64()
@@ -486,7 +488,7 @@ struct WireReader {
 
 /// Lends an array's bytes to a closure that throws ``VLogError``, keeping the error's type
 /// (`Array.withUnsafeBytes` erases it).
-func withBytes<R>(
+package func withBytes<R>(
   of array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(VLogError) -> R
 ) throws(VLogError) -> R {
   let result: Result<R, VLogError> = array.withUnsafeBytes { buffer in

@@ -29,22 +29,39 @@ extension NoteStore {
   /// of unknown kinds are stored (and forwarded) but not projected. Observers get a
   /// ``ChangeSet`` with source ``ChangeSet/Source/sync``.
   ///
-  /// - Parameter events: The events, in any order, with duplicates allowed.
+  /// A sync client passes `acknowledgingThrough` to record, in the same commit, that the server
+  /// stored the local events it pushed (see ``acknowledge(through:)``): one durable commit per
+  /// sync call instead of two. With no events and nothing to acknowledge, nothing is written.
+  ///
+  /// - Parameters:
+  ///   - events: The events, in any order, with duplicates allowed.
+  ///   - sequence: Also acknowledge every local event up to this sequence number.
   /// - Returns: What was appended and what changed.
-  /// - Throws: ``VLogError`` naming the first invalid event; then nothing of the batch is
-  ///   committed.
+  /// - Throws: ``VLogError`` naming the first invalid event, or
+  ///   ``VLogError/Code/invalidValue`` for a sequence number beyond the log; then nothing of the
+  ///   batch is committed.
   @discardableResult
-  public func ingest(_ events: [Event]) throws -> IngestResult {
+  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil) throws
+    -> IngestResult
+  {
     for (index, event) in events.enumerated() {
       do {
-        try Validation.check(event.change)
+        try event.validate()
       } catch {
         throw VLogError(error.code, "event \(index + 1) (\(event.stamp)): \(error.message)")
       }
     }
+    guard !events.isEmpty || sequence != nil else {
+      return IngestResult(
+        appended: 0, duplicates: 0, unknownKinds: 0,
+        changes: ChangeSet.Builder().build(source: .sync, eventCount: 0))
+    }
     let (result, changeSet) = try VLogError.wrapping {
       try environment.write { transaction throws -> (IngestResult, ChangeSet) in
         var session = try WriteSession(store: self, in: transaction)
+        if let sequence {
+          _ = try acknowledge(through: sequence, state: &session.state, in: transaction)
+        }
         var duplicates = 0
         var unknown = 0
         for event in events {
@@ -68,10 +85,13 @@ extension NoteStore {
     return result
   }
 
-  /// Ingests events from another replica on the store's writer queue. See ``ingest(_:)``.
+  /// Ingests events from another replica on the store's writer queue. See
+  /// ``ingest(_:acknowledgingThrough:)``.
   @discardableResult
-  public func ingest(_ events: [Event]) async throws -> IngestResult {
-    try await onWriter { try self.ingest(events) }
+  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil)
+    async throws -> IngestResult
+  {
+    try await onWriter { try self.ingest(events, acknowledgingThrough: sequence) }
   }
 
   // MARK: - Outbox
@@ -119,26 +139,35 @@ extension NoteStore {
     try VLogError.wrapping {
       try environment.write { transaction throws -> Int in
         var state = try LogState(schema: schema, in: transaction)
-        guard sequence < state.nextSequence else {
-          throw VLogError(
-            .invalidValue,
-            "cannot acknowledge through event \(sequence): the log ends at \(state.nextSequence - 1)"
-          )
-        }
-        guard sequence > state.acknowledged else { return 0 }
-        var removed = 0
-        try transaction.forEach(
-          in: schema.log,
-          range: .from(Keys.sequence(state.acknowledged + 1), through: Keys.sequence(sequence))
-        ) { key, value in
-          if try Self.decodeLogEntry(key, value).event.stamp.replica == replicaID { removed += 1 }
-        }
-        state.pendingLocal -= UInt64(removed)
-        state.acknowledged = state.pendingLocal == 0 ? state.nextSequence - 1 : sequence
-        try state.write(schema: schema, in: transaction)
+        let watermark = state.acknowledged
+        let removed = try acknowledge(through: sequence, state: &state, in: transaction)
+        if state.acknowledged != watermark { try state.write(schema: schema, in: transaction) }
         return removed
       }
     }
+  }
+
+  /// Moves the outbox watermark in `state`; the caller writes `state`.
+  private func acknowledge(
+    through sequence: UInt64, state: inout LogState, in transaction: borrowing WriteTransaction
+  ) throws -> Int {
+    guard sequence < state.nextSequence else {
+      throw VLogError(
+        .invalidValue,
+        "cannot acknowledge through event \(sequence): the log ends at \(state.nextSequence - 1)"
+      )
+    }
+    guard sequence > state.acknowledged else { return 0 }
+    var removed = 0
+    try transaction.forEach(
+      in: schema.log,
+      range: .from(Keys.sequence(state.acknowledged + 1), through: Keys.sequence(sequence))
+    ) { key, value in
+      if try Self.decodeLogEntry(key, value).event.stamp.replica == replicaID { removed += 1 }
+    }
+    state.pendingLocal -= UInt64(removed)
+    state.acknowledged = state.pendingLocal == 0 ? state.nextSequence - 1 : sequence
+    return removed
   }
 
   static func decodeLogEntry(

@@ -44,10 +44,6 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     ServerError(.badRequest, ErrorBody(error))
   }
 
-  static func invalidJSON(_ error: DecodingError) -> ServerError {
-    invalid(WireError(error))
-  }
-
   static func accountExists(_ name: String) -> ServerError {
     ServerError(
       .conflict,
@@ -118,6 +114,16 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     ServerError(
       .contentTooLarge,
       ErrorBody(code: "bodyTooLarge", message: "the body is larger than \(limit) bytes"))
+  }
+
+  static func unsupportedMediaType(_ type: String?) -> ServerError {
+    ServerError(
+      .unsupportedMediaType,
+      ErrorBody(
+        code: "unsupportedMediaType",
+        message:
+          "the body's Content-Type is \(type.map { "'\($0)'" } ?? "missing"); send "
+          + SyncEncoding.allCases.map { "'\($0.mediaType)'" }.joined(separator: " or ")))
   }
 
   static func storage(_ message: String) -> ServerError {

@@ -56,35 +56,57 @@ extension SyncServer {
 
   func sync(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try authenticate(request)
-    let body = try await decode(SyncRequest.self, from: request)
-    let events: [Event]
-    do { events = try body.validated(maximumEvents: configuration.maximumEventsPerPush) } catch {
+    // A body without a Content-Type is read as JSON, as it always was.
+    let contentType = request.headers[.contentType]
+    guard let encoding = contentType.map(SyncEncoding.init(contentType:)) ?? .json else {
+      throw ServerError.unsupportedMediaType(contentType)
+    }
+    let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
+    let push: SyncPush
+    do {
+      switch encoding {
+      case .json:
+        push = try decodeJSON(SyncRequest.self, from: bytes).validated(
+          maximumEvents: configuration.maximumEventsPerPush)
+      case .binary:
+        push = try SyncPush(binary: bytes, maximumEvents: configuration.maximumEventsPerPush)
+      }
+    } catch let error as WireError {
       throw ServerError.invalid(error)
     }
     let now = dependencies.now().milliseconds
     let bound = Int64(configuration.maximumClockSkew.components.seconds) * 1000
-    for (index, event) in events.enumerated()
+    for (index, event) in push.events.enumerated()
     where Int64(event.stamp.time.milliseconds) > now + bound {
       throw ServerError.clockSkew(
         field: "events[\(index)].time", eventTime: Int64(event.stamp.time.milliseconds),
         serverTime: now, bound: bound)
     }
-    let limit = min(body.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
+    let limit = min(push.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
     let outcome = try await store.sync(
-      account: account, pushing: events, after: body.cursor, limit: limit)
+      account: account, pushing: push.events, after: push.cursor, limit: limit)
     context.logger.info(
       "sync",
       metadata: [
-        "account": "\(account)", "pushed": "\(events.count)", "stored": "\(outcome.stored)",
-        "cursor": "\(body.cursor)", "returned": "\(outcome.events.count)",
-        "newCursor": "\(outcome.cursor)", "more": "\(outcome.more)",
+        "account": "\(account)", "pushed": "\(push.events.count)",
+        "stored": "\(outcome.stored)", "cursor": "\(push.cursor)",
+        "returned": "\(outcome.events.count)", "newCursor": "\(outcome.cursor)",
+        "more": "\(outcome.more)", "encoding": "\(encoding)",
       ])
-    return try json(
-      SyncResponse(
-        events: outcome.events, cursor: outcome.cursor, more: outcome.more,
-        serverTime: dependencies.now(), stored: outcome.stored,
-        eventSetDigest: outcome.head.digest),
-      status: .ok)
+    let page = SyncPage(
+      events: outcome.events, cursor: outcome.cursor, more: outcome.more,
+      serverTime: dependencies.now(), stored: outcome.stored,
+      eventSetDigest: outcome.head.digest)
+    switch SyncEncoding(accept: request.headers[.accept]) {
+    case .json:
+      return try json(SyncResponse(page), status: .ok)
+    case .binary:
+      var headers = HTTPFields()
+      headers[.contentType] = SyncEncoding.binary.mediaType
+      return Response(
+        status: .ok, headers: headers,
+        body: .init(byteBuffer: ByteBuffer(bytes: page.binaryEncoded())))
+    }
   }
 
   // MARK: - Blobs
@@ -158,9 +180,17 @@ extension SyncServer {
   private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
     let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
     do {
+      return try decodeJSON(type, from: bytes)
+    } catch let error as WireError {
+      throw ServerError.invalid(error)
+    }
+  }
+
+  private func decodeJSON<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+    do {
       return try JSONDecoder().decode(T.self, from: Data(bytes))
     } catch let error as DecodingError {
-      throw ServerError.invalidJSON(error)
+      throw WireError(error)
     }
   }
 

@@ -100,9 +100,11 @@ public struct APICaller: Sendable {
     await send(Endpoints.SignOut(), token: token)
   }
 
-  /// `POST /v1/sync`.
-  public func sync(_ request: SyncRequest, token: String) async -> APIResult<SyncResponse> {
-    await send(Endpoints.Sync(request), token: token)
+  /// `POST /v1/sync`, in the given encoding.
+  public func sync(_ push: SyncPush, encoding: SyncEncoding = .json, token: String) async
+    -> APIResult<SyncPage>
+  {
+    await send(Endpoints.Sync(push, encoding: encoding), token: token)
   }
 
   /// `PUT /v1/blobs/{hash}`.
@@ -123,6 +125,7 @@ public struct APICaller: Sendable {
   > {
     var outgoing = TransportRequest(method: request.method, path: request.path)
     if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
+    if let accept = request.accept { outgoing.headers["accept"] = accept }
     if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }
     do {
       outgoing.body = try request.body()
@@ -151,7 +154,7 @@ public struct APICaller: Sendable {
     do {
       return APIResult(
         request: outgoing, response: response, error: nil,
-        value: try request.value(from: response.body))
+        value: try request.value(from: response))
     } catch {
       return APIResult(
         request: outgoing, response: response,

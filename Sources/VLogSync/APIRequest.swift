@@ -15,17 +15,30 @@ public protocol APIRequest: Sendable {
   var requiresToken: Bool { get }
   /// The `Content-Type` of ``body()``, if there is a body.
   var contentType: String? { get }
+  /// The `Accept` header: the media types the request can read, if it asks for any.
+  var accept: String? { get }
   /// The encoded body.
   func body() throws -> [UInt8]
   /// Reads a successful (2xx) response body.
   ///
   /// - Throws: ``WireError`` naming the field of a malformed body.
   func value(from body: [UInt8]) throws -> Value
+  /// Reads a successful (2xx) response, for requests whose reading depends on its headers (its
+  /// `Content-Type`); by default, ``value(from:)-(_:[UInt8])`` of the body.
+  ///
+  /// - Throws: ``WireError`` naming the field of a malformed body.
+  func value(from response: TransportResponse) throws -> Value
 }
 
 extension APIRequest {
   /// JSON, the default.
   public var contentType: String? { "application/json" }
+  /// None, the default.
+  public var accept: String? { nil }
+  /// The body's value.
+  public func value(from response: TransportResponse) throws -> Value {
+    try value(from: response.body)
+  }
 }
 
 /// Nothing: the value of endpoints that answer with no body.
@@ -93,19 +106,44 @@ public enum Endpoints {
   /// `POST /v1/sync`: pushes events and pulls the page after the cursor.
   public struct Sync: APIRequest {
     /// The events and the cursor.
-    public var request: SyncRequest
+    public var push: SyncPush
+    /// How to encode the request and which encoding to ask for in return.
+    public var encoding: SyncEncoding
     /// Creates the request.
-    public init(_ request: SyncRequest) { self.request = request }
+    public init(_ push: SyncPush, encoding: SyncEncoding = .json) {
+      self.push = push
+      self.encoding = encoding
+    }
     /// `POST`.
     public var method: String { "POST" }
     /// `/v1/sync`.
     public var path: String { "/v1/sync" }
     /// Yes.
     public var requiresToken: Bool { true }
-    /// The sync request as JSON.
-    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(request)) }
-    /// The page of events, cursor and digest.
-    public func value(from body: [UInt8]) throws -> SyncResponse { try decodeJSON(body) }
+    /// The encoding's media type.
+    public var contentType: String? { encoding.mediaType }
+    /// The encoding's media type, and JSON (which a server may answer with).
+    public var accept: String? {
+      encoding == .json ? encoding.mediaType : "\(encoding.mediaType), application/json"
+    }
+    /// The sync request, encoded.
+    public func body() throws -> [UInt8] {
+      switch encoding {
+      case .json: Array(try JSONEncoder().encode(SyncRequest(push)))
+      case .binary: push.binaryEncoded()
+      }
+    }
+    /// The page, from a JSON body.
+    public func value(from body: [UInt8]) throws -> SyncPage {
+      try (decodeJSON(body) as SyncResponse).validated()
+    }
+    /// The page, in the encoding the response's `Content-Type` names.
+    public func value(from response: TransportResponse) throws -> SyncPage {
+      switch response.headers["content-type"].flatMap(SyncEncoding.init(contentType:)) {
+      case .binary: try SyncPage(binary: response.body)
+      case .json, nil: try value(from: response.body)
+      }
+    }
   }
 
   /// `PUT /v1/blobs/{hash}`: uploads an attachment's bytes.

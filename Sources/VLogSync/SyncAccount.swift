@@ -61,6 +61,7 @@ public actor SyncAccount {
   private let now: @Sendable () -> Date
   private let pageSize: Int
   private let pushSize: Int
+  private var encoding: SyncEncoding
   private var token: String?
   /// The remembered state: cursor, last sync, skew, last error.
   public private(set) var state: SyncState
@@ -81,11 +82,13 @@ public actor SyncAccount {
   ///     with.
   ///   - pageSize: How many events to ask for per call.
   ///   - pushSize: How many events to push per call (at most the server's limit).
+  ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
+  ///     account falls back to JSON for good if the server refuses it (415).
   /// - Throws: When the state file exists but cannot be read.
   public init(
     store: NoteStore, transport: any Transport, credentials: Credentials,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
-    pageSize: Int = 1000, pushSize: Int = 1000
+    pageSize: Int = 1000, pushSize: Int = 1000, encoding: SyncEncoding = .binary
   ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
@@ -94,6 +97,7 @@ public actor SyncAccount {
     self.now = now ?? store.wallClock
     self.pageSize = pageSize
     self.pushSize = pushSize
+    self.encoding = encoding
     self.state =
       try stateFile.flatMap { try Self.loadState(from: $0) }
       ?? SyncState(username: credentials.normalizedUsername)
@@ -166,35 +170,49 @@ public actor SyncAccount {
     }
   }
 
+  /// The encoding sync calls use now.
+  public var syncEncoding: SyncEncoding { encoding }
+
   private func runSync() async throws -> SyncReport {
     var report = SyncReport()
     while true {
       let outbox = try store.outbox(limit: pushSize)
       report.blobsUploaded += try await uploadBlobs(for: outbox.map(\.event))
-      let request = SyncRequest(
-        cursor: state.cursor, events: outbox.map(\.event), limit: pageSize)
-      let response = try await call { caller, token in await caller.sync(request, token: token) }
-      let page: (events: [Event], serverTime: Date, digest: EventSetDigest)
-      do { page = try response.validated() } catch {
-        throw APIError(.invalidResponse, "the server's answer is malformed: \(error)")
-      }
+      let push = SyncPush(cursor: state.cursor, events: outbox.map(\.event), limit: pageSize)
+      let page = try await syncCall(push)
       report.calls += 1
       state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
-      let ingested = try await store.ingest(page.events)
+      // The page and the acknowledgement of the pushed events in one commit.
+      let ingested = try await store.ingest(
+        page.events, acknowledgingThrough: outbox.last?.sequence)
       report.pulled += page.events.count
       report.applied += ingested.appended
-      if let last = outbox.last {
-        _ = try store.acknowledge(through: last.sequence)
-        report.pushed += outbox.count
-      }
-      state.cursor = response.cursor
-      state.serverEventSetDigest = page.digest.description
-      report.serverEventSetDigest = page.digest
+      report.pushed += outbox.count
+      state.cursor = page.cursor
+      state.serverEventSetDigest = page.eventSetDigest.description
+      report.serverEventSetDigest = page.eventSetDigest
+      if !page.more && outbox.count < pushSize { break }
+      // Progress survives an interruption; the last page's is saved by the caller.
       try saveState()
-      if !response.more && outbox.count < pushSize { break }
     }
     report.inSync = try store.eventSetDigest() == report.serverEventSetDigest
     return report
+  }
+
+  /// One sync call in the current encoding, falling back to JSON if the server does not take
+  /// the binary encoding.
+  private func syncCall(_ push: SyncPush) async throws(APIError) -> SyncPage {
+    let encoding = self.encoding
+    do {
+      return try await call { caller, token in
+        await caller.sync(push, encoding: encoding, token: token)
+      }
+    } catch  where error.status == 415 && encoding != .json {
+      self.encoding = .json
+      return try await call { caller, token in
+        await caller.sync(push, encoding: .json, token: token)
+      }
+    }
   }
 
   /// Uploads the bytes of attachments added by `events` that this store holds.

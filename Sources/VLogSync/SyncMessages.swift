@@ -1,8 +1,68 @@
 public import Foundation
 public import VLog
 
-/// The body of a sync call: the client's unacknowledged events and its cursor into the server's
-/// log of the account.
+/// What a client sends in a sync call, checked and independent of the encoding: its cursor into
+/// the server's log of the account, its unacknowledged events, and how many events it wants
+/// back.
+///
+/// ``SyncRequest`` carries it as JSON; ``binaryEncoded()`` as the compact binary encoding.
+public struct SyncPush: Sendable, Hashable {
+  /// The position in the server's log after which the client wants events; 0 at first.
+  public var cursor: UInt64
+  /// The client's events the server has not acknowledged yet, oldest first.
+  public var events: [Event]
+  /// The most events the client wants back in this call; the server may send fewer.
+  public var limit: Int?
+
+  /// Creates a push.
+  public init(cursor: UInt64, events: [Event], limit: Int? = nil) {
+    self.cursor = cursor
+    self.events = events
+    self.limit = limit
+  }
+}
+
+/// What the server answers to a sync call, checked and independent of the encoding.
+///
+/// ``SyncResponse`` carries it as JSON; ``binaryEncoded()`` as the compact binary encoding.
+public struct SyncPage: Sendable, Hashable {
+  /// Events after the request's cursor, in the server's order, without those the caller just
+  /// sent.
+  public var events: [Event]
+  /// The cursor to send next time.
+  public var cursor: UInt64
+  /// Whether more events remain after this page.
+  public var more: Bool
+  /// The server's clock, to the millisecond, so the client can measure its skew.
+  public var serverTime: Date
+  /// How many of the pushed events the server did not have yet.
+  public var stored: Int
+  /// The order-independent digest of every event the server holds for the account.
+  public var eventSetDigest: EventSetDigest
+
+  /// Creates a page.
+  public init(
+    events: [Event], cursor: UInt64, more: Bool, serverTime: Date, stored: Int,
+    eventSetDigest: EventSetDigest
+  ) {
+    self.events = events
+    self.cursor = cursor
+    self.more = more
+    self.serverTime = Date(milliseconds: serverTime.milliseconds)
+    self.stored = stored
+    self.eventSetDigest = eventSetDigest
+  }
+}
+
+/// Checks each event's values and names the one at fault.
+func validate(_ events: [Event]) throws(WireError) {
+  for (index, event) in events.enumerated() {
+    do { try event.validate() } catch { throw WireError("events[\(index)]", error.message) }
+  }
+}
+
+/// The body of a sync call as JSON: the client's unacknowledged events and its cursor into the
+/// server's log of the account.
 public struct SyncRequest: Codable, Sendable, Hashable {
   /// The position in the server's log after which the client wants events; 0 at first.
   public var cursor: UInt64
@@ -18,6 +78,11 @@ public struct SyncRequest: Codable, Sendable, Hashable {
     self.cursor = cursor
     self.events = events.map(WireEvent.init)
     self.limit = limit
+  }
+
+  /// The JSON form of a push.
+  public init(_ push: SyncPush) {
+    self.init(cursor: push.cursor, events: push.events, limit: push.limit)
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -42,7 +107,7 @@ public struct SyncRequest: Codable, Sendable, Hashable {
   ///
   /// - Parameter maximumEvents: The most events one request may push.
   /// - Throws: ``WireError`` naming the field at fault, for example `events[3].note`.
-  public func validated(maximumEvents: Int) throws(WireError) -> [Event] {
+  public func validated(maximumEvents: Int) throws(WireError) -> SyncPush {
     guard events.count <= maximumEvents else {
       throw WireError(
         "events", "\(events.count) events; one sync pushes at most \(maximumEvents)")
@@ -57,11 +122,12 @@ public struct SyncRequest: Codable, Sendable, Hashable {
         throw error.within("events[\(index)]")
       }
     }
-    return result
+    try validate(result)
+    return SyncPush(cursor: cursor, events: result, limit: limit)
   }
 }
 
-/// The answer to a sync call.
+/// The answer to a sync call as JSON.
 public struct SyncResponse: Codable, Sendable, Hashable {
   /// Events after the request's cursor, in the server's order, without those the caller just
   /// sent.
@@ -90,6 +156,13 @@ public struct SyncResponse: Codable, Sendable, Hashable {
     self.eventSetDigest = eventSetDigest.description
   }
 
+  /// The JSON form of a page.
+  public init(_ page: SyncPage) {
+    self.init(
+      events: page.events, cursor: page.cursor, more: page.more, serverTime: page.serverTime,
+      stored: page.stored, eventSetDigest: page.eventSetDigest)
+  }
+
   enum CodingKeys: String, CodingKey {
     case events, cursor, more, serverTime, stored, eventSetDigest
   }
@@ -108,10 +181,10 @@ public struct SyncResponse: Codable, Sendable, Hashable {
     eventSetDigest = try container.decode(String.self, forKey: .eventSetDigest)
   }
 
-  /// The checked contents: events, the server time and the digest.
-  public func validated() throws(WireError) -> (
-    events: [Event], serverTime: Date, digest: EventSetDigest
-  ) {
+  /// Checks the events, the server time and the digest, and converts them.
+  ///
+  /// - Throws: ``WireError`` naming the field at fault.
+  public func validated() throws(WireError) -> SyncPage {
     var result: [Event] = []
     for (index, event) in events.enumerated() {
       do {
@@ -126,7 +199,10 @@ public struct SyncResponse: Codable, Sendable, Hashable {
     guard let digest = EventSetDigest(hex: eventSetDigest) else {
       throw WireError("eventSetDigest", "'\(eventSetDigest)' is not 32 hexadecimal digits")
     }
-    return (result, Date(milliseconds: milliseconds), digest)
+    try validate(result)
+    return SyncPage(
+      events: result, cursor: cursor, more: more, serverTime: Date(milliseconds: milliseconds),
+      stored: stored, eventSetDigest: digest)
   }
 }
 

@@ -15,13 +15,18 @@ struct OpenAPIValidator: Sendable {
 
   var paths: [String: [String: Any]] { document["paths"] as! [String: [String: Any]] }
 
-  /// Every documented (method, path template, status).
+  /// Every documented (method, path template, status, media type or `none`).
   var documentedResponses: Set<String> {
     var result = Set<String>()
     for (path, item) in paths {
       for (method, operation) in item where method != "parameters" {
         let responses = (operation as! [String: Any])["responses"] as! [String: Any]
-        for status in responses.keys { result.insert("\(method.uppercased()) \(path) \(status)") }
+        for (status, response) in responses {
+          let content = (response as! [String: Any])["content"] as? [String: Any]
+          for mediaType in content?.keys.sorted() ?? ["none"] {
+            result.insert("\(method.uppercased()) \(path) \(status) \(mediaType)")
+          }
+        }
       }
     }
     return result
@@ -37,7 +42,8 @@ struct OpenAPIValidator: Sendable {
     }
   }
 
-  /// Checks one response; returns its key (`METHOD template status`) and the problems found.
+  /// Checks one response; returns its key (`METHOD template status media-type`) and the problems
+  /// found.
   func check(_ request: TransportRequest, _ response: TransportResponse) -> (
     key: String, problems: [String]
   ) {
@@ -45,24 +51,36 @@ struct OpenAPIValidator: Sendable {
     guard let template = template(for: path) else {
       return ("\(request.method) \(path) \(response.status)", ["undocumented path \(path)"])
     }
-    let key = "\(request.method) \(template) \(response.status)"
+    let mediaType = response.headers["content-type"] ?? "none"
+    let key = "\(request.method) \(template) \(response.status) \(mediaType)"
     guard
       let operation = paths[template]?[request.method.lowercased()] as? [String: Any],
       let responses = operation["responses"] as? [String: Any],
       let documented = responses[String(response.status)] as? [String: Any]
     else { return (key, ["undocumented response \(key)"]) }
+    var problems: [String] = []
+    // A request the server accepted must have had a documented body type.
+    if (200..<300).contains(response.status), let sent = request.headers["content-type"],
+      !request.body.isEmpty
+    {
+      let accepted = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+      if accepted?[sent] == nil {
+        problems.append("\(key): request media type \(sent) undocumented")
+      }
+    }
     guard let content = documented["content"] as? [String: Any] else {
-      return (key, response.body.isEmpty ? [] : ["\(key) should have no body"])
+      return (key, problems + (response.body.isEmpty ? [] : ["\(key) should have no body"]))
     }
-    guard let (mediaType, media) = content.first, mediaType == "application/json" else {
-      return (key, [])
+    guard let media = content[mediaType] as? [String: Any] else {
+      return (key, problems + ["\(key): media type \(mediaType) undocumented"])
     }
-    let schema = (media as! [String: Any])["schema"] as! [String: Any]
+    // Bodies other than JSON are documented as opaque bytes; their own tests check them.
+    guard mediaType == "application/json" else { return (key, problems) }
+    let schema = media["schema"] as! [String: Any]
     // A body that is not JSON is itself the finding, reported below.
     guard let body = try? JSONSerialization.jsonObject(with: Data(response.body)) else {
-      return (key, ["\(key): the body is not JSON"])
+      return (key, problems + ["\(key): the body is not JSON"])
     }
-    var problems: [String] = []
     validate(body, against: schema, at: "body", problems: &problems)
     return (key, problems.map { "\(key): \($0)" })
   }

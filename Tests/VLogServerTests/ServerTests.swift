@@ -84,20 +84,33 @@ struct ServerTests {
         _ = try await post(transport, "/v1/sessions", "{")
         _ = try await post(transport, "/v1/sessions", big)
         // Sync.
-        let event = WireEvent(
-          Event(
-            stamp: Stamp(
-              time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
-              replica: ReplicaID(Identifier(high: 1, low: 2))),
-            change: .textSet(NoteID(Identifier(high: 3, low: 4)), text: "hello")))
-        let pushed = try await caller.sync(SyncRequest(cursor: 0, events: []), token: token).get()
+        let event = Event(
+          stamp: Stamp(
+            time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
+            replica: ReplicaID(Identifier(high: 1, low: 2))),
+          change: .textSet(NoteID(Identifier(high: 3, low: 4)), text: "hello"))
+        let pushed = try await caller.sync(SyncPush(cursor: 0, events: []), token: token).get()
         #expect(pushed.events.isEmpty)
-        var request = SyncRequest(cursor: 0, events: [])
-        request.events = [event]
-        let response = try await caller.sync(request, token: token).get()
+        let response = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token)
+          .get()
         #expect(response.stored == 1 && response.cursor == 1 && response.events.isEmpty)
-        let other = try await caller.sync(SyncRequest(cursor: 0, events: []), token: token).get()
+        let other = try await caller.sync(SyncPush(cursor: 0, events: []), token: token).get()
         #expect(other.events == [event])
+        // The same exchange in the binary encoding.
+        let binary = try await caller.sync(
+          SyncPush(cursor: 0, events: [event]), encoding: .binary, token: token
+        ).get()
+        #expect(binary.stored == 0 && binary.cursor == 1 && binary.events.isEmpty)
+        let binaryOther = try await caller.sync(
+          SyncPush(cursor: 0, events: []), encoding: .binary, token: token
+        ).get()
+        #expect(binaryOther.events == other.events && binaryOther.cursor == other.cursor)
+        #expect(binaryOther.eventSetDigest == other.eventSetDigest && !binaryOther.more)
+        _ = try await transport.send(
+          TransportRequest(
+            method: "POST", path: "/v1/sync",
+            headers: ["authorization": "Bearer \(token)", "content-type": "text/plain"],
+            body: Array("cursor=0".utf8)))
         _ = try await post(transport, "/v1/sync", #"{"cursor":0}"#, token: token)
         _ = try await post(transport, "/v1/sync", #"{"cursor":0,"events":[]}"#, token: "nonsense")
         _ = try await post(transport, "/v1/sync", big, token: token)
@@ -149,9 +162,9 @@ struct ServerTests {
     try await withServer { server in
       let caller = APICaller(transport: InProcessTransport(server: server))
       let token = try await signUp(caller, "ann")
-      #expect(await caller.sync(SyncRequest(cursor: 0, events: []), token: token).status == 200)
+      #expect(await caller.sync(SyncPush(cursor: 0, events: []), token: token).status == 200)
       _ = try await caller.signOut(token: token).get()
-      let after = await caller.sync(SyncRequest(cursor: 0, events: []), token: token)
+      let after = await caller.sync(SyncPush(cursor: 0, events: []), token: token)
       #expect(after.status == 401 && after.error?.body?.code == "unauthorized")
       // The data file never holds the token itself.
       let token2 = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
@@ -230,7 +243,7 @@ struct ServerTests {
       #expect(try errorBody(big).code == "bodyTooLarge")
       // Nothing was stored by any of them.
       let page = try await APICaller(transport: transport).sync(
-        SyncRequest(cursor: 0, events: []), token: token
+        SyncPush(cursor: 0, events: []), token: token
       ).get()
       #expect(page.cursor == 0 && page.events.isEmpty)
     }

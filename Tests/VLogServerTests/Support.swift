@@ -83,18 +83,19 @@ struct Device: Sendable {
 func openDevices(
   _ count: Int, root: String, transport: @escaping @Sendable (Int) -> any Transport,
   credentials: Credentials, seed: UInt64, mergeRule: MergeRule = .stamps,
-  pageSize: Int = 1000
+  pageSize: Int = 1000, encoding: (Int) -> SyncEncoding = { _ in .binary }
 ) throws -> [Device] {
   try (0..<count).map { index in
     try openDevice(
       index, root: root, transport: transport(index), credentials: credentials, seed: seed,
-      clock: ManualClock(), mergeRule: mergeRule, pageSize: pageSize)
+      clock: ManualClock(), mergeRule: mergeRule, pageSize: pageSize, encoding: encoding(index))
   }
 }
 
 func openDevice(
   _ index: Int, root: String, transport: any Transport, credentials: Credentials, seed: UInt64,
-  clock: ManualClock, mergeRule: MergeRule = .stamps, pageSize: Int = 1000
+  clock: ManualClock, mergeRule: MergeRule = .stamps, pageSize: Int = 1000,
+  encoding: SyncEncoding = .binary
 ) throws -> Device {
   var options = NoteStore.Options(
     durability: .noSync,
@@ -103,7 +104,8 @@ func openDevice(
   let store = try NoteStore.open(at: "\(root)/device-\(index)", options: options)
   let account = try SyncAccount(
     store: store, transport: transport, credentials: credentials,
-    stateFile: SyncAccount.stateFile(for: store), now: { clock.now }, pageSize: pageSize)
+    stateFile: SyncAccount.stateFile(for: store), now: { clock.now }, pageSize: pageSize,
+    encoding: encoding)
   return Device(store: store, clock: clock, account: account)
 }
 

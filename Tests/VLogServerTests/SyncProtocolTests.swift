@@ -12,7 +12,7 @@ import VLogTesting
 final class LoseFirstSyncResponse: Transport {
   let base: any Transport
   private let lost = Mutex(false)
-  private let responses = Mutex<[SyncResponse]>([])
+  private let responses = Mutex<[SyncPage]>([])
   init(_ base: any Transport) { self.base = base }
 
   struct Lost: Error {}
@@ -20,7 +20,7 @@ final class LoseFirstSyncResponse: Transport {
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     let response = try await base.send(request)
     guard request.path == "/v1/sync" else { return response }
-    let decoded = try JSONDecoder().decode(SyncResponse.self, from: Data(response.body))
+    let decoded = try Endpoints.Sync(SyncPush(cursor: 0, events: [])).value(from: response)
     responses.withLock { $0.append(decoded) }
     let loseThis = lost.withLock { lost in
       defer { lost = true }
@@ -30,7 +30,24 @@ final class LoseFirstSyncResponse: Transport {
     return response
   }
 
-  var syncResponses: [SyncResponse] { responses.withLock { $0 } }
+  var syncResponses: [SyncPage] { responses.withLock { $0 } }
+}
+
+/// Answers 415 to sync bodies that are not JSON and ignores `Accept`, as a server that speaks
+/// only JSON would.
+struct JSONOnlyServer: Transport {
+  let base: any Transport
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    guard request.path == "/v1/sync" else { return try await base.send(request) }
+    guard request.headers["content-type"] == "application/json" else {
+      return TransportResponse(
+        status: 415, headers: ["content-type": "application/json"],
+        body: Array(#"{"code":"unsupportedMediaType","message":"JSON only"}"#.utf8))
+    }
+    var request = request
+    request.headers["accept"] = nil
+    return try await base.send(request)
+  }
 }
 
 @Suite("Sync protocol")
@@ -67,6 +84,28 @@ struct SyncProtocolTests {
     }
   }
 
+  @Test("An account falls back to JSON for good when the server refuses the binary encoding")
+  func binaryFallback() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let device = try openDevice(
+          0, root: root, transport: JSONOnlyServer(base: InProcessTransport(server: server)),
+          credentials: Self.ann, seed: 1, clock: ManualClock())
+        defer { device.store.close() }
+        try await device.account.createAccount()
+        try await device.store.write { $0.createNote(text: "first") }
+        #expect(await device.account.syncEncoding == .binary)
+        let pending = try device.store.outboxCount()
+        let report = try await device.account.sync()
+        #expect(report.pushed == pending && report.inSync)
+        #expect(await device.account.syncEncoding == .json)
+        try await device.store.write { $0.createNote(text: "second") }
+        let again = try await device.account.sync()
+        #expect(again.pushed == pending && again.calls == 1 && again.inSync)
+      }
+    }
+  }
+
   @Test("Stale and overlapping cursors give no gaps and no duplicates; a bad cursor is a 4xx")
   func cursors() async throws {
     try await withServer { server in
@@ -91,17 +130,17 @@ struct SyncProtocolTests {
         var pulled = 0
         for stale in [0, 1, 2, 0, 5] as [UInt64] {
           let page = try await caller.sync(
-            SyncRequest(cursor: min(stale, cursor), events: [], limit: 3), token: token
+            SyncPush(cursor: min(stale, cursor), events: [], limit: 3), token: token
           ).get()
           pulled += page.events.count
-          _ = try await receiver.ingest(try page.validated().events)
+          _ = try await receiver.ingest(page.events)
           cursor = max(cursor, page.cursor)
         }
         while true {
           let page = try await caller.sync(
-            SyncRequest(cursor: cursor, events: [], limit: 3), token: token
+            SyncPush(cursor: cursor, events: [], limit: 3), token: token
           ).get()
-          _ = try await receiver.ingest(try page.validated().events)
+          _ = try await receiver.ingest(page.events)
           cursor = page.cursor
           if !page.more { break }
         }
@@ -155,13 +194,13 @@ struct SyncProtocolTests {
 
         let caller = APICaller(transport: transport)
         let token = try await signUp(caller, "bob")
-        var responses: [APIResult<SyncResponse>] = []
+        var responses: [APIResult<SyncPage>] = []
         // Cursor 0 and cursors into the first account's log.
-        responses.append(await caller.sync(SyncRequest(cursor: 0, events: []), token: token))
-        responses.append(await caller.sync(SyncRequest(cursor: 1, events: []), token: token))
+        responses.append(await caller.sync(SyncPush(cursor: 0, events: []), token: token))
+        responses.append(await caller.sync(SyncPush(cursor: 1, events: []), token: token))
         // Pushing the first account's own events stores them in bob's log only.
         responses.append(
-          await caller.sync(SyncRequest(cursor: 0, events: firstEvents), token: token))
+          await caller.sync(SyncPush(cursor: 0, events: firstEvents), token: token))
         #expect(responses[0].value?.events.isEmpty == true)
         #expect(responses[1].error?.body?.code == "invalidCursor")
         #expect(responses[2].value?.stored == firstEvents.count)

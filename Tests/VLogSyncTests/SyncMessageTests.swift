@@ -15,7 +15,8 @@ struct SyncMessageTests {
     let data = try JSONEncoder().encode(request)
     let decoded = try JSONDecoder().decode(SyncRequest.self, from: data)
     #expect(decoded == request)
-    #expect(try decoded.validated(maximumEvents: 10) == Array(GoldenEvents.events.prefix(3)))
+    #expect(
+      try decoded.validated(maximumEvents: 10).events == Array(GoldenEvents.events.prefix(3)))
   }
 
   @Test("a bad event in a request is named by its index and field")
@@ -68,10 +69,10 @@ struct SyncMessageTests {
       serverTime: Date(timeIntervalSince1970: 1_795_412_027.5), stored: 0, eventSetDigest: digest)
     let decoded = try decode(
       SyncResponse.self, String(decoding: try JSONEncoder().encode(response), as: UTF8.self))
-    let (events, serverTime, decodedDigest) = try decoded.validated()
-    #expect(events == GoldenEvents.events)
-    #expect(serverTime == Date(timeIntervalSince1970: 1_795_412_027.5))
-    #expect(decodedDigest == digest)
+    let page = try decoded.validated()
+    #expect(page.events == GoldenEvents.events)
+    #expect(page.serverTime == Date(timeIntervalSince1970: 1_795_412_027.5))
+    #expect(page.eventSetDigest == digest)
     var broken = decoded
     broken.eventSetDigest = "xyz"
     #expect(throws: WireError.self) { try broken.validated() }

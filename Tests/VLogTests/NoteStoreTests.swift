@@ -201,6 +201,35 @@ struct NoteStoreTests {
     }
   }
 
+  @Test("a page ingested with an acknowledgement commits both, or neither when the page is bad")
+  func ingestAcknowledging() async throws {
+    try await withReplicas(2) { replicas in
+      let (store, other) = (replicas[0].store, replicas[1].store)
+      let id = try store.write { $0.createNote(text: "to push") }
+      try other.write { $0.createNote(text: "remote") }
+      let pushed = try store.outbox()
+      let remote = try allEvents(other)
+
+      // A bad event in the page: nothing ingested, nothing acknowledged.
+      let bad = Event(
+        stamp: Stamp(time: HybridTime(milliseconds: 1, counter: 0), replica: other.replicaID),
+        change: .tagRenamed(name: "  "))
+      #expect(throws: VLogError.self) {
+        try store.ingest(remote + [bad], acknowledgingThrough: pushed.last!.sequence)
+      }
+      #expect(try store.outboxCount() == pushed.count)
+      #expect(try store.eventCount() == pushed.count)
+
+      let result = try store.ingest(remote, acknowledgingThrough: pushed.last!.sequence)
+      #expect(result.appended == remote.count)
+      #expect(try store.outboxCount() == 0)
+      #expect(try store.note(id)?.text == "to push")
+      // Nothing to ingest or acknowledge writes nothing and reports nothing.
+      #expect(try store.ingest([]).appended == 0)
+      #expect(throws: VLogError.self) { try store.ingest([], acknowledgingThrough: 99) }
+    }
+  }
+
   @Test("a reopened store has its notes, its replica id, and a clock that never goes back")
   func reopen() async throws {
     try await withTemporaryDirectory { path in
