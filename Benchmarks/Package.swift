@@ -13,8 +13,26 @@ let package = Package(
     .package(
       url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]
     ),
+    // The peer the engine is compared with; the product never depends on it.
+    .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
   ],
   targets: [
+    // The notes-app workload and one interface over raw LMDB, VLog and SQLite through GRDB.
+    .target(
+      name: "Workload",
+      dependencies: [
+        "BenchmarkSupport",
+        .product(name: "VLog", package: "VLog"),
+        .product(name: "GRDB", package: "GRDB.swift"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("InternalImportsByDefault")]
+    ),
+    // Runs the workload on all three at the sizes given and prints a Markdown table.
+    .executableTarget(
+      name: "Compare",
+      dependencies: ["Workload", "BenchmarkSupport", .product(name: "VLog", package: "VLog")],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
     .target(
       name: "BenchmarkSupport",
       dependencies: [

@@ -112,6 +112,7 @@ extension NoteStore {
   public func search(_ text: String, limit: Int = 50) throws -> [NoteSummary] {
     let needle = text.trimmingCharacters(in: .whitespacesAndNewlines)
     guard !needle.isEmpty else { return [] }
+    let matcher = TextMatcher(needle)
     return try read { transaction in
       var found: [NoteSummary] = []
       for archived in [false, true] {
@@ -122,8 +123,7 @@ extension NoteStore {
             let id = try entries.next({ key, _ in Keys.timelineNote(key) })
           {
             guard let record = try noteRecord(id, in: transaction),
-              record.text.range(of: needle, options: [.caseInsensitive, .diacriticInsensitive])
-                != nil
+              matcher.matches(record.text)
             else { continue }
             found.append(try summary(id, record, in: transaction))
           }
@@ -225,5 +225,54 @@ extension NoteStore {
 extension TagID {
   init(rawValue: String) {
     self.init(name: rawValue)
+  }
+}
+
+/// Finds text ignoring case and diacritics: Foundation's comparison, with a fast path for the
+/// common case of an ASCII needle in an ASCII text, where ignoring case and diacritics is
+/// comparing bytes with ASCII letters folded to lowercase.
+struct TextMatcher {
+  let needle: String
+  /// The needle's bytes folded to lowercase, if it is ASCII.
+  private let ascii: [UInt8]?
+
+  init(_ needle: String) {
+    self.needle = needle
+    ascii = needle.utf8.allSatisfy { $0 < 0x80 } ? needle.utf8.map(Self.fold) : nil
+  }
+
+  @inline(__always)
+  private static func fold(_ byte: UInt8) -> UInt8 {
+    byte &- 0x41 < 26 ? byte | 0x20 : byte
+  }
+
+  func matches(_ text: String) -> Bool {
+    if let ascii,
+      let found = text.utf8.withContiguousStorageIfAvailable({ Self.find(ascii, in: $0) }),
+      let found
+    {
+      return found
+    }
+    return text.range(of: needle, options: [.caseInsensitive, .diacriticInsensitive]) != nil
+  }
+
+  /// Whether `text` contains `needle`, or nil if `text` is not ASCII.
+  private static func find(_ needle: [UInt8], in text: UnsafeBufferPointer<UInt8>) -> Bool? {
+    var nonASCII: UInt8 = 0
+    for byte in text { nonASCII |= byte }
+    guard nonASCII < 0x80 else { return nil }
+    guard needle.count <= text.count else { return false }
+    let first = needle[0]
+    var index = 0
+    let last = text.count - needle.count
+    while index <= last {
+      if fold(text[index]) == first {
+        var offset = 1
+        while offset < needle.count, fold(text[index + offset]) == needle[offset] { offset += 1 }
+        if offset == needle.count { return true }
+      }
+      index += 1
+    }
+    return false
   }
 }

@@ -27,28 +27,38 @@ public final class ManualClock: Sendable {
   }
 }
 
-/// Identifiers from a seeded generator, so that a test makes the same ids on every run.
-public final class SeededIdentifiers: Sendable {
-  private let state: Mutex<UInt64>
+/// Reproducible random numbers (SplitMix64): the same seed gives the same sequence, so a
+/// random test replays from its seed.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+  private var state: UInt64
 
-  /// Creates a generator; the same seed gives the same sequence of ids.
-  public init(seed: UInt64) {
-    state = Mutex(seed)
-  }
+  /// Creates a generator.
+  public init(seed: UInt64) { state = seed }
 
-  /// The next identifier.
-  public func next() -> Identifier {
-    state.withLock { state in
-      Identifier(high: Self.splitMix(&state), low: Self.splitMix(&state))
-    }
-  }
-
-  private static func splitMix(_ state: inout UInt64) -> UInt64 {
+  /// The next number.
+  public mutating func next() -> UInt64 {
     state &+= 0x9E37_79B9_7F4A_7C15
     var z = state
     z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
     z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
     return z ^ (z >> 31)
+  }
+}
+
+/// Identifiers from a seeded generator, so that a test makes the same ids on every run.
+public final class SeededIdentifiers: Sendable {
+  private let generator: Mutex<SeededGenerator>
+
+  /// Creates a generator; the same seed gives the same sequence of ids.
+  public init(seed: UInt64) {
+    generator = Mutex(SeededGenerator(seed: seed))
+  }
+
+  /// The next identifier.
+  public func next() -> Identifier {
+    generator.withLock { generator in
+      Identifier(high: generator.next(), low: generator.next())
+    }
   }
 }
 

@@ -101,6 +101,25 @@ struct NoteStoreTests {
     }
   }
 
+  @Test("the fast ASCII search agrees with Foundation's comparison on thousands of texts")
+  func searchMatcherAgrees() {
+    var generator = SeededGenerator(seed: 3)
+    let alphabet = Array("aAbBcC zZ-@[`{é")
+    func random(_ length: Int) -> String {
+      String((0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+    }
+    var hits = 0
+    for _ in 0..<5000 {
+      let text = random(Int(generator.next() % 30))
+      let needle = random(1 + Int(generator.next() % 3))
+      let expected =
+        text.range(of: needle, options: [.caseInsensitive, .diacriticInsensitive]) != nil
+      #expect(TextMatcher(needle).matches(text) == expected, "\(needle) in \(text)")
+      if expected { hits += 1 }
+    }
+    #expect(hits > 500)
+  }
+
   @Test("attachments: bytes stored once by hash, thumbnail, delete removes them from the note")
   func attachments() async throws {
     try await withReplicas(1) { replicas in

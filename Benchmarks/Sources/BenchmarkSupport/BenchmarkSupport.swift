@@ -85,14 +85,15 @@ public enum RawLMDB {
     let environment: OpaquePointer
     var database = MDB_dbi()
 
-    /// Opens (creating) an environment with a 1 GiB map and its `events` database.
-    public init(path: String, durability: Durability) throws {
+    /// Opens (creating) an environment with a map of `mapSize` bytes (1 GiB by default) and its
+    /// `events` database.
+    public init(path: String, durability: Durability, mapSize: Int = 1 << 30) throws {
       try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
       var environment: OpaquePointer?
       try check(mdb_env_create(&environment), "mdb_env_create")
       self.environment = environment!
       self.path = path
-      try check(mdb_env_set_mapsize(environment, 1 << 30), "mdb_env_set_mapsize")
+      try check(mdb_env_set_mapsize(environment, mapSize), "mdb_env_set_mapsize")
       try check(mdb_env_set_maxdbs(environment, 4), "mdb_env_set_maxdbs")
       let flags = UInt32(MDB_NOTLS) | (durability == .noSync ? UInt32(MDB_NOSYNC) : 0)
       try check(mdb_env_open(environment, path, flags, 0o644), "mdb_env_open")
@@ -105,6 +106,64 @@ public enum RawLMDB {
 
     /// Closes the environment.
     public func close() { mdb_env_close(environment) }
+
+    /// The number of entries.
+    public func count() -> Int {
+      var transaction: OpaquePointer?
+      mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction)
+      var stat = MDB_stat()
+      mdb_stat(transaction, database, &stat)
+      mdb_txn_abort(transaction)
+      return stat.ms_entries
+    }
+
+    /// Reads every entry with a cursor, touching each value's bytes, and returns the count.
+    public func scanCount() -> Int {
+      var transaction: OpaquePointer?
+      mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction)
+      var cursor: OpaquePointer?
+      mdb_cursor_open(transaction, database, &cursor)
+      var key = MDB_val()
+      var value = MDB_val()
+      var count = 0
+      var checksum: UInt8 = 0
+      var operation = MDB_FIRST
+      while mdb_cursor_get(cursor, &key, &value, operation) == 0 {
+        let bytes = UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size)
+        for byte in bytes { checksum &+= byte }
+        count += 1
+        operation = MDB_NEXT
+      }
+      mdb_cursor_close(cursor)
+      mdb_txn_abort(transaction)
+      blackHole(checksum)
+      return count
+    }
+
+    /// Appends values under big-endian keys from `firstKey` with `MDB_APPEND`, in one
+    /// transaction.
+    public func append(_ values: [[UInt8]], firstKey: UInt64) throws {
+      var transaction: OpaquePointer?
+      try check(mdb_txn_begin(environment, nil, 0, &transaction), "mdb_txn_begin")
+      var sequence = firstKey
+      for bytes in values {
+        var bigEndian = sequence.bigEndian
+        let rc = withUnsafeMutableBytes(of: &bigEndian) { key in
+          bytes.withUnsafeBytes { value in
+            var key = MDB_val(mv_size: 8, mv_data: key.baseAddress)
+            var data = MDB_val(
+              mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+            return mdb_put(transaction, database, &key, &data, UInt32(MDB_APPEND))
+          }
+        }
+        if rc != 0 {
+          mdb_txn_abort(transaction)
+          throw Failure(operation: "mdb_put", code: rc)
+        }
+        sequence += 1
+      }
+      try check(mdb_txn_commit(transaction), "mdb_txn_commit")
+    }
 
     /// Reads every entry with a cursor and returns the total bytes seen.
     public func scan() -> Int {

@@ -1,0 +1,164 @@
+// One interface over the three implementations the comparison runs: raw LMDB (the limit: the
+// same event bytes appended, no projections), VLog, and the same log and projections on SQLite
+// through GRDB (the peer).
+
+internal import BenchmarkSupport
+internal import Foundation
+public import VLog
+
+/// A store the workload runs on.
+public protocol Backend: AnyObject {
+  /// The name in reports.
+  static var name: String { get }
+  /// Opens (creating) a store at `path`.
+  static func open(at path: String, durable: Bool) throws -> Self
+  /// Applies operations as user changes, in one transaction.
+  func apply(_ operations: ArraySlice<Operation>) throws
+  /// The number of events in the log.
+  func eventCount() throws -> Int
+  /// Drops the projections and rebuilds them from the log; returns the events replayed.
+  func rebuild() throws -> Int
+  /// The first page (50) of the timeline; nil if the implementation has no projections.
+  func firstTimelinePage() throws -> Int?
+  /// The notes with a tag; nil without projections.
+  func notes(taggedWith tag: String) throws -> Int?
+  /// The first 50 notes whose text contains `word`; nil without projections.
+  func search(_ word: String) throws -> Int?
+  /// Ingests remote events (a sync page) in one transaction, merging them.
+  func ingest(_ events: [Event]) throws
+  /// The ids of the workload's notes, by index.
+  func noteIDs() -> [NoteID]
+  /// Closes the store.
+  func close()
+}
+
+// MARK: - VLog
+
+/// VLog itself.
+public final class VLogBackend: Backend {
+  /// The name in reports.
+  public static let name = "VLog"
+  let store: NoteStore
+  private var ids: [NoteID?] = []
+
+  init(store: NoteStore) { self.store = store }
+
+  /// See ``Backend``.
+  public static func open(at path: String, durable: Bool) throws -> VLogBackend {
+    VLogBackend(
+      store: try NoteStore.open(
+        at: path, options: .init(durability: durable ? .durable : .noSync, mapSize: 1 << 30)))
+  }
+
+  /// See ``Backend``.
+  public func apply(_ operations: ArraySlice<Operation>) throws {
+    let ids = self.ids
+    let created = try store.write { changes -> [(Int, NoteID)] in
+      var created: [(Int, NoteID)] = []
+      func id(_ note: Int) -> NoteID { ids[note]! }
+      for operation in operations {
+        switch operation {
+        case .create(let note, let text):
+          created.append((note, changes.createNote(text: text)))
+        case .setText(let note, let text): changes.setText(text, of: id(note))
+        case .setArchived(let note, let archived): changes.setArchived(archived, of: id(note))
+        case .setSortDate(let note, let date): changes.setSortDate(date, of: id(note))
+        case .setTags(let note, let tags): changes.setTags(tags, of: id(note))
+        case .addAttachment(let note, let bytes, let width, let height):
+          changes.addAttachment(
+            bytes, mimeType: "image/jpeg", width: width, height: height, to: id(note))
+        case .delete(let note): changes.deleteNote(id(note))
+        }
+      }
+      return created
+    }
+    for (note, id) in created {
+      if self.ids.count <= note {
+        self.ids += Array(repeating: nil, count: note + 1 - self.ids.count)
+      }
+      self.ids[note] = id
+    }
+  }
+
+  /// See ``Backend``.
+  public func eventCount() throws -> Int { try store.eventCount() }
+  /// See ``Backend``.
+  public func rebuild() throws -> Int { try store.rebuildProjections() }
+  /// See ``Backend``.
+  public func firstTimelinePage() throws -> Int? { try store.timeline(limit: 50).count }
+  /// See ``Backend``.
+  public func notes(taggedWith tag: String) throws -> Int? {
+    try store.notes(taggedWith: tag).count
+  }
+  /// See ``Backend``.
+  public func search(_ word: String) throws -> Int? { try store.search(word, limit: 50).count }
+  /// See ``Backend``.
+  public func ingest(_ events: [Event]) throws { try store.ingest(events) }
+
+  /// See ``Backend``.
+  public func noteIDs() -> [NoteID] {
+    if ids.isEmpty {
+      // Reopened: the notes the store has, in any order.
+      return ((try? store.timeline(limit: 100_000)) ?? []).map(\.id)
+        + ((try? store.archive(limit: 100_000)) ?? []).map(\.id)
+    }
+    return ids.compactMap { $0 }
+  }
+
+  /// See ``Backend``.
+  public func close() { store.close() }
+}
+
+// MARK: - Raw LMDB
+
+/// The limit: the same event bytes, appended with `MDB_APPEND` under big-endian sequence
+/// numbers, with no index and no projections. A rebuild is a scan of the log.
+public final class RawLMDBBackend: Backend {
+  /// The name in reports.
+  public static let name = "raw LMDB"
+  let store: RawLMDB.Store
+  private var maker = EventMaker(replica: ReplicaID(Identifier(high: 0x1AA, low: 1)))
+  private var next: UInt64
+
+  init(store: RawLMDB.Store) throws {
+    self.store = store
+    next = UInt64(store.count())
+  }
+
+  /// See ``Backend``.
+  public static func open(at path: String, durable: Bool) throws -> RawLMDBBackend {
+    try RawLMDBBackend(
+      store: RawLMDB.Store(path: path, durability: durable ? .durable : .noSync, mapSize: 16 << 30))
+  }
+
+  /// See ``Backend``.
+  public func apply(_ operations: ArraySlice<Operation>) throws {
+    var values: [[UInt8]] = []
+    for operation in operations {
+      for event in maker.events(for: operation).events { values.append(event.encoded()) }
+    }
+    try append(values)
+  }
+
+  private func append(_ values: [[UInt8]]) throws {
+    try store.append(values, firstKey: next)
+    next += UInt64(values.count)
+  }
+
+  /// See ``Backend``.
+  public func eventCount() throws -> Int { store.count() }
+  /// See ``Backend``.
+  public func rebuild() throws -> Int { store.scanCount() }
+  /// See ``Backend``.
+  public func firstTimelinePage() throws -> Int? { nil }
+  /// See ``Backend``.
+  public func notes(taggedWith tag: String) throws -> Int? { nil }
+  /// See ``Backend``.
+  public func search(_ word: String) throws -> Int? { nil }
+  /// See ``Backend``.
+  public func ingest(_ events: [Event]) throws { try append(events.map { $0.encoded() }) }
+  /// See ``Backend``.
+  public func noteIDs() -> [NoteID] { (0..<10_000).map(EventMaker.noteID) }
+  /// See ``Backend``.
+  public func close() { store.close() }
+}
