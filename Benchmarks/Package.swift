@@ -66,6 +66,17 @@ let package = Package(
       plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ),
     .executableTarget(
+      name: "Peer",
+      dependencies: [
+        "BenchmarkSupport", "Workload",
+        .product(name: "Benchmark", package: "benchmark"),
+        .product(name: "VLog", package: "VLog"),
+      ],
+      path: "Benchmarks/Peer",
+      swiftSettings: [.swiftLanguageMode(.v6)],
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+    .executableTarget(
       name: "LMDBReference",
       dependencies: [
         "BenchmarkSupport",

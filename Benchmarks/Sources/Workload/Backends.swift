@@ -52,14 +52,15 @@ public final class VLogBackend: Backend {
 
   /// See ``Backend``.
   public func apply(_ operations: ArraySlice<Operation>) throws {
-    let ids = self.ids
-    let created = try store.write { changes -> [(Int, NoteID)] in
-      var created: [(Int, NoteID)] = []
-      func id(_ note: Int) -> NoteID { ids[note]! }
+    let known = self.ids
+    let created = try store.write { changes -> [Int: NoteID] in
+      // Notes created earlier in this batch are edited by the ids their creation returned.
+      var created: [Int: NoteID] = [:]
+      func id(_ note: Int) -> NoteID { created[note] ?? known[note]! }
       for operation in operations {
         switch operation {
         case .create(let note, let text):
-          created.append((note, changes.createNote(text: text)))
+          created[note] = changes.createNote(text: text)
         case .setText(let note, let text): changes.setText(text, of: id(note))
         case .setArchived(let note, let archived): changes.setArchived(archived, of: id(note))
         case .setSortDate(let note, let date): changes.setSortDate(date, of: id(note))

@@ -25,8 +25,10 @@ public final class SQLiteBackend: Backend {
   public static func open(at path: String, durable: Bool) throws -> SQLiteBackend {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     var configuration = Configuration()
-    configuration.journalMode = .wal
+    // WAL and the synchronous level set here, not through `journalMode`, with which GRDB
+    // lowers `synchronous` to NORMAL: a commit would then not be on disk when it returns.
     configuration.prepareDatabase { db in
+      try db.execute(sql: "PRAGMA journal_mode = WAL")
       try db.execute(sql: "PRAGMA synchronous = \(durable ? "FULL" : "OFF")")
     }
     let queue = try DatabaseQueue(path: path + "/notes.sqlite", configuration: configuration)
@@ -55,6 +57,13 @@ public final class SQLiteBackend: Backend {
           CREATE TABLE IF NOT EXISTS tombstones(id BLOB PRIMARY KEY, stamp BLOB) WITHOUT ROWID;
           """)
     }
+    let (journal, synchronous) = try queue.read { db in
+      (
+        try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+        try Int.fetchOne(db, sql: "PRAGMA synchronous")
+      )
+    }
+    precondition(journal == "wal" && synchronous == (durable ? 2 : 0), "not WAL or wrong sync")
     return SQLiteBackend(queue: queue)
   }
 

@@ -46,6 +46,7 @@ public struct Workload: Sendable {
       operations.append(.create(note: note, text: texts[Int(random.next() % UInt64(texts.count))]))
     }
     var deleted = Set<Int>()
+    var attachments: [Int: Int] = [:]
     while operations.count < size {
       // Edits favour recent notes: the square of a uniform number leans towards low indexes.
       let u = Double(random.next() % 1_000_000) / 1_000_000
@@ -65,7 +66,8 @@ public struct Workload: Sendable {
         let count = Int(random.next() % 4)
         let tags = (0..<count).map { _ in Self.tagNames[Int(random.next() % 5)] }
         operations.append(.setTags(note: note, tags))
-      case 950..<980:
+      case 950..<980 where attachments[note, default: 0] < 20:
+        attachments[note, default: 0] += 1
         let bytes = (0..<(512 + Int(random.next() % 1536))).map { _ in
           UInt8(truncatingIfNeeded: random.next())
         }
