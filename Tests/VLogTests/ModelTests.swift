@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VLogTesting
 
 @testable import VLog
 
@@ -91,5 +92,19 @@ struct ModelTests {
     let cut = Note.truncate(long)
     #expect(cut.count <= Note.truncatedLength)
     #expect(cut.hasSuffix("word"))
+  }
+
+  @Test("the byte-wise truncation of ASCII text equals the character-wise one")
+  func asciiTruncation() {
+    var generator = SeededGenerator(seed: 9)
+    let alphabet = Array("ab cd\n\t\r\u{0B}\u{0C}-.x")
+    for _ in 0..<3000 {
+      let length = Int(generator.next() % 400)
+      let text = String(
+        (0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+      #expect(Note.truncateASCII(text) == Note.truncateCharacters(text), "\(text.debugDescription)")
+    }
+    #expect(Note.truncateASCII("café") == nil)
+    #expect(Note.truncate("  café \n au lait") == "café au lait")
   }
 }
