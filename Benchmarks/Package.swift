@@ -23,6 +23,7 @@ let package = Package(
       dependencies: [
         "BenchmarkSupport",
         .product(name: "VLog", package: "VLog"),
+        .product(name: "VLogTesting", package: "VLog"),
         .product(name: "GRDB", package: "GRDB.swift"),
       ],
       swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("InternalImportsByDefault")]

@@ -21,12 +21,7 @@ let workload = Workload(size: peerEvents)
 /// Builds a populated store outside the measured region.
 func populated<B: Backend>(_ backend: B.Type, at path: String) throws -> B {
   let store = try B.open(at: path, durable: false)
-  var offset = 0
-  while offset < workload.operations.count {
-    let end = min(offset + Workload.batchSize, workload.operations.count)
-    try store.apply(workload.operations[offset..<end])
-    offset = end
-  }
+  try workload.apply(to: store)
   return store
 }
 
@@ -37,12 +32,7 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
     let store = try B.open(at: path, durable: false)
     defer { store.close() }
     benchmark.startMeasurement()
-    var offset = 0
-    while offset < workload.operations.count {
-      let end = min(offset + Workload.batchSize, workload.operations.count)
-      try store.apply(workload.operations[offset..<end])
-      offset = end
-    }
+    try workload.apply(to: store)
     benchmark.stopMeasurement()
   }
 
@@ -73,7 +63,7 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
     defer { removeTemporaryItem(atPath: path) }
     let store = try populated(B.self, at: path)
     defer { store.close() }
-    let remote = Workload.remoteEvents(count: 1000, ids: store.noteIDs(), now: Date())
+    let remote = Workload.remoteEvents(count: 1000, ids: try store.noteIDs(), now: Date())
     benchmark.startMeasurement()
     try store.ingest(remote)
     benchmark.stopMeasurement()

@@ -43,16 +43,20 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 
 /// Resets the process's peak resident size (Linux: `clear_refs` 5), so the next reading of
 /// `VmHWM` is the peak of what follows.
-func resetPeakMemory() {
-  try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+func resetPeakMemory() throws {
+  try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+}
+
+struct NoPeakMemory: Error, CustomStringConvertible {
+  var description: String { "/proc/self/status has no VmHWM line" }
 }
 
 /// The peak resident size in MB since the last reset.
-func peakMemoryMB() -> Double {
-  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-    let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-    let kilobytes = Double(line.split(separator: " ")[1])
-  else { return 0 }
+func peakMemoryMB() throws -> Double {
+  let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+  guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+    let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+  else { throw NoPeakMemory() }
   return kilobytes / 1024
 }
 
@@ -68,14 +72,7 @@ func run<B: Backend>(_ backend: B.Type, _ workload: Workload) throws -> Figures 
 
   // Batched user changes, durable, a thousand to a transaction.
   var store = try B.open(at: path, durable: true)
-  let (_, appendTime) = try time {
-    var offset = 0
-    while offset < workload.operations.count {
-      let end = min(offset + Workload.batchSize, workload.operations.count)
-      try store.apply(workload.operations[offset..<end])
-      offset = end
-    }
-  }
+  let (_, appendTime) = try time { try workload.apply(to: store) }
   figures.events = try store.eventCount()
   figures.appendPerSecond = Double(figures.events) / appendTime
   log("\(label): append \(Int(figures.appendPerSecond)) events/s")
@@ -89,14 +86,14 @@ func run<B: Backend>(_ backend: B.Type, _ workload: Workload) throws -> Figures 
   }
   figures.durableP50 = percentile(latencies, 0.5) * 1000
   figures.durableP99 = percentile(latencies, 0.99) * 1000
-  let ids = store.noteIDs()
+  let ids = try store.noteIDs()
   store.close()
 
   // Rebuild, with its peak memory.
   store = try B.open(at: path, durable: true)
-  resetPeakMemory()
+  try resetPeakMemory()
   let (replayed, rebuildTime) = try time { try store.rebuild() }
-  figures.rebuildPeakMB = peakMemoryMB()
+  figures.rebuildPeakMB = try peakMemoryMB()
   figures.rebuildPerSecond = Double(replayed) / rebuildTime
   store.close()
   log("\(label): rebuild \(Int(figures.rebuildPerSecond)) events/s")

@@ -26,8 +26,8 @@ public protocol Backend: AnyObject {
   func search(_ word: String) throws -> Int?
   /// Ingests remote events (a sync page) in one transaction, merging them.
   func ingest(_ events: [Event]) throws
-  /// The ids of the workload's notes, by index.
-  func noteIDs() -> [NoteID]
+  /// The ids of the workload's notes.
+  func noteIDs() throws -> [NoteID]
   /// Closes the store.
   func close()
 }
@@ -97,11 +97,11 @@ public final class VLogBackend: Backend {
   public func ingest(_ events: [Event]) throws { try store.ingest(events) }
 
   /// See ``Backend``.
-  public func noteIDs() -> [NoteID] {
+  public func noteIDs() throws -> [NoteID] {
     if ids.isEmpty {
       // Reopened: the notes the store has, in any order.
-      return ((try? store.timeline(limit: 100_000)) ?? []).map(\.id)
-        + ((try? store.archive(limit: 100_000)) ?? []).map(\.id)
+      return try store.timeline(limit: 100_000).map(\.id)
+        + store.archive(limit: 100_000).map(\.id)
     }
     return ids.compactMap { $0 }
   }

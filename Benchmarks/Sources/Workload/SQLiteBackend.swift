@@ -245,8 +245,8 @@ public final class SQLiteBackend: Backend {
   }
 
   /// See ``Backend``.
-  public func noteIDs() -> [NoteID] {
-    ((try? queue.read { db in try Data.fetchAll(db, sql: "SELECT id FROM notes") }) ?? [])
+  public func noteIDs() throws -> [NoteID] {
+    try queue.read { db in try Data.fetchAll(db, sql: "SELECT id FROM notes") }
       .compactMap { data in
         data.count == 16
           ? NoteID(
@@ -257,5 +257,11 @@ public final class SQLiteBackend: Backend {
   }
 
   /// See ``Backend``.
-  public func close() { try? queue.close() }
+  public func close() {
+    do {
+      try queue.close()
+    } catch {
+      FileHandle.standardError.write(Data("warning: closing the SQLite store: \(error)\n".utf8))
+    }
+  }
 }

@@ -4,6 +4,7 @@
 
 public import Foundation
 public import VLog
+internal import VLogTesting
 
 /// One user change, naming notes by their index in the workload (each implementation maps
 /// indexes to its own ids).
@@ -35,9 +36,19 @@ public struct Workload: Sendable {
   /// The notes that are not deleted at the end, by index.
   public let liveNotes: [Int]
 
+  /// Applies every operation to `store` as user changes, ``batchSize`` to a transaction.
+  public func apply(to store: some Backend) throws {
+    var offset = 0
+    while offset < operations.count {
+      let end = min(offset + Self.batchSize, operations.count)
+      try store.apply(operations[offset..<end])
+      offset = end
+    }
+  }
+
   /// Generates a workload of about `size` operations.
   public init(size: Int, seed: UInt64 = 42) {
-    var random = SplitMix(seed: seed)
+    var random = SeededGenerator(seed: seed)
     let notes = max(10, min(10_000, size / 10))
     let texts = Self.texts(using: &random)
     var operations: [Operation] = []
@@ -87,7 +98,7 @@ public struct Workload: Sendable {
   }
 
   /// 512 texts: most a few hundred bytes, some a few KB, one in fifty with the rare word.
-  static func texts(using random: inout SplitMix) -> [String] {
+  static func texts(using random: inout SeededGenerator) -> [String] {
     let words = [
       "buy", "bread", "milk", "meeting", "notes", "call", "plan", "trip", "ideas", "list",
       "garden", "book", "review", "draft", "budget", "project", "weekend", "train", "hotel",
@@ -116,7 +127,7 @@ public struct Workload: Sendable {
   public static func remoteEvents(
     count: Int, ids: [NoteID], now: Date, seed: UInt64 = 7
   ) -> [Event] {
-    var random = SplitMix(seed: seed)
+    var random = SeededGenerator(seed: seed)
     let replica = ReplicaID(Identifier(high: 0xFEED, low: seed))
     let start = UInt64(milliseconds(now)) + 3_600_000
     let texts = Self.texts(using: &random)
@@ -140,21 +151,6 @@ public struct Workload: Sendable {
 extension Change {
   fileprivate static func setArchived(_ note: NoteID, _ archived: Bool) -> Change {
     .archivedSet(note, archived: archived)
-  }
-}
-
-/// SplitMix64: a small, fast, seedable generator.
-public struct SplitMix: RandomNumberGenerator, Sendable {
-  private var state: UInt64
-  /// Creates a generator.
-  public init(seed: UInt64) { state = seed }
-  /// The next number.
-  public mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 
