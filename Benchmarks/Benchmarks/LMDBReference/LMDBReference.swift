@@ -46,7 +46,7 @@ let benchmarks: @Sendable () -> Void = {
       guard let scanned else { fatalError("setup did not run") }
       let start = ContinuousClock.now
       benchmark.startMeasurement()
-      let bytes = scanned.scan()
+      let bytes = try scanned.scan()
       benchmark.stopMeasurement()
       blackHole(bytes)
       benchmark.measurement(.eventsPerSecond, perSecond(eventCount, since: start))

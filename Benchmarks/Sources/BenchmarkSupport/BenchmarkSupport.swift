@@ -118,26 +118,38 @@ public enum RawLMDB {
     }
 
     /// Reads every entry with a cursor, touching each value's bytes, and returns the count.
-    public func scanCount() -> Int {
-      var transaction: OpaquePointer?
-      mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction)
-      var cursor: OpaquePointer?
-      mdb_cursor_open(transaction, database, &cursor)
-      var key = MDB_val()
-      var value = MDB_val()
+    public func scanCount() throws -> Int {
       var count = 0
       var checksum: UInt8 = 0
-      var operation = MDB_FIRST
-      while mdb_cursor_get(cursor, &key, &value, operation) == 0 {
-        let bytes = UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size)
-        for byte in bytes { checksum &+= byte }
+      try forEachEntry { _, value in
+        for byte in UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size) {
+          checksum &+= byte
+        }
         count += 1
-        operation = MDB_NEXT
       }
-      mdb_cursor_close(cursor)
-      mdb_txn_abort(transaction)
       blackHole(checksum)
       return count
+    }
+
+    /// Calls `body` with each entry's key and value, in key order, in one read transaction.
+    private func forEachEntry(_ body: (MDB_val, MDB_val) -> Void) throws {
+      var transaction: OpaquePointer?
+      try check(
+        mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction), "mdb_txn_begin")
+      defer { mdb_txn_abort(transaction) }
+      var cursor: OpaquePointer?
+      try check(mdb_cursor_open(transaction, database, &cursor), "mdb_cursor_open")
+      defer { mdb_cursor_close(cursor) }
+      var key = MDB_val()
+      var value = MDB_val()
+      var operation = MDB_FIRST
+      while true {
+        let rc = mdb_cursor_get(cursor, &key, &value, operation)
+        if rc == MDB_NOTFOUND { return }
+        try check(rc, "mdb_cursor_get")
+        body(key, value)
+        operation = MDB_NEXT
+      }
     }
 
     /// Appends values under big-endian keys from `firstKey` with `MDB_APPEND`, in one
@@ -166,21 +178,9 @@ public enum RawLMDB {
     }
 
     /// Reads every entry with a cursor and returns the total bytes seen.
-    public func scan() -> Int {
-      var transaction: OpaquePointer?
-      mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &transaction)
-      var cursor: OpaquePointer?
-      mdb_cursor_open(transaction, database, &cursor)
-      var key = MDB_val()
-      var value = MDB_val()
+    public func scan() throws -> Int {
       var total = 0
-      var operation = MDB_FIRST
-      while mdb_cursor_get(cursor, &key, &value, operation) == 0 {
-        total &+= key.mv_size &+ value.mv_size
-        operation = MDB_NEXT
-      }
-      mdb_cursor_close(cursor)
-      mdb_txn_abort(transaction)
+      try forEachEntry { key, value in total &+= key.mv_size &+ value.mv_size }
       return total
     }
   }

@@ -149,7 +149,7 @@ public final class RawLMDBBackend: Backend {
   /// See ``Backend``.
   public func eventCount() throws -> Int { store.count() }
   /// See ``Backend``.
-  public func rebuild() throws -> Int { store.scanCount() }
+  public func rebuild() throws -> Int { try store.scanCount() }
   /// See ``Backend``.
   public func firstTimelinePage() throws -> Int? { nil }
   /// See ``Backend``.
