@@ -1,3 +1,5 @@
+internal import LMDB
+
 /// xxHash64 (Yann Collet's XXH64): a fast, well-distributed 64-bit hash, used for the checksum
 /// of each stored event and for the event-set digest. Not cryptographic.
 enum XXHash64 {
@@ -108,10 +110,8 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
 
   /// Parses the 32 hexadecimal digits that ``description`` writes.
   public init?(hex: some StringProtocol) {
-    guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16),
-      let low = UInt64(hex.suffix(16), radix: 16)
-    else { return nil }
-    self.init(high: high, low: low)
+    guard hex.utf8.count == 32, let bytes = Hex.bytes(hex) else { return nil }
+    self.init(bytes: bytes)
   }
 
   /// Adds an event, given its id's 24 bytes.
@@ -130,20 +130,20 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// 32 lowercase hexadecimal digits.
-  public var description: String {
-    func hex(_ value: UInt64) -> String {
-      let text = String(value, radix: 16)
-      return String(repeating: "0", count: 16 - text.count) + text
-    }
-    return hex(high) + hex(low)
+  public var description: String { Hex.string(bytes) }
+
+  /// The 16 bytes: the high half, then the low half, each big-endian.
+  package var bytes: [UInt8] {
+    var bytes = BigEndian.bytes(high)
+    BigEndian.append(low, to: &bytes)
+    return bytes
   }
 
-  var bytes: [UInt8] {
-    withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { Array($0) }
-  }
-
-  init(bytes: UnsafeRawBufferPointer) {
-    high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
-    low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+  /// Reads the 16 bytes that ``bytes`` writes; nil unless there are exactly 16.
+  package init?(bytes: [UInt8]) {
+    guard bytes.count == 16, let high = BigEndian.read(UInt64.self, from: bytes, at: 0),
+      let low = BigEndian.read(UInt64.self, from: bytes, at: 8)
+    else { return nil }
+    self.init(high: high, low: low)
   }
 }

@@ -1,3 +1,5 @@
+internal import LMDB
+
 /// A 128-bit identifier, stored as 16 big-endian bytes and written as a lowercase UUID
 /// (`8-4-4-4-12` hexadecimal digits).
 ///
@@ -24,21 +26,21 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
   ///
   /// - Returns: nil if `text` is not 32 hexadecimal digits, optionally hyphenated as a UUID.
   public init?(_ text: some StringProtocol) {
-    var digits: [UInt8] = []
-    digits.reserveCapacity(32)
-    for (offset, character) in text.utf8.enumerated() {
-      if character == UInt8(ascii: "-") {
-        guard [8, 13, 18, 23].contains(offset) else { return nil }
-        continue
-      }
-      guard let digit = Self.hexValue(character) else { return nil }
-      digits.append(digit)
+    let utf8 = Array(text.utf8)
+    let digits: [UInt8]
+    switch utf8.count {
+    case 32:
+      digits = utf8
+    case 36:
+      guard [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }) else { return nil }
+      digits = utf8.enumerated().filter { ![8, 13, 18, 23].contains($0.offset) }.map(\.element)
+    default:
+      return nil
     }
-    guard digits.count == 32, text.utf8.count == 32 || text.utf8.count == 36 else { return nil }
-    var high: UInt64 = 0
-    var low: UInt64 = 0
-    for digit in digits[0..<16] { high = high << 4 | UInt64(digit) }
-    for digit in digits[16..<32] { low = low << 4 | UInt64(digit) }
+    guard let bytes = Hex.bytes(String(decoding: digits, as: UTF8.self)),
+      let high = BigEndian.read(UInt64.self, from: bytes, at: 0),
+      let low = BigEndian.read(UInt64.self, from: bytes, at: 8)
+    else { return nil }
     self.init(high: high, low: low)
   }
 
@@ -65,13 +67,13 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
   }
 
   func append(to buffer: inout [UInt8]) {
-    withUnsafeBytes(of: high.bigEndian) { buffer.append(contentsOf: $0) }
-    withUnsafeBytes(of: low.bigEndian) { buffer.append(contentsOf: $0) }
+    BigEndian.append(high, to: &buffer)
+    BigEndian.append(low, to: &buffer)
   }
 
   /// The lowercase UUID form, for example `1b4e28ba-2fa1-11d2-883f-0016d3cca427`.
   public var description: String {
-    let hex = Self.hex(high, 16) + Self.hex(low, 16)
+    let hex = Hex.string(high) + Hex.string(low)
     let characters = Array(hex)
     return String(characters[0..<8]) + "-" + String(characters[8..<12]) + "-"
       + String(characters[12..<16]) + "-" + String(characters[16..<20]) + "-"
@@ -83,19 +85,6 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     (lhs.high, lhs.low) < (rhs.high, rhs.low)
   }
 
-  private static func hex(_ value: UInt64, _ digits: Int) -> String {
-    let text = String(value, radix: 16)
-    return String(repeating: "0", count: digits - text.count) + text
-  }
-
-  private static func hexValue(_ character: UInt8) -> UInt8? {
-    switch character {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-    default: nil
-    }
-  }
 }
 
 /// Declares the shared behaviour of the typed identifiers.
@@ -202,31 +191,10 @@ public struct BlobHash: Hashable, Sendable, CustomStringConvertible {
 
   /// Parses 64 hexadecimal digits.
   public init?(hex: some StringProtocol) {
-    guard hex.utf8.count == 64 else { return nil }
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(32)
-    var iterator = hex.utf8.makeIterator()
-    while let first = iterator.next(), let second = iterator.next() {
-      guard let high = Self.nibble(first), let low = Self.nibble(second) else { return nil }
-      bytes.append(high << 4 | low)
-    }
+    guard hex.utf8.count == 64, let bytes = Hex.bytes(hex) else { return nil }
     self.bytes = bytes
   }
 
   /// 64 lowercase hexadecimal digits.
-  public var description: String {
-    bytes.map { byte in
-      let text = String(byte, radix: 16)
-      return text.count == 1 ? "0" + text : text
-    }.joined()
-  }
-
-  private static func nibble(_ character: UInt8) -> UInt8? {
-    switch character {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-    default: nil
-    }
-  }
+  public var description: String { Hex.string(bytes) }
 }

@@ -1,13 +1,4 @@
-internal import Crypto
 internal import LMDB
-
-/// An event with its position in this store's log.
-public struct LoggedEvent: Sendable, Hashable {
-  /// The event's local sequence number: its position in this store's log, from 1.
-  public let sequence: UInt64
-  /// The event.
-  public let event: Event
-}
 
 /// What ingesting a batch of events did.
 public struct IngestResult: Sendable, Hashable {
@@ -60,12 +51,12 @@ extension NoteStore {
       try environment.write { transaction throws -> (IngestResult, ChangeSet) in
         var session = try WriteSession(store: self, in: transaction)
         if let sequence {
-          _ = try acknowledge(through: sequence, state: &session.state, in: transaction)
+          _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
         }
         var duplicates = 0
         var unknown = 0
         for event in events {
-          if try transaction.containsValue(forKey: event.stamp.bytes, in: schema.eventIndex) {
+          if try eventLog.contains(event.stamp, in: transaction) {
             duplicates += 1
             continue
           }
@@ -75,7 +66,7 @@ extension NoteStore {
         let changeSet = try session.finish(source: .sync, in: transaction)
         return (
           IngestResult(
-            appended: session.appended, duplicates: duplicates, unknownKinds: unknown,
+            appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
             changes: changeSet),
           changeSet
         )
@@ -100,29 +91,12 @@ extension NoteStore {
   ///
   /// - Parameter limit: The most events to return.
   public func outbox(limit: Int = .max) throws -> [LoggedEvent] {
-    try read { transaction in
-      let state = try LogState(schema: schema, in: transaction)
-      let wanted = min(limit, Int(clamping: state.pendingLocal))
-      var pending: [LoggedEvent] = []
-      guard wanted > 0 else { return pending }
-      try transaction.withEntries(
-        in: schema.log, range: .from(Keys.sequence(state.acknowledged + 1))
-      ) { entries throws in
-        while pending.count < wanted,
-          let logged = try entries.next({ key, value throws -> LoggedEvent in
-            try Self.decodeLogEntry(key, value)
-          })
-        {
-          if logged.event.stamp.replica == replicaID { pending.append(logged) }
-        }
-      }
-      return pending
-    }
+    try read { transaction in try eventLog.outbox(of: replicaID, limit: limit, in: transaction) }
   }
 
   /// The number of local events not yet acknowledged.
   public func outboxCount() throws -> Int {
-    try read { transaction in Int(try LogState(schema: schema, in: transaction).pendingLocal) }
+    try read { transaction in Int(try eventLog.state(in: transaction).pendingLocal) }
   }
 
   /// Marks every local event up to a sequence number as stored by the server, removing them
@@ -138,45 +112,13 @@ extension NoteStore {
   public func acknowledge(through sequence: UInt64) throws -> Int {
     try VLogError.wrapping {
       try environment.write { transaction throws -> Int in
-        var state = try LogState(schema: schema, in: transaction)
-        let watermark = state.acknowledged
-        let removed = try acknowledge(through: sequence, state: &state, in: transaction)
-        if state.acknowledged != watermark { try state.write(schema: schema, in: transaction) }
+        var log = try eventLog.appender(in: transaction)
+        let removed = try log.acknowledge(
+          through: sequence, replica: replicaID, in: transaction)
+        try log.commit(in: transaction)
         return removed
       }
     }
-  }
-
-  /// Moves the outbox watermark in `state`; the caller writes `state`.
-  private func acknowledge(
-    through sequence: UInt64, state: inout LogState, in transaction: borrowing WriteTransaction
-  ) throws -> Int {
-    guard sequence < state.nextSequence else {
-      throw VLogError(
-        .invalidValue,
-        "cannot acknowledge through event \(sequence): the log ends at \(state.nextSequence - 1)"
-      )
-    }
-    guard sequence > state.acknowledged else { return 0 }
-    var removed = 0
-    try transaction.forEach(
-      in: schema.log,
-      range: .from(Keys.sequence(state.acknowledged + 1), through: Keys.sequence(sequence))
-    ) { key, value in
-      if try Self.decodeLogEntry(key, value).event.stamp.replica == replicaID { removed += 1 }
-    }
-    state.pendingLocal -= UInt64(removed)
-    state.acknowledged = state.pendingLocal == 0 ? state.nextSequence - 1 : sequence
-    return removed
-  }
-
-  static func decodeLogEntry(
-    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
-  ) throws -> LoggedEvent {
-    let sequence = Keys.sequence(from: key)
-    return LoggedEvent(
-      sequence: sequence,
-      event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
   }
 
   // MARK: - The log
@@ -188,6 +130,7 @@ extension NoteStore {
   ///   - limit: The most events to return.
   public func events(after sequence: UInt64 = 0, limit: Int = .max) throws -> [LoggedEvent] {
     var result: [LoggedEvent] = []
+    guard limit > 0 else { return result }
     try forEachEvent(after: sequence) { logged in
       result.append(logged)
       return result.count < limit
@@ -200,105 +143,17 @@ extension NoteStore {
   public func forEachEvent(
     after sequence: UInt64 = 0, _ body: (LoggedEvent) throws -> Bool
   ) throws {
-    try read { transaction in
-      try transaction.withEntries(in: schema.log, range: .from(Keys.sequence(sequence + 1))) {
-        entries throws in
-        while let logged = try entries.next({ key, value throws -> LoggedEvent in
-          try Self.decodeLogEntry(key, value)
-        }) {
-          guard try body(logged) else { return }
-        }
-      }
-    }
+    try read { transaction in try eventLog.forEach(after: sequence, in: transaction, body) }
   }
 
   /// The event with this id, if the log has it.
   public func event(withID id: Stamp) throws -> LoggedEvent? {
-    try read { transaction in
-      guard
-        let sequence = try transaction.withValue(
-          forKey: id.bytes, in: schema.eventIndex, { $0.map(Keys.sequence(from:)) })
-      else { return nil }
-      return try loggedEvent(at: sequence, in: transaction)
-    }
+    try read { transaction in try eventLog.event(withID: id, in: transaction) }
   }
 
   /// The sequence number of the last event in the log, or 0 if it is empty.
   public func lastSequence() throws -> UInt64 {
-    try read { transaction in
-      try transaction.withCursor(on: schema.log) { cursor throws -> UInt64 in
-        try cursor.last() ? try cursor.withCurrent { key, _ in Keys.sequence(from: key) } : 0
-      }
-    }
-  }
-
-  func loggedEvent(at sequence: UInt64, in transaction: borrowing some Transaction & ~Copyable)
-    throws -> LoggedEvent?
-  {
-    let key = Keys.sequence(sequence)
-    return try transaction.withValue(forKey: key, in: schema.log) { value throws -> LoggedEvent? in
-      guard let value else { return nil }
-      return try key.withUnsafeBytes { key in try Self.decodeLogEntry(key, value) }
-    }
-  }
-
-  // MARK: - Blobs
-
-  /// Stores the bytes of an attachment received out of band, after checking them against their
-  /// hash. Storing bytes already present does nothing.
-  ///
-  /// - Throws: ``VLogError/Code/blobMismatch`` if the bytes' SHA-256 is not `hash`.
-  public func storeBlob(_ bytes: [UInt8], hash: BlobHash) throws {
-    let actual = BlobHash(bytes: Array(SHA256.hash(data: bytes)))!
-    guard actual == hash else {
-      throw VLogError(
-        .blobMismatch, "the bytes' SHA-256 is \(actual), not \(hash); nothing was stored")
-    }
-    try VLogError.wrapping {
-      try environment.write { transaction in
-        guard try !transaction.containsValue(forKey: hash.bytes, in: schema.blobs) else { return }
-        try transaction.put(bytes, forKey: hash.bytes, in: schema.blobs)
-      }
-    }
-  }
-
-  /// The bytes stored under a hash, if present.
-  public func blob(_ hash: BlobHash) throws -> [UInt8]? {
-    try read { try $0.value(forKey: hash.bytes, in: schema.blobs) }
-  }
-
-  /// The bytes of an attachment.
-  ///
-  /// - Throws: ``VLogError/Code/attachmentNotFound`` for an unknown attachment,
-  ///   ``VLogError/Code/blobMissing`` when its bytes have not been downloaded yet.
-  public func attachmentData(_ id: AttachmentID) throws -> [UInt8] {
-    guard let attachment = try attachment(id) else {
-      throw VLogError(.attachmentNotFound, "there is no attachment \(id)")
-    }
-    guard let bytes = try blob(attachment.blobHash) else {
-      throw VLogError(
-        .blobMissing,
-        "the bytes of attachment \(id) (sha256 \(attachment.blobHash)) are not in this store yet")
-    }
-    return bytes
-  }
-
-  /// Hashes of attachments whose bytes this store does not have, to download.
-  public func missingBlobs() throws -> [BlobHash] {
-    try read { transaction in
-      var hashes = Set<BlobHash>()
-      try transaction.forEach(in: schema.attachments) { key, value in
-        let record = try AttachmentRecord(
-          id: AttachmentID(Identifier(bytes: key)), decoding: value)
-        guard try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
-        else { return }
-        hashes.insert(record.attachment.blobHash)
-      }
-      return try hashes.filter {
-        try !transaction.containsValue(forKey: $0.bytes, in: schema.blobs)
-      }
-      .sorted { $0.description < $1.description }
-    }
+    try read { transaction in try eventLog.lastSequence(in: transaction) }
   }
 
   /// Runs `body` in a read transaction, turning LMDB's errors into ``VLogError``s.

@@ -59,31 +59,29 @@ extension NoteStore {
   }
 }
 
-/// One write transaction's work: stamping, appending, projecting.
+/// One write transaction's work: the event log's appender and the projector, so that every
+/// event appended is applied to the projections in the same transaction.
 struct WriteSession {
   let schema: Schema
   let replicaID: ReplicaID
-  var state: LogState
+  var log: EventLog.Appender
   var projector: Projector
-  var appended = 0
 
   init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
     schema = store.schema
     replicaID = store.replicaID
-    state = try LogState(schema: schema, in: transaction)
+    log = try store.eventLog.appender(in: transaction)
     projector = Projector(schema: schema, mergeRule: store.mergeRule)
   }
 
-  /// Writes the overlay and the log state, and returns what changed.
+  /// Writes the projector's overlay and the log's state, and returns what changed.
   mutating func finish(source: ChangeSet.Source, in transaction: borrowing WriteTransaction)
     throws -> ChangeSet
   {
     try projector.flush(in: transaction)
-    state.unknownEvents += UInt64(projector.unknownEvents)
-    // With nothing to send, the outbox watermark follows the end of the log.
-    if state.pendingLocal == 0 { state.acknowledged = state.nextSequence - 1 }
-    try state.write(schema: schema, in: transaction)
-    return projector.changes.build(source: source, eventCount: appended)
+    log.countUnknownEvents(projector.unknownEvents)
+    try log.commit(in: transaction)
+    return projector.changes.build(source: source, eventCount: log.appended)
   }
 
   // MARK: Appending
@@ -92,31 +90,7 @@ struct WriteSession {
   mutating func append(
     _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
   ) throws {
-    var writer = WireWriter()
-    writer.buffer.reserveCapacity(96 + event.unknownFields.count)
-    EventCodec.encode(event, into: &writer)
-    let bytes = writer.buffer
-    let sequence = state.nextSequence
-    state.nextSequence += 1
-    try withUnsafeBytes(of: sequence.bigEndian) { sequenceKey in
-      try transaction.put(
-        forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count, in: schema.log,
-        options: .append
-      ) { buffer in
-        LogRecord.write(bytes, into: buffer)
-      }
-      try event.stamp.withKey { stampKey in
-        // A local stamp is later than every stamp in the index (the clock has observed them
-        // all), so it goes at the end without a search.
-        try transaction.put(
-          sequenceKey, forKey: stampKey, in: schema.eventIndex,
-          options: local ? .append : .noOverwrite)
-        state.digest.add(eventID: stampKey)
-      }
-    }
-    state.clock.observe(event.stamp.time)
-    if local { state.pendingLocal += 1 }
-    appended += 1
+    try log.append(event, local: local, in: transaction)
     try projector.apply(event, in: transaction)
   }
 
@@ -125,8 +99,7 @@ struct WriteSession {
     _ change: Change, wallMilliseconds: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     try Validation.check(change)
-    let stamp = Stamp(
-      time: state.clock.tick(wallMilliseconds: wallMilliseconds), replica: replicaID)
+    let stamp = log.stamp(wallMilliseconds: wallMilliseconds, replica: replicaID)
     try append(Event(stamp: stamp, change: change), local: true, in: transaction)
   }
 
@@ -281,130 +254,5 @@ struct WriteSession {
   ) throws {
     guard try !transaction.containsValue(forKey: hash.bytes, in: schema.blobs) else { return }
     try transaction.put(bytes, forKey: hash.bytes, in: schema.blobs)
-  }
-}
-
-/// A log entry: a 4-byte checksum (the low 32 bits of the xxHash64 of the event, big-endian)
-/// followed by the encoded event.
-enum LogRecord {
-  static let headerSize = 4
-
-  static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
-    UInt32(truncatingIfNeeded: XXHash64.hash(event))
-  }
-
-  static func write(_ event: [UInt8], into buffer: UnsafeMutableRawBufferPointer) {
-    event.withUnsafeBytes { event in
-      buffer.storeBytes(of: checksum(event).bigEndian, as: UInt32.self)
-      UnsafeMutableRawBufferPointer(rebasing: buffer[headerSize...]).copyMemory(from: event)
-    }
-  }
-
-  /// The event bytes of a log entry, after checking its checksum.
-  static func event(
-    in entry: UnsafeRawBufferPointer, sequence: UInt64
-  ) throws(VLogError) -> UnsafeRawBufferPointer {
-    guard entry.count >= headerSize else {
-      throw VLogError(.corruptStore, "event \(sequence): the entry is shorter than its checksum")
-    }
-    let stored = UInt32(bigEndian: entry.loadUnaligned(as: UInt32.self))
-    let event = UnsafeRawBufferPointer(rebasing: entry[headerSize...])
-    guard checksum(event) == stored else {
-      throw VLogError(.corruptStore, "event \(sequence): the checksum does not match its bytes")
-    }
-    return event
-  }
-}
-
-/// The checks every event passes, local or remote, so that every replica accepts the same
-/// events.
-enum Validation {
-  static func check(_ change: Change) throws(VLogError) {
-    switch change {
-    case .noteCreated(_, let date), .sortDateSet(_, let date):
-      try checkDate(date)
-    case .textSet(let id, let text):
-      let size = text.utf8.count
-      guard size <= Limits.textBytes else {
-        throw VLogError(
-          .valueTooLarge,
-          "note \(id): the text is \(size) bytes; the limit is \(Limits.textBytes) bytes")
-      }
-    case .tagsSet(let id, let tags):
-      guard tags.count <= Limits.tagsPerNote else {
-        throw VLogError(
-          .valueTooLarge,
-          "note \(id): \(tags.count) tags; the limit is \(Limits.tagsPerNote)")
-      }
-      for tag in tags { try checkTagName(tag) }
-    case .attachmentsSet(let id, let attachments):
-      guard attachments.count <= Limits.attachmentsPerNote else {
-        throw VLogError(
-          .valueTooLarge,
-          "note \(id): \(attachments.count) attachments; the limit is \(Limits.attachmentsPerNote)")
-      }
-    case .attachmentAdded(let attachment):
-      let mime = attachment.mimeType
-      guard !mime.isEmpty, mime.utf8.count <= Limits.mimeTypeBytes, mime.contains("/"),
-        !mime.unicodeScalars.contains(where: {
-          $0.properties.generalCategory == .control || $0 == " "
-        })
-      else {
-        throw VLogError(
-          .invalidValue,
-          "attachment \(attachment.id): media type \(String(reflecting: mime)) is not of the form "
-            + "type/subtype")
-      }
-      guard attachment.byteCount > 0 else {
-        throw VLogError(.invalidValue, "attachment \(attachment.id): it has no bytes")
-      }
-      guard attachment.byteCount <= Limits.attachmentBytes else {
-        throw VLogError(
-          .valueTooLarge,
-          "attachment \(attachment.id): \(attachment.byteCount) bytes; the limit is "
-            + "\(Limits.attachmentBytes) bytes")
-      }
-      guard attachment.width >= 0, attachment.height >= 0 else {
-        throw VLogError(.invalidValue, "attachment \(attachment.id): negative width or height")
-      }
-    case .tagRenamed(let name):
-      try checkTagName(name)
-    case .archivedSet, .noteDeleted, .attachmentDeleted, .unknown:
-      break
-    }
-  }
-
-  static func checkTagName(_ name: String) throws(VLogError) {
-    let cleaned = TagName.clean(name)
-    guard !cleaned.isEmpty else {
-      throw VLogError(.invalidValue, "a tag name is empty")
-    }
-    guard cleaned.utf8.count <= Limits.tagNameBytes else {
-      throw VLogError(
-        .valueTooLarge,
-        "tag name \(String(reflecting: String(cleaned.prefix(40))))… is "
-          + "\(cleaned.utf8.count) bytes; the limit is \(Limits.tagNameBytes)")
-    }
-    guard
-      !name.unicodeScalars.contains(where: {
-        $0.properties.generalCategory == .control && !$0.properties.isWhitespace
-      })
-    else {
-      throw VLogError(.invalidValue, "tag name \(String(reflecting: name)) has control characters")
-    }
-  }
-
-  static func checkDate(_ date: Date) throws(VLogError) {
-    guard date.timeIntervalSince1970.isFinite, date >= Limits.earliestDate,
-      date <= Limits.latestDate
-    else {
-      throw VLogError(.invalidValue, "the date \(date) is outside years 1 to 9999")
-    }
-  }
-
-  /// Cleans tag names and keeps the first of names with the same id.
-  static func uniqueTags(_ tags: [String]) -> [String] {
-    var seen = Set<TagID>()
-    return tags.map(TagName.clean).filter { !$0.isEmpty && seen.insert(TagID(name: $0)).inserted }
   }
 }

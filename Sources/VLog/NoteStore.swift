@@ -1,5 +1,5 @@
 public import Foundation
-public import LMDB
+package import LMDB
 internal import Synchronization
 
 /// An event-sourced store of notes: what an app embeds.
@@ -62,7 +62,8 @@ public final class NoteStore: Sendable {
     /// tests.
     case noSync
 
-    var environment: Environment.Durability {
+    /// The LMDB mode with the same guarantees.
+    package var environment: Environment.Durability {
       switch self {
       case .durable: .durable
       case .noMetaSync: .noMetaSync
@@ -101,7 +102,7 @@ public final class NoteStore: Sendable {
   public static let formatVersion: UInt32 = 1
 
   /// The LMDB environment holding the store.
-  public let environment: Environment
+  package let environment: Environment
   /// This replica's id: the tie-break in every stamp this store issues.
   public let replicaID: ReplicaID
   /// The store's directory.
@@ -111,10 +112,11 @@ public final class NoteStore: Sendable {
   public var wallClock: @Sendable () -> Date { dependencies.now }
 
   let schema: Schema
+  /// The store's event log.
+  var eventLog: EventLog { schema.eventLog }
   let dependencies: Dependencies
   let mergeRule: MergeRule
   let observers = Observers()
-  let writer = DispatchQueue(label: "VLog.NoteStore.writer")
 
   private init(
     environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options
@@ -160,7 +162,7 @@ public final class NoteStore: Sendable {
       guard format.count == 4 else {
         throw VLogError(.corruptStore, "the store's format marker is malformed")
       }
-      let version = format.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) }
+      let version = BigEndian.read(UInt32.self, from: format) ?? 0
       guard version <= formatVersion else {
         throw VLogError(
           .unsupportedFormat,
@@ -174,7 +176,7 @@ public final class NoteStore: Sendable {
     }
     let replicaID = ReplicaID(dependencies.makeIdentifier())
     try transaction.put(
-      withUnsafeBytes(of: formatVersion.bigEndian) { Array($0) }, forKey: Keys.Meta.format,
+      BigEndian.bytes(formatVersion), forKey: Keys.Meta.format,
       in: schema.meta)
     try transaction.put(replicaID.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
     return replicaID
@@ -194,69 +196,8 @@ public final class NoteStore: Sendable {
     observers.stream()
   }
 
-  /// Runs `body` on the writer queue and resumes with its result.
+  /// Runs `body` on the environment's serial writer queue and resumes with its result.
   func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { continuation in
-      writer.async {
-        continuation.resume(with: Result { try body() })
-      }
-    }
-  }
-}
-
-/// The log's running state, read at the start of each write transaction and written at its end
-/// as one meta record, so that a transaction that runs again after the map grows starts from
-/// the same state.
-///
-/// The outbox is not a table: it is the local events after ``acknowledged`` in the log.
-/// ``pendingLocal`` counts them, so an empty outbox costs nothing to read, and while it is empty
-/// the watermark moves past ingested events too, so the next read starts near the end.
-struct LogState {
-  var nextSequence: UInt64
-  var clock: HybridClock
-  var digest: EventSetDigest
-  var unknownEvents: UInt64
-  /// Every local event up to this sequence number is acknowledged by the server.
-  var acknowledged: UInt64
-  /// Local events after `acknowledged`.
-  var pendingLocal: UInt64
-
-  static let recordSize = 48
-
-  init(schema: Schema, in transaction: borrowing some Transaction & ~Copyable) throws {
-    nextSequence = try transaction.withCursor(on: schema.log) { cursor throws -> UInt64 in
-      try cursor.last() ? try cursor.withCurrent { key, _ in Keys.sequence(from: key) } + 1 : 1
-    }
-    let record = try transaction.withValue(forKey: Keys.Meta.logState, in: schema.meta) {
-      bytes throws -> (UInt64, EventSetDigest, UInt64, UInt64, UInt64)? in
-      guard let bytes else { return nil }
-      guard bytes.count == Self.recordSize else {
-        throw VLogError(.corruptStore, "the log state record is \(bytes.count) bytes, not 48")
-      }
-      func integer(_ offset: Int) -> UInt64 {
-        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-      }
-      return (
-        integer(0), EventSetDigest(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24])),
-        integer(24), integer(32), integer(40)
-      )
-    }
-    let (clock, digest, unknown, acknowledged, pending) = record ?? (0, .empty, 0, 0, 0)
-    self.clock = HybridClock(latest: HybridTime(rawValue: clock))
-    self.digest = digest
-    self.unknownEvents = unknown
-    self.acknowledged = acknowledged
-    self.pendingLocal = pending
-  }
-
-  func write(schema: Schema, in transaction: borrowing WriteTransaction) throws {
-    var record = [UInt8]()
-    record.reserveCapacity(Self.recordSize)
-    for value in [
-      clock.latest.rawValue, digest.high, digest.low, unknownEvents, acknowledged, pendingLocal,
-    ] {
-      withUnsafeBytes(of: value.bigEndian) { record.append(contentsOf: $0) }
-    }
-    try transaction.put(record, forKey: Keys.Meta.logState, in: schema.meta)
+    try await environment.onWriterQueue(body)
   }
 }

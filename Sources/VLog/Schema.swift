@@ -4,8 +4,8 @@ internal import LMDB
 ///
 /// | database | key | value |
 /// |---|---|---|
-/// | `meta` | name | store facts: format, replica id, and the log state (clock, event-set digest, counters, outbox watermark) |
-/// | `log` | sequence (8 bytes, big-endian) | checksum (4) + encoded event |
+/// | `meta` | name | store facts: format, replica id, and the ``EventLog``'s state (`logState`) |
+/// | `log` | sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
 /// | `eventIndex` | stamp (24) | sequence (8) |
 /// | `blobs` | SHA-256 (32) | attachment bytes |
 /// | `notes` | note id (16) | ``NoteRecord`` |
@@ -31,6 +31,8 @@ struct Schema: Sendable {
   let tags: Database
   let tagNotes: Database
   let timeline: Database
+  /// The log in `log`, `eventIndex` and `meta`.
+  let eventLog: EventLog
 
   /// The projections, in the order the state digest reads them.
   var projections: [Database] {
@@ -55,6 +57,7 @@ struct Schema: Sendable {
     tags = try open("tags")
     tagNotes = try open("tagNotes")
     timeline = try open("timeline")
+    eventLog = EventLog(entries: log, index: eventIndex, state: meta)
   }
 }
 
@@ -92,14 +95,6 @@ extension Schema {
 
 /// Keys of the store's databases.
 enum Keys {
-  static func sequence(_ sequence: UInt64) -> [UInt8] {
-    withUnsafeBytes(of: sequence.bigEndian) { Array($0) }
-  }
-
-  static func sequence(from bytes: UnsafeRawBufferPointer) -> UInt64 {
-    UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
-  }
-
   static func noteAttachment(_ note: NoteID, _ attachment: AttachmentID) -> [UInt8] {
     var key = note.identifier.bytes
     attachment.identifier.append(to: &key)
@@ -121,7 +116,7 @@ enum Keys {
     var key: [UInt8] = [archived ? 1 : 0]
     key.reserveCapacity(25)
     let ordered = ~(UInt64(bitPattern: sortDate) ^ (1 << 63))
-    withUnsafeBytes(of: ordered.bigEndian) { key.append(contentsOf: $0) }
+    BigEndian.append(ordered, to: &key)
     note.identifier.append(to: &key)
     return key
   }
@@ -133,6 +128,5 @@ enum Keys {
   enum Meta {
     static let format = Array("format".utf8)
     static let replica = Array("replica".utf8)
-    static let logState = Array("logState".utf8)
   }
 }

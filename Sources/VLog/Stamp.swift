@@ -107,7 +107,7 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
 /// issued or observed before, even when the wall clock steps back. ``observe(_:)`` advances the
 /// clock past a time received from another replica, so a change made after seeing a remote
 /// change always wins over it.
-struct HybridClock: Sendable {
+struct HybridClock: Sendable, Equatable {
   /// The latest time issued or observed.
   private(set) var latest: HybridTime
 

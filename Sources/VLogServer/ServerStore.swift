@@ -1,10 +1,10 @@
-internal import Dispatch
 internal import Foundation
 internal import LMDB
 internal import VLog
 
 /// The server's data in one LMDB environment: accounts, sign-in tokens, and per account an event
-/// log, an index of its event ids, its head (last sequence and event-set digest) and its blobs.
+/// log (the engine's ``EventLog``, with the same records, checksums and verification as a
+/// store's) and its blobs.
 ///
 /// Every per-account key starts with the account's 8-byte big-endian number, so one account's
 /// entries form one key range and no lookup can reach another account's entries: the number comes
@@ -15,15 +15,18 @@ internal import VLog
 /// | `meta` | `format`, `nextAccount` | UInt32 format, UInt64 next account number |
 /// | `accounts` | normalised user name | number, scrypt parameters, salt, hash |
 /// | `tokens` | SHA-256 of the token | account number, expiry (ms) |
-/// | `log` | account + sequence | the event, in the engine's binary encoding |
+/// | `log` | account + sequence | the log record: checksum + the event in the engine's encoding |
 /// | `eventIDs` | account + stamp (24 bytes) | sequence |
-/// | `heads` | account | last sequence, event-set digest |
+/// | `heads` | account + `logState` | the log's state: its event-set digest, clock and counters |
 /// | `blobs` | account + SHA-256 | the bytes |
+///
+/// Format 1 stored events without checksums and heads as sequence and digest alone; opening
+/// such a directory migrates it to format 2 in one transaction.
 ///
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
 final class ServerStore: Sendable {
-  static let formatVersion: UInt32 = 1
+  static let formatVersion: UInt32 = 2
 
   let environment: Environment
   private let meta: Database
@@ -33,7 +36,6 @@ final class ServerStore: Sendable {
   private let eventIDs: Database
   private let heads: Database
   private let blobs: Database
-  private let writer = DispatchQueue(label: "VLogServer.ServerStore.writer")
 
   private init(environment: Environment) throws {
     self.environment = environment
@@ -72,24 +74,82 @@ final class ServerStore: Sendable {
   private func checkFormat() throws {
     try environment.write { transaction in
       let key = Array("format".utf8)
-      if let format = try transaction.value(forKey: key, in: meta) {
-        let version = format.count == 4 ? Self.uint32(format) : .max
-        guard version <= Self.formatVersion else {
-          throw ServerError.storage(
-            "the data directory has format \(version); this server reads up to "
-              + "\(Self.formatVersion)")
-        }
-      } else {
-        try transaction.put(Self.bytes(Self.formatVersion), forKey: key, in: meta)
+      guard let format = try transaction.value(forKey: key, in: meta) else {
+        try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
+        return
+      }
+      let version = format.count == 4 ? BigEndian.read(UInt32.self, from: format) ?? 0 : .max
+      guard version <= Self.formatVersion else {
+        throw ServerError.storage(
+          "the data directory has format \(version); this server reads up to "
+            + "\(Self.formatVersion)")
+      }
+      if version == 1 {
+        try migrateFromFormat1(in: transaction)
+        try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
       }
     }
   }
 
-  /// Runs `body` on the writer queue.
-  private func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { continuation in
-      writer.async { continuation.resume(with: Result { try body() }) }
+  /// Adds a checksum to every stored event and recomputes every account's log state from its
+  /// index.
+  private func migrateFromFormat1(in transaction: borrowing WriteTransaction) throws {
+    var next: [UInt8]? = []
+    while let start = next {
+      var batch: [([UInt8], [UInt8])] = []
+      try transaction.withEntries(in: log, range: start.isEmpty ? .all : .from(start)) {
+        entries in
+        while batch.count < 10_000,
+          let entry = try entries.next({ key, value in (Array(key), Array(value)) })
+        {
+          if entry.0 != start { batch.append(entry) }
+        }
+      }
+      for (key, event) in batch {
+        try transaction.put(
+          forKey: key, reservingCount: LogRecord.headerSize + event.count, in: log
+        ) { buffer in LogRecord.write(event, into: buffer) }
+      }
+      next = batch.count < 10_000 ? nil : batch.last?.0
     }
+    var accounts: [UInt64] = []
+    try transaction.forEach(in: heads) { key, _ in
+      if key.count == 8, let account = BigEndian.read(UInt64.self, from: key) {
+        accounts.append(account)
+      }
+    }
+    for account in accounts {
+      try transaction.delete(forKey: BigEndian.bytes(account), in: heads)
+      try eventLog(of: account).recoverState(in: transaction)
+    }
+  }
+
+  /// The event log of an account.
+  func eventLog(of account: UInt64) -> EventLog {
+    EventLog(entries: log, index: eventIDs, state: heads, prefix: BigEndian.bytes(account))
+  }
+
+  /// Checks every account's event log (see ``EventLog``): checksums, index, digests.
+  func verify() throws -> [VerificationFault] {
+    try environment.read { transaction in
+      var accounts: [UInt64] = []
+      try transaction.forEach(in: self.accounts) { _, record in
+        if let number = BigEndian.read(UInt64.self, from: record) { accounts.append(number) }
+      }
+      var faults: [VerificationFault] = []
+      for account in accounts.sorted() {
+        for fault in try eventLog(of: account).verify(in: transaction) {
+          faults.append(
+            VerificationFault(kind: fault.kind, message: "account \(account): \(fault.message)"))
+        }
+      }
+      return faults
+    }
+  }
+
+  /// Runs `body` on the environment's writer queue.
+  private func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await environment.onWriterQueue(body)
   }
 
   // MARK: - Accounts and tokens
@@ -105,10 +165,13 @@ final class ServerStore: Sendable {
           throw ServerError.accountExists(name)
         }
         let counterKey = Array("nextAccount".utf8)
-        let number = try transaction.value(forKey: counterKey, in: meta).map(Self.uint64) ?? 1
-        try transaction.put(Self.bytes(number + 1), forKey: counterKey, in: meta)
+        let number =
+          try transaction.value(forKey: counterKey, in: meta).flatMap {
+            BigEndian.read(UInt64.self, from: $0)
+          } ?? 1
+        try transaction.put(BigEndian.bytes(number + 1), forKey: counterKey, in: meta)
         try transaction.put(
-          Self.bytes(number) + password.encoded, forKey: key, in: accounts)
+          BigEndian.bytes(number) + password.encoded, forKey: key, in: accounts)
       }
     }
   }
@@ -117,9 +180,10 @@ final class ServerStore: Sendable {
   func account(named name: String) throws -> (number: UInt64, password: PasswordHash)? {
     try environment.read { transaction in
       guard let record = try transaction.value(forKey: Array(name.utf8), in: accounts),
-        record.count > 8, let password = PasswordHash(decoding: record[8...])
+        record.count > 8, let number = BigEndian.read(UInt64.self, from: record),
+        let password = PasswordHash(decoding: record[8...])
       else { return nil }
-      return (Self.uint64(record[..<8]), password)
+      return (number, password)
     }
   }
 
@@ -128,7 +192,7 @@ final class ServerStore: Sendable {
     try await onWriter { [self] in
       try environment.write { transaction in
         try transaction.put(
-          Self.bytes(account) + Self.bytes(UInt64(bitPattern: milliseconds)), forKey: hash,
+          BigEndian.bytes(account) + BigEndian.bytes(milliseconds), forKey: hash,
           in: tokens)
       }
     }
@@ -137,9 +201,11 @@ final class ServerStore: Sendable {
   /// The account and expiry of a token, by the token's hash.
   func token(hash: [UInt8]) throws -> (account: UInt64, expiresAt: Int64)? {
     try environment.read { transaction in
-      guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16
+      guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
+        let account = BigEndian.read(UInt64.self, from: record, at: 0),
+        let expiry = BigEndian.read(Int64.self, from: record, at: 8)
       else { return nil }
-      return (Self.uint64(record[..<8]), Int64(bitPattern: Self.uint64(record[8...])))
+      return (account, expiry)
     }
   }
 
@@ -181,86 +247,49 @@ final class ServerStore: Sendable {
   func sync(account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int)
     async throws -> SyncOutcome
   {
+    let log = eventLog(of: account)
     if events.isEmpty {
       return try environment.read { transaction in
-        let head = try self.head(of: account, in: transaction)
-        return try page(
-          account: account, head: head, after: cursor, limit: limit, skipping: [],
-          stored: 0, in: transaction)
+        try page(
+          log, state: try log.state(in: transaction), after: cursor, limit: limit,
+          skipping: [], stored: 0, in: transaction)
       }
     }
     return try await onWriter { [self] in
       try environment.write { transaction in
-        var head = try self.head(of: account, in: transaction)
-        guard cursor <= head.sequence else {
-          throw ServerError.invalidCursor(cursor, head.sequence)
-        }
-        var stored = 0
+        var appender = try log.appender(in: transaction)
+        let last = appender.state.lastSequence
+        guard cursor <= last else { throw ServerError.invalidCursor(cursor, last) }
         var pushed = Set<Stamp>()
         pushed.reserveCapacity(events.count)
-        var key = Self.bytes(account)
         for event in events {
-          guard pushed.insert(event.stamp).inserted else { continue }
-          key.removeSubrange(8...)
-          event.stamp.withKey { key.append(contentsOf: $0) }
-          guard try !transaction.containsValue(forKey: key, in: eventIDs) else { continue }
-          head.sequence += 1
-          head.digest.add(event.stamp)
-          stored += 1
-          try transaction.put(Self.bytes(head.sequence), forKey: key, in: eventIDs)
-          try transaction.put(
-            EventCodec.encode(event), forKey: Self.bytes(account) + Self.bytes(head.sequence),
-            in: log)
+          guard pushed.insert(event.stamp).inserted,
+            try !log.contains(event.stamp, in: transaction)
+          else { continue }
+          try appender.append(event, local: false, in: transaction)
         }
-        if stored > 0 {
-          try transaction.put(
-            Self.bytes(head.sequence) + Self.bytes(head.digest.high)
-              + Self.bytes(head.digest.low), forKey: Self.bytes(account), in: heads)
-        }
+        try appender.commit(in: transaction)
         return try page(
-          account: account, head: head, after: cursor, limit: limit, skipping: pushed,
-          stored: stored, in: transaction)
+          log, state: appender.state, after: cursor, limit: limit, skipping: pushed,
+          stored: appender.appended, in: transaction)
       }
     }
   }
 
-  private func head(of account: UInt64, in transaction: borrowing some Transaction & ~Copyable)
-    throws -> Head
-  {
-    guard let record = try transaction.value(forKey: Self.bytes(account), in: heads) else {
-      return Head()
-    }
-    guard record.count == 24 else {
-      throw ServerError.storage("account \(account)'s head is malformed")
-    }
-    return Head(
-      sequence: Self.uint64(record[0..<8]),
-      digest: EventSetDigest(high: Self.uint64(record[8..<16]), low: Self.uint64(record[16..<24])))
-  }
-
   private func page(
-    account: UInt64, head: Head, after cursor: UInt64, limit: Int, skipping pushed: Set<Stamp>,
-    stored: Int, in transaction: borrowing some Transaction & ~Copyable
+    _ log: EventLog, state: LogState, after cursor: UInt64, limit: Int,
+    skipping pushed: Set<Stamp>, stored: Int,
+    in transaction: borrowing some Transaction & ~Copyable
   ) throws -> SyncOutcome {
+    let head = Head(sequence: state.lastSequence, digest: state.digest)
     guard cursor <= head.sequence else { throw ServerError.invalidCursor(cursor, head.sequence) }
     var events: [Event] = []
     var last = cursor
-    let range = KeyRange.from(
-      Self.bytes(account) + Self.bytes(cursor + 1),
-      through: Self.bytes(account) + Self.bytes(head.sequence))
-    if cursor < head.sequence {
-      try transaction.withEntries(in: log, range: range) { entries in
-        while events.count < limit {
-          let next = try entries.next { key, value -> (UInt64, Event) in
-            (
-              UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
-              try EventCodec.decode(value)
-            )
-          }
-          guard let (sequence, event) = next else { break }
-          last = sequence
-          if !pushed.contains(event.stamp) { events.append(event) }
-        }
+    if cursor < head.sequence, limit > 0 {
+      try log.forEach(after: cursor, through: head.sequence, in: transaction) { logged in
+        last = logged.sequence
+        if !pushed.contains(logged.event.stamp) { events.append(logged.event) }
+        return events.count < limit
       }
     }
     return SyncOutcome(
@@ -273,7 +302,7 @@ final class ServerStore: Sendable {
   func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool {
     try await onWriter { [self] in
       try environment.write { transaction in
-        let key = Self.bytes(account) + hash.bytes
+        let key = BigEndian.bytes(account) + hash.bytes
         guard try !transaction.containsValue(forKey: key, in: blobs) else { return false }
         try transaction.put(bytes, forKey: key, in: blobs)
         return true
@@ -284,25 +313,7 @@ final class ServerStore: Sendable {
   /// An account's blob.
   func blob(_ hash: BlobHash, account: UInt64) throws -> [UInt8]? {
     try environment.read { transaction in
-      try transaction.value(forKey: Self.bytes(account) + hash.bytes, in: blobs)
+      try transaction.value(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
     }
-  }
-
-  // MARK: - Integers
-
-  static func bytes(_ value: UInt64) -> [UInt8] {
-    withUnsafeBytes(of: value.bigEndian) { Array($0) }
-  }
-
-  static func bytes(_ value: UInt32) -> [UInt8] {
-    withUnsafeBytes(of: value.bigEndian) { Array($0) }
-  }
-
-  static func uint64(_ bytes: some Collection<UInt8>) -> UInt64 {
-    bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
-  }
-
-  static func uint32(_ bytes: some Collection<UInt8>) -> UInt32 {
-    bytes.prefix(4).reduce(0) { $0 << 8 | UInt32($1) }
   }
 }

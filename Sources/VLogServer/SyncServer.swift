@@ -120,13 +120,8 @@ public final class SyncServer: Sendable {
     dataDirectory: String, configuration: Configuration = Configuration(),
     dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
   ) throws -> SyncServer {
-    let durability: LMDB.Environment.Durability =
-      switch configuration.durability {
-      case .durable: .durable
-      case .noMetaSync: .noMetaSync
-      case .noSync: .noSync
-      }
-    let store = try ServerStore.open(at: dataDirectory, durability: durability)
+    let store = try ServerStore.open(
+      at: dataDirectory, durability: configuration.durability.environment)
     do {
       return try SyncServer(
         dataDirectory: dataDirectory, store: store, configuration: configuration,
@@ -135,6 +130,15 @@ public final class SyncServer: Sendable {
       store.close()
       throw error
     }
+  }
+
+  /// Checks every account's event log: each event's checksum and encoding, the index of event
+  /// ids and the event-set digest against the log — the same checks as a store's
+  /// ``NoteStore/verify(progress:)`` makes of its log.
+  ///
+  /// - Returns: The faults found, each naming its account; empty for sound data.
+  public func verify() throws -> [VerificationFault] {
+    try store.verify()
   }
 
   /// Closes the data directory. Requests after this fail.

@@ -141,11 +141,7 @@ extension SyncPage {
     writer.varint(PageField.more, more ? 1 : 0)
     writer.signed(PageField.serverTime, serverTime.milliseconds)
     writer.varint(PageField.stored, UInt64(max(0, stored)))
-    var digest: [UInt8] = []
-    digest.reserveCapacity(16)
-    withUnsafeBytes(of: eventSetDigest.high.bigEndian) { digest.append(contentsOf: $0) }
-    withUnsafeBytes(of: eventSetDigest.low.bigEndian) { digest.append(contentsOf: $0) }
-    writer.bytes(PageField.eventSetDigest, digest)
+    writer.bytes(PageField.eventSetDigest, eventSetDigest.bytes)
     return writer.buffer
   }
 
@@ -180,12 +176,10 @@ extension SyncPage {
         let value = try field("eventSetDigest", type, .lengthDelimited) {
           () throws(VLogError) in Array(try reader.lengthDelimited())
         }
-        guard value.count == 16 else {
+        guard let parsed = EventSetDigest(bytes: value) else {
           throw WireError("eventSetDigest", "\(value.count) bytes, expected 16")
         }
-        digest = EventSetDigest(
-          high: value[0..<8].reduce(0) { $0 << 8 | UInt64($1) },
-          low: value[8..<16].reduce(0) { $0 << 8 | UInt64($1) })
+        digest = parsed
       default:
         try skip(number, type, &reader)
       }

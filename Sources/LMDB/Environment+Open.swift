@@ -1,0 +1,129 @@
+internal import CLMDB
+internal import Synchronization
+
+#if canImport(Glibc)
+  internal import Glibc
+#elseif canImport(Darwin)
+  internal import Darwin
+#endif
+
+#if canImport(FoundationEssentials)
+  internal import FoundationEssentials
+#else
+  internal import Foundation
+#endif
+
+extension Environment {
+  /// Opens the environment at a directory, creating the directory if needed.
+  ///
+  /// A path is open at most once per process, because LMDB loses its file locks when a second
+  /// handle to the same file is closed. If this process already has the path open, the
+  /// existing instance is returned when its configuration matches in everything but
+  /// ``Configuration/mapSize``; otherwise the call throws ``LMDBError/Code/alreadyOpen``.
+  /// Stale reader slots left by dead processes are cleared on open.
+  ///
+  /// - Parameters:
+  ///   - path: The directory holding `data.mdb` and `lock.mdb`.
+  ///   - configuration: Map size, limits and durability.
+  /// - Returns: The open environment.
+  /// - Throws: ``LMDBError`` when the directory cannot be created, the file is not an LMDB file
+  ///   (``LMDBError/Code/invalidFile``), or the path is open with another configuration.
+  public static func open(at path: String, configuration: Configuration = Configuration()) throws
+    -> Environment
+  {
+    let canonical = try canonicalDirectory(path, creating: !configuration.isReadOnly)
+    let (environment, isExisting) = try Registry.environments.withLock {
+      environments throws(LMDBError) -> (Environment, Bool) in
+      if let existing = environments[canonical]?.environment {
+        return (existing, true)
+      }
+      let opened = try openHandle(at: canonical, configuration: configuration)
+      environments[canonical] = WeakEnvironment(environment: opened)
+      return (opened, false)
+    }
+    if isExisting && !environment.configuration.isCompatible(with: configuration) {
+      throw LMDBError(
+        code: .alreadyOpen, operation: "open environment", path: canonical,
+        message:
+          "this process already has it open with another configuration "
+          + "(\(environment.configuration.summary)); use the open instance, or close it first")
+    }
+    return environment
+  }
+
+  static func openHandle(at path: String, configuration: Configuration) throws(LMDBError)
+    -> Environment
+  {
+    var pointer: OpaquePointer?
+    try check(mdb_env_create(&pointer), "create environment", path: path)
+    guard let handle = pointer else {
+      throw LMDBError(
+        code: .outOfMemory, operation: "create environment", path: path,
+        message: "mdb_env_create returned no handle")
+    }
+    do throws(LMDBError) {
+      let mapSize = roundedMapSize(configuration.mapSize)
+      try check(mdb_env_set_mapsize(handle, mapSize), "set map size", path: path)
+      try check(
+        mdb_env_set_maxdbs(handle, MDB_dbi(configuration.maximumDatabases)),
+        "set maximum databases", path: path)
+      try check(
+        mdb_env_set_maxreaders(handle, UInt32(configuration.maximumReaders)),
+        "set maximum readers", path: path)
+      var flags = UInt32(MDB_NOTLS) | configuration.durability.flags
+      if configuration.isReadOnly { flags |= UInt32(MDB_RDONLY) }
+      try check(
+        mdb_env_open(handle, path, flags, 0o644), "open environment", path: path,
+        hint: openHint(configuration))
+      var deadReaders: Int32 = 0
+      try check(mdb_reader_check(handle, &deadReaders), "clear stale readers", path: path)
+      var info = MDB_envinfo()
+      try check(mdb_env_info(handle, &info), "read environment info", path: path)
+      return Environment(
+        path: path, configuration: configuration, handle: handle, mapSize: info.me_mapsize)
+    } catch {
+      mdb_env_close(handle)
+      throw error
+    }
+  }
+
+  static func openHint(_ configuration: Configuration) -> String? {
+    configuration.isReadOnly ? "a read-only open needs an existing environment" : nil
+  }
+
+  static func roundedMapSize(_ size: Int) -> Int {
+    let granule = 64 << 10
+    return max(granule, (size + granule - 1) / granule * granule)
+  }
+
+  static func canonicalDirectory(_ path: String, creating: Bool) throws(LMDBError)
+    -> String
+  {
+    var status = stat()
+    if stat(path, &status) == 0 {
+      guard (status.st_mode & S_IFMT) == S_IFDIR else {
+        throw LMDBError(
+          code: .invalidArgument, operation: "open environment", path: path,
+          message: "the path is a file, not a directory; an environment is a directory")
+      }
+    } else if creating {
+      do {
+        try FileManager.default.createDirectory(
+          atPath: path, withIntermediateDirectories: true)
+      } catch {
+        throw LMDBError(
+          code: .accessDenied, operation: "create environment directory", path: path,
+          message: "\(error)")
+      }
+    } else {
+      throw LMDBError(
+        code: .noSuchFile, operation: "open environment", path: path,
+        message: "no such directory")
+    }
+    guard let resolved = realpath(path, nil) else {
+      throw makeError(errno, "resolve the environment's path", path: path)
+    }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+}

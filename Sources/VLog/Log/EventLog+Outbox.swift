@@ -1,0 +1,54 @@
+package import LMDB
+
+extension EventLog {
+  /// This replica's events not yet acknowledged by the server, oldest first.
+  ///
+  /// - Parameters:
+  ///   - replica: The replica whose events are local.
+  ///   - limit: The most events to return.
+  package func outbox(
+    of replica: ReplicaID, limit: Int, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [LoggedEvent] {
+    let state = try state(in: transaction)
+    let wanted = min(limit, Int(clamping: state.pendingLocal))
+    var pending: [LoggedEvent] = []
+    guard wanted > 0 else { return pending }
+    try forEach(after: state.acknowledged, in: transaction) { logged in
+      if logged.event.stamp.replica == replica { pending.append(logged) }
+      return pending.count < wanted
+    }
+    return pending
+  }
+}
+
+extension EventLog.Appender {
+  /// Marks every local event up to a sequence number as stored by the server, removing them
+  /// from the outbox.
+  ///
+  /// - Returns: How many events left the outbox.
+  /// - Throws: ``VLogError/Code/invalidValue`` for a sequence number beyond the log.
+  package mutating func acknowledge(
+    through sequence: UInt64, replica: ReplicaID, in transaction: borrowing WriteTransaction
+  ) throws -> Int {
+    guard sequence < state.nextSequence else {
+      throw VLogError(
+        .invalidValue,
+        "cannot acknowledge through event \(sequence): the log ends at \(state.lastSequence)")
+    }
+    guard sequence > state.acknowledged else { return 0 }
+    var removed = 0
+    try log.forEach(after: state.acknowledged, through: sequence, in: transaction) { logged in
+      if logged.event.stamp.replica == replica { removed += 1 }
+      return true
+    }
+    guard UInt64(removed) <= state.pendingLocal else {
+      throw VLogError(
+        .corruptStore,
+        "the log state counts \(state.pendingLocal) unacknowledged events, and \(removed) were "
+          + "found up to event \(sequence)")
+    }
+    state.pendingLocal -= UInt64(removed)
+    state.acknowledged = state.pendingLocal == 0 ? state.lastSequence : sequence
+    return removed
+  }
+}

@@ -1,0 +1,89 @@
+package import LMDB
+
+/// An event with its position in this store's log.
+public struct LoggedEvent: Sendable, Hashable {
+  /// The event's local sequence number: its position in this store's log, from 1.
+  public let sequence: UInt64
+  /// The event.
+  public let event: Event
+}
+
+extension EventLog {
+  /// Whether the log holds the event with this id.
+  package func contains(_ id: Stamp, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> Bool
+  {
+    try withKey(id: id) { key in try transaction.containsValue(forKey: key, in: index) }
+  }
+
+  /// The sequence number of the event with this id, if the log holds it.
+  package func sequence(of id: Stamp, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> UInt64?
+  {
+    try withKey(id: id) { key in
+      try transaction.withValue(forKey: key, in: index) { value throws -> UInt64? in
+        try value.map { value throws(VLogError) in try Self.sequence(fromIndexValue: value) }
+      }
+    }
+  }
+
+  /// The event at a sequence number, if the log has one there.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` for a damaged entry.
+  package func event(at sequence: UInt64, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> LoggedEvent?
+  {
+    try withKey(sequence: sequence) { key in
+      try transaction.withValue(forKey: key, in: entries) { value throws -> LoggedEvent? in
+        guard let value else { return nil }
+        return try decode(key: key, value: value)
+      }
+    }
+  }
+
+  /// The event with this id, if the log holds it.
+  package func event(withID id: Stamp, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> LoggedEvent?
+  {
+    guard let sequence = try sequence(of: id, in: transaction) else { return nil }
+    return try event(at: sequence, in: transaction)
+  }
+
+  /// Calls `body` with each event after `sequence` (through `last`, if given), in log order,
+  /// until it returns false. Each entry's checksum is checked before it is decoded.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` for a damaged entry, or what `body` throws.
+  package func forEach(
+    after sequence: UInt64, through last: UInt64? = nil,
+    in transaction: borrowing some Transaction & ~Copyable,
+    _ body: (LoggedEvent) throws -> Bool
+  ) throws {
+    try transaction.withEntries(in: entries, range: range(after: sequence, through: last)) {
+      entries throws in
+      while let logged = try entries.next({ key, value throws -> LoggedEvent in
+        try decode(key: key, value: value)
+      }) {
+        guard try body(logged) else { return }
+      }
+    }
+  }
+
+  /// Calls `body` with the id of every event in the log, in id order.
+  package func forEachID(
+    in transaction: borrowing some Transaction & ~Copyable, _ body: (Stamp) throws -> Void
+  ) throws {
+    try transaction.forEach(in: index, range: indexRange) { key, _ in
+      try body(try id(fromIndexKey: key))
+    }
+  }
+
+  /// Decodes a log entry, after checking its key and its checksum.
+  func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws(VLogError)
+    -> LoggedEvent
+  {
+    let sequence = try sequence(fromKey: key)
+    return LoggedEvent(
+      sequence: sequence,
+      event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+  }
+}

@@ -1,0 +1,106 @@
+package import LMDB
+
+/// One fault that ``NoteStore/verify(progress:)`` found.
+public struct VerificationFault: Sendable, Hashable, CustomStringConvertible {
+  /// What kind of check failed.
+  public enum Kind: String, Sendable, Hashable {
+    /// A log entry's checksum does not match its bytes, or the entry cannot be decoded.
+    case corruptEvent
+    /// The event index, the log and the log's state disagree.
+    case index
+    /// A projection entry differs from what a fresh replay of the log produces.
+    case projection
+    /// A blob's bytes do not match their hash.
+    case blob
+  }
+
+  /// What kind of check failed.
+  public let kind: Kind
+  /// What is wrong, and where: the event's sequence number, the database and key.
+  public let message: String
+
+  /// Creates a fault.
+  public init(kind: Kind, message: String) {
+    self.kind = kind
+    self.message = message
+  }
+
+  /// The kind and the message.
+  public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+extension EventLog {
+  /// Checks the log: every entry's key, checksum and encoding; that sequence numbers are dense;
+  /// that the index names every entry and nothing else; and that the state's event-set digest
+  /// is the digest of the index.
+  ///
+  /// Reads the whole log and index once.
+  ///
+  /// - Parameter progress: Called every 10,000 entries, with the count checked and the total.
+  /// - Returns: The faults found; empty for a sound log.
+  package func verify(
+    in transaction: borrowing some Transaction & ~Copyable,
+    progress: ((_ checked: Int, _ total: Int) -> Void)? = nil
+  ) throws -> [VerificationFault] {
+    var faults: [VerificationFault] = []
+    let state: LogState
+    do {
+      state = try self.state(in: transaction)
+    } catch let error as VLogError {
+      return [VerificationFault(kind: .corruptEvent, message: error.message)]
+    }
+    let total = Int(clamping: state.lastSequence)
+    var checked = 0
+    var expected: UInt64 = 1
+    try transaction.forEach(in: entries, range: entryRange) { key, value in
+      checked += 1
+      if checked % 10_000 == 0 { progress?(checked, total) }
+      let logged: LoggedEvent
+      do throws(VLogError) {
+        logged = try decode(key: key, value: value)
+      } catch {
+        faults.append(VerificationFault(kind: .corruptEvent, message: error.message))
+        expected += 1
+        return
+      }
+      if logged.sequence != expected {
+        faults.append(
+          VerificationFault(
+            kind: .index, message: "event \(logged.sequence) follows event \(expected - 1)"))
+      }
+      expected = logged.sequence + 1
+      let indexed = try sequence(of: logged.event.stamp, in: transaction)
+      if indexed != logged.sequence {
+        faults.append(
+          VerificationFault(
+            kind: .index,
+            message: "event \(logged.sequence) (\(logged.event.stamp)) is indexed as "
+              + (indexed.map { "event \($0)" } ?? "missing")))
+      }
+    }
+    var indexed = 0
+    var digest = EventSetDigest.empty
+    try transaction.forEach(in: index, range: indexRange) { key, _ in
+      indexed += 1
+      guard key.count == prefix.count + Stamp.byteCount else {
+        faults.append(
+          VerificationFault(kind: .index, message: "an index key is \(key.count) bytes"))
+        return
+      }
+      digest.add(eventID: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
+    }
+    if indexed != checked {
+      faults.append(
+        VerificationFault(
+          kind: .index, message: "the index has \(indexed) entries for \(checked) events"))
+    }
+    if digest != state.digest {
+      faults.append(
+        VerificationFault(
+          kind: .index,
+          message: "the log state's event-set digest is \(state.digest); the index's is \(digest)"
+        ))
+    }
+    return faults
+  }
+}

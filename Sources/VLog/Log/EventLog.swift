@@ -1,0 +1,124 @@
+package import LMDB
+
+/// The event log: the truth of a store, and of each account on a server.
+///
+/// A log is three kinds of entries in one LMDB environment, each under the log's key prefix
+/// (empty for a store; the account's number on a server, so that one environment holds many
+/// logs and none can reach another's entries):
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | entries | prefix + sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
+/// | index | prefix + event id (the stamp's 24 bytes) | sequence (8 bytes, big-endian) |
+/// | state | prefix + `logState` | ``LogState``: clock, event-set digest, counters, outbox watermark |
+///
+/// Invariants, kept by every write through an ``Appender``:
+///
+/// 1. Sequence numbers are dense from 1, in the order events were appended; an entry is never
+///    changed or removed.
+/// 2. An event id is in the log at most once: each entry has one index entry and the index has
+///    no others.
+/// 3. The state's digest is the ``EventSetDigest`` of the ids in the index; `pendingLocal`
+///    counts this replica's events after the outbox watermark.
+/// 4. Every entry carries a checksum of its event's bytes, checked on every read; a damaged
+///    entry is reported (``VLogError/Code/corruptStore``), never decoded.
+///
+/// `EventLog` is a value holding database handles: make one per use, read and write it inside
+/// the caller's transactions. It knows nothing of notes; the projections are applied by whoever
+/// appends (``NoteStore``'s write session, or nobody on a server).
+package struct EventLog: Sendable {
+  let entries: Database
+  let index: Database
+  let stateDatabase: Database
+  /// What every key of this log starts with.
+  let prefix: [UInt8]
+  let stateKey: [UInt8]
+
+  /// A log in three databases, under a key prefix.
+  ///
+  /// - Parameters:
+  ///   - entries: The database of log entries, keyed by sequence number.
+  ///   - index: The database from event id to sequence number.
+  ///   - state: The database that holds the log's state record (it may hold other records).
+  ///   - prefix: What every key of this log starts with: empty when the databases hold one log.
+  package init(entries: Database, index: Database, state: Database, prefix: [UInt8] = []) {
+    self.entries = entries
+    self.index = index
+    self.stateDatabase = state
+    self.prefix = prefix
+    self.stateKey = prefix + Array("logState".utf8)
+  }
+
+  // MARK: Keys
+
+  /// The key of the entry at `sequence`.
+  func key(sequence: UInt64) -> [UInt8] {
+    var key = prefix
+    BigEndian.append(sequence, to: &key)
+    return key
+  }
+
+  /// Lends the key of the entry at `sequence`, without allocating when the prefix is empty.
+  @inline(__always)
+  func withKey<R>(sequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    if prefix.isEmpty { return try withUnsafeBytes(of: sequence.bigEndian, body) }
+    return try key(sequence: sequence).withUnsafeBytes(body)
+  }
+
+  /// Lends the index key of an event id, without allocating when the prefix is empty.
+  @inline(__always)
+  func withKey<R>(id: Stamp, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    if prefix.isEmpty { return try id.withKey(body) }
+    var key = prefix
+    id.append(to: &key)
+    return try key.withUnsafeBytes(body)
+  }
+
+  /// The sequence number an entry's key names.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` for a key of the wrong length.
+  func sequence(fromKey key: UnsafeRawBufferPointer) throws(VLogError) -> UInt64 {
+    guard key.count == prefix.count + 8,
+      let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count)
+    else {
+      throw VLogError(
+        .corruptStore, "a log entry's key is \(key.count) bytes, not \(prefix.count + 8)")
+    }
+    return sequence
+  }
+
+  /// The sequence number an index entry holds.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` for a value that is not 8 bytes.
+  static func sequence(fromIndexValue value: UnsafeRawBufferPointer) throws(VLogError) -> UInt64 {
+    guard value.count == 8, let sequence = BigEndian.read(UInt64.self, from: value) else {
+      throw VLogError(.corruptStore, "an event index entry is \(value.count) bytes, not 8")
+    }
+    return sequence
+  }
+
+  /// The event id an index key names.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` for a key of the wrong length.
+  func id(fromIndexKey key: UnsafeRawBufferPointer) throws(VLogError) -> Stamp {
+    guard key.count == prefix.count + Stamp.byteCount else {
+      throw VLogError(
+        .corruptStore,
+        "an event index key is \(key.count) bytes, not \(prefix.count + Stamp.byteCount)")
+    }
+    return Stamp(bytes: key, at: prefix.count)
+  }
+
+  /// The range of this log's entries after `sequence`, up to `last` if given.
+  func range(after sequence: UInt64, through last: UInt64? = nil) -> KeyRange {
+    let start = key(sequence: sequence &+ 1)
+    if let last { return .from(start, through: key(sequence: last)) }
+    return prefix.isEmpty ? .from(start) : .from(start, through: key(sequence: .max))
+  }
+
+  /// Every key of this log's entries, well-formed or not.
+  var entryRange: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
+
+  /// Every key of this log's index.
+  var indexRange: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
+}

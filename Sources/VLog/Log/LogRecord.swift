@@ -1,0 +1,34 @@
+/// A log entry's bytes: a 4-byte checksum (the low 32 bits of the xxHash64 of the event,
+/// big-endian) followed by the encoded event (``EventCodec``).
+package enum LogRecord {
+  package static let headerSize = 4
+
+  static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
+    UInt32(truncatingIfNeeded: XXHash64.hash(event))
+  }
+
+  /// Writes the record of `event` into a buffer of `headerSize + event.count` bytes.
+  package static func write(_ event: [UInt8], into buffer: UnsafeMutableRawBufferPointer) {
+    event.withUnsafeBytes { event in
+      buffer.storeBytes(of: checksum(event).bigEndian, as: UInt32.self)
+      UnsafeMutableRawBufferPointer(rebasing: buffer[headerSize...]).copyMemory(from: event)
+    }
+  }
+
+  /// The event bytes of a log entry, after checking its checksum.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` naming the entry.
+  static func event(
+    in entry: UnsafeRawBufferPointer, sequence: UInt64
+  ) throws(VLogError) -> UnsafeRawBufferPointer {
+    guard entry.count >= headerSize else {
+      throw VLogError(.corruptStore, "event \(sequence): the entry is shorter than its checksum")
+    }
+    let stored = UInt32(bigEndian: entry.loadUnaligned(as: UInt32.self))
+    let event = UnsafeRawBufferPointer(rebasing: entry[headerSize...])
+    guard checksum(event) == stored else {
+      throw VLogError(.corruptStore, "event \(sequence): the checksum does not match its bytes")
+    }
+    return event
+  }
+}

@@ -1,0 +1,61 @@
+/// What happened to one event in a note's history.
+public struct NoteHistoryEntry: Sendable, Hashable {
+  /// What became of a change.
+  public enum Outcome: String, Sendable, Hashable {
+    /// It set the field's current value.
+    case won
+    /// A change with a newer stamp set the field.
+    case lost
+    /// The note was deleted, which dominates every change.
+    case erasedByDelete
+    /// It created the note, or deleted it, or concerns one of its attachments.
+    case recorded
+  }
+
+  /// The event and its place in the log.
+  public let logged: LoggedEvent
+  /// The field the event set, if it set one: `text`, `archived`, `sortDate`, `tags`,
+  /// `attachments`.
+  public let field: String?
+  /// What became of it.
+  public let outcome: Outcome
+}
+
+extension NoteStore {
+  /// Every event about a note (its fields, creation, deletion and attachments), in log order,
+  /// with which change won each field.
+  ///
+  /// Reads the whole log: the cost grows with the log.
+  public func history(of id: NoteID) throws -> [NoteHistoryEntry] {
+    let note = try note(id)
+    let isDeleted = try read { transaction in
+      try schema.hasTombstone(id.identifier, in: transaction)
+    }
+    var entries: [NoteHistoryEntry] = []
+    try forEachEvent { logged in
+      let change = logged.event.change
+      guard change.noteID == id else { return true }
+      let field: String?
+      let winner: Stamp?
+      switch change {
+      case .textSet: (field, winner) = ("text", note?.stamps.text)
+      case .archivedSet: (field, winner) = ("archived", note?.stamps.archived)
+      case .sortDateSet: (field, winner) = ("sortDate", note?.stamps.sortDate)
+      case .tagsSet: (field, winner) = ("tags", note?.stamps.tags)
+      case .attachmentsSet: (field, winner) = ("attachments", note?.stamps.attachments)
+      default: (field, winner) = (nil, nil)
+      }
+      let outcome: NoteHistoryEntry.Outcome
+      if field == nil {
+        outcome = .recorded
+      } else if isDeleted {
+        outcome = .erasedByDelete
+      } else {
+        outcome = winner == logged.event.stamp ? .won : .lost
+      }
+      entries.append(NoteHistoryEntry(logged: logged, field: field, outcome: outcome))
+      return true
+    }
+    return entries
+  }
+}
