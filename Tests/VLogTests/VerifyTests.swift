@@ -106,3 +106,41 @@ struct VerifyTests {
     }
   }
 }
+
+@Suite("Verify the event log")
+struct EventLogVerifyTests {
+  @Test("a log state whose event-set digest disagrees with the index is found")
+  func digestMismatch() async throws {
+    try await withTemporaryStore { store in
+      try store.write { $0.createNote(text: "one") }
+      let digest = try store.eventSetDigest()
+      try store.environment.write { transaction in
+        var state = try store.eventLog.state(in: transaction)
+        state.digest = EventSetDigest(high: 1, low: 2)
+        try store.eventLog.write(state, in: transaction)
+      }
+      let faults = try store.verify()
+      #expect(faults.map(\.kind) == [.index])
+      #expect(
+        faults.first?.message
+          == "the log state's event-set digest is \(EventSetDigest(high: 1, low: 2)); "
+          + "the index's is \(digest)")
+    }
+  }
+
+  @Test("a log key of the wrong length (a damaged page) is reported, never read past")
+  func shortKey() async throws {
+    try await withTemporaryStore { store in
+      try store.write { $0.createNote(text: "one") }
+      try store.environment.write { transaction in
+        try transaction.put([1, 2, 3], forKey: [0, 0, 1], in: store.schema.log)
+      }
+      let faults = try store.verify()
+      #expect(faults.map(\.kind) == [.corruptEvent])
+      #expect(faults.first?.message == "a log entry's key is 3 bytes, not 8")
+      let error = #expect(throws: VLogError.self) { try store.events() }
+      #expect(error?.code == .corruptStore)
+      #expect(throws: VLogError.self) { try store.write { $0.createNote(text: "two") } }
+    }
+  }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import LMDB
+import Testing
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+@Suite("Server storage")
+struct ServerStorageTests {
+  static let replica = ReplicaID(Identifier(high: 0xAB, low: 0xCD))
+
+  static func event(_ millisecond: UInt64, text: String) -> Event {
+    Event(
+      stamp: Stamp(
+        time: HybridTime(milliseconds: 1_790_000_000_000 + millisecond, counter: 0),
+        replica: replica),
+      change: .textSet(NoteID(Identifier(high: 1, low: millisecond)), text: text))
+  }
+
+  @Test("a flipped byte in a server's stored event is found by verify, naming the account")
+  func corruptServerEvent() async throws {
+    try await withTemporaryDirectory { root in
+      let directory = root + "/server"
+      var server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      let password = try PasswordHash(
+        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
+      try await server.store.createAccount(named: "ann", password: password)
+      let events = [Self.event(1, text: "plain"), Self.event(2, text: "MARKER-5e1c-payload")]
+      _ = try await server.store.sync(account: 1, pushing: events, after: 0, limit: 10)
+      #expect(try server.verify().isEmpty)
+      server.close()
+
+      let file = URL(fileURLWithPath: directory + "/data.mdb")
+      var bytes = [UInt8](try Data(contentsOf: file))
+      let marker = Array("MARKER-5e1c".utf8)
+      let offsets = (0...(bytes.count - marker.count)).filter {
+        bytes[$0] == marker[0] && Array(bytes[$0..<($0 + marker.count)]) == marker
+      }
+      #expect(!offsets.isEmpty)
+      for offset in offsets { bytes[offset + 2] ^= 0x01 }
+      try Data(bytes).write(to: file)
+
+      server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      defer { server.close() }
+      let faults = try server.verify()
+      #expect(faults.map(\.kind) == [.corruptEvent])
+      #expect(faults.first?.message == "account 1: event 2: the checksum does not match its bytes")
+      await #expect(throws: VLogError.self) {
+        try await server.store.sync(account: 1, pushing: [], after: 0, limit: 10)
+      }
+    }
+  }
+
+  @Test("a format 1 data directory is migrated: checksums added, the digest kept, events served")
+  func migrateFormat1() async throws {
+    try await withTemporaryDirectory { root in
+      let directory = root + "/server"
+      let events = [Self.event(1, text: "one"), Self.event(2, text: "two")]
+      var digest = EventSetDigest.empty
+      do {
+        // What a format 1 server wrote: bare events, and heads of sequence and digest.
+        let environment = try Environment.open(
+          at: directory, configuration: .init(maximumDatabases: 8, durability: .noSync))
+        defer { environment.close() }
+        let databases = try ["meta", "accounts", "tokens", "log", "eventIDs", "heads", "blobs"]
+          .map { try environment.openDatabase(named: $0, flags: .create) }
+        let (meta, log, eventIDs, heads) = (databases[0], databases[3], databases[4], databases[5])
+        try environment.write { transaction in
+          try transaction.put(BigEndian.bytes(UInt32(1)), forKey: Array("format".utf8), in: meta)
+          for (index, event) in events.enumerated() {
+            let sequence = UInt64(index + 1)
+            try transaction.put(
+              EventCodec.encode(event),
+              forKey: BigEndian.bytes(UInt64(1)) + BigEndian.bytes(sequence), in: log)
+            try transaction.put(
+              BigEndian.bytes(sequence), forKey: BigEndian.bytes(UInt64(1)) + event.stamp.bytes,
+              in: eventIDs)
+            digest.add(event.stamp)
+          }
+          try transaction.put(
+            BigEndian.bytes(UInt64(2)) + digest.bytes, forKey: BigEndian.bytes(UInt64(1)),
+            in: heads)
+        }
+      }
+      let server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      defer { server.close() }
+      let outcome = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 10)
+      #expect(outcome.events == events)
+      #expect(outcome.head.sequence == 2)
+      #expect(outcome.head.digest == digest)
+      let log = server.store.eventLog(of: 1)
+      #expect(try server.store.environment.read { try log.verify(in: $0) }.isEmpty)
+    }
+  }
+}
