@@ -15,9 +15,11 @@ let package = Package(
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
     .library(name: "VLog", targets: ["VLog"]),
+    .library(name: "VLogWire", targets: ["VLogWire"]),
     .library(name: "VLogSync", targets: ["VLogSync"]),
     .library(name: "VLogServer", targets: ["VLogServer"]),
     .library(name: "VLogTesting", targets: ["VLogTesting"]),
+    .library(name: "VLogServerTesting", targets: ["VLogServerTesting"]),
     .library(name: "LMDB", targets: ["LMDB"]),
     // The C API itself, for the benchmarks' raw-LMDB reference.
     .library(name: "CLMDB", targets: ["CLMDB"]),
@@ -55,9 +57,15 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .target(
+      name: "VLogWire",
+      dependencies: ["VLog"],
+      swiftSettings: swiftSettings
+    ),
+    .target(
       name: "VLogSync",
       dependencies: [
         "VLog",
+        "VLogWire",
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "NIOCore", package: "swift-nio"),
@@ -69,12 +77,11 @@ let package = Package(
       name: "VLogServer",
       dependencies: [
         "VLog",
-        "VLogSync",
+        "VLogWire",
         "LMDB",
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "HTTPTypes", package: "swift-http-types"),
         .product(name: "NIOCore", package: "swift-nio"),
-        .product(name: "NIOEmbedded", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Crypto", package: "swift-crypto"),
@@ -87,6 +94,19 @@ let package = Package(
     .target(
       name: "VLogTesting",
       dependencies: ["VLog"],
+      swiftSettings: swiftSettings
+    ),
+    .target(
+      name: "VLogServerTesting",
+      dependencies: [
+        "VLogServer",
+        "VLogSync",
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
+      ],
       swiftSettings: swiftSettings
     ),
     .executableTarget(
@@ -109,7 +129,7 @@ let package = Package(
     .testTarget(
       name: "VLogCLITests",
       dependencies: [
-        "VLogCLI", "VLog", "VLogSync", "VLogServer", "VLogTesting", "LMDB",
+        "VLogCLI", "VLog", "VLogSync", "VLogWire", "VLogServer", "VLogTesting", "LMDB",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: swiftSettings
@@ -117,7 +137,7 @@ let package = Package(
     .testTarget(
       name: "VLogServerTests",
       dependencies: [
-        "VLogServer", "VLogSync", "VLog", "VLogTesting", "LMDB",
+        "VLogServer", "VLogServerTesting", "VLogSync", "VLogWire", "VLog", "VLogTesting", "LMDB",
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         .product(name: "Logging", package: "swift-log"),
       ],
@@ -125,7 +145,7 @@ let package = Package(
     ),
     .testTarget(
       name: "VLogSyncTests",
-      dependencies: ["VLogSync", "VLog"],
+      dependencies: ["VLogSync", "VLogWire", "VLog", "VLogTesting"],
       resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings
     ),

@@ -1,7 +1,7 @@
 internal import Foundation
 public import Hummingbird
 internal import VLog
-public import VLogSync
+public import VLogWire
 
 /// An error the server answers with: an HTTP status and an ``ErrorBody`` rendered as JSON.
 ///
@@ -48,30 +48,30 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     ServerError(
       .conflict,
       ErrorBody(
-        code: "accountExists", message: "the user name '\(name)' is taken; choose another",
+        code: .accountExists, message: "the user name '\(name)' is taken; choose another",
         field: "username"))
   }
 
   static let invalidCredentials = ServerError(
     .unauthorized,
-    ErrorBody(code: "invalidCredentials", message: "the user name or the password is wrong"))
+    ErrorBody(code: .invalidCredentials, message: "the user name or the password is wrong"))
 
   static let unauthorized = ServerError(
     .unauthorized,
     ErrorBody(
-      code: "unauthorized",
+      code: .unauthorized,
       message: "this call needs 'Authorization: Bearer <token>' with a token from POST /v1/sessions"
     ))
 
   static let tokenExpired = ServerError(
     .unauthorized,
-    ErrorBody(code: "tokenExpired", message: "the token has expired; sign in again"))
+    ErrorBody(code: .tokenExpired, message: "the token has expired; sign in again"))
 
   static func invalidCursor(_ cursor: UInt64, _ last: UInt64) -> ServerError {
     ServerError(
       .badRequest,
       ErrorBody(
-        code: "invalidCursor",
+        code: .invalidCursor,
         message:
           "cursor \(cursor) is past the end of this account's log (\(last) events); send 0 or a "
           + "cursor this server returned",
@@ -84,7 +84,7 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     ServerError(
       .badRequest,
       ErrorBody(
-        code: "clockSkew",
+        code: .clockSkew,
         message:
           "the event is stamped \(ISO8601.format(milliseconds: eventTime)), "
           + "\(formatDuration(milliseconds: eventTime - serverTime)) ahead of the server's clock "
@@ -97,7 +97,7 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     ServerError(
       .badRequest,
       ErrorBody(
-        code: "blobMismatch",
+        code: .blobMismatch,
         message:
           "the body's SHA-256 is \(BlobHash(bytes: actual).map(String.init(describing:)) ?? "?"), "
           + "not \(expected); nothing was stored",
@@ -107,46 +107,46 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
   static func blobNotFound(_ hash: BlobHash) -> ServerError {
     ServerError(
       .notFound,
-      ErrorBody(code: "blobNotFound", message: "this account has no blob \(hash)", field: "hash"))
+      ErrorBody(code: .blobNotFound, message: "this account has no blob \(hash)", field: "hash"))
   }
 
   static func bodyTooLarge(_ limit: Int) -> ServerError {
     ServerError(
       .contentTooLarge,
-      ErrorBody(code: "bodyTooLarge", message: "the body is larger than \(limit) bytes"))
+      ErrorBody(code: .bodyTooLarge, message: "the body is larger than \(limit) bytes"))
   }
 
   static func unsupportedMediaType(_ type: String?) -> ServerError {
     ServerError(
       .unsupportedMediaType,
       ErrorBody(
-        code: "unsupportedMediaType",
+        code: .unsupportedMediaType,
         message:
           "the body's Content-Type is \(type.map { "'\($0)'" } ?? "missing"); send "
           + SyncEncoding.allCases.map { "'\($0.mediaType)'" }.joined(separator: " or ")))
   }
 
   static func storage(_ message: String) -> ServerError {
-    ServerError(.internalServerError, ErrorBody(code: "storage", message: message))
+    ServerError(.internalServerError, ErrorBody(code: .storage, message: message))
   }
 
   static let internalError = ServerError(
     .internalServerError,
-    ErrorBody(code: "internal", message: "the server failed; the error is in its log"))
+    ErrorBody(code: .`internal`, message: "the server failed; the error is in its log"))
 
   /// The error for one of Hummingbird's own `HTTPError`s (unknown route, oversized body, …).
   static func http(_ error: HTTPError) -> ServerError {
     switch error.status {
     case .notFound:
-      ServerError(.notFound, ErrorBody(code: "notFound", message: "no such endpoint"))
+      ServerError(.notFound, ErrorBody(code: .notFound, message: "no such endpoint"))
     case .contentTooLarge:
       ServerError(
         .contentTooLarge,
-        ErrorBody(code: "bodyTooLarge", message: error.body ?? "the body is too large"))
+        ErrorBody(code: .bodyTooLarge, message: error.body ?? "the body is too large"))
     default:
       ServerError(
         error.status,
-        ErrorBody(code: "httpError", message: error.body ?? error.status.reasonPhrase))
+        ErrorBody(code: .httpError, message: error.body ?? error.status.reasonPhrase))
     }
   }
 }

@@ -4,7 +4,7 @@ internal import Logging
 internal import NIOCore
 internal import NIOPosix
 internal import VLog
-internal import VLogSync
+internal import VLogWire
 
 extension SyncServer {
   // MARK: - Accounts
@@ -63,15 +63,15 @@ extension SyncServer {
     }
     let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
     let push: SyncPush
-    do {
+    do throws(WireError) {
       switch encoding {
       case .json:
-        push = try decodeJSON(SyncRequest.self, from: bytes).validated(
+        push = try WireJSON.decode(SyncRequest.self, from: bytes).validated(
           maximumEvents: configuration.maximumEventsPerPush)
       case .binary:
         push = try SyncPush(binary: bytes, maximumEvents: configuration.maximumEventsPerPush)
       }
-    } catch let error as WireError {
+    } catch {
       throw ServerError.invalid(error)
     }
     let now = dependencies.now().milliseconds
@@ -179,18 +179,10 @@ extension SyncServer {
 
   private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
     let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
-    do {
-      return try decodeJSON(type, from: bytes)
-    } catch let error as WireError {
+    do throws(WireError) {
+      return try WireJSON.decode(type, from: bytes)
+    } catch {
       throw ServerError.invalid(error)
-    }
-  }
-
-  private func decodeJSON<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
-    do {
-      return try JSONDecoder().decode(T.self, from: Data(bytes))
-    } catch let error as DecodingError {
-      throw WireError(error)
     }
   }
 

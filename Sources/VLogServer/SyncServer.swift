@@ -4,14 +4,15 @@ internal import LMDB
 public import Logging
 internal import ServiceLifecycle
 public import VLog
-internal import VLogSync
+internal import VLogWire
 
 /// The sync server: accounts, per-account event logs and blobs in one LMDB environment, served
 /// over HTTP by Hummingbird.
 ///
 /// Build one with ``open(dataDirectory:configuration:dependencies:logger:)``, then either run
 /// ``application(host:port:onServerRunning:)`` (what `vlog serve` does), or hand ``router()`` to
-/// Hummingbird's test harness, or talk to it without sockets through ``InProcessTransport``.
+/// Hummingbird's test harness, or talk to it without sockets through `InProcessTransport` (from
+/// the `VLogServerTesting` library).
 ///
 /// Every endpoint is under `/v1`, answers JSON, and is described by the OpenAPI 3.1 document
 /// served at `GET /v1/openapi.json` (``openAPIDocument``).
@@ -94,7 +95,7 @@ public final class SyncServer: Sendable {
   public let dataDirectory: String
   let store: ServerStore
   let dependencies: Dependencies
-  let logger: Logger
+  package let logger: Logger
   /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
   /// password.
   let decoy: PasswordHash
@@ -235,7 +236,7 @@ public struct ServerContext: RequestContext {
 
 /// Renders every error as a JSON ``ErrorBody`` and logs one structured line per request.
 struct ServerMiddleware: RouterMiddleware {
-  let logger: Logger
+  package let logger: Logger
 
   func handle(
     _ request: Request, context: ServerContext,

@@ -1,5 +1,6 @@
 internal import Foundation
 public import VLog
+public import VLogWire
 
 /// Why an API call failed.
 public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -38,7 +39,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
 
   /// Whether the server refused the token (expired, revoked or unknown).
   public var isUnauthorized: Bool {
-    status == 401 && (body?.code == "tokenExpired" || body?.code == "unauthorized")
+    status == 401 && body?.code.refusesToken == true
   }
 
   /// The message, with the status when there is one.
@@ -144,7 +145,7 @@ public struct APICaller: Sendable {
     }
     guard (200..<300).contains(response.status) else {
       // Not every error body is ours (a proxy's HTML page, say): then its text is the message.
-      let body: ErrorBody? = try? decodeJSON(response.body)
+      let body: ErrorBody? = try? WireJSON.decode(from: response.body)
       let message =
         body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
       return APIResult(

@@ -1,5 +1,6 @@
 internal import Foundation
 public import VLog
+public import VLogWire
 
 /// One endpoint of the sync server's HTTP API as a small value: its method, path and body, and
 /// how to read a successful response. The API caller sends these; nothing else builds HTTP.
@@ -64,7 +65,7 @@ public enum Endpoints {
     /// The credentials as JSON.
     public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
     /// The created account.
-    public func value(from body: [UInt8]) throws -> AccountBody { try decodeJSON(body) }
+    public func value(from body: [UInt8]) throws -> AccountBody { try WireJSON.decode(from: body) }
   }
 
   /// `POST /v1/sessions`: signs in, returning a bearer token.
@@ -82,7 +83,7 @@ public enum Endpoints {
     /// The credentials as JSON.
     public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
     /// The token and its expiry.
-    public func value(from body: [UInt8]) throws -> SessionBody { try decodeJSON(body) }
+    public func value(from body: [UInt8]) throws -> SessionBody { try WireJSON.decode(from: body) }
   }
 
   /// `DELETE /v1/sessions/current`: revokes the token it is sent with.
@@ -135,7 +136,7 @@ public enum Endpoints {
     }
     /// The page, from a JSON body.
     public func value(from body: [UInt8]) throws -> SyncPage {
-      try (decodeJSON(body) as SyncResponse).validated()
+      try WireJSON.decode(SyncResponse.self, from: body).validated()
     }
     /// The page, in the encoding the response's `Content-Type` names.
     public func value(from response: TransportResponse) throws -> SyncPage {
@@ -189,16 +190,5 @@ public enum Endpoints {
     public func body() throws -> [UInt8] { [] }
     /// The bytes.
     public func value(from body: [UInt8]) throws -> [UInt8] { body }
-  }
-}
-
-/// Decodes JSON into a wire object, turning decoding failures into ``WireError``s with paths.
-func decodeJSON<T: Decodable>(_ bytes: [UInt8]) throws(WireError) -> T {
-  do {
-    return try JSONDecoder().decode(T.self, from: Data(bytes))
-  } catch let error as DecodingError {
-    throw WireError(error)
-  } catch {
-    throw WireError("", "not valid JSON (\(error))")
   }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 public import VLog
+public import VLogWire
 
 /// What an account remembers between syncs, kept in a JSON file next to the store.
 public struct SyncState: Codable, Sendable, Hashable {
@@ -257,7 +258,7 @@ public actor SyncAccount {
     let (result, token) = await APICall { token in await send(caller, token) }.run(
       token: token, signIn: { await caller.signIn(credentials) })
     self.token = token
-    if let body = result.error?.body, body.code == "clockSkew", let time = body.serverTime,
+    if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,
       let milliseconds = ISO8601.parse(time)
     {
       state.clockSkewMilliseconds = milliseconds - now().milliseconds
@@ -272,16 +273,4 @@ public actor SyncAccount {
     encoder.dateEncodingStrategy = .iso8601
     try encoder.encode(state).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
   }
-}
-
-/// The magnitude of a duration for people, rounded to its unit: `850 ms`, `12 s`, `5 min`,
-/// `24 h`, `3 d`.
-public func formatDuration(milliseconds: Int64) -> String {
-  let magnitude = milliseconds.magnitude
-  func rounded(_ unit: UInt64) -> UInt64 { (magnitude + unit / 2) / unit }
-  if magnitude < 2000 { return "\(magnitude) ms" }
-  if magnitude < 120_000 { return "\(rounded(1000)) s" }
-  if magnitude < 7_200_000 { return "\(rounded(60_000)) min" }
-  if magnitude < 172_800_000 { return "\(rounded(3_600_000)) h" }
-  return "\(rounded(86_400_000)) d"
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 
@@ -150,7 +151,7 @@ struct ServerTests {
       let unknown = await caller.signIn(Credentials(username: "bob", password: "wrong password"))
       #expect(wrong.status == 401 && unknown.status == 401)
       #expect(wrong.data == unknown.data)
-      #expect(wrong.error?.body?.code == "invalidCredentials")
+      #expect(wrong.error?.body?.code == .invalidCredentials)
       // The right password, in another case of the user name, works.
       #expect(
         await caller.signIn(Credentials(username: "ANN", password: "correct horse")).status == 200)
@@ -165,7 +166,7 @@ struct ServerTests {
       #expect(await caller.sync(SyncPush(cursor: 0, events: []), token: token).status == 200)
       _ = try await caller.signOut(token: token).get()
       let after = await caller.sync(SyncPush(cursor: 0, events: []), token: token)
-      #expect(after.status == 401 && after.error?.body?.code == "unauthorized")
+      #expect(after.status == 401 && after.error?.body?.code == .unauthorized)
       // The data file never holds the token itself.
       let token2 = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
         .get().token
@@ -232,7 +233,7 @@ struct ServerTests {
         let response = try await post(transport, "/v1/sync", body, token: token)
         #expect(response.status == 400, "\(body)")
         let error = try errorBody(response)
-        #expect(error.code == "invalidField")
+        #expect(error.code == .invalidField)
         #expect(error.field == field, "\(body): \(error)")
       }
       let big = try await post(
@@ -240,7 +241,7 @@ struct ServerTests {
         #"{"cursor":0,"events":[],"x":""# + String(repeating: "y", count: 5000) + "\"}",
         token: token)
       #expect(big.status == 413)
-      #expect(try errorBody(big).code == "bodyTooLarge")
+      #expect(try errorBody(big).code == .bodyTooLarge)
       // Nothing was stored by any of them.
       let page = try await APICaller(transport: transport).sync(
         SyncPush(cursor: 0, events: []), token: token

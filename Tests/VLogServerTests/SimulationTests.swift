@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import VLogServer
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 

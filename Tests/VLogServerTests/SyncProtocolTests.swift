@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 
@@ -155,7 +156,7 @@ struct SyncProtocolTests {
         ] {
           let response = try await post(transport, "/v1/sync", bad, token: token)
           #expect(response.status == 400, "\(bad)")
-          #expect(try errorBody(response).code == "invalidCursor")
+          #expect(try errorBody(response).code == .invalidCursor)
         }
         for bad in [
           #"{"cursor":-1,"events":[]}"#, #"{"cursor":18446744073709551616,"events":[]}"#,
@@ -202,7 +203,7 @@ struct SyncProtocolTests {
         responses.append(
           await caller.sync(SyncPush(cursor: 0, events: firstEvents), token: token))
         #expect(responses[0].value?.events.isEmpty == true)
-        #expect(responses[1].error?.body?.code == "invalidCursor")
+        #expect(responses[1].error?.body?.code == .invalidCursor)
         #expect(responses[2].value?.stored == firstEvents.count)
         #expect(responses[2].value?.events.isEmpty == true)
         let blob = await caller.blob(hash, token: token)

@@ -205,32 +205,3 @@ public struct SyncResponse: Codable, Sendable, Hashable {
       stored: stored, eventSetDigest: digest)
   }
 }
-
-/// The body of every error response: a stable `code` to match on, a `message` for people, and
-/// the `field` at fault when one is.
-public struct ErrorBody: Codable, Sendable, Hashable, CustomStringConvertible {
-  /// A stable code, for example `invalidField`, `clockSkew`, `unauthorized`.
-  public var code: String
-  /// What went wrong and how to fix it.
-  public var message: String
-  /// The path of the field at fault, for example `events[3].note`.
-  public var field: String?
-  /// The server's clock, ISO 8601 with milliseconds, on errors about time (`clockSkew`).
-  public var serverTime: String?
-
-  /// Creates an error body.
-  public init(code: String, message: String, field: String? = nil, serverTime: String? = nil) {
-    self.code = code
-    self.message = message
-    self.field = field
-    self.serverTime = serverTime
-  }
-
-  /// The error body for a wire object that cannot be accepted.
-  public init(_ error: WireError) {
-    self.init(code: "invalidField", message: error.description, field: error.path)
-  }
-
-  /// `code: message`.
-  public var description: String { "\(code): \(message)" }
-}

@@ -4,6 +4,7 @@ internal import Logging
 internal import NIOCore
 internal import NIOEmbedded
 internal import Synchronization
+public import VLogServer
 public import VLogSync
 
 /// A transport that hands requests straight to a ``SyncServer``'s router in the same process:
