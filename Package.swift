@@ -123,7 +123,7 @@ let package = Package(
     ),
     .testTarget(
       name: "LMDBTests",
-      dependencies: ["LMDB"],
+      dependencies: ["LMDB", "VLogTesting"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

@@ -71,23 +71,37 @@ extension NoteStore.Dependencies {
 }
 
 /// A fresh directory, removed after `body` returns or throws.
+///
+/// Each call makes its own directory, so tests that use it run in parallel.
 public func withTemporaryDirectory<R>(
   _ body: (String) async throws -> R
 ) async throws -> R {
+  let path = try makeTemporaryDirectory()
+  defer { removeTemporaryItem(atPath: path) }
+  return try await body(path)
+}
+
+/// A fresh directory, removed after `body` returns or throws: the synchronous form.
+public func withTemporaryDirectory<R>(_ body: (String) throws -> R) throws -> R {
+  let path = try makeTemporaryDirectory()
+  defer { removeTemporaryItem(atPath: path) }
+  return try body(path)
+}
+
+private func makeTemporaryDirectory() throws -> String {
   let url = FileManager.default.temporaryDirectory
     .appendingPathComponent("vlog-\(UUID().uuidString)", isDirectory: true)
   try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-  defer { removeTemporaryItem(at: url) }
-  return try await body(url.path)
+  return url.path
 }
 
 /// Removes a temporary file or directory. A failure is reported on standard error rather than
 /// thrown, so that it never hides the error of the test that used the directory.
-func removeTemporaryItem(at url: URL) {
+func removeTemporaryItem(atPath path: String) {
   do {
-    try FileManager.default.removeItem(at: url)
+    try FileManager.default.removeItem(atPath: path)
   } catch {
-    FileHandle.standardError.write(Data("warning: could not remove \(url.path): \(error)\n".utf8))
+    FileHandle.standardError.write(Data("warning: could not remove \(path): \(error)\n".utf8))
   }
 }
 

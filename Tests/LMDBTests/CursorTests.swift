@@ -1,5 +1,6 @@
 import LMDB
 import Testing
+import VLogTesting
 
 @Suite("Ordering, append and cursors")
 struct CursorTests {

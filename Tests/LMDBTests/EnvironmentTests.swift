@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import Testing
+import VLogTesting
 
 @Suite("Environments")
 struct EnvironmentTests {

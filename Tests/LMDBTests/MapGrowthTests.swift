@@ -1,12 +1,13 @@
 import LMDB
 import Synchronization
 import Testing
+import VLogTesting
 
 @Suite("Map growth")
 struct MapGrowthTests {
   @Test("a 1 MiB map grows to hold 100,000 values while another task reads")
   func growsWhileReading() async throws {
-    try await withTemporaryDirectoryAsync { path in
+    try await withTemporaryDirectory { path in
       let environment = try Environment.open(
         at: path, configuration: .init(mapSize: 1 << 20, durability: .noSync))
       defer { environment.close() }

@@ -3,6 +3,7 @@ import Foundation
 import LMDB
 import Synchronization
 import Testing
+import VLogTesting
 
 @Suite("Transactions")
 struct TransactionTests {
@@ -170,7 +171,7 @@ struct TransactionTests {
 
   @Test("many concurrent readers see consistent data")
   func concurrentReaders() async throws {
-    try await withTemporaryDirectoryAsync { path in
+    try await withTemporaryDirectory { path in
       let environment = try Environment.open(at: path, configuration: .init(durability: .noSync))
       defer { environment.close() }
       let database = try environment.openDatabase(named: "values", flags: .create)
@@ -211,13 +212,4 @@ final class LockedBox<Value: Sendable>: Sendable {
   func append<Element>(_ element: Element) where Value == [Element] {
     stored.withLock { $0.append(element) }
   }
-}
-
-/// A fresh directory for one async test, removed afterwards.
-func withTemporaryDirectoryAsync<R>(_ body: (String) async throws -> R) async throws -> R {
-  let url = FileManager.default.temporaryDirectory
-    .appendingPathComponent("lmdb-tests-\(UUID().uuidString)", isDirectory: true)
-  try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-  defer { try? FileManager.default.removeItem(at: url) }
-  return try await body(url.path)
 }

@@ -129,7 +129,7 @@ struct BinaryTests {
 
   @Test("end to end: exit statuses 0, 1 and 2, one-line errors, VLOG_STORE")
   func endToEnd() async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let store = root + "/store"
       let (missingStatus, _, missing) = try vlog(["notes", "--store", store])
       #expect(missingStatus == 1)
@@ -165,7 +165,7 @@ struct BinaryTests {
 
   @Test("verify exits 0 on a healthy store and 1, naming the fault, after corruption")
   func verifyExitStatus() async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let path = root + "/store"
       let (_, added, _) = try vlog(["note", "add", "keep me", "--store", path])
       let id = try #require(
@@ -192,7 +192,7 @@ struct BinaryTests {
 
   @Test("a malformed import line exits 1 naming the line and field, and changes nothing")
   func importExitStatus() async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let path = root + "/store"
       _ = try vlog(["note", "add", "before", "--store", path])
       let file = root + "/bad.jsonl"

@@ -94,7 +94,7 @@ struct SyncCommandTests {
 struct ServeBinaryTests {
   @Test("serve, account create, sync and status between processes; no password argument")
   func serveAndSync() async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let binary = try #require(BinaryTests.binary())
       let server = Process()
       server.executableURL = binary

@@ -12,7 +12,7 @@ struct TransferTests {
   @Test(
     "export, then import into an empty store: identical digests; importing twice changes nothing")
   func roundTrip() async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let source = try NoteStore.open(at: root + "/a", options: .init(durability: .noSync))
       defer { source.close() }
       let id = try source.write { changes in
@@ -90,7 +90,7 @@ struct TransferTests {
       (#"{"time": "2026"#, "events.jsonl:2: not valid JSON"),
     ])
   func malformedLine(line: String, expected: String) async throws {
-    try await withTemporaryDirectory { root in
+    try withTemporaryDirectory { root in
       let source = try NoteStore.open(at: root + "/a", options: .init(durability: .noSync))
       defer { source.close() }
       try source.write { $0.createNote(text: "valid") }

@@ -1,5 +1,6 @@
 import Testing
 import VLogSync
+import VLogTesting
 
 /// Instants of a test clock, in whole seconds.
 struct Tick: InstantProtocol, Sendable {
@@ -9,18 +10,6 @@ struct Tick: InstantProtocol, Sendable {
   }
   func duration(to other: Tick) -> Duration { .seconds(other.seconds - seconds) }
   static func < (a: Tick, b: Tick) -> Bool { a.seconds < b.seconds }
-}
-
-/// SplitMix64, so that a random sequence replays from its seed.
-struct Seeded: RandomNumberGenerator {
-  var state: UInt64
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
 }
 
 @Suite("Sync coalescing")
@@ -57,7 +46,7 @@ struct SyncCoalescerTests {
     arguments: 0..<50)
   func randomSequences(seed: Int) {
     var coalescer = SyncCoalescer<Tick>(delay: .seconds(2))
-    var generator = Seeded(state: UInt64(seed))
+    var generator = SeededGenerator(seed: UInt64(seed))
     var now = 0
     var timer: Int?
     var syncing = false

@@ -251,7 +251,7 @@ struct NoteStoreTests {
 
   @Test("a reopened store has its notes, its replica id, and a clock that never goes back")
   func reopen() async throws {
-    try await withTemporaryDirectory { path in
+    try withTemporaryDirectory { path in
       let clock = ManualClock()
       let options = NoteStore.Options(
         durability: .durable, dependencies: .testing(clock: clock, seed: 5))

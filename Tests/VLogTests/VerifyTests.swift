@@ -43,7 +43,7 @@ struct VerifyTests {
 
   @Test("a flipped byte in an event's payload on disk is found and names the event")
   func corruptEventOnDisk() async throws {
-    try await withTemporaryDirectory { path in
+    try withTemporaryDirectory { path in
       var store = try NoteStore.open(at: path, options: .init(durability: .durable))
       try store.write { $0.createNote(text: "first") }
       try store.write { $0.createNote(text: "MARKER-8d1f6a-unique-payload") }
