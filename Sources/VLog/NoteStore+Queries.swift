@@ -27,8 +27,14 @@ extension NoteStore {
   /// - Parameters:
   ///   - limit: The page size.
   ///   - after: The last note of the previous page, or nil for the first page.
-  public func archive(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {
+  public func archivedNotes(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {
     try page(archived: true, limit: limit, after: after)
+  }
+
+  /// The archive, newest sort date first: renamed ``archivedNotes(limit:after:)``.
+  @available(*, deprecated, renamed: "archivedNotes(limit:after:)")
+  public func archive(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {
+    try archivedNotes(limit: limit, after: after)
   }
 
   private func page(archived: Bool, limit: Int, after: NoteID?) throws -> [NoteSummary] {

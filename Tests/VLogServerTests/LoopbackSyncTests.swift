@@ -81,7 +81,8 @@ struct LoopbackSyncTests {
           }
           // Attachment bytes are downloaded when asked for, and match.
           for device in devices {
-            let notes = try device.store.timeline(limit: 1000) + device.store.archive(limit: 1000)
+            let notes =
+              try device.store.timeline(limit: 1000) + device.store.archivedNotes(limit: 1000)
             for summary in notes {
               for attachment in try device.store.note(summary.id)?.attachments ?? [] {
                 let bytes = try await device.account.attachmentData(attachment.id)

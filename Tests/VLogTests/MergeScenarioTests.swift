@@ -24,7 +24,7 @@ struct MergeScenarioTests {
         #expect(note.text == "Groceries: milk, eggs")
         #expect(note.isArchived)
         #expect(try store.timeline().isEmpty)
-        #expect(try store.archive().map(\.id) == [id])
+        #expect(try store.archivedNotes().map(\.id) == [id])
       }
       #expect(try converged([phone.store, laptop.store]))
     }

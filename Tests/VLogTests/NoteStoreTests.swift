@@ -53,7 +53,7 @@ struct NoteStoreTests {
       } while pages.last?.count == 7
       #expect(pages.map(\.count) == [7, 7, 6])
       #expect(pages.flatMap { $0 } == Array(expected))
-      #expect(try store.archive().map(\.id) == [ids[20], ids[15], ids[10], ids[5], ids[0]])
+      #expect(try store.archivedNotes().map(\.id) == [ids[20], ids[15], ids[10], ids[5], ids[0]])
       #expect(try store.noteCount() == 25)
 
       let error = #expect(throws: VLogError.self) { try store.timeline(after: ids[0]) }

@@ -7,12 +7,10 @@ struct History: StoreCommand {
   static let configuration = CommandConfiguration(
     abstract: "Show every change to a note and which change won each field.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
-
-  func validate() throws { _ = try parseNoteID(id) }
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
+    let note = id
     let history = try store.history(of: note)
     guard !history.isEmpty else { throw CLIError("the log has no events about note \(note)") }
     let rows = history.map {

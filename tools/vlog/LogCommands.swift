@@ -37,16 +37,16 @@ struct Log: StoreCommand {
   @OptionGroup var options: StoreOptions
   @Option(name: .long, help: "The first sequence number to list.") var from: UInt64 = 1
   @Option(name: .long, help: "The last sequence number to list.") var to: UInt64?
-  @Option(name: .long, help: "Only events about this note (or its attachments).") var note: String?
+  @Option(name: .long, help: "Only events about this note (a UUID) or its attachments.") var note:
+    NoteID?
 
   func validate() throws {
     guard from >= 1 else { throw ValidationError("--from starts at 1") }
     if let to, to < from { throw ValidationError("--to (\(to)) is before --from (\(from))") }
-    if let note { _ = try parseNoteID(note) }
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let noteID = try note.map(parseNoteID)
+    let noteID = note
     var rows: [EventRow] = []
     try store.forEachEvent(after: from - 1) { logged in
       if let to, logged.sequence > to { return false }

@@ -56,18 +56,16 @@ struct NoteJSON: Encodable {
 
 /// Makes one change to the note named by an id argument and prints the note.
 func changeNote(
-  _ id: String, _ verb: String, on store: NoteStore,
+  _ id: NoteID, _ verb: String, on store: NoteStore,
   _ change: (inout Changes, NoteID) -> Void
 ) throws -> CommandOutput {
-  let note = try parseNoteID(id)
-  try store.write { change(&$0, note) }
-  return try noteOutput(store, note, verb)
+  try store.write { change(&$0, id) }
+  return try noteOutput(store, id, verb)
 }
 
 /// A note's tags, or a user error if there is no such note.
-func currentTags(of id: String, in store: NoteStore) throws -> [Tag] {
-  let note = try parseNoteID(id)
-  guard let current = try store.note(note) else { throw CLIError("there is no note \(note)") }
+func currentTags(of id: NoteID, in store: NoteStore) throws -> [Tag] {
+  guard let current = try store.note(id) else { throw CLIError("there is no note \(id)") }
   return current.tags
 }
 
@@ -107,10 +105,8 @@ struct SetText: StoreCommand {
   static let configuration = CommandConfiguration(
     commandName: "set", abstract: "Set a note's text.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
   @Argument(help: "The new text.") var text: String
-
-  func validate() throws { _ = try parseNoteID(id) }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     try changeNote(id, "updated", on: store) { $0.setText(text, of: $1) }
@@ -120,9 +116,7 @@ struct SetText: StoreCommand {
 struct Archive: StoreCommand {
   static let configuration = CommandConfiguration(abstract: "Move a note to the archive.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
-
-  func validate() throws { _ = try parseNoteID(id) }
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     try changeNote(id, "archived", on: store) { $0.setArchived(true, of: $1) }
@@ -132,9 +126,7 @@ struct Archive: StoreCommand {
 struct Unarchive: StoreCommand {
   static let configuration = CommandConfiguration(abstract: "Bring a note back to the timeline.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
-
-  func validate() throws { _ = try parseNoteID(id) }
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     try changeNote(id, "unarchived", on: store) { $0.setArchived(false, of: $1) }
@@ -145,11 +137,10 @@ struct TagNote: StoreCommand {
   static let configuration = CommandConfiguration(
     commandName: "tag", abstract: "Add tags to a note.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
   @Argument(help: "Tag names.") var tags: [String]
 
   func validate() throws {
-    _ = try parseNoteID(id)
     guard !tags.isEmpty else { throw ValidationError("give at least one tag") }
   }
 
@@ -166,11 +157,10 @@ struct UntagNote: StoreCommand {
   static let configuration = CommandConfiguration(
     commandName: "untag", abstract: "Remove tags from a note.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
   @Argument(help: "Tag names.") var tags: [String]
 
   func validate() throws {
-    _ = try parseNoteID(id)
     guard !tags.isEmpty else { throw ValidationError("give at least one tag") }
   }
 
@@ -186,12 +176,10 @@ struct RemoveNote: StoreCommand {
   static let configuration = CommandConfiguration(
     commandName: "rm", abstract: "Delete a note, for good.")
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's id.") var id: String
-
-  func validate() throws { _ = try parseNoteID(id) }
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let note = try parseNoteID(id)
+    let note = id
     try store.write { $0.deleteNote(note) }
     return CommandOutput(
       text: "deleted \(note)", json: ["id": note.description, "deleted": "true"])
@@ -230,7 +218,7 @@ struct Notes: StoreCommand {
     } else if let search {
       notes = try store.search(search, limit: limit)
     } else if archived {
-      notes = try store.archive(limit: limit)
+      notes = try store.archivedNotes(limit: limit)
     } else {
       notes = try store.timeline(limit: limit)
     }

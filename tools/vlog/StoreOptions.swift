@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import Foundation
 import VLog
 
@@ -53,13 +53,10 @@ struct CommandOutput {
   }
 }
 
-/// Parses a note id argument.
-func parseNoteID(_ text: String) throws -> NoteID {
-  guard let id = NoteID(text) else {
-    throw ValidationError(
-      "'\(text)' is not a note id (expected a UUID such as 1b4e28ba-2fa1-11d2-883f-0016d3cca427)")
-  }
-  return id
+/// Note ids are parsed once, where the arguments are: a UUID, in either case, with or without
+/// hyphens.
+extension NoteID: ExpressibleByArgument {
+  init?(argument: String) { self.init(argument) }
 }
 
 /// Parses an ISO 8601 date argument.

@@ -101,7 +101,7 @@ public final class VLogBackend: Backend {
     if ids.isEmpty {
       // Reopened: the notes the store has, in any order.
       return try store.timeline(limit: 100_000).map(\.id)
-        + store.archive(limit: 100_000).map(\.id)
+        + store.archivedNotes(limit: 100_000).map(\.id)
     }
     return ids.compactMap { $0 }
   }
