@@ -43,6 +43,11 @@ let package = Package(
       pkgConfig: "lmdb",
       providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
     ),
+    .systemLibrary(
+      name: "CXXHash",
+      pkgConfig: "libxxhash",
+      providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]
+    ),
     .target(
       name: "LMDB",
       dependencies: ["CLMDB"],
@@ -52,6 +57,7 @@ let package = Package(
       name: "VLog",
       dependencies: [
         "LMDB",
+        "CXXHash",
         .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: swiftSettings

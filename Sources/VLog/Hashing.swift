@@ -1,98 +1,42 @@
+internal import CXXHash
 internal import LMDB
 
-/// xxHash64 (Yann Collet's XXH64): a fast, well-distributed 64-bit hash, used for the checksum
-/// of each stored event and for the event-set digest. Not cryptographic.
-enum XXHash64 {
-  private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
-  private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
-  private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
-  private static let prime4: UInt64 = 0x85EB_CA77_C2B2_AE63
-  private static let prime5: UInt64 = 0x27D4_EB2F_1656_67C5
-
-  static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
-    let count = bytes.count
-    var offset = 0
-    var hash: UInt64
-    if count >= 32 {
-      var v1 = seed &+ prime1 &+ prime2
-      var v2 = seed &+ prime2
-      var v3 = seed
-      var v4 = seed &- prime1
-      while offset + 32 <= count {
-        v1 = round(v1, read64(bytes, offset))
-        v2 = round(v2, read64(bytes, offset + 8))
-        v3 = round(v3, read64(bytes, offset + 16))
-        v4 = round(v4, read64(bytes, offset + 24))
-        offset += 32
-      }
-      hash = rotate(v1, 1) &+ rotate(v2, 7) &+ rotate(v3, 12) &+ rotate(v4, 18)
-      hash = merge(hash, v1)
-      hash = merge(hash, v2)
-      hash = merge(hash, v3)
-      hash = merge(hash, v4)
-    } else {
-      hash = seed &+ prime5
-    }
-    hash &+= UInt64(count)
-    while offset + 8 <= count {
-      hash ^= round(0, read64(bytes, offset))
-      hash = rotate(hash, 27) &* prime1 &+ prime4
-      offset += 8
-    }
-    if offset + 4 <= count {
-      hash ^= UInt64(read32(bytes, offset)) &* prime1
-      hash = rotate(hash, 23) &* prime2 &+ prime3
-      offset += 4
-    }
-    while offset < count {
-      hash ^= UInt64(bytes[offset]) &* prime5
-      hash = rotate(hash, 11) &* prime1
-      offset += 1
-    }
-    hash ^= hash >> 33
-    hash &*= prime2
-    hash ^= hash >> 29
-    hash &*= prime3
-    hash ^= hash >> 32
-    return hash
+/// The fast non-cryptographic hashes of the log, from Debian's libxxhash: XXH3 for the checksum
+/// of each stored event (its low 32 bits) and XXH3-128 for each event id in the event-set
+/// digest.
+///
+/// Measured against the hand-written XXH64 VLog used before (release build, one core of this
+/// machine's x86_64 VM): a 100-byte event's checksum 16.1 → 7.0 ns, a 1 KiB one's 79 → 58 ns,
+/// an id's 128-bit digest term (two XXH64 with two seeds) 12.6 → 5.2 ns.
+enum Hash {
+  /// XXH3, 64 bits.
+  static func xxh3(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    XXH3_64bits(bytes.baseAddress, bytes.count)
   }
 
-  static func hash(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 {
-    bytes.withUnsafeBytes { hash($0, seed: seed) }
+  /// XXH3, 64 bits, of an array.
+  static func xxh3(_ bytes: [UInt8]) -> UInt64 {
+    bytes.withUnsafeBytes { xxh3($0) }
   }
 
-  @inline(__always)
-  private static func read64(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt64 {
-    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+  /// XXH3, 128 bits, as its high and low halves.
+  static func xxh3x128(_ bytes: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+    let hash = XXH3_128bits(bytes.baseAddress, bytes.count)
+    return (hash.high64, hash.low64)
   }
 
-  @inline(__always)
-  private static func read32(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {
-    UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
-  }
-
-  @inline(__always)
-  private static func rotate(_ value: UInt64, _ bits: UInt64) -> UInt64 {
-    (value << bits) | (value >> (64 - bits))
-  }
-
-  @inline(__always)
-  private static func round(_ accumulator: UInt64, _ input: UInt64) -> UInt64 {
-    rotate(accumulator &+ input &* prime2, 31) &* prime1
-  }
-
-  @inline(__always)
-  private static func merge(_ hash: UInt64, _ value: UInt64) -> UInt64 {
-    (hash ^ round(0, value)) &* prime1 &+ prime4
+  /// XXH64: only to read the checksums of stores of format 1.
+  static func legacyXXH64(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    XXH64(bytes.baseAddress, bytes.count, 0)
   }
 }
 
-/// An order-independent digest of a set of events: the sum, modulo 2¹²⁸, of a 128-bit hash of
-/// each event's id.
+/// An order-independent digest of a set of events: the sum, modulo 2¹²⁸, of the XXH3-128 hash of
+/// each event's id (its 24 bytes: time then replica, big-endian).
 ///
 /// Two replicas holding the same set of events have the same digest whatever order they
 /// received them in, so a client can show that it holds exactly what the server holds. Adding
-/// an event is two hashes and an addition, cheap enough to keep up to date on every append.
+/// an event is one hash and an addition, cheap enough to keep up to date on every append.
 public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
   /// The high 64 bits of the sum.
   public private(set) var high: UInt64
@@ -116,11 +60,10 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
 
   /// Adds an event, given its id's 24 bytes.
   mutating func add(eventID: UnsafeRawBufferPointer) {
-    let addedLow = XXHash64.hash(eventID, seed: 0x5645_4C4F_4731)
-    let addedHigh = XXHash64.hash(eventID, seed: 0x5645_4C4F_4732)
-    let (sum, carry) = low.addingReportingOverflow(addedLow)
+    let added = Hash.xxh3x128(eventID)
+    let (sum, carry) = low.addingReportingOverflow(added.low)
     low = sum
-    high = high &+ addedHigh &+ (carry ? 1 : 0)
+    high = high &+ added.high &+ (carry ? 1 : 0)
   }
 
   /// Adds an event, given its id. Adding each event of a set once, in any order, gives the

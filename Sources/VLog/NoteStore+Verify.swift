@@ -53,7 +53,7 @@ extension NoteStore {
           for database in schema.projections {
             var entries: [[UInt8]: UInt64] = [:]
             try transaction.forEach(in: database) { key, value in
-              entries[Array(key)] = XXHash64.hash(value)
+              entries[Array(key)] = Hash.xxh3(value)
             }
             stored[database.name ?? ""] = entries
           }
@@ -66,7 +66,7 @@ extension NoteStore {
               switch expected.removeValue(forKey: key) {
               case nil:
                 faults.append(projectionFault(name, key, "is missing"))
-              case let hash? where hash != XXHash64.hash(value):
+              case let hash? where hash != Hash.xxh3(value):
                 faults.append(projectionFault(name, key, "differs from a fresh replay"))
               default:
                 break

@@ -98,8 +98,9 @@ public final class NoteStore: Sendable {
   }
 
   /// The version of the store's layout this build writes. A store with a higher version is
-  /// refused; one with a lower version would be migrated.
-  public static let formatVersion: UInt32 = 1
+  /// refused; one with a lower version is migrated when opened (format 1 kept XXH64
+  /// checksums and digests; format 2 keeps XXH3).
+  public static let formatVersion: UInt32 = 2
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -172,6 +173,11 @@ public final class NoteStore: Sendable {
       guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
         replica.count == 16
       else { throw VLogError(.corruptStore, "the store has no replica id") }
+      if version == 1 {
+        try schema.eventLog.migrateFromXXH64(in: transaction)
+        try transaction.put(
+          BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
+      }
       return ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) })
     }
     let replicaID = ReplicaID(dependencies.makeIdentifier())

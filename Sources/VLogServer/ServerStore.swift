@@ -94,23 +94,10 @@ final class ServerStore: Sendable {
   /// Adds a checksum to every stored event and recomputes every account's log state from its
   /// index.
   private func migrateFromFormat1(in transaction: borrowing WriteTransaction) throws {
-    var next: [UInt8]? = []
-    while let start = next {
-      var batch: [([UInt8], [UInt8])] = []
-      try transaction.withEntries(in: log, range: start.isEmpty ? .all : .from(start)) {
-        entries in
-        while batch.count < 10_000,
-          let entry = try entries.next({ key, value in (Array(key), Array(value)) })
-        {
-          if entry.0 != start { batch.append(entry) }
-        }
-      }
-      for (key, event) in batch {
-        try transaction.put(
-          forKey: key, reservingCount: LogRecord.headerSize + event.count, in: log
-        ) { buffer in LogRecord.write(event, into: buffer) }
-      }
-      next = batch.count < 10_000 ? nil : batch.last?.0
+    try EventLog.rewriteValues(in: log, transaction: transaction) { _, event in
+      var record = [UInt8](repeating: 0, count: LogRecord.headerSize + event.count)
+      record.withUnsafeMutableBytes { LogRecord.write(event, into: $0) }
+      return record
     }
     var accounts: [UInt64] = []
     try transaction.forEach(in: heads) { key, _ in

@@ -15,15 +15,10 @@ struct SyncBinaryTests {
     events: GoldenEvents.events, cursor: 11, more: true,
     serverTime: Date(milliseconds: 1_795_412_027_600), stored: 2, eventSetDigest: digest)
 
-  static func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { String(format: "%02x", $0) }.joined()
-  }
+  static func hex(_ bytes: [UInt8]) -> String { Hex.string(bytes) }
 
-  static func bytes(hex: String) -> [UInt8] {
-    let digits = Array(hex.filter { !$0.isWhitespace })
-    return stride(from: 0, to: digits.count, by: 2).map {
-      UInt8(String(digits[$0...$0 + 1]), radix: 16)!
-    }
+  static func bytes(hex: String) throws -> [UInt8] {
+    try #require(Hex.bytes(hex.filter { !$0.isWhitespace }))
   }
 
   static func fixture() throws -> String {
@@ -36,7 +31,7 @@ struct SyncBinaryTests {
   func goldenPage() throws {
     let encoded = Self.page.binaryEncoded()
     #expect(Self.hex(encoded) == (try Self.fixture()))
-    #expect(try SyncPage(binary: Self.bytes(hex: try Self.fixture())) == Self.page)
+    #expect(try SyncPage(binary: try Self.bytes(hex: try Self.fixture())) == Self.page)
   }
 
   @Test("a push round-trips, unknown kinds and fields included")

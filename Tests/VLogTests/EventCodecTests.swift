@@ -43,7 +43,7 @@ struct EventCodecTests {
   @Test("the encoding of a text change is compact and stable")
   func goldenBytes() throws {
     let bytes = EventCodec.encode(Event(stamp: Self.stamp, change: .textSet(Self.note, text: "hi")))
-    let hex = bytes.map { String(format: "%02x", $0) }.joined()
+    let hex = Hex.string(bytes)
     // time (fixed64), replica (16 bytes), kind 2, note id (16 bytes), text "hi".
     #expect(
       hex == "09" + "07007ba8da769b01" + "1210" + "00000000000000ab00000000000000cd" + "1802"
@@ -139,16 +139,19 @@ struct EventCodecTests {
     #expect(error?.message == "text: not valid UTF-8")
   }
 
-  @Test("xxHash64 matches the reference test vectors")
-  func xxHashVectors() {
-    #expect(XXHash64.hash([UInt8]()) == 0xEF46_DB37_51D8_E999)
-    #expect(XXHash64.hash(Array("a".utf8)) == 0xD24E_C4F1_A98C_6E5B)
-    #expect(XXHash64.hash(Array("abc".utf8)) == 0x44BC_2CF5_AD77_0999)
+  @Test("the log's hashes match XXH3's reference vectors, so stored checksums stay readable")
+  func xxh3Vectors() {
+    func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+    #expect(Hash.xxh3([UInt8]()) == 0x2D06_8005_38D3_94C2)
+    #expect(Hash.xxh3(bytes("abc")) == 0x78AF_5F94_892F_3950)
     #expect(
-      XXHash64.hash(Array("Nobody inspects the spammish repetition".utf8))
-        == 0xFBCE_A83C_8A37_8BF1)
-    let long = Array("The quick brown fox jumps over the lazy dog, again and again.".utf8)
-    #expect(XXHash64.hash(long) != XXHash64.hash(long, seed: 1))
+      Hash.xxh3(bytes("Nobody inspects the spammish repetition")) == 0x6CB0_0603_B5CC_47E9)
+    let wide = bytes("Nobody inspects the spammish repetition").withUnsafeBytes {
+      Hash.xxh3x128($0)
+    }
+    #expect(wide.high == 0xA32C_6F55_B80B_5F44 && wide.low == 0x9F1A_9575_2243_1B91)
+    let legacy = bytes("abc").withUnsafeBytes { Hash.legacyXXH64($0) }
+    #expect(legacy == 0x44BC_2CF5_AD77_0999)
   }
 
   @Test("the event-set digest does not depend on order and changes with every event")

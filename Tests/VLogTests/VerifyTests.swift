@@ -144,3 +144,43 @@ struct EventLogVerifyTests {
     }
   }
 }
+
+@Suite("Store format migration")
+struct FormatMigrationTests {
+  @Test("a store of format 1 (XXH64 checksums and digest) is migrated on open and verifies clean")
+  func format1() async throws {
+    try withTemporaryDirectory { path in
+      var store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      let id = try store.write { $0.createNote(text: "kept", tags: ["a"]) }
+      try store.write { $0.setArchived(true, of: id) }
+      let (digest, state, pending) = (
+        try store.eventSetDigest(), try store.stateDigest(), try store.outboxCount()
+      )
+      // Turn it into what format 1 wrote: XXH64 checksums, a digest of another hash.
+      try store.environment.write { transaction in
+        try EventLog.rewriteValues(in: store.schema.log, transaction: transaction) { _, value in
+          let event = Array(value[LogRecord.headerSize...])
+          let checksum = event.withUnsafeBytes {
+            UInt32(truncatingIfNeeded: Hash.legacyXXH64($0))
+          }
+          return BigEndian.bytes(checksum) + event
+        }
+        var logState = try store.eventLog.state(in: transaction)
+        logState.digest = EventSetDigest(high: 7, low: 7)
+        try store.eventLog.write(logState, in: transaction)
+        try transaction.put(
+          BigEndian.bytes(UInt32(1)), forKey: Keys.Meta.format, in: store.schema.meta)
+      }
+      #expect(try store.verify().map(\.kind).contains(.corruptEvent))
+      store.close()
+
+      store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      defer { store.close() }
+      #expect(try store.verify().isEmpty)
+      #expect(try store.eventSetDigest() == digest)
+      #expect(try store.stateDigest() == state)
+      #expect(try store.outboxCount() == pending)
+      #expect(try store.note(id)?.text == "kept")
+    }
+  }
+}

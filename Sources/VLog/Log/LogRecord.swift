@@ -1,10 +1,12 @@
-/// A log entry's bytes: a 4-byte checksum (the low 32 bits of the xxHash64 of the event,
+/// A log entry's bytes: a 4-byte checksum (the low 32 bits of the XXH3 hash of the event,
 /// big-endian) followed by the encoded event (``EventCodec``).
+///
+/// Stores of format 1 used the low 32 bits of XXH64; opening one rewrites its checksums.
 package enum LogRecord {
   package static let headerSize = 4
 
   static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
-    UInt32(truncatingIfNeeded: XXHash64.hash(event))
+    UInt32(truncatingIfNeeded: Hash.xxh3(event))
   }
 
   /// Writes the record of `event` into a buffer of `headerSize + event.count` bytes.
