@@ -109,6 +109,15 @@ struct VerifyTests {
 
 @Suite("Verify the event log")
 struct EventLogVerifyTests {
+  @Test("reading after the largest sequence number finds nothing, and never wraps to the start")
+  func afterMaximum() async throws {
+    try await withTemporaryStore { store in
+      try store.write { $0.createNote(text: "one") }
+      #expect(try store.events(after: .max).isEmpty)
+      #expect(try store.events(after: 1).count == Int(try store.lastSequence()) - 1)
+    }
+  }
+
   @Test("a log state whose event-set digest disagrees with the index is found")
   func digestMismatch() async throws {
     try await withTemporaryStore { store in

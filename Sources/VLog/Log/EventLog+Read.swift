@@ -58,6 +58,7 @@ extension EventLog {
     in transaction: borrowing some Transaction & ~Copyable,
     _ body: (LoggedEvent) throws -> Bool
   ) throws {
+    guard sequence < .max else { return }
     try transaction.withEntries(in: entries, range: range(after: sequence, through: last)) {
       entries throws in
       while let logged = try entries.next({ key, value throws -> LoggedEvent in

@@ -109,9 +109,10 @@ package struct EventLog: Sendable {
     return Stamp(bytes: key, at: prefix.count)
   }
 
-  /// The range of this log's entries after `sequence`, up to `last` if given.
+  /// The range of this log's entries after `sequence` (less than `UInt64.max`), up to `last`
+  /// if given.
   func range(after sequence: UInt64, through last: UInt64? = nil) -> KeyRange {
-    let start = key(sequence: sequence &+ 1)
+    let start = key(sequence: sequence + 1)
     if let last { return .from(start, through: key(sequence: last)) }
     return prefix.isEmpty ? .from(start) : .from(start, through: key(sequence: .max))
   }
