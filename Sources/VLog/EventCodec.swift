@@ -23,6 +23,12 @@ internal import Foundation
 /// | 13 | bytes (32) | SHA-256 of the bytes | attachmentAdded |
 /// | 14 | varint | byte count | attachmentAdded |
 ///
+/// Written by hand rather than with swift-protobuf because it is faster on VLog's own events:
+/// suite `Codec` in `Benchmarks/` (the events of a 100,000-operation notes workload, byte-identical
+/// encodings, release build, medians) decodes them to checked `Event`s in 53 ms against
+/// swift-protobuf's 115 ms through a generated message (97 k against 561 k allocations), and
+/// encodes them in 51 ms against 114 ms (198 k against 588 k allocations).
+///
 /// Known fields are written in this order with default values omitted; fields a kind does not
 /// use, and for kinds this version does not know every field after the kind, are kept verbatim
 /// in ``Event/unknownFields`` and written after the known ones. Decoders accept fields in any

@@ -96,6 +96,9 @@ public final class VLogBackend: Backend {
   /// See ``Backend``.
   public func ingest(_ events: [Event]) throws { try store.ingest(events) }
 
+  /// Every event of the log, in log order.
+  public func events() throws -> [Event] { try store.events().map(\.event) }
+
   /// See ``Backend``.
   public func noteIDs() throws -> [NoteID] {
     if ids.isEmpty {
