@@ -6,6 +6,7 @@ public import VLog
 
 /// Why a message is not an event.
 public struct MessageError: Error, CustomStringConvertible {
+  /// What is wrong.
   public let description: String
   init(_ description: String) { self.description = description }
 }
