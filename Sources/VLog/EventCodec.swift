@@ -227,9 +227,7 @@ package enum EventCodec {
       guard let time else { throw missing("time (field 1)") }
       guard let replica else { throw missing("replica id (field 2)") }
       guard let kind else { throw missing("kind (field 3)") }
-      guard time >> 16 <= HybridTime.maximumMilliseconds else {
-        throw VLogError(.malformedEvent, "time: out of range")
-      }
+      // Every 64-bit value is a time: 48 bits of milliseconds and a 16-bit counter.
       let stamp = Stamp(time: HybridTime(rawValue: time), replica: ReplicaID(replica))
       let eventKind = EventKind(rawValue: kind)
       guard eventKind.isKnown else {

@@ -31,6 +31,12 @@ extension NoteStore {
     try page(archived: true, limit: limit, after: after)
   }
 
+  /// Whether a note was deleted. A deleted note never comes back: changes to it are refused
+  /// locally and ignored when they arrive from other replicas.
+  public func isDeleted(_ id: NoteID) throws -> Bool {
+    try read { transaction in try schema.hasTombstone(id.identifier, in: transaction) }
+  }
+
   /// The archive, newest sort date first: renamed ``archivedNotes(limit:after:)``.
   @available(*, deprecated, renamed: "archivedNotes(limit:after:)")
   public func archive(limit: Int = 50, after: NoteID? = nil) throws -> [NoteSummary] {

@@ -71,6 +71,7 @@ struct WriteSession {
     schema = store.schema
     replicaID = store.replicaID
     log = try store.eventLog.appender(in: transaction)
+    log.clockLimit = store.clockLimit()
     projector = Projector(schema: schema, mergeRule: store.mergeRule)
   }
 
@@ -99,7 +100,7 @@ struct WriteSession {
     _ change: Change, wallMilliseconds: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     try Validation.check(change)
-    let stamp = log.stamp(wallMilliseconds: wallMilliseconds, replica: replicaID)
+    let stamp = try log.stamp(wallMilliseconds: wallMilliseconds, replica: replicaID)
     try append(Event(stamp: stamp, change: change), local: true, in: transaction)
   }
 

@@ -36,6 +36,11 @@ public final class NoteStore: Sendable {
     public var maximumMapSize: Int
     /// The sources of time and ids (default: the system clock and random ids).
     public var dependencies: Dependencies
+    /// How far ahead of the wall clock an ingested stamp may move this replica's clock
+    /// (default 10 minutes, the sync server's bound). An event stamped further ahead is stored
+    /// and merged as it is, but the clock stops at the bound, so later local changes are
+    /// stamped near the wall clock and the server accepts them.
+    public var maximumClockSkew: Duration = .seconds(600)
     /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
     var mergeRule = MergeRule.stamps
 
@@ -117,6 +122,7 @@ public final class NoteStore: Sendable {
   var eventLog: EventLog { schema.eventLog }
   let dependencies: Dependencies
   let mergeRule: MergeRule
+  let maximumClockSkew: Duration
   let observers = Observers()
 
   private init(
@@ -127,6 +133,7 @@ public final class NoteStore: Sendable {
     self.replicaID = replicaID
     self.dependencies = options.dependencies
     self.mergeRule = options.mergeRule
+    self.maximumClockSkew = options.maximumClockSkew
   }
 
   /// Opens the store at a directory, creating it if needed.
@@ -186,6 +193,17 @@ public final class NoteStore: Sendable {
       in: schema.meta)
     try transaction.put(replicaID.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
     return replicaID
+  }
+
+  /// The latest time an ingested stamp may move the clock to: now plus the skew bound.
+  func clockLimit() -> HybridTime {
+    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let seconds = UInt64(clamping: max(0, maximumClockSkew.components.seconds))
+    let (bound, tooLong) = seconds.multipliedReportingOverflow(by: 1000)
+    let (sum, past) = now.addingReportingOverflow(bound)
+    let milliseconds =
+      tooLong || past ? HybridTime.maximumMilliseconds : min(sum, HybridTime.maximumMilliseconds)
+    return HybridTime(rawValue: milliseconds << 16)
   }
 
   /// Closes the store: ends observers' streams and closes the LMDB environment. Later calls

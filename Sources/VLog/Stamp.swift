@@ -104,9 +104,10 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
 /// A replica's hybrid logical clock.
 ///
 /// ``tick(wallMilliseconds:)`` issues the time for a local change: never earlier than any time
-/// issued or observed before, even when the wall clock steps back. ``observe(_:)`` advances the
-/// clock past a time received from another replica, so a change made after seeing a remote
-/// change always wins over it.
+/// issued or observed before, even when the wall clock steps back. ``observe(_:limit:)``
+/// advances the clock past a time received from another replica, so a change made after seeing
+/// a remote change always wins over it — but never past a limit (the wall clock plus the skew
+/// bound), so that one badly set device cannot drag this one into the future.
 struct HybridClock: Sendable, Equatable {
   /// The latest time issued or observed.
   private(set) var latest: HybridTime
@@ -115,21 +116,24 @@ struct HybridClock: Sendable, Equatable {
     self.latest = latest
   }
 
-  /// The time for a new local event.
-  mutating func tick(wallMilliseconds: UInt64) -> HybridTime {
+  /// The time for a new local event, or nil when the clock has issued the last time there is
+  /// (year 10889), which no input can bring about while observations are limited.
+  mutating func tick(wallMilliseconds: UInt64) -> HybridTime? {
     let wall = min(wallMilliseconds, HybridTime.maximumMilliseconds)
     if wall > latest.milliseconds {
-      latest = HybridTime(milliseconds: wall, counter: 0)
-    } else if latest.counter < UInt16.max {
+      latest = HybridTime(rawValue: wall << 16)
+    } else if latest.rawValue < .max {
+      // The counter carries into the milliseconds when it overflows.
       latest = HybridTime(rawValue: latest.rawValue + 1)
     } else {
-      latest = HybridTime(milliseconds: latest.milliseconds + 1, counter: 0)
+      return nil
     }
     return latest
   }
 
-  /// Advances past a time seen on another replica's event.
-  mutating func observe(_ time: HybridTime) {
-    if time > latest { latest = time }
+  /// Advances past a time seen on another replica's event, but not beyond `limit`.
+  mutating func observe(_ time: HybridTime, limit: HybridTime = HybridTime(rawValue: .max)) {
+    let bounded = min(time, limit)
+    if bounded > latest { latest = bounded }
   }
 }

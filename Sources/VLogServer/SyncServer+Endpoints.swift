@@ -26,8 +26,13 @@ extension SyncServer {
   }
 
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let credentials = try await decode(Credentials.self, from: request)
-    let name = credentials.normalizedUsername
+    let decoded = try await decode(Credentials.self, from: request)
+    let credentials: Credentials
+    // A name or password no account can have is refused by its shape, before any lookup.
+    do { credentials = try decoded.validated(checkingPassword: true) } catch {
+      throw ServerError.invalid(error)
+    }
+    let name = credentials.username
     let account = try store.account(named: name)
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.

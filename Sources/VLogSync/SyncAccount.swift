@@ -64,6 +64,8 @@ public actor SyncAccount {
   private let pushSize: Int
   private var encoding: SyncEncoding
   private var token: String?
+  /// The sync running now, which a second call waits for before it starts its own.
+  private var running: Task<SyncReport, any Error>?
   /// The remembered state: cursor, last sync, skew, last error.
   public private(set) var state: SyncState
 
@@ -151,11 +153,26 @@ public actor SyncAccount {
 
   /// Pushes the outbox and pulls everything new, until the server has nothing more.
   ///
+  /// One sync runs at a time: a call made while another runs waits for it to end, then syncs
+  /// (so that what was written before the call is pushed by it). Calls never interleave, so an
+  /// outbox is never pushed twice and the cursor never moves back.
+  ///
   /// - Throws: ``APIError`` from the server (for example `clockSkew`, with the skew recorded in
   ///   ``state``) or the transport; `VLogError` from the store. The error is also recorded as
   ///   ``SyncState/lastError``.
   @discardableResult
   public func sync() async throws -> SyncReport {
+    while let running {
+      // Its outcome is its caller's to handle; this call only waits for it to end.
+      _ = await running.result
+    }
+    let task = Task { try await self.syncOnce() }
+    running = task
+    defer { running = nil }
+    return try await task.value
+  }
+
+  private func syncOnce() async throws -> SyncReport {
     do {
       let report = try await runSync()
       state.lastError = nil

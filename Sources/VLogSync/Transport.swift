@@ -2,6 +2,12 @@ public import AsyncHTTPClient
 internal import NIOCore
 internal import NIOHTTP1
 
+#if canImport(Glibc)
+  internal import Glibc
+#elseif canImport(Darwin)
+  internal import Darwin
+#endif
+
 /// One HTTP request as the API layer builds it: method, path under the server's base URL,
 /// headers and body.
 public struct TransportRequest: Sendable, Hashable {
@@ -62,9 +68,22 @@ public struct HTTPTransport: Transport {
   /// The largest response body accepted, in bytes.
   public let maximumResponseBytes: Int
 
+  /// The client transports use unless given another: AsyncHTTPClient's shared event loops,
+  /// with a connection that cannot be made failing the request at once (a device's sync is
+  /// retried by its scheduler, and `vlog sync` should not wait 30 seconds to say the server is
+  /// down) and a 10-second connect timeout. It lives as long as the process.
+  public static let defaultClient: HTTPClient = {
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool.retryConnectionEstablishment = false
+    configuration.timeout.connect = .seconds(10)
+    return HTTPClient(
+      eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+  }()
+
   /// Creates a transport to `baseURL` (a trailing `/` is ignored).
   public init(
-    baseURL: String, client: HTTPClient = .shared, timeout: Duration = .seconds(30),
+    baseURL: String, client: HTTPClient = HTTPTransport.defaultClient,
+    timeout: Duration = .seconds(30),
     maximumResponseBytes: Int = 256 << 20
   ) {
     self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
@@ -81,12 +100,41 @@ public struct HTTPTransport: Transport {
     if !request.body.isEmpty || request.method == "POST" || request.method == "PUT" {
       outgoing.body = .bytes(ByteBuffer(bytes: request.body))
     }
-    let response = try await client.execute(
-      outgoing, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
-    let body = try await response.body.collect(upTo: maximumResponseBytes)
+    let response: HTTPClientResponse
+    let body: ByteBuffer
+    do {
+      response = try await client.execute(
+        outgoing, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
+      body = try await response.body.collect(upTo: maximumResponseBytes)
+    } catch {
+      throw TransportError(error, baseURL: baseURL, timeout: timeout)
+    }
     var headers: [String: String] = [:]
     for header in response.headers { headers[header.name.lowercased()] = header.value }
     return TransportResponse(
       status: Int(response.status.code), headers: headers, body: Array(body.readableBytesView))
   }
+}
+
+/// Why a request got no answer, in words: `cannot reach http://127.0.0.1:1: connection refused`.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+  /// What happened.
+  public let message: String
+
+  /// Describes an error of the HTTP client, naming the server.
+  init(_ error: any Error, baseURL: String, timeout: Duration) {
+    if let error = error as? IOError {
+      message =
+        "cannot reach \(baseURL): " + String(cString: strerror(error.errnoCode)).lowercased()
+    } else if let error = error as? HTTPClientError, error == .deadlineExceeded {
+      message = "\(baseURL) did not answer within \(timeout.components.seconds) s"
+    } else if let error = error as? HTTPClientError, error == .connectTimeout {
+      message = "cannot reach \(baseURL): the connection timed out"
+    } else {
+      message = "\(baseURL): \(error)"
+    }
+  }
+
+  /// The message.
+  public var description: String { message }
 }

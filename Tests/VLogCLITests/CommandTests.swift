@@ -127,6 +127,42 @@ struct BinaryTests {
     return (process.terminationStatus, out, err)
   }
 
+  @Test(
+    "papercuts: deleted notes named as deleted, JSON booleans, negative limits, directories, subcommands, refused connections"
+  )
+  func papercuts() async throws {
+    try withTemporaryDirectory { root in
+      let store = root + "/store"
+      let (_, added, _) = try vlog(["note", "add", "x", "--store", store, "--json"])
+      let id = try #require(
+        (try JSONSerialization.jsonObject(with: Data(added.utf8)) as? [String: Any])?["id"]
+          as? String)
+      let (_, removed, _) = try vlog(["note", "rm", id, "--store", store, "--json"])
+      #expect(removed.contains("\"deleted\" : true"))
+      for verb in ["tag", "untag", "set"] {
+        let (status, _, error) = try vlog(["note", verb, id, "t", "--store", store])
+        #expect(status == 1)
+        #expect(error == "vlog: error: note \(id) was deleted; deletes are final\n", "\(verb)")
+      }
+      let (limitStatus, _, limit) = try vlog(["notes", "--limit", "-1", "--store", store])
+      #expect(limitStatus == 2)
+      #expect(limit.contains("--limit must be positive"))
+      let (directoryStatus, _, directory) = try vlog(["import", root, "--store", store])
+      #expect(directoryStatus == 1)
+      #expect(
+        directory
+          == "vlog: error: cannot read '\(root)': it is a directory, not a JSON Lines file\n")
+      let (noteStatus, _, note) = try vlog(["note"])
+      #expect(noteStatus == 2)
+      #expect(note.contains("give a subcommand"))
+      let (refusedStatus, _, refused) = try vlog(
+        ["sync", "--server", "http://127.0.0.1:1", "--user", "ann", "--store", store],
+        environment: ["VLOG_PASSWORD": "correct horse"])
+      #expect(refusedStatus == 1)
+      #expect(refused.hasSuffix("cannot reach http://127.0.0.1:1: connection refused\n"))
+    }
+  }
+
   @Test("end to end: exit statuses 0, 1 and 2, one-line errors, VLOG_STORE")
   func endToEnd() async throws {
     try withTemporaryDirectory { root in

@@ -204,6 +204,30 @@ struct ServerTests {
     }
   }
 
+  @Test("Every shape of credentials gets 400 or 401, never 500")
+  func credentialShapes() async throws {
+    try await withServer { server in
+      let transport = InProcessTransport(server: server)
+      _ = try await signUp(APICaller(transport: transport), "ann")
+      let long = String(repeating: "a", count: 600)
+      let cases: [(String, Int)] = [
+        (#"{"username":"","password":"correct horse"}"#, 400),
+        (#"{"username":"   ","password":"correct horse"}"#, 400),
+        (#"{"username":"\#(long)","password":"correct horse"}"#, 400),
+        (#"{"username":"ann\u0000","password":"correct horse"}"#, 400),
+        (#"{"username":"ann","password":""}"#, 400),
+        (#"{"username":"ann","password":"\#(String(repeating: "p", count: 2000))"}"#, 400),
+        (#"{"username":"bob","password":"correct horse"}"#, 401),
+        (#"{"username":"ann","password":"wrong horse"}"#, 401),
+      ]
+      for (body, status) in cases {
+        // Before, an empty name reached LMDB as an empty key and answered 500.
+        let response = try await post(transport, "/v1/sessions", body)
+        #expect(response.status == status, "\(body.prefix(60))")
+      }
+    }
+  }
+
   @Test("Malformed JSON is refused with 400 naming the field; an oversized body with 413")
   func malformedBodies() async throws {
     var configuration = SyncServer.Configuration.testing

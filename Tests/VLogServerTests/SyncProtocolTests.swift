@@ -51,6 +51,15 @@ struct JSONOnlyServer: Transport {
   }
 }
 
+/// Holds every sync call a while before sending it, so that calls overlap.
+struct SlowSyncCalls: Transport {
+  let base: any Transport
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    if request.path == "/v1/sync" { try await Task.sleep(for: .milliseconds(50)) }
+    return try await base.send(request)
+  }
+}
+
 @Suite("Sync protocol")
 struct SyncProtocolTests {
   static let ann = Credentials(username: "ann", password: "correct horse")
@@ -81,6 +90,29 @@ struct SyncProtocolTests {
         #expect(received.applied == events)
         #expect(try receiver.store.lastSequence() == UInt64(events))
         #expect(try Digests(receiver.store) == Digests(sender.store))
+      }
+    }
+  }
+
+  @Test("Overlapping sync calls on one account run one at a time: nothing is pushed twice")
+  func overlappingSyncs() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let device = try openDevice(
+          0, root: root, transport: SlowSyncCalls(base: InProcessTransport(server: server)),
+          credentials: Self.ann, seed: 1, clock: ManualClock())
+        defer { device.store.close() }
+        try await device.account.createAccount()
+        for index in 0..<5 { try await device.store.write { $0.createNote(text: "n\(index)") } }
+        let pending = try device.store.outboxCount()
+        async let first = device.account.sync()
+        async let second = device.account.sync()
+        let reports = try await [first, second]
+        // Before, both calls read the same outbox and pushed it twice.
+        #expect(reports.map(\.pushed).reduce(0, +) == pending)
+        #expect(reports.allSatisfy { $0.inSync })
+        #expect(await device.account.state.cursor == UInt64(pending))
+        #expect(try device.store.outboxCount() == 0)
       }
     }
   }

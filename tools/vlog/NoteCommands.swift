@@ -31,6 +31,18 @@ struct NoteCommand: AsyncParsableCommand {
       RemoveNote.self,
     ]
   )
+
+  /// Without a subcommand, says which there are (exit status 2) instead of succeeding silently.
+  func run() async throws {
+    throw ValidationError(
+      "give a subcommand: add, set, archive, unarchive, tag, untag or rm (see 'vlog note --help')")
+  }
+}
+
+/// The JSON of `note rm`.
+struct DeletedJSON: Encodable {
+  let id: String
+  var deleted = true
 }
 
 /// The JSON of one note.
@@ -65,7 +77,11 @@ func changeNote(
 
 /// A note's tags, or a user error if there is no such note.
 func currentTags(of id: NoteID, in store: NoteStore) throws -> [Tag] {
-  guard let current = try store.note(id) else { throw CLIError("there is no note \(id)") }
+  guard let current = try store.note(id) else {
+    // The same words as the engine's, whichever command meets the deleted note.
+    if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
+    throw CLIError("there is no note \(id)")
+  }
   return current.tags
 }
 
@@ -181,8 +197,7 @@ struct RemoveNote: StoreCommand {
   func execute(on store: NoteStore) throws -> CommandOutput {
     let note = id
     try store.write { $0.deleteNote(note) }
-    return CommandOutput(
-      text: "deleted \(note)", json: ["id": note.description, "deleted": "true"])
+    return CommandOutput(text: "deleted \(note)", json: DeletedJSON(id: note.description))
   }
 }
 
@@ -194,7 +209,7 @@ struct Notes: StoreCommand {
   @Flag(name: .long, help: "List the archive instead of the timeline.") var archived = false
   @Option(name: .long, help: "List the notes with this tag.") var tag: String?
   @Option(name: .long, help: "List the notes whose text contains this.") var search: String?
-  @Option(name: .long, help: "The most notes to list.") var limit = 50
+  @Option(name: .long, parsing: .unconditional, help: "The most notes to list.") var limit = 50
 
   struct Row: Encodable {
     let id: String

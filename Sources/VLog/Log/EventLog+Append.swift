@@ -3,7 +3,14 @@ package import LMDB
 extension EventLog {
   /// Starts appending inside `transaction`: reads the log's state once.
   package func appender(in transaction: borrowing WriteTransaction) throws -> Appender {
-    Appender(log: self, state: try state(in: transaction))
+    var appender = Appender(log: self, state: try state(in: transaction))
+    if prefix.isEmpty {
+      appender.lastID = try transaction.withCursor(on: index) { cursor throws -> Stamp? in
+        guard try cursor.last() else { return nil }
+        return try cursor.withCurrent { key, _ in try id(fromIndexKey: key) }
+      }
+    }
+    return appender
   }
 
   /// Appends events and moves the outbox watermark inside one write transaction, keeping the
@@ -19,6 +26,12 @@ extension EventLog {
     private let initial: LogState
     /// Events appended so far.
     package internal(set) var appended = 0
+    /// The latest time the clock may take from an appended event: the wall clock plus the
+    /// skew bound, for a store; unlimited by default.
+    package var clockLimit = HybridTime(rawValue: .max)
+    /// The largest id in the index (nil: none), read for logs without a prefix: a local id
+    /// after it is appended without a search.
+    var lastID: Stamp?
 
     init(log: EventLog, state: LogState) {
       self.log = log
@@ -26,9 +39,18 @@ extension EventLog {
       self.initial = state
     }
 
-    /// The stamp for a new local event of `replica`: later than every stamp the log holds.
-    package mutating func stamp(wallMilliseconds: UInt64, replica: ReplicaID) -> Stamp {
-      Stamp(time: state.clock.tick(wallMilliseconds: wallMilliseconds), replica: replica)
+    /// The stamp for a new local event of `replica`: later than every stamp this replica
+    /// issued, and than every other stamp up to ``clockLimit``.
+    ///
+    /// - Throws: ``VLogError/Code/invalidValue`` if the clock has issued its last time.
+    package mutating func stamp(wallMilliseconds: UInt64, replica: ReplicaID) throws(VLogError)
+      -> Stamp
+    {
+      guard let time = state.clock.tick(wallMilliseconds: wallMilliseconds) else {
+        throw VLogError(
+          .invalidValue, "the clock has issued its last time (\(state.clock.latest))")
+      }
+      return Stamp(time: time, replica: replica)
     }
 
     /// Appends an event (counting it in the outbox if it is `local`), and advances the clock
@@ -59,18 +81,20 @@ extension EventLog {
         }
         let sequenceValue = UnsafeRawBufferPointer(
           rebasing: sequenceKey[(sequenceKey.count - 8)...])
+        // A local stamp is usually later than every id in the index, and then goes at the
+        // end without a search; not when an ingested stamp lies beyond the clock's limit.
+        let atEnd = local && log.prefix.isEmpty && (lastID.map { $0 < event.stamp } ?? true)
         try event.stamp.withKey { id in
           try log.withKey(id: event.stamp) { idKey in
-            // A local stamp is later than every stamp in the index (the clock has observed
-            // them all), so it goes at the end without a search.
             try transaction.put(
               sequenceValue, forKey: idKey, in: log.index,
-              options: local ? .append : .noOverwrite)
+              options: atEnd ? .append : .noOverwrite)
           }
           state.digest.add(eventID: id)
         }
       }
-      state.clock.observe(event.stamp.time)
+      state.clock.observe(event.stamp.time, limit: clockLimit)
+      if lastID.map({ $0 < event.stamp }) ?? true { lastID = event.stamp }
       if local { state.pendingLocal += 1 }
       appended += 1
       return sequence
