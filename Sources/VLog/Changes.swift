@@ -138,8 +138,9 @@ public enum Limits {
   public static let tagNameBytes = TagName.maximumBytes
   /// The most attachments on one note.
   public static let attachmentsPerNote = 1000
-  /// The largest attachment: 256 MiB.
-  public static let attachmentBytes = 256 << 20
+  /// The largest attachment: 64 MiB, what a sync server accepts by default, so that every
+  /// attachment a store accepts can be synced.
+  public static let attachmentBytes = 64 << 20
   /// The longest media type, in bytes.
   public static let mimeTypeBytes = 255
   /// The earliest date: 0001-01-01T00:00:00Z.

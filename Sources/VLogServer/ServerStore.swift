@@ -117,20 +117,23 @@ final class ServerStore: Sendable {
   }
 
   /// Checks every account's event log (see ``EventLog``): checksums, index, digests.
-  func verify() throws -> [VerificationFault] {
+  func verify() throws -> ServerVerification {
     try environment.read { transaction in
       var accounts: [UInt64] = []
       try transaction.forEach(in: self.accounts) { _, record in
         if let number = BigEndian.read(UInt64.self, from: record) { accounts.append(number) }
       }
       var faults: [VerificationFault] = []
+      var events = 0
       for account in accounts.sorted() {
-        for fault in try eventLog(of: account).verify(in: transaction) {
+        let log = eventLog(of: account)
+        for fault in try log.verify(in: transaction) {
           faults.append(
             VerificationFault(kind: fault.kind, message: "account \(account): \(fault.message)"))
         }
+        events += Int(clamping: try log.lastSequence(in: transaction))
       }
-      return faults
+      return ServerVerification(accounts: accounts.count, events: events, faults: faults)
     }
   }
 
@@ -231,15 +234,16 @@ final class ServerStore: Sendable {
   ///
   /// - Throws: ``ServerError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
-  func sync(account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int)
-    async throws -> SyncOutcome
-  {
+  func sync(
+    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
+    maximumBytes: Int = .max
+  ) async throws -> SyncOutcome {
     let log = eventLog(of: account)
     if events.isEmpty {
       return try environment.read { transaction in
         try page(
-          log, state: try log.state(in: transaction), after: cursor, limit: limit,
-          skipping: [], stored: 0, in: transaction)
+          log, state: try log.state(in: transaction), after: cursor,
+          limit: (limit, maximumBytes), skipping: [], stored: 0, in: transaction)
       }
     }
     return try await onWriter { [self] in
@@ -257,26 +261,35 @@ final class ServerStore: Sendable {
         }
         try appender.commit(in: transaction)
         return try page(
-          log, state: appender.state, after: cursor, limit: limit, skipping: pushed,
-          stored: appender.appended, in: transaction)
+          log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
+          skipping: pushed, stored: appender.appended, in: transaction)
       }
     }
   }
 
+  /// The events after `cursor`: at most `limit.events` of them, and as many as fit in
+  /// `limit.bytes` of encoded events, but at least one.
   private func page(
-    _ log: EventLog, state: LogState, after cursor: UInt64, limit: Int,
+    _ log: EventLog, state: LogState, after cursor: UInt64, limit: (events: Int, bytes: Int),
     skipping pushed: Set<Stamp>, stored: Int,
     in transaction: borrowing some Transaction & ~Copyable
   ) throws -> SyncOutcome {
     let head = Head(sequence: state.lastSequence, digest: state.digest)
     guard cursor <= head.sequence else { throw ServerError.invalidCursor(cursor, head.sequence) }
     var events: [Event] = []
+    var bytes = 0
     var last = cursor
-    if cursor < head.sequence, limit > 0 {
-      try log.forEach(after: cursor, through: head.sequence, in: transaction) { logged in
+    if cursor < head.sequence, limit.events > 0 {
+      try log.forEachSized(after: cursor, through: head.sequence, in: transaction) {
+        logged, size in
+        let isPushed = pushed.contains(logged.event.stamp)
+        if !isPushed {
+          guard events.isEmpty || bytes + size <= limit.bytes else { return false }
+          bytes += size
+          events.append(logged.event)
+        }
         last = logged.sequence
-        if !pushed.contains(logged.event.stamp) { events.append(logged.event) }
-        return events.count < limit
+        return events.count < limit.events && bytes < limit.bytes
       }
     }
     return SyncOutcome(

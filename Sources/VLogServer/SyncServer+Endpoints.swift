@@ -89,7 +89,8 @@ extension SyncServer {
     }
     let limit = min(push.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
     let outcome = try await store.sync(
-      account: account, pushing: push.events, after: push.cursor, limit: limit)
+      account: account, pushing: push.events, after: push.cursor, limit: limit,
+      maximumBytes: configuration.maximumPageBytes)
     context.logger.info(
       "sync",
       metadata: [

@@ -32,6 +32,10 @@ public final class SyncServer: Sendable {
     public var maximumPageSize: Int
     /// The page size when the client does not ask for one.
     public var defaultPageSize: Int
+    /// The most bytes of events (in the binary encoding) one sync answer carries: a page ends
+    /// before the event that would pass it, but holds at least one event, so the server's
+    /// memory per request is bounded whatever the account holds and every call progresses.
+    public var maximumPageBytes: Int
     /// How far ahead of the server's clock an event's stamp may be. Events beyond are refused
     /// with `clockSkew`.
     public var maximumClockSkew: Duration
@@ -42,12 +46,18 @@ public final class SyncServer: Sendable {
     /// Whether each commit is flushed to disk.
     public var durability: NoteStore.Durability
 
-    /// Creates a configuration. The defaults: 8 MiB bodies, 64 MiB blobs, 1,000 events per push,
-    /// pages of up to 5,000 events (1,000 by default), 10 minutes of clock skew, tokens valid
-    /// for 30 days, scrypt at ``PasswordCost/standard``, durable commits.
+    /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
+    /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
+    /// and 4 MiB, 10 minutes of clock skew, tokens valid for 30 days, scrypt at
+    /// ``PasswordCost/standard``, durable commits.
+    ///
+    /// With these, every change a store accepts can be pushed: the largest event (a note text
+    /// of ``Limits/textBytes``) fits in a body even as escaped JSON, and every attachment the
+    /// engine accepts fits in a blob.
     public init(
-      maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = 64 << 20,
+      maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = Limits.attachmentBytes,
       maximumEventsPerPush: Int = 1000, maximumPageSize: Int = 5000, defaultPageSize: Int = 1000,
+      maximumPageBytes: Int = 4 << 20,
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable
     ) {
@@ -56,6 +66,7 @@ public final class SyncServer: Sendable {
       self.maximumEventsPerPush = maximumEventsPerPush
       self.maximumPageSize = maximumPageSize
       self.defaultPageSize = defaultPageSize
+      self.maximumPageBytes = maximumPageBytes
       self.maximumClockSkew = maximumClockSkew
       self.tokenLifetime = tokenLifetime
       self.passwordCost = passwordCost
@@ -137,8 +148,8 @@ public final class SyncServer: Sendable {
   /// ids and the event-set digest against the log — the same checks as a store's
   /// ``NoteStore/verify(progress:)`` makes of its log.
   ///
-  /// - Returns: The faults found, each naming its account; empty for sound data.
-  public func verify() throws -> [VerificationFault] {
+  /// - Returns: What was checked, and the faults found, each naming its account.
+  public func verify() throws -> ServerVerification {
     try store.verify()
   }
 
@@ -266,4 +277,14 @@ struct ServerMiddleware: RouterMiddleware {
       ])
     return response
   }
+}
+
+/// What ``SyncServer/verify()`` checked and found.
+public struct ServerVerification: Sendable, Hashable {
+  /// The accounts whose logs were checked.
+  public let accounts: Int
+  /// The events in those logs.
+  public let events: Int
+  /// The faults found, each naming its account; empty for sound data.
+  public let faults: [VerificationFault]
 }

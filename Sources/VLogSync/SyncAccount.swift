@@ -62,6 +62,7 @@ public actor SyncAccount {
   private let now: @Sendable () -> Date
   private let pageSize: Int
   private let pushSize: Int
+  private let pushBytes: Int
   private var encoding: SyncEncoding
   private var token: String?
   /// The sync running now, which a second call waits for before it starts its own.
@@ -85,13 +86,17 @@ public actor SyncAccount {
   ///     with.
   ///   - pageSize: How many events to ask for per call.
   ///   - pushSize: How many events to push per call (at most the server's limit).
+  ///   - pushBytes: How many bytes of events (in the binary encoding) to push per call: half
+  ///     the server's default body limit, so that even JSON fits. A server that answers 413
+  ///     gets half as much on the next try, down to one event, so a sync always progresses.
   ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
   ///     account falls back to JSON for good if the server refuses it (415).
   /// - Throws: When the state file exists but cannot be read.
   public init(
     store: NoteStore, transport: any Transport, credentials: Credentials,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
-    pageSize: Int = 1000, pushSize: Int = 1000, encoding: SyncEncoding = .binary
+    pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
+    encoding: SyncEncoding = .binary
   ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
@@ -100,6 +105,7 @@ public actor SyncAccount {
     self.now = now ?? store.wallClock
     self.pageSize = pageSize
     self.pushSize = pushSize
+    self.pushBytes = pushBytes
     self.encoding = encoding
     self.state =
       try stateFile.flatMap { try Self.loadState(from: $0) }
@@ -193,11 +199,20 @@ public actor SyncAccount {
 
   private func runSync() async throws -> SyncReport {
     var report = SyncReport()
+    var budget = (events: max(1, pushSize), bytes: max(1, pushBytes))
     while true {
-      let outbox = try store.outbox(limit: pushSize)
+      let outbox = Self.batch(try store.outbox(limit: budget.events), bytes: budget.bytes)
       report.blobsUploaded += try await uploadBlobs(for: outbox.map(\.event))
       let push = SyncPush(cursor: state.cursor, events: outbox.map(\.event), limit: pageSize)
-      let page = try await syncCall(push)
+      let page: SyncPage
+      do throws(APIError) {
+        page = try await syncCall(push)
+      } catch {
+        guard error.status == 413, outbox.count > 1 else { throw error }
+        // The server takes less than was sent: send half as much until it fits.
+        budget = (max(1, outbox.count / 2), max(1, budget.bytes / 2))
+        continue
+      }
       report.calls += 1
       state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
       // The page and the acknowledgement of the pushed events in one commit.
@@ -209,7 +224,8 @@ public actor SyncAccount {
       state.cursor = page.cursor
       state.serverEventSetDigest = page.eventSetDigest.description
       report.serverEventSetDigest = page.eventSetDigest
-      if !page.more && outbox.count < pushSize { break }
+      let pending = try store.outboxCount()
+      if !page.more && pending == 0 { break }
       // Progress survives an interruption; the last page's is saved by the caller.
       try saveState()
     }
@@ -217,8 +233,19 @@ public actor SyncAccount {
     return report
   }
 
-  /// One sync call in the current encoding, falling back to JSON if the server does not take
-  /// the binary encoding.
+  /// The oldest events of `outbox` whose encodings add up to at most `bytes`, and at least
+  /// one, so that every push makes progress.
+  static func batch(_ outbox: [LoggedEvent], bytes: Int) -> [LoggedEvent] {
+    var total = 0
+    var count = 0
+    for logged in outbox {
+      total += logged.event.encoded().count
+      guard count == 0 || total <= bytes else { break }
+      count += 1
+    }
+    return Array(outbox.prefix(count))
+  }
+
   private func syncCall(_ push: SyncPush) async throws(APIError) -> SyncPage {
     let encoding = self.encoding
     do {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LMDB
 import Testing
+import VLogServer
 import VLogTesting
 
 @testable import VLog
@@ -160,6 +161,22 @@ struct BinaryTests {
         environment: ["VLOG_PASSWORD": "correct horse"])
       #expect(refusedStatus == 1)
       #expect(refused.hasSuffix("cannot reach http://127.0.0.1:1: connection refused\n"))
+    }
+  }
+
+  @Test("verify --data checks a server's data directory")
+  func verifyServerData() async throws {
+    try withTemporaryDirectory { root in
+      let directory = root + "/server"
+      var configuration = SyncServer.Configuration()
+      configuration.passwordCost = .testing
+      try SyncServer.open(dataDirectory: directory, configuration: configuration).close()
+      let (status, output, _) = try vlog(["verify", "--data", directory])
+      #expect(status == 0)
+      #expect(output == "ok: 0 events in 0 accounts; checksums and indexes verified\n")
+      let (missingStatus, _, missing) = try vlog(["verify", "--data", root + "/nothing"])
+      #expect(missingStatus == 1)
+      #expect(missing.contains("no server data at"))
     }
   }
 

@@ -29,7 +29,7 @@ struct ServerStorageTests {
       try await server.store.createAccount(named: "ann", password: password)
       let events = [Self.event(1, text: "plain"), Self.event(2, text: "MARKER-5e1c-payload")]
       _ = try await server.store.sync(account: 1, pushing: events, after: 0, limit: 10)
-      #expect(try server.verify().isEmpty)
+      #expect(try server.verify().faults.isEmpty)
       server.close()
 
       let file = URL(fileURLWithPath: directory + "/data.mdb")
@@ -45,7 +45,9 @@ struct ServerStorageTests {
       server = try SyncServer.open(
         dataDirectory: directory, configuration: .testing, logger: quietLogger)
       defer { server.close() }
-      let faults = try server.verify()
+      let verification = try server.verify()
+      #expect(verification.accounts == 1 && verification.events == 2)
+      let faults = verification.faults
       #expect(faults.map(\.kind) == [.corruptEvent])
       #expect(faults.first?.message == "account 1: event 2: the checksum does not match its bytes")
       await #expect(throws: VLogError.self) {

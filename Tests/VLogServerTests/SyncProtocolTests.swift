@@ -51,6 +51,19 @@ struct JSONOnlyServer: Transport {
   }
 }
 
+/// Records the size of every sync answer.
+final class SyncAnswerSizes: Transport {
+  let base: any Transport
+  private let sizes = Mutex<[Int]>([])
+  init(_ base: any Transport) { self.base = base }
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    let response = try await base.send(request)
+    if request.path == "/v1/sync" { sizes.withLock { $0.append(response.body.count) } }
+    return response
+  }
+  var values: [Int] { sizes.withLock { $0 } }
+}
+
 /// Holds every sync call a while before sending it, so that calls overlap.
 struct SlowSyncCalls: Transport {
   let base: any Transport
@@ -90,6 +103,66 @@ struct SyncProtocolTests {
         #expect(received.applied == events)
         #expect(try receiver.store.lastSequence() == UInt64(events))
         #expect(try Digests(receiver.store) == Digests(sender.store))
+      }
+    }
+  }
+
+  @Test("90 offline edits of a 100 KB note sync through a server with the default body limit")
+  func largeOutbox() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.maximumBodyBytes = SyncServer.Configuration().maximumBodyBytes
+    try await withServer(configuration: configuration) { server in
+      try await withTemporaryDirectory { root in
+        let devices = try openDevices(
+          2, root: root, transport: { _ in InProcessTransport(server: server) },
+          credentials: Self.ann, seed: 3, encoding: { $0 == 0 ? .json : .binary })
+        defer { for device in devices { device.store.close() } }
+        try await devices[0].account.createAccount()
+        let id = try await devices[0].store.write { $0.createNote(text: "start") }
+        for edit in 0..<90 {
+          let text = "\(edit) " + String(repeating: "long text ", count: 10_000)
+          try await devices[0].store.write { $0.setText(text, of: id) }
+        }
+        let pending = try devices[0].store.outboxCount()
+        // Before, the whole outbox went in one call, 9 MB, refused with 413 on every sync.
+        let report = try await devices[0].account.sync()
+        #expect(report.pushed == pending && report.inSync && report.calls > 1)
+        let received = try await devices[1].account.sync()
+        #expect(received.inSync)
+        #expect(try Digests(devices[1].store) == Digests(devices[0].store))
+      }
+    }
+  }
+
+  @Test("A sync answer holds at most the configured bytes of events, and at least one event")
+  func pagesBoundedByBytes() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.maximumPageBytes = 250_000
+    try await withServer(configuration: configuration) { server in
+      try await withTemporaryDirectory { root in
+        let sizes = SyncAnswerSizes(InProcessTransport(server: server))
+        let devices = try openDevices(
+          2, root: root,
+          transport: { $0 == 0 ? InProcessTransport(server: server) as any Transport : sizes },
+          credentials: Self.ann, seed: 4)
+        defer { for device in devices { device.store.close() } }
+        try await devices[0].account.createAccount()
+        let id = try await devices[0].store.write { $0.createNote(text: "start") }
+        for edit in 0..<10 {
+          let text = "\(edit) " + String(repeating: "x", count: 100_000)
+          try await devices[0].store.write { $0.setText(text, of: id) }
+        }
+        try await devices[0].account.sync()
+        let text = String(repeating: "y", count: 400_000)
+        try await devices[0].store.write { $0.setText(text, of: id) }
+        try await devices[0].account.sync()
+        let report = try await devices[1].account.sync()
+        #expect(report.inSync)
+        #expect(try Digests(devices[1].store) == Digests(devices[0].store))
+        // Two 100 KB events a page, and the 400 KB event alone on a page of its own.
+        #expect(sizes.values.count >= 6)
+        #expect(sizes.values.allSatisfy { $0 <= 250_000 || $0 < 410_000 })
+        #expect(sizes.values.filter { $0 > 250_000 }.count == 1)
       }
     }
   }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import Logging
 import VLog
+import VLogServer
 
 /// `vlog history NOTE`: every change to a note and which one won each field.
 struct History: StoreCommand {
@@ -39,9 +41,15 @@ struct History: StoreCommand {
 struct Verify: StoreCommand {
   static let configuration = CommandConfiguration(
     abstract:
-      "Check every event's checksum, the index, the blobs, and the projections against a fresh replay; exit 1 on any fault."
+      "Check every event's checksum, the index, the blobs, and the projections against a fresh replay; exit 1 on any fault.",
+    discussion:
+      "With --data DIR, checks a sync server's data directory instead: every account's event log."
   )
   @OptionGroup var options: StoreOptions
+  @Option(
+    name: .long, help: "A sync server's data directory to verify instead of a store.",
+    completion: .directory)
+  var data: String?
 
   struct Output: Encodable {
     let ok: Bool
@@ -70,10 +78,38 @@ struct Verify: StoreCommand {
     return CommandOutput(text: text, json: output)
   }
 
+  /// Verifies a server's data directory.
+  func verifyServer(at directory: String) throws -> CommandOutput {
+    guard FileManager.default.fileExists(atPath: directory + "/data.mdb") else {
+      throw CLIError(
+        "no server data at '\(directory)'; check the path given to 'vlog serve --data'")
+    }
+    var logger = Logger(label: "vlog")
+    logger.logLevel = .error
+    let server = try SyncServer.open(dataDirectory: directory, logger: logger)
+    defer { server.close() }
+    let result = try server.verify()
+    let faults = result.faults
+    let output = Output(
+      ok: faults.isEmpty, events: result.events,
+      faults: faults.map { Fault(kind: $0.kind.rawValue, message: $0.message) })
+    let text =
+      faults.isEmpty
+      ? "ok: \(result.events) events in \(result.accounts) accounts; checksums and indexes verified"
+      : (faults.map { "fault: \($0)" } + ["\(faults.count) fault(s) in \(result.events) events"])
+        .joined(separator: "\n")
+    return CommandOutput(text: text, json: output)
+  }
+
   func run() async throws {
-    let store = try options.open()
-    defer { store.close() }
-    let output = try execute(on: store)
+    let output: CommandOutput
+    if let data {
+      output = try verifyServer(at: data)
+    } else {
+      let store = try options.open()
+      defer { store.close() }
+      output = try execute(on: store)
+    }
     try options.emit(output)
     if let result = output.json as? Output, !result.ok { throw ExitCode(1) }
   }

@@ -58,13 +58,25 @@ extension EventLog {
     in transaction: borrowing some Transaction & ~Copyable,
     _ body: (LoggedEvent) throws -> Bool
   ) throws {
+    try forEachSized(after: sequence, through: last, in: transaction) { logged, _ in
+      try body(logged)
+    }
+  }
+
+  /// ``forEach(after:through:in:_:)``, also giving each event's size in its binary encoding,
+  /// for readers that bound what they hold by bytes.
+  package func forEachSized(
+    after sequence: UInt64, through last: UInt64? = nil,
+    in transaction: borrowing some Transaction & ~Copyable,
+    _ body: (LoggedEvent, _ encodedBytes: Int) throws -> Bool
+  ) throws {
     guard sequence < .max else { return }
     try transaction.withEntries(in: entries, range: range(after: sequence, through: last)) {
       entries throws in
-      while let logged = try entries.next({ key, value throws -> LoggedEvent in
-        try decode(key: key, value: value)
+      while let (logged, size) = try entries.next({ key, value throws -> (LoggedEvent, Int) in
+        (try decode(key: key, value: value), value.count - LogRecord.headerSize)
       }) {
-        guard try body(logged) else { return }
+        guard try body(logged, size) else { return }
       }
     }
   }
