@@ -27,8 +27,11 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     response()
   }
 
+  /// Headers the answer carries besides its content type, such as `Allow` on a 405.
+  var headers = HTTPFields()
+
   func response() -> Response {
-    var headers = HTTPFields()
+    var headers = self.headers
     headers[.contentType] = "application/json"
     if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
     // Sorted keys: the same error is the same bytes, so answers cannot be told apart by order.
@@ -124,6 +127,18 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         message:
           "the body's Content-Type is \(type.map { "'\($0)'" } ?? "missing"); send "
           + SyncEncoding.allCases.map { "'\($0.mediaType)'" }.joined(separator: " or ")))
+  }
+
+  static func methodNotAllowed(_ method: HTTPRequest.Method, allowed: [HTTPRequest.Method])
+    -> ServerError
+  {
+    let names = allowed.map(\.rawValue).joined(separator: ", ")
+    var error = ServerError(
+      .methodNotAllowed,
+      ErrorBody(
+        code: .methodNotAllowed, message: "\(method.rawValue) is not allowed here; use \(names)"))
+    error.headers[.allow] = names
+    return error
   }
 
   static func storage(_ message: String) -> ServerError {

@@ -61,9 +61,9 @@ extension SyncServer {
 
   func sync(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try authenticate(request)
-    // A body without a Content-Type is read as JSON, as it always was.
+    // A body must say what it is: JSON or the binary encoding, as the document says.
     let contentType = request.headers[.contentType]
-    guard let encoding = contentType.map(SyncEncoding.init(contentType:)) ?? .json else {
+    guard let encoding = contentType.flatMap(SyncEncoding.init(contentType:)) else {
       throw ServerError.unsupportedMediaType(contentType)
     }
     let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)

@@ -214,19 +214,22 @@ public final class SyncServer: Sendable {
     let router = Router(context: ServerContext.self)
     router.middlewares.add(ServerMiddleware(logger: logger))
     let v1 = router.group("v1")
-    v1.get("openapi.json") { _, _ in
+    let document: @Sendable (Request, ServerContext) -> Response = { _, _ in
       var headers = HTTPFields()
       headers[.contentType] = "application/json"
       return Response(
         status: .ok, headers: headers,
         body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
     }
+    v1.get("openapi.json", use: document)
+    v1.head("openapi.json", use: document)
     v1.post("accounts") { request, context in try await self.createAccount(request, context) }
     v1.post("sessions") { request, context in try await self.signIn(request, context) }
     v1.delete("sessions/current") { request, context in try await self.signOut(request, context) }
     v1.post("sync") { request, context in try await self.sync(request, context) }
     v1.put("blobs/:hash") { request, context in try await self.putBlob(request, context) }
     v1.get("blobs/:hash") { request, context in try await self.blob(request, context) }
+    v1.head("blobs/:hash") { request, context in try await self.blob(request, context) }
     return router
   }
 
@@ -245,6 +248,27 @@ public struct ServerContext: RequestContext {
   }
 }
 
+/// The methods each path of the API answers, for `405 Method Not Allowed` and its `Allow`.
+enum Routes {
+  static let table: [([String], [HTTPRequest.Method])] = [
+    (["v1", "openapi.json"], [.get, .head]),
+    (["v1", "accounts"], [.post]),
+    (["v1", "sessions"], [.post]),
+    (["v1", "sessions", "current"], [.delete]),
+    (["v1", "sync"], [.post]),
+    (["v1", "blobs", ":hash"], [.get, .head, .put]),
+  ]
+
+  /// The methods of the route `path` names, or nil if none does.
+  static func methods(forPath path: String) -> [HTTPRequest.Method]? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+    return table.first { pattern, _ in
+      pattern.count == segments.count
+        && zip(pattern, segments).allSatisfy { $0.hasPrefix(":") || $0 == $1 }
+    }?.1
+  }
+}
+
 /// Renders every error as a JSON ``ErrorBody`` and logs one structured line per request.
 struct ServerMiddleware: RouterMiddleware {
   package let logger: Logger
@@ -254,13 +278,28 @@ struct ServerMiddleware: RouterMiddleware {
     next: (Request, ServerContext) async throws -> Response
   ) async throws -> Response {
     let start = ContinuousClock.now
-    let response: Response
+    var response: Response
     do {
-      response = try await next(request, context)
+      if request.method == .head {
+        // HEAD is GET without the body (the routes send HEAD to GET's handlers).
+        response = try await next(request, context)
+        let length = response.body.contentLength
+        response.body = ResponseBody()
+        if let length { response.headers[.contentLength] = String(length) }
+      } else {
+        response = try await next(request, context)
+      }
     } catch let error as ServerError {
       response = error.response()
     } catch let error as HTTPError {
-      response = ServerError.http(error).response()
+      // No route for the method: a path that exists with other methods is a 405.
+      if error.status == .notFound,
+        let allowed = Routes.methods(forPath: request.uri.path), !allowed.contains(request.method)
+      {
+        response = ServerError.methodNotAllowed(request.method, allowed: allowed).response()
+      } else {
+        response = ServerError.http(error).response()
+      }
     } catch {
       context.logger.error(
         "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])

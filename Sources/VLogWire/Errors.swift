@@ -43,6 +43,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let blobNotFound = ErrorCode(rawValue: "blobNotFound")
   /// 404: no such endpoint.
   public static let notFound = ErrorCode(rawValue: "notFound")
+  /// 405: the path exists but not with this method; the `Allow` header lists those it has.
+  public static let methodNotAllowed = ErrorCode(rawValue: "methodNotAllowed")
   /// 409: the user name is taken.
   public static let accountExists = ErrorCode(rawValue: "accountExists")
   /// 413: the body is larger than the server accepts.

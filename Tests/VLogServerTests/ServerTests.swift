@@ -204,6 +204,48 @@ struct ServerTests {
     }
   }
 
+  @Test(
+    "A wrong method answers 405 with Allow, HEAD answers like GET without a body, a sync body without a Content-Type 415"
+  )
+  func methodsAndMediaTypes() async throws {
+    try await withServer { server in
+      let transport = InProcessTransport(server: server)
+      let token = try await signUp(APICaller(transport: transport), "ann")
+      let cases: [(String, String, String)] = [
+        ("GET", "/v1/sync", "POST"), ("DELETE", "/v1/accounts", "POST"),
+        ("PUT", "/v1/sessions/current", "DELETE"),
+        ("POST", "/v1/blobs/\(String(repeating: "a", count: 64))", "GET, HEAD, PUT"),
+        ("POST", "/v1/openapi.json", "GET, HEAD"),
+      ]
+      for (method, path, allow) in cases {
+        // Before, these answered 404 as if the path did not exist.
+        let response = try await transport.send(
+          TransportRequest(
+            method: method, path: path, headers: ["authorization": "Bearer \(token)"], body: []))
+        #expect(response.status == 405, "\(method) \(path)")
+        #expect(response.headers["allow"] == allow, "\(method) \(path)")
+        #expect(try errorBody(response).code == .methodNotAllowed)
+      }
+      let missing = try await transport.send(
+        TransportRequest(method: "GET", path: "/v1/nothing", headers: [:], body: []))
+      #expect(missing.status == 404)
+
+      let get = try await transport.send(
+        TransportRequest(method: "GET", path: "/v1/openapi.json", headers: [:], body: []))
+      let head = try await transport.send(
+        TransportRequest(method: "HEAD", path: "/v1/openapi.json", headers: [:], body: []))
+      #expect(head.status == 200 && head.body.isEmpty)
+      #expect(head.headers["content-length"] == String(get.body.count))
+
+      let untyped = try await transport.send(
+        TransportRequest(
+          method: "POST", path: "/v1/sync", headers: ["authorization": "Bearer \(token)"],
+          body: Array(#"{"cursor":0,"events":[]}"#.utf8)))
+      #expect(untyped.status == 415)
+      #expect(try errorBody(untyped).code == .unsupportedMediaType)
+    }
+  }
+
   @Test("Every shape of credentials gets 400 or 401, never 500")
   func credentialShapes() async throws {
     try await withServer { server in
