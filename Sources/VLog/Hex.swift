@@ -1,3 +1,5 @@
+internal import LMDB
+
 /// Lowercase hexadecimal text: how ids, hashes and digests are written, and how they are read
 /// back (in either case).
 package enum Hex {
@@ -16,7 +18,7 @@ package enum Hex {
 
   /// The 16 lowercase digits of a 64-bit value, with leading zeros.
   package static func string(_ value: UInt64) -> String {
-    withUnsafeBytes(of: value.bigEndian) { string($0) }
+    string(BigEndian.bytes(value))
   }
 
   /// The bytes that `text` spells, two digits each, in either case; nil if `text` has an odd

@@ -1,3 +1,5 @@
+internal import LMDB
+
 /// A hybrid logical time: wall-clock milliseconds since 1970 in the high 48 bits and a counter
 /// in the low 16, so that times compare as plain integers.
 ///
@@ -83,7 +85,7 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
   }
 
   func append(to buffer: inout [UInt8]) {
-    withUnsafeBytes(of: time.rawValue.bigEndian) { buffer.append(contentsOf: $0) }
+    BigEndian.append(time.rawValue, to: &buffer)
     replica.identifier.append(to: &buffer)
   }
 

@@ -1,3 +1,5 @@
+internal import LMDB
+
 /// A log entry's bytes: a 4-byte checksum (the low 32 bits of the XXH3 hash of the event,
 /// big-endian) followed by the encoded event (``EventCodec``).
 ///
@@ -26,7 +28,7 @@ package enum LogRecord {
     guard entry.count >= headerSize else {
       throw VLogError(.corruptStore, "event \(sequence): the entry is shorter than its checksum")
     }
-    let stored = UInt32(bigEndian: entry.loadUnaligned(as: UInt32.self))
+    let stored = BigEndian.read(UInt32.self, from: entry) ?? 0
     let event = UnsafeRawBufferPointer(rebasing: entry[headerSize...])
     guard checksum(event) == stored else {
       throw VLogError(.corruptStore, "event \(sequence): the checksum does not match its bytes")
