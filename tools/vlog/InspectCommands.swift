@@ -67,12 +67,21 @@ struct Verify: StoreCommand {
     let faults = try store.verify { progress.update($0, of: $1) }
     progress.finish()
     let events = try store.eventCount()
+    return Self.report(
+      faults, events: events,
+      healthy: "ok: \(events) events; checksums, index, blobs and projections verified")
+  }
+
+  /// The output for `faults` found in `events` events; `healthy` is the text when there are none.
+  static func report(_ faults: [VerificationFault], events: Int, healthy: String)
+    -> CommandOutput
+  {
     let output = Output(
       ok: faults.isEmpty, events: events,
       faults: faults.map { Fault(kind: $0.kind.rawValue, message: $0.message) })
     let text =
       faults.isEmpty
-      ? "ok: \(events) events; checksums, index, blobs and projections verified"
+      ? healthy
       : (faults.map { "fault: \($0)" } + ["\(faults.count) fault(s) in \(events) events"])
         .joined(separator: "\n")
     return CommandOutput(text: text, json: output)
@@ -89,16 +98,11 @@ struct Verify: StoreCommand {
     let server = try SyncServer.open(dataDirectory: directory, logger: logger)
     defer { server.close() }
     let result = try server.verify()
-    let faults = result.faults
-    let output = Output(
-      ok: faults.isEmpty, events: result.events,
-      faults: faults.map { Fault(kind: $0.kind.rawValue, message: $0.message) })
-    let text =
-      faults.isEmpty
-      ? "ok: \(result.events) events in \(result.accounts) accounts; checksums and indexes verified"
-      : (faults.map { "fault: \($0)" } + ["\(faults.count) fault(s) in \(result.events) events"])
-        .joined(separator: "\n")
-    return CommandOutput(text: text, json: output)
+    return Self.report(
+      result.faults, events: result.events,
+      healthy:
+        "ok: \(result.events) events in \(result.accounts) accounts; checksums and indexes verified"
+    )
   }
 
   func run() async throws {
