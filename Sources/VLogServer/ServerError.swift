@@ -141,6 +141,13 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     return error
   }
 
+  static func tooManyRequests(retryAfter seconds: Int, _ message: String) -> ServerError {
+    var error = ServerError(
+      .tooManyRequests, ErrorBody(code: .tooManyRequests, message: message))
+    error.headers[.retryAfter] = String(seconds)
+    return error
+  }
+
   static func storage(_ message: String) -> ServerError {
     ServerError(.internalServerError, ErrorBody(code: .storage, message: message))
   }

@@ -17,8 +17,8 @@ extension SyncServer {
     }
     let salt = dependencies.randomBytes(PasswordHash.saltCount)
     let cost = configuration.passwordCost
-    let hash = try await offLoop {
-      try PasswordHash(hashing: valid.password, cost: cost, salt: salt)
+    let hash = try await throttle.hash(for: nil) {
+      try await offLoop { try PasswordHash(hashing: valid.password, cost: cost, salt: salt) }
     }
     try await store.createAccount(named: valid.username, password: hash)
     context.logger.info("account created", metadata: ["username": "\(valid.username)"])
@@ -38,7 +38,10 @@ extension SyncServer {
     // tell them apart.
     let stored = account?.password ?? decoy
     let password = credentials.password
-    let matches = try await offLoop { try stored.matches(password) }
+    let matches = try await throttle.hash(for: name) {
+      try await offLoop { try stored.matches(password) }
+    }
+    throttle.record(name, succeeded: account != nil && matches)
     guard let account, matches else { throw ServerError.invalidCredentials }
     let token = Self.base64URL(dependencies.randomBytes(32))
     let expiry = dependencies.now().addingTimeInterval(

@@ -43,6 +43,10 @@ public final class SyncServer: Sendable {
     public var tokenLifetime: Duration
     /// The scrypt cost of new password hashes.
     public var passwordCost: PasswordCost
+    /// The most password hashes (sign-ins, new accounts) computed at once; past it, 429 with
+    /// `Retry-After`. A user name with five failed sign-ins in a row also waits, 1 second
+    /// doubling up to 5 minutes, before its next attempt.
+    public var concurrentPasswordChecks: Int
     /// Whether each commit is flushed to disk.
     public var durability: NoteStore.Durability
 
@@ -59,8 +63,10 @@ public final class SyncServer: Sendable {
       maximumEventsPerPush: Int = 1000, maximumPageSize: Int = 5000, defaultPageSize: Int = 1000,
       maximumPageBytes: Int = 4 << 20,
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
-      passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable
+      passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
+      concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount
     ) {
+      self.concurrentPasswordChecks = concurrentPasswordChecks
       self.maximumBodyBytes = maximumBodyBytes
       self.maximumBlobBytes = maximumBlobBytes
       self.maximumEventsPerPush = maximumEventsPerPush
@@ -110,6 +116,8 @@ public final class SyncServer: Sendable {
   /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
   /// password.
   let decoy: PasswordHash
+  /// Bounds concurrent password hashing and slows repeated failed sign-ins.
+  let throttle: PasswordThrottle
 
   private init(
     dataDirectory: String, store: ServerStore, configuration: Configuration,
@@ -120,6 +128,8 @@ public final class SyncServer: Sendable {
     self.configuration = configuration
     self.dependencies = dependencies
     self.logger = logger
+    self.throttle = PasswordThrottle(
+      limit: configuration.concurrentPasswordChecks, now: dependencies.now)
     self.decoy = try PasswordHash(
       hashing: "decoy", cost: configuration.passwordCost, salt: [UInt8](repeating: 0, count: 16))
   }

@@ -49,6 +49,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let accountExists = ErrorCode(rawValue: "accountExists")
   /// 413: the body is larger than the server accepts.
   public static let bodyTooLarge = ErrorCode(rawValue: "bodyTooLarge")
+  /// 429: too many password checks at once, or too many failed sign-ins for one user name;
+  /// the `Retry-After` header says how many seconds to wait.
+  public static let tooManyRequests = ErrorCode(rawValue: "tooManyRequests")
   /// 415: a sync body in neither JSON nor the binary encoding.
   public static let unsupportedMediaType = ErrorCode(rawValue: "unsupportedMediaType")
   /// Another HTTP error of the server's framework, with its status.

@@ -246,6 +246,57 @@ struct ServerTests {
     }
   }
 
+  @Test("Password checks past the concurrency limit get 429 with Retry-After, not a queue")
+  func concurrentSignIns() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.passwordCost = .standard
+    configuration.concurrentPasswordChecks = 1
+    try await withServer(configuration: configuration) { server in
+      let transport = InProcessTransport(server: server)
+      let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+        for index in 0..<8 {
+          group.addTask {
+            let response = try await post(
+              transport, "/v1/sessions",
+              #"{"username":"user\#(index)","password":"wrong password"}"#)
+            return (response.status, response.headers["retry-after"])
+          }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      // Before, all eight hashed at once (on 2 cores, 32 of them took up to 44 s each).
+      #expect(statuses.contains { $0.0 == 429 && $0.1 == "1" })
+      #expect(statuses.contains { $0.0 == 401 })
+      #expect(statuses.allSatisfy { $0.0 == 401 || $0.0 == 429 })
+    }
+  }
+
+  @Test("Repeated failed sign-ins for one name wait longer each time; a success forgets them")
+  func failedSignInsSlowDown() async throws {
+    let clock = ManualClock()
+    try await withServer(clock: clock) { server in
+      let transport = InProcessTransport(server: server)
+      _ = try await signUp(APICaller(transport: transport), "ann")
+      let wrong = #"{"username":"ann","password":"wrong horse"}"#
+      let right = #"{"username":"ann","password":"correct horse"}"#
+      for _ in 0..<5 { #expect(try await post(transport, "/v1/sessions", wrong).status == 401) }
+      let refused = try await post(transport, "/v1/sessions", right)
+      #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
+      #expect(try errorBody(refused).code == .tooManyRequests)
+      // Another name is not slowed.
+      #expect(
+        try await post(transport, "/v1/sessions", #"{"username":"bob","password":"whatever1"}"#)
+          .status == 401)
+      clock.advance(by: 1.5)
+      #expect(try await post(transport, "/v1/sessions", wrong).status == 401)
+      #expect(try await post(transport, "/v1/sessions", right).headers["retry-after"] == "2")
+      clock.advance(by: 2.5)
+      #expect(try await post(transport, "/v1/sessions", right).status == 200)
+      #expect(try await post(transport, "/v1/sessions", wrong).status == 401)
+      #expect(try await post(transport, "/v1/sessions", right).status == 200)
+    }
+  }
+
   @Test("Every shape of credentials gets 400 or 401, never 500")
   func credentialShapes() async throws {
     try await withServer { server in

@@ -11,8 +11,11 @@ import VLogTesting
 @testable import VLog
 
 extension SyncServer.Configuration {
-  /// Fast password hashing and no fsync: the server for tests.
-  static var testing: Self { .init(passwordCost: .testing, durability: .noSync) }
+  /// Fast password hashing, no fsync, and room for the concurrent sign-ins of many simulated
+  /// devices: the server for tests. The throttle's own tests set their limits.
+  static var testing: Self {
+    .init(passwordCost: .testing, durability: .noSync, concurrentPasswordChecks: 64)
+  }
 }
 
 /// A seeded source of "random" bytes, so a simulation replays identically.
