@@ -1,5 +1,6 @@
 public import Foundation
 public import Hummingbird
+internal import HummingbirdCore
 internal import LMDB
 public import Logging
 internal import ServiceLifecycle
@@ -49,6 +50,11 @@ public final class SyncServer: Sendable {
     public var concurrentPasswordChecks: Int
     /// Whether each commit is flushed to disk.
     public var durability: NoteStore.Durability
+    /// How long a connection may go without receiving anything — between requests, while its
+    /// headers arrive, or in the middle of a body — before the server closes it.
+    public var idleTimeout: Duration
+    /// The most connections open at once; a connection past it is closed at once.
+    public var maximumConnections: Int
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
@@ -64,8 +70,11 @@ public final class SyncServer: Sendable {
       maximumPageBytes: Int = 4 << 20,
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
-      concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount
+      concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
+      idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024
     ) {
+      self.idleTimeout = idleTimeout
+      self.maximumConnections = maximumConnections
       self.concurrentPasswordChecks = concurrentPasswordChecks
       self.maximumBodyBytes = maximumBodyBytes
       self.maximumBlobBytes = maximumBlobBytes
@@ -118,6 +127,8 @@ public final class SyncServer: Sendable {
   let decoy: PasswordHash
   /// Bounds concurrent password hashing and slows repeated failed sign-ins.
   let throttle: PasswordThrottle
+  /// The open connections of the running application, against the cap.
+  let connections: ConnectionCounter
 
   private init(
     dataDirectory: String, store: ServerStore, configuration: Configuration,
@@ -128,6 +139,7 @@ public final class SyncServer: Sendable {
     self.configuration = configuration
     self.dependencies = dependencies
     self.logger = logger
+    self.connections = ConnectionCounter(limit: configuration.maximumConnections)
     self.throttle = PasswordThrottle(
       limit: configuration.concurrentPasswordChecks, now: dependencies.now)
     self.decoy = try PasswordHash(
@@ -172,8 +184,14 @@ public final class SyncServer: Sendable {
     host: String, port: Int,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
   ) -> some ApplicationProtocol {
-    Application(
+    let counter = connections
+    let idle = configuration.idleTimeout.components
+    let http1 = HTTP1Channel.Configuration(
+      additionalChannelHandlers: [ConnectionLimitHandler(counter)],
+      idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))
+    return Application(
       router: router(),
+      server: .http1(configuration: http1),
       configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
       onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
       logger: logger)
