@@ -37,7 +37,22 @@ struct Serve: AsyncParsableCommand {
     help: "log2 of scrypt's cost N for new password hashes (10 to 20; 15 uses 32 MiB per hash).")
   var passwordCost = 15
 
+  @Option(
+    name: .long,
+    help:
+      "Seconds a connection may receive nothing (idle, mid-header, mid-body) before it is closed.")
+  var idleTimeout = 60
+
+  @Option(name: .long, help: "The most connections open at once; past it, new ones are closed.")
+  var maxConnections = 1024
+
   func validate() throws {
+    guard idleTimeout >= 1 else {
+      throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
+    }
+    guard maxConnections >= 1 else {
+      throw ValidationError("--max-connections: \(maxConnections) is not at least 1")
+    }
     guard (0...65535).contains(port) else {
       throw ValidationError("--port: \(port) is not a port number (0 to 65535)")
     }
@@ -57,7 +72,9 @@ struct Serve: AsyncParsableCommand {
     logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
     let server = try SyncServer.open(
       dataDirectory: data,
-      configuration: .init(passwordCost: PasswordCost(logRounds: UInt8(passwordCost))),
+      configuration: .init(
+        passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
+        idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections),
       logger: logger)
     defer { server.close() }
     try await server.run(host: host, port: port) { [host] port in
