@@ -52,6 +52,25 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
   }
 
+  /// Reads the identifier that ends a key of a store's database, checking the key's length.
+  ///
+  /// - Parameters:
+  ///   - key: The key's bytes.
+  ///   - length: The length the key must have, or nil for any length of at least 16.
+  ///   - database: The database's name, for the error.
+  /// - Throws: ``VLogError/Code/corruptStore`` for a key of the wrong length.
+  static func ending(
+    _ key: UnsafeRawBufferPointer, length: Int? = 16, in database: String
+  ) throws(VLogError) -> Identifier {
+    guard key.count >= 16, length.map({ key.count == $0 }) ?? true else {
+      throw VLogError(
+        .corruptStore,
+        "a key in '\(database)' is \(key.count) bytes, not \(length.map(String.init) ?? "16 or more")"
+      )
+    }
+    return Identifier(bytes: key, at: key.count - 16)
+  }
+
   /// The 16 big-endian bytes.
   public var bytes: [UInt8] {
     var result = [UInt8]()

@@ -47,7 +47,7 @@ extension NoteStore {
       var hashes = Set<BlobHash>()
       try transaction.forEach(in: schema.attachments) { key, value in
         let record = try AttachmentRecord(
-          id: AttachmentID(Identifier(bytes: key)), decoding: value)
+          id: AttachmentID(try Identifier.ending(key, in: "attachments")), decoding: value)
         guard try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
         else { return }
         hashes.insert(record.attachment.blobHash)

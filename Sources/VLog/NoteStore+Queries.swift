@@ -62,7 +62,8 @@ extension NoteStore {
       try transaction.withEntries(
         in: schema.timeline, range: .from(start, to: [archived ? 2 : 1])
       ) { entries throws in
-        while ids.count < limit, let id = try entries.next({ key, _ in Keys.timelineNote(key) }) {
+        while ids.count < limit, let id = try entries.next({ key, _ in try Keys.timelineNote(key) })
+        {
           ids.append(id)
         }
       }
@@ -79,7 +80,7 @@ extension NoteStore {
       try transaction.forEach(
         in: schema.tagNotes, range: .prefix(Keys.tagPrefix(TagID(name: name)))
       ) { key, _ in
-        ids.append(NoteID(Identifier(bytes: key, at: key.count - 16)))
+        ids.append(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")))
       }
       return try ids.map { try summary($0, in: transaction) }.sorted(by: Self.newestFirst)
     }
@@ -132,7 +133,7 @@ extension NoteStore {
           in: schema.timeline, range: .from([archived ? 1 : 0], to: [archived ? 2 : 1])
         ) { entries throws in
           while found.count < limit,
-            let id = try entries.next({ key, _ in Keys.timelineNote(key) })
+            let id = try entries.next({ key, _ in try Keys.timelineNote(key) })
           {
             guard let record = try noteRecord(id, in: transaction),
               matcher.matches(record.text)
@@ -157,7 +158,9 @@ extension NoteStore {
       try transaction.forEach(in: schema.tombstones) { key, value in
         let record = try TombstoneRecord(decoding: value)
         objects.append(
-          DeletedObject(id: Identifier(bytes: key), kind: record.kind, stamp: record.stamp))
+          DeletedObject(
+            id: try Identifier.ending(key, in: "tombstones"), kind: record.kind,
+            stamp: record.stamp))
       }
       return objects
     }

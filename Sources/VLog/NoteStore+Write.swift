@@ -192,7 +192,7 @@ struct WriteSession {
       let id = TagID(name: name)
       var notes: [NoteID] = []
       try transaction.forEach(in: schema.tagNotes, range: .prefix(Keys.tagPrefix(id))) { key, _ in
-        notes.append(NoteID(Identifier(bytes: key, at: key.count - 16)))
+        notes.append(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")))
       }
       guard !notes.isEmpty else {
         throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")

@@ -121,8 +121,8 @@ enum Keys {
     return key
   }
 
-  static func timelineNote(_ key: UnsafeRawBufferPointer) -> NoteID {
-    NoteID(Identifier(bytes: key, at: 9))
+  static func timelineNote(_ key: UnsafeRawBufferPointer) throws(VLogError) -> NoteID {
+    NoteID(try Identifier.ending(key, length: 25, in: "timeline"))
   }
 
   enum Meta {

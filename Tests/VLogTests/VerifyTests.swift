@@ -193,3 +193,29 @@ struct FormatMigrationTests {
     }
   }
 }
+
+@Suite("Damaged projection keys")
+struct DamagedKeyTests {
+  @Test("short keys in the projections (a damaged page) are errors and faults, never traps")
+  func shortKeys() async throws {
+    try await withTemporaryStore { store in
+      let id = try store.write { $0.createNote(text: "one", tags: ["work"]) }
+      // Keys that sort among the real ones, shorter than the ids they should end with.
+      try store.environment.write { transaction in
+        try transaction.put([UInt8](), forKey: [0, 0x80], in: store.schema.timeline)
+        try transaction.put(
+          [UInt8](), forKey: Array("work".utf8) + [0, 1], in: store.schema.tagNotes)
+        try transaction.put([1], forKey: [0xFF], in: store.schema.attachments)
+      }
+      // Before, each of these read past the end of the key.
+      #expect(throws: VLogError.self) { try store.timeline() }
+      #expect(throws: VLogError.self) { try store.notes(taggedWith: "work") }
+      #expect(throws: VLogError.self) { try store.missingBlobs() }
+      let faults = try store.verify()
+      #expect(!faults.isEmpty && faults.allSatisfy { $0.kind == .projection })
+      try store.rebuildProjections()
+      #expect(try store.verify().isEmpty)
+      #expect(try store.timeline().map(\.id) == [id])
+    }
+  }
+}
