@@ -148,6 +148,13 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     return error
   }
 
+  static func malformedRequest(_ error: any Error) -> ServerError {
+    ServerError(
+      .badRequest,
+      ErrorBody(code: .httpError, message: "the request is not valid HTTP or ended early: \(error)")
+    )
+  }
+
   static func storage(_ message: String) -> ServerError {
     ServerError(.internalServerError, ErrorBody(code: .storage, message: message))
   }

@@ -3,6 +3,7 @@ public import Hummingbird
 internal import HummingbirdCore
 internal import LMDB
 public import Logging
+internal import NIOHTTP1
 internal import ServiceLifecycle
 public import VLog
 internal import VLogWire
@@ -328,6 +329,13 @@ struct ServerMiddleware: RouterMiddleware {
       } else {
         response = ServerError.http(error).response()
       }
+    } catch let error as HTTPParserError {
+      // The client sent a broken request or went away in the middle of it: its doing, not the
+      // server's, and nobody may be left to read the answer.
+      context.logger.info(
+        "request ended early or malformed",
+        metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+      response = ServerError.malformedRequest(error).response()
     } catch {
       context.logger.error(
         "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])

@@ -1,6 +1,9 @@
 import Foundation
+import Logging
+import Synchronization
 import Testing
 import VLogServer
+import VLogTesting
 
 #if canImport(Glibc)
   import Glibc
@@ -37,6 +40,15 @@ final class RawConnection {
   }
 
   deinit { close(descriptor) }
+
+  /// Closes the sending side, as a client that goes away does.
+  func shutdown() {
+    #if canImport(Glibc)
+      _ = Glibc.shutdown(descriptor, Int32(SHUT_WR))
+    #else
+      _ = Darwin.shutdown(descriptor, SHUT_WR)
+    #endif
+  }
 
   func send(_ text: String) {
     let bytes = Array(text.utf8)
@@ -88,6 +100,58 @@ struct ConnectionTests {
             + "Content-Length: 1000000000000\r\n\r\n{\"cursor\":0,")
         #expect(stalled.secondsUntilClosed(limit: 5) != nil)
       }
+    }
+  }
+}
+
+/// Keeps the server's log lines, to check what it says about a request.
+final class RecordingLogHandler: LogHandler, Sendable {
+  private let lines = Mutex<[String]>([])
+  var logLevel: Logger.Level {
+    get { .info }
+    set {}
+  }
+  var metadata: Logger.Metadata {
+    get { [:] }
+    set {}
+  }
+  subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    get { nil }
+    set {}
+  }
+  func log(event: LogEvent) {
+    let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+    lines.withLock { $0.append("\(event.level) \(event.message) " + fields.joined(separator: " ")) }
+  }
+  var recorded: [String] { lines.withLock { $0 } }
+}
+
+@Suite("Connections going away")
+struct DisconnectTests {
+  @Test("A client that goes away mid-body is logged as a bad request, not a server failure")
+  func disconnectMidBody() async throws {
+    let handler = RecordingLogHandler()
+    let logger = Logger(label: "test") { _ in handler }
+    try await withTemporaryDirectory { root in
+      let server = try SyncServer.open(
+        dataDirectory: root + "/server", configuration: .testing, logger: logger)
+      defer { server.close() }
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        let connection = try RawConnection(port: port)
+        connection.send(
+          "POST /v1/accounts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            + "Content-Length: 1000\r\n\r\n{\"username\":")
+        try await Task.sleep(for: .milliseconds(200))
+        connection.shutdown()
+        try await Task.sleep(for: .milliseconds(500))
+      }
+      let requests = handler.recorded.filter { $0.contains("path=/v1/accounts") }
+      // Before, this was an error line with status 500.
+      let failures = requests.filter { $0.contains("status=500") }
+      #expect(failures.isEmpty, "\(handler.recorded)")
+      let early = requests.filter { $0.hasPrefix("info request ended early or malformed") }
+      #expect(early.count == 1, "\(handler.recorded)")
     }
   }
 }
