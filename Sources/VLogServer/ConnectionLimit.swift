@@ -23,9 +23,6 @@ final class ConnectionCounter: Sendable {
 
   /// Gives back a connection's place.
   func release() { open.subtract(1, ordering: .relaxed) }
-
-  /// The connections open now.
-  var count: Int { open.load(ordering: .relaxed) }
 }
 
 /// Closes a connection at once when the server already has as many as its cap allows, so that

@@ -37,7 +37,8 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     // Sorted keys: the same error is the same bytes, so answers cannot be told apart by order.
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
-    // An object of four optional strings always encodes; an empty body is the fallback anyway.
+    // A code and three optional strings always encode, so this cannot fail; an empty body
+    // would be the fallback anyway.
     let data = (try? encoder.encode(body)) ?? Data()
     return Response(
       status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))

@@ -85,7 +85,7 @@ extension EventLog {
   package func forEachID(
     in transaction: borrowing some Transaction & ~Copyable, _ body: (Stamp) throws -> Void
   ) throws {
-    try transaction.forEach(in: index, range: indexRange) { key, _ in
+    try transaction.forEach(in: index, range: ownKeys) { key, _ in
       try body(try id(fromIndexKey: key))
     }
   }

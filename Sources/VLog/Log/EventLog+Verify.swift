@@ -52,7 +52,7 @@ extension EventLog {
     let total = Int(clamping: state.lastSequence)
     var checked = 0
     var expected: UInt64 = 1
-    try transaction.forEach(in: entries, range: entryRange) { key, value in
+    try transaction.forEach(in: entries, range: ownKeys) { key, value in
       checked += 1
       if checked % 10_000 == 0 { progress?(checked, total) }
       let logged: LoggedEvent
@@ -80,7 +80,7 @@ extension EventLog {
     }
     var indexed = 0
     var digest = EventSetDigest.empty
-    try transaction.forEach(in: index, range: indexRange) { key, _ in
+    try transaction.forEach(in: index, range: ownKeys) { key, _ in
       indexed += 1
       guard key.count == prefix.count + Stamp.byteCount else {
         faults.append(

@@ -117,9 +117,6 @@ package struct EventLog: Sendable {
     return prefix.isEmpty ? .from(start) : .from(start, through: key(sequence: .max))
   }
 
-  /// Every key of this log's entries, well-formed or not.
-  var entryRange: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
-
-  /// Every key of this log's index.
-  var indexRange: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
+  /// Every key of this log, well-formed or not, in any of its databases.
+  var ownKeys: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
 }

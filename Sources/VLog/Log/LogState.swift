@@ -81,7 +81,7 @@ extension EventLog {
         try cursor.last() ? try cursor.withCurrent { key, _ in try sequence(fromKey: key) } : 0
       }
     }
-    return try transaction.withEntries(in: entries, range: .prefix(prefix), reverse: true) {
+    return try transaction.withEntries(in: entries, range: ownKeys, reverse: true) {
       entries throws -> UInt64 in
       try entries.next { key, _ in try sequence(fromKey: key) } ?? 0
     }
