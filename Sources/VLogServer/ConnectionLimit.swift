@@ -30,26 +30,30 @@ final class ConnectionCounter: Sendable {
 final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandler {
   typealias InboundIn = NIOAny
   private let counter: ConnectionCounter
-  private var counted = false
+  /// Whether this connection holds a place; nil until decided, once per connection.
+  private var counted: Bool?
 
   init(_ counter: ConnectionCounter) { self.counter = counter }
 
-  func channelActive(context: ChannelHandlerContext) {
-    guard counter.acquire() else {
-      context.close(promise: nil)
-      return
-    }
-    counted = true
-    context.fireChannelActive()
+  /// Takes a place for the connection, or closes it; only the first call per connection
+  /// decides (the handler may be added to an active channel and then see it become active).
+  private func admit(_ context: ChannelHandlerContext) {
+    guard counted == nil else { return }
+    counted = counter.acquire()
+    if counted == false { context.close(promise: nil) }
   }
 
   func handlerAdded(context: ChannelHandlerContext) {
-    // Added to a channel that is already active: count it now.
-    if context.channel.isActive { channelActive(context: context) }
+    if context.channel.isActive { admit(context) }
+  }
+
+  func channelActive(context: ChannelHandlerContext) {
+    admit(context)
+    if counted == true { context.fireChannelActive() }
   }
 
   func channelInactive(context: ChannelHandlerContext) {
-    if counted {
+    if counted == true {
       counted = false
       counter.release()
     }
