@@ -60,10 +60,19 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
 
   /// Adds an event, given its id's 24 bytes.
   mutating func add(eventID: UnsafeRawBufferPointer) {
-    let added = Hash.xxh3x128(eventID)
+    add(hash: Hash.xxh3x128(eventID))
+  }
+
+  /// Adds an id's hash.
+  mutating func add(hash added: (high: UInt64, low: UInt64)) {
     let (sum, carry) = low.addingReportingOverflow(added.low)
     low = sum
     high = high &+ added.high &+ (carry ? 1 : 0)
+  }
+
+  /// Adds another digest: the digest of the union of two disjoint sets.
+  public mutating func add(_ other: EventSetDigest) {
+    add(hash: (other.high, other.low))
   }
 
   /// Adds an event, given its id. Adding each event of a set once, in any order, gives the

@@ -156,6 +156,28 @@ extension NoteStore {
     try read { transaction in try eventLog.lastSequence(in: transaction) }
   }
 
+  // MARK: - Repair
+
+  /// The store's event-set digest split into buckets by event id, to compare with another
+  /// replica's and find the few buckets where their events differ (see ``EventSetBuckets``).
+  public func eventSetBuckets() throws -> EventSetBuckets {
+    try read { transaction in try eventLog.buckets(in: transaction) }
+  }
+
+  /// The ids of the store's events that fall in the given buckets, in id order.
+  public func eventIDs(inBuckets buckets: some Sequence<Int>) throws -> [Stamp] {
+    let buckets = Set(buckets)
+    return try read { transaction in try eventLog.ids(inBuckets: buckets, in: transaction) }
+  }
+
+  /// The events with these ids that the log holds, in the order of `ids`, in one read
+  /// transaction.
+  public func events(withIDs ids: [Stamp]) throws -> [Event] {
+    try read { transaction in
+      try ids.compactMap { id in try eventLog.event(withID: id, in: transaction)?.event }
+    }
+  }
+
   /// Runs `body` in a read transaction, turning LMDB's errors into ``VLogError``s.
   func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
     try VLogError.wrapping { try environment.read(body) }

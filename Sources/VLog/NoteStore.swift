@@ -122,7 +122,9 @@ public final class NoteStore: Sendable {
   var eventLog: EventLog { schema.eventLog }
   let dependencies: Dependencies
   let mergeRule: MergeRule
-  let maximumClockSkew: Duration
+  /// How far ahead of the wall clock a stamp from elsewhere may move this store's clock (see
+  /// ``Options/maximumClockSkew``).
+  public let maximumClockSkew: Duration
   let observers = Observers()
 
   private init(

@@ -96,6 +96,19 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     return buffer
   }
 
+  /// The id as 48 lowercase hexadecimal digits: its 24-byte key form, as the sync protocol
+  /// names events.
+  public var hex: String { Hex.string(bytes) }
+
+  /// Reads the 48 hexadecimal digits that ``hex`` writes; nil for anything else.
+  public init?(hex: some StringProtocol) {
+    guard hex.utf8.count == 2 * Self.byteCount, let bytes = Hex.bytes(hex) else { return nil }
+    self = bytes.withUnsafeBytes { Stamp(bytes: $0) }
+  }
+
+  /// Reads a key form.
+  ///
+  /// - Precondition: `bytes` holds at least `offset + 24` bytes.
   init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
     time = HybridTime(
       rawValue: UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))

@@ -1,6 +1,7 @@
 internal import Foundation
 internal import LMDB
 internal import VLog
+internal import VLogWire
 
 /// The server's data in one LMDB environment: accounts, sign-in tokens, and per account an event
 /// log (the engine's ``EventLog``, with the same records, checksums and verification as a
@@ -294,6 +295,54 @@ final class ServerStore: Sendable {
     }
     return SyncOutcome(
       events: events, cursor: last, more: last < head.sequence, stored: stored, head: head)
+  }
+
+  // MARK: - Repair
+
+  /// The ids the account's log holds in the buckets whose digests differ from `client`'s, up
+  /// to `limit` ids (whole buckets, but at least one), and whether that is all of them.
+  func compare(account: UInt64, with client: EventSetBuckets, limit: Int) throws -> Comparison {
+    let log = eventLog(of: account)
+    return try environment.read { transaction in
+      let digest = try log.state(in: transaction).digest
+      let differing = try log.buckets(in: transaction).differing(from: client)
+      guard !differing.isEmpty else {
+        return Comparison(ids: [:], complete: true, eventSetDigest: digest)
+      }
+      var ids: [Int: [Stamp]] = [:]
+      for id in try log.ids(inBuckets: Set(differing), in: transaction) {
+        ids[EventSetBuckets.bucket(of: id), default: []].append(id)
+      }
+      var kept: [Int: [Stamp]] = [:]
+      var count = 0
+      for bucket in differing {
+        let bucketIDs = ids[bucket, default: []]
+        guard kept.isEmpty || count + bucketIDs.count <= limit else {
+          return Comparison(ids: kept, complete: false, eventSetDigest: digest)
+        }
+        kept[bucket] = bucketIDs
+        count += bucketIDs.count
+      }
+      return Comparison(ids: kept, complete: true, eventSetDigest: digest)
+    }
+  }
+
+  /// The events of the account's log with these ids, in the order asked, as many as fit in
+  /// `maximumBytes` of encoded events (at least one); ids the log does not hold are skipped.
+  func events(account: UInt64, ids: [Stamp], maximumBytes: Int) throws -> [Event] {
+    let log = eventLog(of: account)
+    return try environment.read { transaction in
+      var events: [Event] = []
+      var bytes = 0
+      for id in ids {
+        guard let event = try log.event(withID: id, in: transaction)?.event else { continue }
+        let size = event.encoded().count
+        guard events.isEmpty || bytes + size <= maximumBytes else { break }
+        bytes += size
+        events.append(event)
+      }
+      return events
+    }
   }
 
   // MARK: - Blobs

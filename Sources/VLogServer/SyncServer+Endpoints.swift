@@ -118,6 +118,37 @@ extension SyncServer {
     }
   }
 
+  // MARK: - Repair
+
+  func compare(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try authenticate(request)
+    let body = try await decode(CompareRequest.self, from: request)
+    let buckets = try checked { () throws(WireError) in try body.validated() }
+    let comparison = try store.compare(
+      account: account, with: buckets, limit: configuration.maximumComparedIDs)
+    context.logger.info(
+      "compare",
+      metadata: [
+        "account": "\(account)", "buckets": "\(comparison.ids.count)",
+        "ids": "\(comparison.ids.values.reduce(0) { $0 + $1.count })",
+        "complete": "\(comparison.complete)",
+      ])
+    return try json(CompareResponse(comparison), status: .ok)
+  }
+
+  func fetch(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try authenticate(request)
+    let body = try await decode(FetchRequest.self, from: request)
+    let maximum = configuration.maximumEventsPerPush
+    let ids = try checked { () throws(WireError) in try body.validated(maximum: maximum) }
+    let events = try store.events(
+      account: account, ids: ids, maximumBytes: configuration.maximumPageBytes)
+    context.logger.info(
+      "fetch",
+      metadata: ["account": "\(account)", "asked": "\(ids.count)", "returned": "\(events.count)"])
+    return try json(FetchResponse(events: events), status: .ok)
+  }
+
   // MARK: - Blobs
 
   func putBlob(_ request: Request, _ context: ServerContext) async throws -> Response {
@@ -193,6 +224,11 @@ extension SyncServer {
     } catch {
       throw ServerError.invalid(error)
     }
+  }
+
+  /// Runs a check of a decoded body, answering 400 naming the field it finds at fault.
+  private func checked<T>(_ check: () throws(WireError) -> T) throws(ServerError) -> T {
+    do { return try check() } catch { throw ServerError.invalid(error) }
   }
 
   private func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {

@@ -38,6 +38,9 @@ public final class SyncServer: Sendable {
     /// before the event that would pass it, but holds at least one event, so the server's
     /// memory per request is bounded whatever the account holds and every call progresses.
     public var maximumPageBytes: Int
+    /// The most event ids one answer of `POST /v1/sync/compare` lists; past it, the answer
+    /// holds whole buckets up to the limit and says it is incomplete.
+    public var maximumComparedIDs: Int
     /// How far ahead of the server's clock an event's stamp may be. Events beyond are refused
     /// with `clockSkew`.
     public var maximumClockSkew: Duration
@@ -59,8 +62,8 @@ public final class SyncServer: Sendable {
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
-    /// and 4 MiB, 10 minutes of clock skew, tokens valid for 30 days, scrypt at
-    /// ``PasswordCost/standard``, durable commits.
+    /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
+    /// days, scrypt at ``PasswordCost/standard``, durable commits.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of ``Limits/textBytes``) fits in a body even as escaped JSON, and every attachment the
@@ -68,7 +71,7 @@ public final class SyncServer: Sendable {
     public init(
       maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = Limits.attachmentBytes,
       maximumEventsPerPush: Int = 1000, maximumPageSize: Int = 5000, defaultPageSize: Int = 1000,
-      maximumPageBytes: Int = 4 << 20,
+      maximumPageBytes: Int = 4 << 20, maximumComparedIDs: Int = 50_000,
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
@@ -83,6 +86,7 @@ public final class SyncServer: Sendable {
       self.maximumPageSize = maximumPageSize
       self.defaultPageSize = defaultPageSize
       self.maximumPageBytes = maximumPageBytes
+      self.maximumComparedIDs = maximumComparedIDs
       self.maximumClockSkew = maximumClockSkew
       self.tokenLifetime = tokenLifetime
       self.passwordCost = passwordCost
@@ -256,6 +260,8 @@ public final class SyncServer: Sendable {
     v1.post("sessions") { request, context in try await self.signIn(request, context) }
     v1.delete("sessions/current") { request, context in try await self.signOut(request, context) }
     v1.post("sync") { request, context in try await self.sync(request, context) }
+    v1.post("sync/compare") { request, context in try await self.compare(request, context) }
+    v1.post("sync/fetch") { request, context in try await self.fetch(request, context) }
     v1.put("blobs/:hash") { request, context in try await self.putBlob(request, context) }
     v1.get("blobs/:hash") { request, context in try await self.blob(request, context) }
     v1.head("blobs/:hash") { request, context in try await self.blob(request, context) }
@@ -285,6 +291,8 @@ enum Routes {
     (["v1", "sessions"], [.post]),
     (["v1", "sessions", "current"], [.delete]),
     (["v1", "sync"], [.post]),
+    (["v1", "sync", "compare"], [.post]),
+    (["v1", "sync", "fetch"], [.post]),
     (["v1", "blobs", ":hash"], [.get, .head, .put]),
   ]
 

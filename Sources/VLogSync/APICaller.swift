@@ -108,6 +108,16 @@ public struct APICaller: Sendable {
     await send(Endpoints.Sync(push, encoding: encoding), token: token)
   }
 
+  /// `POST /v1/sync/compare`.
+  public func compare(_ buckets: EventSetBuckets, token: String) async -> APIResult<Comparison> {
+    await send(Endpoints.Compare(buckets: buckets), token: token)
+  }
+
+  /// `POST /v1/sync/fetch`.
+  public func fetch(_ ids: [Stamp], token: String) async -> APIResult<[Event]> {
+    await send(Endpoints.Fetch(ids: ids), token: token)
+  }
+
   /// `PUT /v1/blobs/{hash}`.
   public func putBlob(_ bytes: [UInt8], hash: BlobHash, token: String) async -> APIResult<
     NoContent

@@ -147,6 +147,49 @@ public enum Endpoints {
     }
   }
 
+  /// `POST /v1/sync/compare`: sends the client's event-set digest in buckets and gets the
+  /// server's ids in the buckets that differ.
+  public struct Compare: APIRequest {
+    /// The client's buckets.
+    public var buckets: EventSetBuckets
+    /// Creates the request.
+    public init(buckets: EventSetBuckets) { self.buckets = buckets }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sync/compare`.
+    public var path: String { "/v1/sync/compare" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The buckets as JSON.
+    public func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(CompareRequest(buckets)))
+    }
+    /// The server's ids in the buckets that differ.
+    public func value(from body: [UInt8]) throws -> Comparison {
+      try WireJSON.decode(CompareResponse.self, from: body).validated()
+    }
+  }
+
+  /// `POST /v1/sync/fetch`: gets events by id.
+  public struct Fetch: APIRequest {
+    /// The ids wanted.
+    public var ids: [Stamp]
+    /// Creates the request.
+    public init(ids: [Stamp]) { self.ids = ids }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sync/fetch`.
+    public var path: String { "/v1/sync/fetch" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The ids as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(FetchRequest(ids: ids))) }
+    /// The events the server holds, in the order asked, perhaps not all of them.
+    public func value(from body: [UInt8]) throws -> [Event] {
+      try WireJSON.decode(FetchResponse.self, from: body).validated()
+    }
+  }
+
   /// `PUT /v1/blobs/{hash}`: uploads an attachment's bytes.
   public struct PutBlob: APIRequest {
     /// The bytes' SHA-256.

@@ -38,6 +38,14 @@ public struct SyncReport: Sendable, Hashable {
   public var calls = 0
   /// Blobs uploaded.
   public var blobsUploaded = 0
+  /// Events the server lacked that the sync found by comparing digests and pushed (events
+  /// that were never in the outbox, such as imported ones).
+  public var repaired = 0
+  /// Events the store lacked that the sync found by comparing digests and fetched.
+  public var fetched = 0
+  /// Events the server lacks that are stamped too far ahead of its clock for it to take yet;
+  /// a later sync pushes them.
+  public var deferred = 0
   /// The server's event-set digest after the sync.
   public var serverEventSetDigest = EventSetDigest.empty
   /// Whether the store's event-set digest equals the server's: both hold exactly the same events.
@@ -199,51 +207,156 @@ public actor SyncAccount {
 
   private func runSync() async throws -> SyncReport {
     var report = SyncReport()
-    var budget = (events: max(1, pushSize), bytes: max(1, pushBytes))
+    var budget = PushBudget(events: max(1, pushSize), bytes: max(1, pushBytes))
     while true {
       let outbox = Self.batch(try store.outbox(limit: budget.events), bytes: budget.bytes)
-      report.blobsUploaded += try await uploadBlobs(for: outbox.map(\.event))
-      let push = SyncPush(cursor: state.cursor, events: outbox.map(\.event), limit: pageSize)
-      let page: SyncPage
-      do throws(APIError) {
-        page = try await syncCall(push)
-      } catch {
-        guard error.status == 413, outbox.count > 1 else { throw error }
-        // The server takes less than was sent: send half as much until it fits.
-        budget = (max(1, outbox.count / 2), max(1, budget.bytes / 2))
-        continue
-      }
-      report.calls += 1
-      state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+      let events = outbox.map(\.event)
+      report.blobsUploaded += try await uploadBlobs(for: events)
+      guard let page = try await push(events, budget: &budget) else { continue }
       // The page and the acknowledgement of the pushed events in one commit.
-      let ingested = try await store.ingest(
-        page.events, acknowledgingThrough: outbox.last?.sequence)
-      report.pulled += page.events.count
-      report.applied += ingested.appended
+      try await commit(page, acknowledgingThrough: outbox.last?.sequence, report: &report)
       report.pushed += outbox.count
-      state.cursor = page.cursor
-      state.serverEventSetDigest = page.eventSetDigest.description
-      report.serverEventSetDigest = page.eventSetDigest
       let pending = try store.outboxCount()
       if !page.more && pending == 0 { break }
       // Progress survives an interruption; the last page's is saved by the caller.
       try saveState()
     }
+    if try store.eventSetDigest() != report.serverEventSetDigest {
+      try await repair(&report)
+    }
     report.inSync = try store.eventSetDigest() == report.serverEventSetDigest
     return report
+  }
+
+  /// How much one push may carry: events and bytes of their binary encoding.
+  private struct PushBudget {
+    var events: Int
+    var bytes: Int
+  }
+
+  /// Pushes `events` and pulls the page after the cursor. A server that takes less than was
+  /// sent (413) halves the budget and gets nil back, for the caller to send less, down to one
+  /// event, so a sync always progresses.
+  private func push(_ events: [Event], budget: inout PushBudget) async throws(APIError)
+    -> SyncPage?
+  {
+    do {
+      return try await syncCall(SyncPush(cursor: state.cursor, events: events, limit: pageSize))
+    } catch {
+      guard error.status == 413, events.count > 1 else { throw error }
+      budget = PushBudget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
+      return nil
+    }
+  }
+
+  /// Ingests a page and records where it leaves the cursor, acknowledging the pushed local
+  /// events in the same commit.
+  private func commit(
+    _ page: SyncPage, acknowledgingThrough sequence: UInt64?, report: inout SyncReport
+  ) async throws {
+    report.calls += 1
+    state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+    let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
+    report.pulled += page.events.count
+    report.applied += ingested.appended
+    state.cursor = page.cursor
+    state.serverEventSetDigest = page.eventSetDigest.description
+    report.serverEventSetDigest = page.eventSetDigest
+  }
+
+  /// The most rounds of comparing one sync repairs for; each round settles every bucket the
+  /// server listed, so more than one is needed only when the differences pass the server's
+  /// limit of ids per comparison.
+  static let repairRounds = 8
+
+  /// Anti-entropy: after the outbox is pushed and the pages pulled, the digests still differ
+  /// when the store holds events that never were in its outbox (imported, say) or lacks events
+  /// behind its cursor. Compares the event-set digest bucket by bucket with the server's,
+  /// pushes the store's events the server lacks and fetches the server's events the store
+  /// lacks, in the buckets that differ only.
+  ///
+  /// An event stamped further ahead of the server's clock than the skew bound is left for a
+  /// later sync (the server would refuse it) and counted in ``SyncReport/deferred``.
+  private func repair(_ report: inout SyncReport) async throws {
+    for _ in 0..<Self.repairRounds {
+      let local = try store.eventSetBuckets()
+      let comparison = try await call { caller, token in
+        await caller.compare(local, token: token)
+      }
+      report.calls += 1
+      report.serverEventSetDigest = comparison.eventSetDigest
+      state.serverEventSetDigest = comparison.eventSetDigest.description
+      guard !comparison.ids.isEmpty else { return }
+      let theirs = Set(comparison.ids.values.joined())
+      let ours = Set(try store.eventIDs(inBuckets: comparison.ids.keys))
+      let serverNow = now().milliseconds + (state.clockSkewMilliseconds ?? 0)
+      let latest = serverNow + Int64(store.maximumClockSkew.components.seconds) * 1000
+      let missing = ours.subtracting(theirs).sorted()
+      let pushable = missing.filter { Int64(clamping: $0.time.milliseconds) <= latest }
+      report.deferred = missing.count - pushable.count
+      let wanted = theirs.subtracting(ours).sorted()
+      try await pushRepaired(pushable, report: &report)
+      try await fetch(wanted, report: &report)
+      if pushable.isEmpty && wanted.isEmpty { return }
+    }
+  }
+
+  /// Pushes events the server lacks, with their attachments' bytes, in batches it accepts.
+  private func pushRepaired(_ ids: [Stamp], report: inout SyncReport) async throws {
+    var remaining = ids[...]
+    var budget = PushBudget(events: max(1, pushSize), bytes: max(1, pushBytes))
+    while !remaining.isEmpty {
+      let events = Self.batch(
+        try store.events(withIDs: Array(remaining.prefix(budget.events))), bytes: budget.bytes)
+      guard !events.isEmpty else { return }
+      report.blobsUploaded += try await uploadBlobs(for: events)
+      guard let page = try await push(events, budget: &budget) else { continue }
+      try await commit(page, acknowledgingThrough: nil, report: &report)
+      report.repaired += page.stored
+      remaining = remaining.dropFirst(events.count)
+    }
+  }
+
+  /// Fetches events the store lacks by id, as many per call as the server sends.
+  private func fetch(_ ids: [Stamp], report: inout SyncReport) async throws {
+    var remaining = ids[...]
+    while !remaining.isEmpty {
+      let asked = Array(remaining.prefix(max(1, pushSize)))
+      let events = try await call { caller, token in await caller.fetch(asked, token: token) }
+      report.calls += 1
+      let ingested = try await store.ingest(events)
+      report.pulled += events.count
+      report.applied += ingested.appended
+      report.fetched += ingested.appended
+      // The server sends what it holds in the order asked, as many as fit: what comes after
+      // the last one sent is asked again; nothing sent means it holds none of them.
+      guard let last = events.last, let position = asked.firstIndex(of: last.stamp) else {
+        return
+      }
+      remaining = remaining.dropFirst(position + 1)
+    }
   }
 
   /// The oldest events of `outbox` whose encodings add up to at most `bytes`, and at least
   /// one, so that every push makes progress.
   static func batch(_ outbox: [LoggedEvent], bytes: Int) -> [LoggedEvent] {
+    Array(outbox.prefix(count(outbox.map(\.event), fittingIn: bytes)))
+  }
+
+  /// ``batch(_:bytes:)`` of events without log positions.
+  static func batch(_ events: [Event], bytes: Int) -> [Event] {
+    Array(events.prefix(count(events, fittingIn: bytes)))
+  }
+
+  private static func count(_ events: [Event], fittingIn bytes: Int) -> Int {
     var total = 0
     var count = 0
-    for logged in outbox {
-      total += logged.event.encoded().count
+    for event in events {
+      total += event.encoded().count
       guard count == 0 || total <= bytes else { break }
       count += 1
     }
-    return Array(outbox.prefix(count))
+    return count
   }
 
   private func syncCall(_ push: SyncPush) async throws(APIError) -> SyncPage {

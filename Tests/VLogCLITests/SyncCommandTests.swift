@@ -138,6 +138,18 @@ struct ServeBinaryTests {
       #expect(status.contains("account: ann on \(url)"))
       #expect(status.contains("— in sync"))
 
+      // Events brought in by import never were in the outbox: the sync finds and pushes them.
+      let other = root + "/other"
+      #expect(try vlog.vlog(["note", "add", "imported one", "--store", other]).0 == 0)
+      #expect(try vlog.vlog(["note", "add", "imported two", "--store", other]).0 == 0)
+      #expect(try vlog.vlog(["export", "--store", other, "-o", root + "/other.jsonl"]).0 == 0)
+      #expect(try vlog.vlog(["import", root + "/other.jsonl", "--store", store]).0 == 0)
+      let (repaired, repairText, repairErrors) = try vlog.vlog(
+        ["sync", "--store", store], environment: password)
+      #expect(repaired == 0, "\(repairErrors)")
+      #expect(repairText.contains("pushed 4 events the server lacked"), "\(repairText)")
+      #expect(repairText.contains("— in sync"), "\(repairText)")
+
       let (wrong, _, wrongError) = try vlog.vlog(
         ["sync", "--store", store], environment: ["VLOG_PASSWORD": "wrong password"])
       #expect(wrong == 1)

@@ -115,6 +115,16 @@ struct ServerTests {
         _ = try await post(transport, "/v1/sync", #"{"cursor":0}"#, token: token)
         _ = try await post(transport, "/v1/sync", #"{"cursor":0,"events":[]}"#, token: "nonsense")
         _ = try await post(transport, "/v1/sync", big, token: token)
+        // Repair.
+        let comparison = try await caller.compare(EventSetBuckets(), token: token).get()
+        #expect(comparison.ids.values.joined().map { $0 } == [event.stamp] && comparison.complete)
+        #expect(try await caller.fetch([event.stamp], token: token).get() == [event])
+        _ = try await post(transport, "/v1/sync/compare", #"{"buckets":["00"]}"#, token: token)
+        _ = try await post(transport, "/v1/sync/compare", #"{"buckets":[]}"#, token: "nonsense")
+        _ = try await post(transport, "/v1/sync/compare", big, token: token)
+        _ = try await post(transport, "/v1/sync/fetch", #"{"ids":["xyz"]}"#, token: token)
+        _ = try await post(transport, "/v1/sync/fetch", #"{"ids":[]}"#, token: "nonsense")
+        _ = try await post(transport, "/v1/sync/fetch", big, token: token)
         // Blobs.
         let bytes: [UInt8] = Array("attachment".utf8)
         let hash = BlobHash(bytes: sha256(bytes))!

@@ -300,6 +300,12 @@ struct SyncProtocolTests {
 
         let caller = APICaller(transport: transport)
         let token = try await signUp(caller, "bob")
+        // Comparing and fetching by the first account's ids finds nothing of it.
+        let comparison = try await caller.compare(EventSetBuckets(), token: token).get()
+        #expect(comparison.ids.isEmpty && comparison.eventSetDigest == .empty)
+        let fetched = await caller.fetch(firstEvents.map(\.stamp), token: token)
+        #expect(fetched.value == [])
+        #expect(!String(decoding: fetched.data, as: UTF8.self).contains(secret))
         var responses: [APIResult<SyncPage>] = []
         // Cursor 0 and cursors into the first account's log.
         responses.append(await caller.sync(SyncPush(cursor: 0, events: []), token: token))

@@ -210,6 +210,9 @@ struct SyncCommand: AsyncParsableCommand {
       let applied: Int
       let calls: Int
       let blobsUploaded: Int
+      let repaired: Int
+      let fetched: Int
+      let deferred: Int
       let cursor: UInt64
       let eventSetDigest: String
       let serverEventSetDigest: String
@@ -223,14 +226,24 @@ struct SyncCommand: AsyncParsableCommand {
         + (report.blobsUploaded > 0 ? "; uploaded \(report.blobsUploaded) blobs" : ""),
       "event sets: this store \(local), server \(report.serverEventSetDigest) — "
         + (report.inSync
-          ? "in sync" : "different (the server changed during the sync; sync again)"),
+          ? "in sync"
+          : report.deferred > 0
+            ? "different (\(report.deferred) events are stamped too far ahead of the server's "
+              + "clock to push yet)"
+            : "different (the server changed during the sync; sync again)"),
     ]
+    if report.repaired > 0 || report.fetched > 0 {
+      lines.insert(
+        "repaired: the event sets differed; pushed \(report.repaired) events the server "
+          + "lacked and fetched \(report.fetched) this store lacked", at: 1)
+    }
     if let skew = after.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
     return CommandOutput(
       text: lines.joined(separator: "\n"),
       json: JSON(
         server: server, username: after.username, pushed: report.pushed, pulled: report.pulled,
         applied: report.applied, calls: report.calls, blobsUploaded: report.blobsUploaded,
+        repaired: report.repaired, fetched: report.fetched, deferred: report.deferred,
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
         clockSkewMilliseconds: after.clockSkewMilliseconds))
