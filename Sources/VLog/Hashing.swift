@@ -70,6 +70,14 @@ public struct EventSetDigest: Hashable, Sendable, CustomStringConvertible {
     high = high &+ added.high &+ (carry ? 1 : 0)
   }
 
+  /// Removes an event added before, given its id's 24 bytes.
+  mutating func remove(eventID: UnsafeRawBufferPointer) {
+    let removed = Hash.xxh3x128(eventID)
+    let (difference, borrow) = low.subtractingReportingOverflow(removed.low)
+    low = difference
+    high = high &- removed.high &- (borrow ? 1 : 0)
+  }
+
   /// Adds another digest: the digest of the union of two disjoint sets.
   public mutating func add(_ other: EventSetDigest) {
     add(hash: (other.high, other.low))

@@ -1,3 +1,4 @@
+public import Foundation
 internal import LMDB
 
 /// What ingesting a batch of events did.
@@ -10,6 +11,14 @@ public struct IngestResult: Sendable, Hashable {
   public let unknownKinds: Int
   /// What the batch changed.
   public let changes: ChangeSet
+}
+
+/// An outbox event given a new stamp by ``NoteStore/restampOutbox(after:)-(Date)``.
+public struct RestampedEvent: Sendable, Hashable {
+  /// The stamp it had: too far ahead of the server's clock.
+  public let old: Stamp
+  /// The stamp it has now.
+  public let new: Stamp
 }
 
 extension NoteStore {
@@ -119,6 +128,56 @@ extension NoteStore {
         return removed
       }
     }
+  }
+
+  /// Gives the stamp of a change made now to every local event not yet acknowledged that is
+  /// stamped after `date`, then replays the projections: how a device recovers when the server
+  /// refuses its outbox because the events are stamped too far ahead of the server's clock
+  /// (made while this device's clock was wrong). Each event keeps its place in the log and its
+  /// change; its id changes, which is safe because the server never stored it.
+  ///
+  /// The sync client calls this on a `clockSkew` refusal once this device's own clock agrees
+  /// with the server's; apps rarely need to.
+  ///
+  /// - Parameter date: Events of this replica's outbox stamped after this are restamped.
+  /// - Returns: Each restamped event's old and new stamp, in log order.
+  @discardableResult
+  public func restampOutbox(after date: Date) throws -> [RestampedEvent] {
+    let limit = HybridTime(
+      milliseconds: UInt64(
+        clamping: max(0, min(date.milliseconds, Int64(HybridTime.maximumMilliseconds)))),
+      counter: 0)
+    let (restamped, changeSet) = try VLogError.wrapping {
+      try environment.write { transaction throws -> ([RestampedEvent], ChangeSet?) in
+        var log = try eventLog.appender(in: transaction)
+        let wall = UInt64(clamping: max(0, dependencies.now().milliseconds))
+        let pairs = try log.restampOutbox(
+          of: replicaID, after: limit, wallMilliseconds: wall, in: transaction)
+        guard !pairs.isEmpty else { return ([], nil) }
+        try log.commit(in: transaction)
+        _ = try replayLog(into: transaction, progress: nil)
+        var changes = ChangeSet.Builder()
+        for pair in pairs {
+          if let note = try eventLog.event(withID: pair.new, in: transaction)?.event.change.noteID {
+            changes.updated.insert(note)
+          }
+        }
+        changes.tagsChanged = true
+        return (
+          pairs.map { RestampedEvent(old: $0.old, new: $0.new) },
+          changes.build(source: .user, eventCount: pairs.count)
+        )
+      }
+    }
+    if let changeSet { observers.publish(changeSet) }
+    return restamped
+  }
+
+  /// Restamps ahead-of-time outbox events on the store's writer queue. See
+  /// ``restampOutbox(after:)-(Date)``.
+  @discardableResult
+  public func restampOutbox(after date: Date) async throws -> [RestampedEvent] {
+    try await onWriter { try self.restampOutbox(after: date) }
   }
 
   // MARK: - The log

@@ -18,6 +18,26 @@ public struct SyncState: Codable, Sendable, Hashable {
   public var lastError: String?
   /// The server's event-set digest at the last sync.
   public var serverEventSetDigest: String?
+  /// The last time the server refused this store's outbox as stamped too far ahead of its
+  /// clock and the events were given new stamps; nil if that never happened.
+  public var restamped: Restamp?
+
+  /// Outbox events given new stamps because the server refused them for clock skew.
+  public struct Restamp: Codable, Sendable, Hashable {
+    /// How many events were restamped.
+    public var events: Int
+    /// The latest of their old stamps' times, ISO 8601.
+    public var latestOldTime: String
+    /// When they were restamped (the time their new stamps carry).
+    public var date: Date
+
+    /// Creates a record.
+    public init(events: Int, latestOldTime: String, date: Date) {
+      self.events = events
+      self.latestOldTime = latestOldTime
+      self.date = date
+    }
+  }
 
   /// Creates the state of an account that has never synced.
   public init(username: String, server: String? = nil) {
@@ -43,6 +63,9 @@ public struct SyncReport: Sendable, Hashable {
   public var repaired = 0
   /// Events the store lacked that the sync found by comparing digests and fetched.
   public var fetched = 0
+  /// Outbox events the server refused as stamped too far ahead of its clock, given new stamps
+  /// (see ``SyncState/restamped``).
+  public var restamped = 0
   /// Events the server lacks that are stamped too far ahead of its clock for it to take yet;
   /// a later sync pushes them.
   public var deferred = 0
@@ -208,11 +231,22 @@ public actor SyncAccount {
   private func runSync() async throws -> SyncReport {
     var report = SyncReport()
     var budget = PushBudget(events: max(1, pushSize), bytes: max(1, pushBytes))
+    var restamped = false
     while true {
       let outbox = Self.batch(try store.outbox(limit: budget.events), bytes: budget.bytes)
       let events = outbox.map(\.event)
       report.blobsUploaded += try await uploadBlobs(for: events)
-      guard let page = try await push(events, budget: &budget) else { continue }
+      let page: SyncPage?
+      do throws(APIError) {
+        page = try await push(events, budget: &budget)
+      } catch {
+        // Once per sync: events stamped ahead get new stamps, if that can help.
+        guard !restamped, try await restampOutbox(refusedWith: error) else { throw error }
+        restamped = true
+        report.restamped = state.restamped?.events ?? 0
+        continue
+      }
+      guard let page else { continue }
       // The page and the acknowledgement of the pushed events in one commit.
       try await commit(page, acknowledgingThrough: outbox.last?.sequence, report: &report)
       report.pushed += outbox.count
@@ -247,6 +281,29 @@ public actor SyncAccount {
       budget = PushBudget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
       return nil
     }
+  }
+
+  /// After the server refused the outbox as stamped too far ahead of its clock: if this
+  /// device's clock now agrees with the server's (within half the skew bound), the outbox
+  /// events stamped after the present get the stamps of changes made now, and the push can be
+  /// sent again. Returns whether any event was restamped.
+  ///
+  /// If the device's own clock is still wrong, nothing is restamped (new stamps would be
+  /// refused just the same); the error says to set the clock.
+  private func restampOutbox(refusedWith error: APIError) async throws -> Bool {
+    guard error.body?.code == .clockSkew, let text = error.body?.serverTime,
+      let serverTime = ISO8601.parse(text)
+    else { return false }
+    let deviceTime = now().milliseconds
+    let bound = Int64(store.maximumClockSkew.components.seconds) * 1000
+    guard abs(serverTime - deviceTime) <= bound / 2 else { return false }
+    let restamped = try await store.restampOutbox(
+      after: Date(milliseconds: max(serverTime, deviceTime)))
+    guard let latest = restamped.map(\.old.time.milliseconds).max() else { return false }
+    state.restamped = SyncState.Restamp(
+      events: restamped.count, latestOldTime: ISO8601.format(milliseconds: Int64(latest)),
+      date: now())
+    return true
   }
 
   /// Ingests a page and records where it leaves the cursor, acknowledging the pushed local

@@ -85,6 +85,15 @@ struct SyncCommandTests {
         #expect(status.contains("last error: "))
         #expect(status.contains("ahead of the server's clock"))
         #expect(status.contains("not in sync"))
+        // The clock is set right: the next sync restamps the refused events, and says so.
+        clock.set(Date())
+        let synced = try await SyncCommand.execute(
+          on: store, server: url, user: "ann", password: "correct horse")
+        #expect(synced.text.contains("restamped: the server refused 2 outbox events"))
+        #expect(synced.text.contains("— in sync"))
+        let after = try Status().execute(on: store).text
+        #expect(after.contains("restamped: the server refused 2 outbox events stamped up to "))
+        #expect(!after.contains("last error"))
       }
     }
   }

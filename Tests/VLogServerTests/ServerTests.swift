@@ -399,6 +399,57 @@ struct ServerTests {
         // The state file says the same, for `vlog status`.
         let saved = try SyncAccount.loadState(from: SyncAccount.stateFile(for: device.store))
         #expect(saved?.clockSkewMilliseconds == -86_400_000)
+        #expect(saved?.restamped == nil, "nothing restamped while the device's clock is wrong")
+      }
+    }
+  }
+
+  @Test(
+    "Once the device's clock is set right, its refused outbox gets new stamps and syncs; another device agrees"
+  )
+  func refusedOutboxRecovers() async throws {
+    let serverClock = ManualClock()
+    try await withServer(clock: serverClock) { server in
+      try await withTemporaryDirectory { root in
+        let credentials = Credentials(username: "ann", password: "correct horse")
+        let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
+        let device = try openDevice(
+          0, root: root, transport: InProcessTransport(server: server), credentials: credentials,
+          seed: 1, clock: deviceClock)
+        let other = try openDevice(
+          1, root: root, transport: InProcessTransport(server: server), credentials: credentials,
+          seed: 1, clock: serverClock)
+        defer {
+          device.store.close()
+          other.store.close()
+        }
+        try await device.account.createAccount()
+        // The other device writes first and syncs; the device a day ahead overwrites its text.
+        let note = try await other.store.write { $0.createNote(text: "from the other device") }
+        try await other.account.sync()
+        try await device.account.sync()
+        try await device.store.write { $0.createNote(text: "made a day ahead") }
+        try await device.store.write { $0.setText("edited a day ahead", of: note) }
+        let pending = try device.store.outboxCount()
+        await #expect(throws: APIError.self) { try await device.account.sync() }
+        // The clock is set right; the next sync restamps and pushes without any help.
+        deviceClock.set(serverClock.now)
+        let report = try await device.account.sync()
+        #expect(report.restamped == pending)
+        #expect(report.pushed == pending && report.inSync)
+        let state = await device.account.state
+        #expect(state.restamped?.events == pending)
+        #expect(state.restamped?.latestOldTime.hasPrefix("2026-01-02") == true)
+        #expect(try device.store.outbox().isEmpty)
+        #expect(try device.store.verify().isEmpty)
+        // The edit keeps its meaning: it was made after the other device's text, and wins.
+        #expect(try device.store.note(note)?.text == "edited a day ahead")
+        let received = try await other.account.sync()
+        #expect(received.inSync)
+        #expect(try Digests(other.store) == Digests(device.store))
+        // Every stamp the device holds is now within a second of the server's clock.
+        let latest = try device.store.events().map(\.event.stamp.time.milliseconds).max() ?? 0
+        #expect(latest <= UInt64(serverClock.now.milliseconds) + 1000)
       }
     }
   }

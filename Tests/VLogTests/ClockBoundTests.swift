@@ -84,4 +84,53 @@ struct ClockBoundTests {
     var carry = HybridClock(latest: HybridTime(milliseconds: 5, counter: .max))
     #expect(carry.tick(wallMilliseconds: 0) == HybridTime(milliseconds: 6, counter: 0))
   }
+
+  @Test(
+    "restamping the outbox moves only this replica's unacknowledged events stamped ahead; index, digest and projections follow"
+  )
+  func restampOutbox() async throws {
+    let clock = ManualClock()
+    try await withTemporaryStore(options: Self.options(clock)) { store in
+      let early = try store.write { $0.createNote(text: "acknowledged, on time") }
+      try store.acknowledge(through: try store.lastSequence())
+      clock.advance(by: 3600)
+      let ahead = try store.write { $0.createNote(text: "made an hour ahead") }
+      // A remote event stamped ahead too: not this replica's, so it keeps its stamp.
+      let remote = Event(
+        stamp: Stamp(
+          time: HybridTime(milliseconds: Self.wallMilliseconds(clock), counter: 9),
+          replica: Self.stranger),
+        change: .textSet(early, text: "remote, ahead"))
+      try store.ingest([remote])
+      clock.advance(by: -3600)
+      let before = try store.events()
+      let outbox = try store.outbox()
+      let restamped = try store.restampOutbox(after: clock.now)
+      #expect(restamped.map(\.old) == outbox.map(\.event.stamp))
+      #expect(restamped.allSatisfy { $0.new.time.milliseconds <= Self.wallMilliseconds(clock) + 1 })
+      let after = try store.events()
+      // Same places, same changes; only the outbox events' stamps changed.
+      #expect(after.map(\.sequence) == before.map(\.sequence))
+      #expect(after.map(\.event.change) == before.map(\.event.change))
+      #expect(after.filter { $0.event.stamp.replica != store.replicaID }.map(\.event) == [remote])
+      #expect(try store.outbox().map(\.event.stamp) == restamped.map(\.new))
+      for pair in restamped {
+        #expect(try store.event(withID: pair.old) == nil)
+        #expect(try store.event(withID: pair.new)?.event.stamp == pair.new)
+      }
+      var digest = EventSetDigest.empty
+      for logged in after { digest.add(logged.event.stamp) }
+      #expect(try store.eventSetDigest() == digest)
+      #expect(try store.verify().isEmpty)
+      #expect(try store.note(ahead)?.text == "made an hour ahead")
+      // The remote event kept its stamp and its win.
+      #expect(try store.note(early)?.text == "remote, ahead")
+      // A second call finds nothing more to do.
+      #expect(try store.restampOutbox(after: clock.now).isEmpty)
+      // A later local write is stamped after the restamped events.
+      try store.write { $0.setArchived(true, of: ahead) }
+      let last = try #require(try store.events().last?.event.stamp)
+      #expect(restamped.allSatisfy { $0.new < last })
+    }
+  }
 }

@@ -232,6 +232,9 @@ struct SyncCommand: AsyncParsableCommand {
               + "clock to push yet)"
             : "different (the server changed during the sync; sync again)"),
     ]
+    if report.restamped > 0, let restamp = after.restamped {
+      lines.insert(describe(restamp), at: 1)
+    }
     if report.repaired > 0 || report.fetched > 0 {
       lines.insert(
         "repaired: the event sets differed; pushed \(report.repaired) events the server "
@@ -293,6 +296,7 @@ struct Status: StoreCommand {
       let eventSetDigest: String
       let serverEventSetDigest: String?
       let inSync: Bool
+      let restamped: SyncState.Restamp?
     }
     let inSync = outbox == 0 && state?.serverEventSetDigest == local.description
     var lines = ["outbox: \(outbox) events not yet acknowledged by the server"]
@@ -302,6 +306,7 @@ struct Status: StoreCommand {
       lines.append("last sync: \(state.lastSync.map(format) ?? "never")")
       if let skew = state.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
       if let error = state.lastError { lines.append("last error: \(error)") }
+      if let restamp = state.restamped { lines.append(describe(restamp)) }
       lines.append(
         "event sets: this store \(local), server \(state.serverEventSetDigest ?? "unknown") at the last sync — "
           + (inSync ? "in sync" : "not in sync"))
@@ -316,6 +321,13 @@ struct Status: StoreCommand {
         cursor: state?.cursor ?? 0, lastSync: state?.lastSync.map(format),
         clockSkewMilliseconds: state?.clockSkewMilliseconds, lastError: state?.lastError,
         eventSetDigest: local.description, serverEventSetDigest: state?.serverEventSetDigest,
-        inSync: inSync))
+        inSync: inSync, restamped: state?.restamped))
   }
+}
+
+/// `restamped: 3 outbox events stamped up to … were given new stamps at …`.
+func describe(_ restamp: SyncState.Restamp) -> String {
+  "restamped: the server refused \(restamp.events) outbox events stamped up to "
+    + "\(restamp.latestOldTime), too far ahead of its clock; they were given new stamps at "
+    + "\(format(restamp.date)) and pushed"
 }

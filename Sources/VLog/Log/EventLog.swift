@@ -15,7 +15,8 @@ package import LMDB
 /// Invariants, kept by every write through an ``Appender``:
 ///
 /// 1. Sequence numbers are dense from 1, in the order events were appended; an entry is never
-///    changed or removed.
+///    removed, and changed only to restamp an unacknowledged local event the server refused
+///    for clock skew (``Appender/restampOutbox(of:after:wallMilliseconds:in:)``).
 /// 2. An event id is in the log at most once: each entry has one index entry and the index has
 ///    no others.
 /// 3. The state's digest is the ``EventSetDigest`` of the ids in the index; `pendingLocal`

@@ -1,0 +1,74 @@
+package import LMDB
+
+extension EventLog.Appender {
+  /// Gives new stamps to this replica's unacknowledged events stamped in a millisecond after
+  /// `limit`'s: the one
+  /// repair for events a server refuses because they are stamped too far ahead of its clock
+  /// (made while this device's clock was wrong, or after it followed a stamp from the future).
+  ///
+  /// Each such event keeps its place in the log and its change, and gets the stamp of a local
+  /// change made now: the clock steps back to `limit` (or stays, if it is earlier) and ticks
+  /// from the wall clock, so that with the wall clock at `limit` the new stamps fall in
+  /// `limit`'s millisecond and a second call finds nothing to do. The index and the event-set digest follow. The events were never
+  /// acknowledged, so the server never stored them; a replica that got them some other way (an
+  /// export) keeps the old stamps.
+  ///
+  /// The caller replays the projections afterwards: the new stamps may change which value wins.
+  ///
+  /// - Returns: The old and new stamp of each event restamped, in log order.
+  package mutating func restampOutbox(
+    of replica: ReplicaID, after limit: HybridTime, wallMilliseconds: UInt64,
+    in transaction: borrowing WriteTransaction
+  ) throws -> [(old: Stamp, new: Stamp)] {
+    var ahead: [LoggedEvent] = []
+    if state.pendingLocal > 0 {
+      try log.forEach(after: state.acknowledged, in: transaction) { logged in
+        if logged.event.stamp.replica == replica,
+          logged.event.stamp.time.milliseconds > limit.milliseconds
+        {
+          ahead.append(logged)
+        }
+        return true
+      }
+    }
+    guard !ahead.isEmpty else { return [] }
+    state.clock = HybridClock(latest: min(state.clock.latest, limit))
+    var restamped: [(old: Stamp, new: Stamp)] = []
+    for logged in ahead {
+      var stamp = try stamp(wallMilliseconds: wallMilliseconds, replica: replica)
+      while try log.contains(stamp, in: transaction) {
+        stamp = try self.stamp(wallMilliseconds: wallMilliseconds, replica: replica)
+      }
+      let event = Event(
+        stamp: stamp, change: logged.event.change, unknownFields: logged.event.unknownFields)
+      try rewrite(event, at: logged.sequence, replacing: logged.event.stamp, in: transaction)
+      restamped.append((logged.event.stamp, stamp))
+    }
+    lastID = nil
+    return restamped
+  }
+
+  /// Puts `event` at `sequence` in place of the event stamped `old`, moving its index entry
+  /// and its term of the digest.
+  private mutating func rewrite(
+    _ event: Event, at sequence: UInt64, replacing old: Stamp,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    let bytes = event.encoded()
+    let log = self.log
+    try log.withKey(sequence: sequence) { sequenceKey in
+      try transaction.put(
+        forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count, in: log.entries
+      ) { buffer in
+        LogRecord.write(bytes, into: buffer)
+      }
+      try log.withKey(id: old) { key in _ = try transaction.delete(forKey: key, in: log.index) }
+      let sequenceValue = UnsafeRawBufferPointer(rebasing: sequenceKey[(sequenceKey.count - 8)...])
+      try log.withKey(id: event.stamp) { key in
+        try transaction.put(sequenceValue, forKey: key, in: log.index, options: .noOverwrite)
+      }
+    }
+    old.withKey { state.digest.remove(eventID: $0) }
+    event.stamp.withKey { state.digest.add(eventID: $0) }
+  }
+}
