@@ -129,6 +129,20 @@ let package = Package(
       path: "tools/vlog",
       swiftSettings: swiftSettings
     ),
+    .executableTarget(
+      name: "VLogCrash",
+      dependencies: [
+        "VLog",
+        "VLogSync",
+        "VLogServer",
+        "VLogServerTesting",
+        "VLogTesting",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      path: "tools/crash-harness",
+      swiftSettings: swiftSettings
+    ),
     .testTarget(
       name: "LMDBTests",
       dependencies: ["LMDB", "VLogTesting"],
