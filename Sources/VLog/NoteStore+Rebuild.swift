@@ -85,6 +85,6 @@ extension NoteStore {
 
   /// The number of events of kinds this version does not know: stored, forwarded, not projected.
   public func unknownEventCount() throws -> Int {
-    try read { transaction in Int(try eventLog.state(in: transaction).unknownEvents) }
+    try read { transaction in Int(clamping: try eventLog.state(in: transaction).unknownEvents) }
   }
 }

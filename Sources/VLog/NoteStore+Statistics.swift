@@ -53,8 +53,10 @@ extension NoteStore {
       var archived = 0
       try transaction.forEach(in: schema.timeline, range: .prefix([1])) { _, _ in archived += 1 }
       return StoreStatistics(
-        events: try transaction.count(in: schema.log), unknownEvents: Int(state.unknownEvents),
-        outbox: Int(state.pendingLocal), notes: visible, archivedNotes: archived, tags: tags,
+        events: try transaction.count(in: schema.log),
+        unknownEvents: Int(clamping: state.unknownEvents),
+        outbox: Int(clamping: state.pendingLocal), notes: visible, archivedNotes: archived,
+        tags: tags,
         attachments: try transaction.count(in: schema.attachments),
         blobs: try transaction.count(in: schema.blobs), blobBytes: blobBytes,
         tombstones: try transaction.count(in: schema.tombstones), eventsByReplica: byReplica,

@@ -105,7 +105,7 @@ extension NoteStore {
 
   /// The number of local events not yet acknowledged.
   public func outboxCount() throws -> Int {
-    try read { transaction in Int(try eventLog.state(in: transaction).pendingLocal) }
+    try read { transaction in Int(clamping: try eventLog.state(in: transaction).pendingLocal) }
   }
 
   /// Marks every local event up to a sequence number as stored by the server, removing them

@@ -104,7 +104,7 @@ struct TagRecord: Equatable, Sendable {
     var reader = WireReader(bytes)
     nameStamp = try reader.stamp()
     name = try reader.rawString("tag name")
-    noteCount = Int(try reader.varint())
+    noteCount = try reader.storedInt("tag note count")
     guard reader.isAtEnd else { throw VLogError(.corruptStore, "a tag record has extra bytes") }
   }
 }
@@ -136,9 +136,9 @@ struct AttachmentRecord: Equatable, Sendable {
     var reader = WireReader(bytes)
     stamp = try reader.stamp()
     let noteID = NoteID(try reader.fixedIdentifier())
-    let width = Int(try reader.varint())
-    let height = Int(try reader.varint())
-    let byteCount = Int(try reader.varint())
+    let width = try reader.storedInt("attachment width")
+    let height = try reader.storedInt("attachment height")
+    let byteCount = try reader.storedInt("attachment size")
     guard let hash = BlobHash(bytes: Array(try reader.fixed(32))) else {
       throw VLogError(.corruptStore, "an attachment record has no hash")
     }
@@ -217,6 +217,15 @@ extension WireReader {
       throw VLogError(.corruptStore, "a record's \(name) is not valid UTF-8")
     }
     return string
+  }
+
+  /// A stored non-negative integer that must fit an `Int`.
+  mutating func storedInt(_ name: String) throws(VLogError) -> Int {
+    let value = try varint()
+    guard let integer = Int(exactly: value) else {
+      throw VLogError(.corruptStore, "a record's \(name) \(value) is out of range")
+    }
+    return integer
   }
 
   /// A count of items that each take at least `minimumBytesEach` bytes, checked against what

@@ -218,4 +218,42 @@ struct DamagedKeyTests {
       #expect(try store.timeline().map(\.id) == [id])
     }
   }
+
+  @Test("counts and sizes out of range in stored records are errors and faults, never traps")
+  func storedNumbersOutOfRange() async throws {
+    try await withTemporaryStore { store in
+      let id = try store.write { changes in
+        let id = changes.createNote(text: "one", tags: ["work"])
+        _ = changes.addAttachment([1, 2, 3], mimeType: "image/png", to: id)
+        return id
+      }
+      let attachment = try #require(try store.note(id)?.attachments.first)
+      // The log state counting more pending events than the log holds (found by the store
+      // fuzz target: statistics() trapped converting it to Int).
+      var state = try store.environment.read { try store.eventLog.state(in: $0) }
+      try store.environment.write { transaction in
+        var record = state.record
+        record.replaceSubrange(40..<48, with: [UInt8](repeating: 0xFF, count: 8))
+        try transaction.put(record, forKey: store.eventLog.stateKey, in: store.schema.meta)
+      }
+      #expect(throws: VLogError.self) { try store.statistics() }
+      #expect(throws: VLogError.self) { try store.outboxCount() }
+      #expect(try store.verify().contains { $0.message.contains("counts more events") })
+      try store.environment.write { transaction in
+        try transaction.put(state.record, forKey: store.eventLog.stateKey, in: store.schema.meta)
+      }
+      state = try store.environment.read { try store.eventLog.state(in: $0) }
+      #expect(try store.statistics().outbox == Int(state.pendingLocal))
+      // An attachment record whose width is past Int.max.
+      try store.environment.write { transaction in
+        let key = attachment.id.identifier.bytes
+        var record = try #require(try transaction.value(forKey: key, in: store.schema.attachments))
+        // stamp (24) + note id (16), then the width's varint: ten bytes of 0xFF..0x01.
+        record.replaceSubrange(40..<41, with: [UInt8](repeating: 0xFF, count: 9) + [0x01])
+        try transaction.put(record, forKey: key, in: store.schema.attachments)
+      }
+      #expect(throws: VLogError.self) { try store.attachment(attachment.id) }
+      #expect(!(try store.verify().isEmpty))
+    }
+  }
 }

@@ -30,6 +30,9 @@ package struct LogState: Equatable, Sendable {
   ///
   /// - Throws: ``VLogError/Code/corruptStore`` for a record of the wrong size.
   init(lastSequence: UInt64, record: UnsafeRawBufferPointer?) throws(VLogError) {
+    guard lastSequence < .max else {
+      throw VLogError(.corruptStore, "the log's last sequence number is \(lastSequence)")
+    }
     nextSequence = lastSequence + 1
     guard let record else {
       (clock, digest, unknownEvents, acknowledged, pendingLocal) = (HybridClock(), .empty, 0, 0, 0)
@@ -47,6 +50,16 @@ package struct LogState: Equatable, Sendable {
     unknownEvents = integer(3)
     acknowledged = integer(4)
     pendingLocal = integer(5)
+    // Counts of events in the log cannot exceed its length; a record that says otherwise is
+    // damaged (and would overflow the counters).
+    guard unknownEvents <= lastSequence, acknowledged <= lastSequence,
+      pendingLocal <= lastSequence
+    else {
+      throw VLogError(
+        .corruptStore,
+        "the log state counts more events than the log's \(lastSequence) (unknown "
+          + "\(unknownEvents), acknowledged through \(acknowledged), pending \(pendingLocal))")
+    }
   }
 
   /// The record: six big-endian 64-bit integers.

@@ -1,0 +1,214 @@
+import Foundation
+import LMDB
+import VLog
+import VLogWire
+
+/// The fuzz targets, by the name `VLOG_FUZZ_TARGET` gives. Each takes any bytes, must never
+/// trap, and checks what must hold of what it accepts (a decoded value encodes and decodes
+/// back to itself); a violated check traps on purpose, for libFuzzer to report.
+enum Target: String, CaseIterable {
+  /// The log's event encoding (`Event(encoded:)`).
+  case event
+  /// The binary sync encoding, both directions (`SyncPush(binary:)`, `SyncPage(binary:)`).
+  case syncBinary = "sync-binary"
+  /// The JSON wire objects: sync, repair and account bodies, errors.
+  case wireJSON = "wire-json"
+  /// One line of a JSON Lines import: a wire event, converted and validated.
+  case importLine = "import-line"
+  /// Arbitrary keys and values in every database of a real store, then `verify` and every
+  /// query: the decoders of stored records, keys and the log state.
+  case store
+
+  func run(_ bytes: [UInt8]) {
+    switch self {
+    case .event: fuzzEvent(bytes)
+    case .syncBinary: fuzzSyncBinary(bytes)
+    case .wireJSON: fuzzWireJSON(bytes)
+    case .importLine: fuzzImportLine(bytes)
+    case .store: StoreTarget.shared.run(bytes)
+    }
+  }
+}
+
+/// Fails the run, as a finding: only for a broken property of accepted input.
+func finding(_ message: String) -> Never {
+  fatalError("finding: \(message)")
+}
+
+func fuzzEvent(_ bytes: [UInt8]) {
+  guard let event = try? Event(encoded: bytes) else { return }
+  _ = event.description
+  guard (try? event.validate()) != nil else { return }
+  guard let again = try? Event(encoded: event.encoded()), again == event else {
+    finding("an accepted event does not survive encoding and decoding: \(event)")
+  }
+}
+
+func fuzzSyncBinary(_ bytes: [UInt8]) {
+  if let push = try? SyncPush(binary: bytes, maximumEvents: 1000) {
+    guard let again = try? SyncPush(binary: push.binaryEncoded(), maximumEvents: 1000),
+      again == push
+    else { finding("an accepted push does not survive encoding and decoding") }
+  }
+  if let page = try? SyncPage(binary: bytes) {
+    guard let again = try? SyncPage(binary: page.binaryEncoded()), again == page else {
+      finding("an accepted page does not survive encoding and decoding")
+    }
+  }
+}
+
+func fuzzWireJSON(_ bytes: [UInt8]) {
+  if let request = try? WireJSON.decode(SyncRequest.self, from: bytes) {
+    _ = try? request.validated(maximumEvents: 1000)
+  }
+  if let response = try? WireJSON.decode(SyncResponse.self, from: bytes) {
+    _ = try? response.validated()
+  }
+  if let request = try? WireJSON.decode(CompareRequest.self, from: bytes) {
+    _ = try? request.validated()
+  }
+  if let response = try? WireJSON.decode(CompareResponse.self, from: bytes) {
+    _ = try? response.validated()
+  }
+  if let request = try? WireJSON.decode(FetchRequest.self, from: bytes) {
+    _ = try? request.validated(maximum: 1000)
+  }
+  if let response = try? WireJSON.decode(FetchResponse.self, from: bytes) {
+    _ = try? response.validated()
+  }
+  if let credentials = try? WireJSON.decode(Credentials.self, from: bytes) {
+    _ = try? credentials.validated(checkingPassword: true)
+  }
+  _ = try? WireJSON.decode(ErrorBody.self, from: bytes)
+}
+
+func fuzzImportLine(_ bytes: [UInt8]) {
+  guard let wire = try? JSONDecoder().decode(WireEvent.self, from: Data(bytes)),
+    let event = try? wire.event(), (try? event.validate()) != nil
+  else { return }
+  guard
+    let again = try? WireJSON.decode(
+      WireEvent.self, from: Array(JSONEncoder().encode(WireEvent(event)))
+    ).event(),
+    again == event
+  else { finding("an accepted line does not survive export and import: \(event)") }
+}
+
+/// A real store, reused across runs: each run empties its databases, puts the input's
+/// records in, and runs `verify` and every query over them.
+final class StoreTarget: @unchecked Sendable {
+  static let shared = StoreTarget()
+
+  /// The store's databases, in the order an input's database byte picks them.
+  static let databases = [
+    "meta", "log", "eventIndex", "blobs", "notes", "tombstones", "attachments",
+    "noteAttachments", "tags", "tagNotes", "timeline",
+  ]
+
+  let store: NoteStore
+  let environment: Environment
+  let handles: [Database]
+  /// The store's own meta records (format, replica), put back before each run.
+  let meta: [([UInt8], [UInt8])]
+
+  init() {
+    do {
+      let path = FileManager.default.temporaryDirectory
+        .appendingPathComponent("vlog-fuzz-\(getpid())").path
+      try? FileManager.default.removeItem(atPath: path)
+      let options = NoteStore.Options(durability: .noSync)
+      store = try NoteStore.open(at: path, options: options)
+      environment = try Environment.open(
+        at: path,
+        configuration: .init(
+          mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
+          maximumDatabases: Self.databases.count + 4, durability: .noSync))
+      let environment = self.environment
+      handles = try Self.databases.map { try environment.openDatabase(named: $0) }
+      var meta: [([UInt8], [UInt8])] = []
+      let handle = handles[0]
+      try environment.read { transaction in
+        try transaction.forEach(in: handle) { key, value in meta.append((Array(key), Array(value)))
+        }
+      }
+      self.meta = meta
+    } catch {
+      fatalError("cannot set up the store target: \(error)")
+    }
+  }
+
+  /// Splits the input into records: a database byte, a key length byte and the key, a
+  /// two-byte value length and the value.
+  static func records(_ bytes: [UInt8]) -> [(database: Int, key: [UInt8], value: [UInt8])] {
+    var records: [(Int, [UInt8], [UInt8])] = []
+    var index = 0
+    while index + 4 <= bytes.count {
+      let database = Int(bytes[index]) % databases.count
+      let keyCount = max(1, Int(bytes[index + 1]))
+      index += 2
+      let key = Array(bytes[index..<min(bytes.count, index + keyCount)])
+      index += key.count
+      guard index + 2 <= bytes.count else { break }
+      let valueCount = Int(bytes[index]) | Int(bytes[index + 1]) << 8
+      index += 2
+      let value = Array(bytes[index..<min(bytes.count, index + valueCount)])
+      index += value.count
+      records.append((database, key.isEmpty ? [0] : key, value))
+    }
+    return records
+  }
+
+  /// The records of a store's databases, in the input format: a seed.
+  func encode(_ records: [(database: Int, key: [UInt8], value: [UInt8])]) -> [UInt8] {
+    var bytes: [UInt8] = []
+    for (database, key, value) in records where key.count <= 255 && value.count <= 0xFFFF {
+      bytes += [UInt8(database), UInt8(key.count)] + key
+      bytes += [UInt8(value.count & 0xFF), UInt8(value.count >> 8)] + value
+    }
+    return bytes
+  }
+
+  /// Every record of every database of the store as it is now.
+  func dump() throws -> [(database: Int, key: [UInt8], value: [UInt8])] {
+    var records: [(Int, [UInt8], [UInt8])] = []
+    try environment.read { transaction in
+      for (index, handle) in handles.enumerated() {
+        try transaction.forEach(in: handle) { key, value in
+          records.append((index, Array(key), Array(value)))
+        }
+      }
+    }
+    return records
+  }
+
+  func run(_ bytes: [UInt8]) {
+    do {
+      try environment.write { transaction in
+        for handle in handles { try transaction.removeAll(in: handle) }
+        for (key, value) in meta { try transaction.put(value, forKey: key, in: handles[0]) }
+        for (database, key, value) in Self.records(bytes) {
+          try transaction.put(value, forKey: key, in: handles[database])
+        }
+      }
+    } catch {
+      return
+    }
+    _ = try? store.verify()
+    let summaries = (try? store.timeline(limit: 100)) ?? []
+    for summary in summaries { _ = try? store.note(summary.id) }
+    if let archived = try? store.archivedNotes(limit: 100) {
+      for summary in archived { _ = try? store.history(of: summary.id) }
+    }
+    _ = try? store.tags()
+    _ = try? store.search("a")
+    _ = try? store.notes(taggedWith: "a")
+    _ = try? store.deletedObjects()
+    _ = try? store.statistics()
+    _ = try? store.stateDigest()
+    _ = try? store.eventSetBuckets()
+    _ = try? store.events(limit: 1000)
+    _ = try? store.outbox(limit: 1000)
+    _ = try? store.noteCount()
+    _ = try? store.rebuildProjections()
+  }
+}
