@@ -120,6 +120,17 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       ErrorBody(code: .bodyTooLarge, message: "the body is larger than \(limit) bytes"))
   }
 
+  static func requestTimeout(_ limit: Duration) -> ServerError {
+    var error = ServerError(
+      .requestTimeout,
+      ErrorBody(
+        code: .requestTimeout,
+        message: "the body did not arrive within \(limit.components.seconds) s"))
+    // The rest of the body may still be on its way: the connection cannot be reused.
+    error.headers[.connection] = "close"
+    return error
+  }
+
   static func unsupportedMediaType(_ type: String?) -> ServerError {
     ServerError(
       .unsupportedMediaType,

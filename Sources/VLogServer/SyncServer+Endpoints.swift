@@ -206,13 +206,34 @@ extension SyncServer {
     return hash
   }
 
+  /// The request's body, at most `limit` bytes, arriving within the body timeout.
+  ///
+  /// A body announced larger than the limit is refused before any of it is read; one that
+  /// trickles in too slowly is answered 408 and its connection closed, so no client holds a
+  /// connection and a buffer by sending a byte now and then.
   private func collect(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
-    var request = request
-    let buffer: ByteBuffer
-    do {
-      buffer = try await request.collectBody(upTo: limit)
-    } catch is NIOTooManyBytesError {
+    if let announced = request.headers[.contentLength].flatMap({ Int($0) }), announced > limit {
       throw ServerError.bodyTooLarge(limit)
+    }
+    let timeout = configuration.bodyTimeout
+    let buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+      group.addTask {
+        var request = request
+        do {
+          return try await request.collectBody(upTo: limit)
+        } catch is NIOTooManyBytesError {
+          throw ServerError.bodyTooLarge(limit)
+        }
+      }
+      group.addTask {
+        try await Task.sleep(for: timeout)
+        return nil
+      }
+      defer { group.cancelAll() }
+      guard let first = try await group.next(), let buffer = first else {
+        throw ServerError.requestTimeout(timeout)
+      }
+      return buffer
     }
     return Array(buffer.readableBytesView)
   }

@@ -59,11 +59,15 @@ public final class SyncServer: Sendable {
     public var idleTimeout: Duration
     /// The most connections open at once; a connection past it is closed at once.
     public var maximumConnections: Int
+    /// How long a request's whole body may take to arrive, however steadily it trickles in;
+    /// past it, 408 and the connection is closed.
+    public var bodyTimeout: Duration
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
     /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
-    /// days, scrypt at ``PasswordCost/standard``, durable commits.
+    /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
+    /// idle seconds and past 1,024, and 120 seconds for a whole body.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of ``Limits/textBytes``) fits in a body even as escaped JSON, and every attachment the
@@ -75,8 +79,10 @@ public final class SyncServer: Sendable {
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
-      idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024
+      idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
+      bodyTimeout: Duration = .seconds(120)
     ) {
+      self.bodyTimeout = bodyTimeout
       self.idleTimeout = idleTimeout
       self.maximumConnections = maximumConnections
       self.concurrentPasswordChecks = concurrentPasswordChecks

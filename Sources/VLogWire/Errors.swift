@@ -54,6 +54,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let tooManyRequests = ErrorCode(rawValue: "tooManyRequests")
   /// 415: a sync body in neither JSON nor the binary encoding.
   public static let unsupportedMediaType = ErrorCode(rawValue: "unsupportedMediaType")
+  /// 408: the body did not arrive in time (see the server's `bodyTimeout`).
+  public static let requestTimeout = ErrorCode(rawValue: "requestTimeout")
   /// Another HTTP error of the server's framework, with its status.
   public static let httpError = ErrorCode(rawValue: "httpError")
   /// 500: the server's storage failed.

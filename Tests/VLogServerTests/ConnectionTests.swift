@@ -3,6 +3,7 @@ import Logging
 import Synchronization
 import Testing
 import VLogServer
+import VLogSync
 import VLogTesting
 
 #if canImport(Glibc)
@@ -55,6 +56,25 @@ final class RawConnection {
   func send(_ text: String) {
     let bytes = Array(text.utf8)
     _ = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, 0) }
+  }
+
+  /// What arrives within `seconds` (empty if nothing does), or as soon as a whole JSON answer
+  /// has.
+  func receive(waiting seconds: Double) -> String {
+    var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+      let left = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
+      guard poll(&descriptors, 1, left) > 0 else { break }
+      let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+      guard count > 0 else { break }
+      received += buffer.prefix(count)
+      let text = String(decoding: received, as: UTF8.self)
+      if text.contains("\r\n\r\n{"), text.hasSuffix("}") { break }
+    }
+    return String(decoding: received, as: UTF8.self)
   }
 
   /// Seconds until the server closes the connection, reading and discarding what it sends, or
@@ -130,6 +150,52 @@ struct ConnectionTests {
           "POST /v1/sync HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + "Content-Length: 1000000000000\r\n\r\n{\"cursor\":0,")
         #expect(stalled.secondsUntilClosed(limit: 5) != nil)
+      }
+    }
+  }
+}
+
+@Suite("Slow bodies")
+struct SlowBodyTests {
+  @Test(
+    "A body trickling in past the body timeout gets 408 and a closed connection; one announced over the limit 413 at once"
+  )
+  func trickleAndAnnounced() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.bodyTimeout = .seconds(1)
+    configuration.idleTimeout = .seconds(30)
+    try await withServer(configuration: configuration) { server in
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let token = try await signUp(caller, "ann")
+        // A byte every 200 ms never trips the idle timeout; before, it held its connection
+        // for as long as the body took.
+        let trickle = try RawConnection(port: port)
+        trickle.send(
+          "POST /v1/sync HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        let start = Date()
+        var answer = ""
+        // At most 99 bytes, so the body never completes; the answer should come after about
+        // one second, and may take longer on a loaded machine.
+        for _ in 0..<50 {
+          trickle.send(" ")
+          answer += trickle.receive(waiting: 0.2)
+          if answer.contains("\r\n\r\n{") { break }
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
+        #expect(answer.contains("requestTimeout"))
+        #expect(answer.lowercased().contains("connection: close"))
+        #expect(Date().timeIntervalSince(start) < 10)
+        #expect(trickle.secondsUntilClosed(limit: 5) != nil)
+
+        let announced = try RawConnection(port: port)
+        announced.send(
+          "POST /v1/sync HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: 1099511627776\r\n\r\n{")
+        let refused = announced.receive(waiting: 10)
+        #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
       }
     }
   }

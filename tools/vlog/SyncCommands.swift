@@ -46,9 +46,18 @@ struct Serve: AsyncParsableCommand {
   @Option(name: .long, help: "The most connections open at once; past it, new ones are closed.")
   var maxConnections = 1024
 
+  @Option(
+    name: .long,
+    help:
+      "Seconds a request's whole body may take to arrive; past it, 408 and the connection closes.")
+  var bodyTimeout = 120
+
   func validate() throws {
     guard idleTimeout >= 1 else {
       throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
+    }
+    guard bodyTimeout >= 1 else {
+      throw ValidationError("--body-timeout: \(bodyTimeout) is not a number of seconds from 1")
     }
     guard maxConnections >= 1 else {
       throw ValidationError("--max-connections: \(maxConnections) is not at least 1")
@@ -74,7 +83,8 @@ struct Serve: AsyncParsableCommand {
       dataDirectory: data,
       configuration: .init(
         passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
-        idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections),
+        idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
+        bodyTimeout: .seconds(bodyTimeout)),
       logger: logger)
     defer { server.close() }
     try await server.run(host: host, port: port) { [host] port in
