@@ -125,7 +125,9 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       .requestTimeout,
       ErrorBody(
         code: .requestTimeout,
-        message: "the body did not arrive within \(limit.components.seconds) s"))
+        message:
+          "the body did not arrive within \(limit.formatted(.units(allowed: [.seconds, .milliseconds])))"
+      ))
     // The rest of the body may still be on its way: the connection cannot be reused.
     error.headers[.connection] = "close"
     return error

@@ -3,16 +3,16 @@ internal import VLog
 
 /// The body of `POST /v1/accounts` and `POST /v1/sessions`: a user name and a password.
 ///
-/// User names are 1 to 64 characters of `a-z`, `0-9`, `.`, `_`, `-`, `@` and `+`, compared
-/// without case; passwords are 8 to 1024 bytes of UTF-8. The password never appears in
-/// ``description``.
+/// User names are 1 to 64 characters of `A-Z`, `a-z`, `0-9`, `.`, `_`, `-`, `@` and `+`,
+/// compared without case; passwords are 8 to 1024 characters (Unicode scalars, as JSON Schema
+/// counts them). The password never appears in ``description``.
 public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible {
   /// The account's user name.
   public var username: String
   /// The account's password.
   public var password: String
 
-  /// The allowed lengths of a password, in UTF-8 bytes.
+  /// The allowed lengths of a password, in Unicode scalars.
   public static let passwordLengths = 8...1024
 
   enum CodingKeys: String, CodingKey { case username, password }
@@ -31,25 +31,26 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
     password = try container.decode(String.self, forKey: .password)
   }
 
-  /// The user name in the form accounts are stored under: trimmed and lowercased.
+  /// The user name in the form accounts are stored under: lowercased.
   public var normalizedUsername: String {
-    username.trimmingCharacters(in: .whitespaces).lowercased()
+    username.lowercased()
   }
 
   /// Checks the user name and, when `checkingPassword`, the password's length.
   ///
   /// - Throws: ``WireError`` naming `username` or `password`.
   public func validated(checkingPassword: Bool) throws(WireError) -> Credentials {
-    let name = normalizedUsername
-    let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-@+")
-    guard (1...64).contains(name.count), name.allSatisfy(allowed.contains) else {
+    let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-@+".utf8)
+    guard (1...64).contains(username.utf8.count), username.utf8.allSatisfy(allowed.contains)
+    else {
       throw WireError(
-        "username", "a user name is 1 to 64 characters of a-z, 0-9, '.', '_', '-', '@' and '+'")
+        "username",
+        "a user name is 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-', '@' and '+'")
     }
-    if checkingPassword, !Self.passwordLengths.contains(password.utf8.count) {
-      throw WireError("password", "a password is 8 to 1024 bytes long")
+    if checkingPassword, !Self.passwordLengths.contains(password.unicodeScalars.count) {
+      throw WireError("password", "a password is 8 to 1024 characters long")
     }
-    return Credentials(username: name, password: password)
+    return Credentials(username: normalizedUsername, password: password)
   }
 
   /// The user name; the password is not shown.

@@ -53,6 +53,10 @@ struct OpenAPIValidator: Sendable {
     }
     let mediaType = response.headers["content-type"] ?? "none"
     let key = "\(request.method) \(template) \(response.status) \(mediaType)"
+    let methods = Set((paths[template] ?? [:]).keys.filter { $0 != "parameters" })
+    guard methods.contains(request.method.lowercased()) else {
+      return (key, methodNotAllowedProblems(response, methods: methods, key: key))
+    }
     guard
       let operation = paths[template]?[request.method.lowercased()] as? [String: Any],
       let responses = operation["responses"] as? [String: Any],
@@ -68,13 +72,29 @@ struct OpenAPIValidator: Sendable {
         problems.append("\(key): request media type \(sent) undocumented")
       }
     }
+    // And a JSON body it accepted must match the documented request schema: the document is
+    // no stricter than the server.
+    if (200..<300).contains(response.status), request.headers["content-type"] == "application/json",
+      let accepted = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any],
+      let media = accepted["application/json"] as? [String: Any],
+      let schema = media["schema"] as? [String: Any],
+      let body = try? JSONSerialization.jsonObject(with: Data(request.body))
+    {
+      var found: [String] = []
+      validate(body, against: schema, at: "request", problems: &found)
+      problems += found.map { "\(key): \($0)" }
+    }
     guard let content = documented["content"] as? [String: Any] else {
       return (key, problems + (response.body.isEmpty ? [] : ["\(key) should have no body"]))
     }
     guard let media = content[mediaType] as? [String: Any] else {
       return (key, problems + ["\(key): media type \(mediaType) undocumented"])
     }
-    // Bodies other than JSON are documented as opaque bytes; their own tests check them.
+    // Bodies other than JSON are documented as opaque bytes; their own tests check them. A
+    // HEAD answer is GET's without the body.
+    if request.method == "HEAD" {
+      return (key, problems + (response.body.isEmpty ? [] : ["\(key) should have no body"]))
+    }
     guard mediaType == "application/json" else { return (key, problems) }
     let schema = media["schema"] as! [String: Any]
     // A body that is not JSON is itself the finding, reported below.
@@ -83,6 +103,48 @@ struct OpenAPIValidator: Sendable {
     }
     validate(body, against: schema, at: "body", problems: &problems)
     return (key, problems.map { "\(key): \($0)" })
+  }
+
+  /// The problems the document finds with a JSON request body for an operation.
+  func requestProblems(method: String, path: String, body: [UInt8]) -> [String] {
+    guard let template = template(for: path),
+      let operation = paths[template]?[method.lowercased()] as? [String: Any],
+      let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any],
+      let media = content["application/json"] as? [String: Any],
+      let schema = media["schema"] as? [String: Any]
+    else { return ["no JSON request body documented for \(method) \(path)"] }
+    guard let value = try? JSONSerialization.jsonObject(with: Data(body)) else {
+      return ["not JSON"]
+    }
+    var problems: [String] = []
+    validate(value, against: schema, at: "request", problems: &problems)
+    return problems
+  }
+
+  /// A method the path does not document must get 405, `Allow` naming the documented ones,
+  /// and the body of `components.responses.MethodNotAllowed`.
+  private func methodNotAllowedProblems(
+    _ response: TransportResponse, methods: Set<String>, key: String
+  ) -> [String] {
+    guard response.status == 405 else { return ["undocumented response \(key)"] }
+    var problems: [String] = []
+    let allowed = Set(
+      (response.headers["allow"] ?? "").split(separator: ",").map {
+        $0.trimmingCharacters(in: .whitespaces).lowercased()
+      })
+    if allowed != methods {
+      problems.append("\(key): Allow lists \(allowed.sorted()), the document \(methods.sorted())")
+    }
+    let documented = (document["components"] as? [String: Any])?["responses"] as? [String: Any]
+    guard
+      let response405 = documented?["MethodNotAllowed"] as? [String: Any],
+      let content = response405["content"] as? [String: Any],
+      let media = content["application/json"] as? [String: Any],
+      let schema = media["schema"] as? [String: Any],
+      let body = try? JSONSerialization.jsonObject(with: Data(response.body))
+    else { return problems + ["\(key): no documented 405 answer, or its body is not JSON"] }
+    validate(body, against: schema, at: "body", problems: &problems)
+    return problems
   }
 
   private func resolve(_ schema: [String: Any]) -> [String: Any] {
@@ -98,6 +160,10 @@ struct OpenAPIValidator: Sendable {
     _ value: Any, against schema: [String: Any], at path: String, problems: inout [String]
   ) {
     let schema = resolve(schema)
+    if let variants = schema["oneOf"] as? [[String: Any]] {
+      validateOneOf(
+        value, variants, discriminator: schema["discriminator"], at: path, problems: &problems)
+    }
     if let type = schema["type"] as? String {
       let matches: Bool
       switch type {
@@ -115,6 +181,26 @@ struct OpenAPIValidator: Sendable {
       guard matches else {
         problems.append("\(path): expected \(type), found \(value)")
         return
+      }
+    }
+    if let constant = schema["const"] as? String, value as? String != constant {
+      problems.append("\(path): expected '\(constant)', found \(value)")
+    }
+    if let string = value as? String {
+      let length = string.unicodeScalars.count
+      if let minimum = schema["minLength"] as? Int, length < minimum {
+        problems.append("\(path): \(length) characters, fewer than \(minimum)")
+      }
+      if let maximum = schema["maxLength"] as? Int, length > maximum {
+        problems.append("\(path): \(length) characters, more than \(maximum)")
+      }
+    }
+    if let array = value as? [Any] {
+      if let minimum = schema["minItems"] as? Int, array.count < minimum {
+        problems.append("\(path): \(array.count) items, fewer than \(minimum)")
+      }
+      if let maximum = schema["maxItems"] as? Int, array.count > maximum {
+        problems.append("\(path): \(array.count) items, more than \(maximum)")
       }
     }
     if let allowed = schema["enum"] as? [String], let string = value as? String,
@@ -159,6 +245,33 @@ struct OpenAPIValidator: Sendable {
         validate(item, against: items, at: "\(path)[\(index)]", problems: &problems)
       }
     }
+  }
+
+  /// Exactly one variant must match; with a discriminator, the one its property names.
+  private func validateOneOf(
+    _ value: Any, _ variants: [[String: Any]], discriminator: Any?, at path: String,
+    problems: inout [String]
+  ) {
+    if let discriminator = discriminator as? [String: Any],
+      let property = discriminator["propertyName"] as? String,
+      let mapping = discriminator["mapping"] as? [String: String]
+    {
+      guard let name = (value as? [String: Any])?[property] as? String,
+        let reference = mapping[name]
+      else {
+        problems.append("\(path).\(property): not one of \(mapping.keys.sorted())")
+        return
+      }
+      validate(value, against: ["$ref": reference], at: path, problems: &problems)
+      return
+    }
+    var matching = 0
+    for variant in variants {
+      var found: [String] = []
+      validate(value, against: variant, at: path, problems: &found)
+      if found.isEmpty { matching += 1 }
+    }
+    if matching != 1 { problems.append("\(path): matches \(matching) of the oneOf variants") }
   }
 
   /// JSONSerialization returns true and false as NSNumbers of type `c`.

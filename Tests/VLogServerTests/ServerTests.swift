@@ -31,6 +31,16 @@ final class CheckedTransport: Transport {
     return response
   }
 
+  /// Checks an exchange made outside the transport (over a raw socket, say).
+  func record(_ request: TransportRequest, _ response: TransportResponse) {
+    let (key, problems) = validator.check(request, response)
+    log.withLock {
+      $0.seen.insert(key)
+      $0.problems += problems
+      $0.requests.append(request)
+    }
+  }
+
   var seen: Set<String> { log.withLock { $0.seen } }
   var problems: [String] { log.withLock { $0.problems } }
   func count(of path: String) -> Int {
@@ -62,13 +72,40 @@ func signUp(_ caller: APICaller, _ name: String, password: String = "correct hor
   return try await caller.signIn(credentials).get().token
 }
 
+/// Sends `request`'s head announcing ten bytes more than its body holds, sends the body, and
+/// reads the answer the server gives while it waits for the rest, over a raw socket.
+func stalledExchange(port: Int, _ request: TransportRequest) async throws -> TransportResponse {
+  let connection = try RawConnection(port: port)
+  var head = "\(request.method) \(request.path) HTTP/1.1\r\nHost: localhost\r\n"
+  for (name, value) in request.headers { head += "\(name): \(value)\r\n" }
+  head += "Content-Length: \(request.body.count + 10)\r\n\r\n"
+  connection.send(head + String(decoding: request.body, as: UTF8.self))
+  let raw = await offPool { connection.receive(waiting: 10) }
+  guard let split = raw.range(of: "\r\n\r\n") else {
+    return TransportResponse(status: 0, body: Array(raw.utf8))
+  }
+  let lines = raw[..<split.lowerBound].split(separator: "\r\n")
+  let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+  var headers: [String: String] = [:]
+  for line in lines.dropFirst() {
+    guard let colon = line.firstIndex(of: ":") else { continue }
+    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...]
+      .trimmingCharacters(in: .whitespaces)
+  }
+  return TransportResponse(
+    status: status, headers: headers, body: Array(raw[split.upperBound...].utf8))
+}
+
 @Suite("Sync server")
 struct ServerTests {
   @Test("Every documented response is produced by the live server and matches the document")
   func openAPITour() async throws {
+    // One password check at a time, each slow enough to be caught in the act: a second at
+    // once is refused with 429. Bodies must arrive within 300 ms.
     let configuration = SyncServer.Configuration(
-      maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10, passwordCost: .testing,
-      durability: .noSync)
+      maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10,
+      passwordCost: PasswordCost(logRounds: 14), durability: .noSync,
+      concurrentPasswordChecks: 1, bodyTimeout: .milliseconds(300))
     try await withServer(configuration: configuration) { server in
       let problemsAndMissing = try await withLiveServer(server) { baseURL in
         let transport = try CheckedTransport(HTTPTransport(baseURL: baseURL))
@@ -139,6 +176,62 @@ struct ServerTests {
             method: "GET", path: "/v1/blobs/nothex", headers: ["authorization": "Bearer \(token)"]))
         _ = await caller.blob(hash, token: "nonsense")
         _ = await caller.blob(BlobHash(bytes: sha256([1]))!, token: token)
+        // HEAD: GET's answers without their bodies.
+        for (path, token) in [
+          ("/v1/openapi.json", nil), ("/v1/blobs/\(hash)", token), ("/v1/blobs/nothex", token),
+          ("/v1/blobs/\(hash)", "nonsense"), ("/v1/blobs/\(BlobHash(bytes: sha256([1]))!)", token),
+        ] {
+          _ = try await transport.send(
+            TransportRequest(
+              method: "HEAD", path: path,
+              headers: token.map { ["authorization": "Bearer \($0)"] } ?? [:]))
+        }
+        // A method no path answers: 405 and Allow, as the document's paths say.
+        for path in [
+          "/v1/openapi.json", "/v1/accounts", "/v1/sessions", "/v1/sessions/current", "/v1/sync",
+          "/v1/sync/compare", "/v1/sync/fetch", "/v1/blobs/\(hash)",
+        ] {
+          let response = try await transport.send(TransportRequest(method: "PATCH", path: path))
+          #expect(response.status == 405, "\(path)")
+        }
+        // Bodies that stop arriving: 408 on every endpoint that takes one.
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        for (method, path) in [
+          ("POST", "/v1/accounts"), ("POST", "/v1/sessions"), ("POST", "/v1/sync"),
+          ("POST", "/v1/sync/compare"), ("POST", "/v1/sync/fetch"), ("PUT", "/v1/blobs/\(hash)"),
+        ] {
+          let request = TransportRequest(
+            method: method, path: path,
+            headers: [
+              "authorization": "Bearer \(token)",
+              "content-type": method == "PUT" ? "application/octet-stream" : "application/json",
+            ],
+            body: Array("{".utf8))
+          let response = try await stalledExchange(port: port, request)
+          #expect(response.status == 408, "\(method) \(path)")
+          transport.record(request, response)
+        }
+        // Five failed sign-ins in a row for a name: the next waits (429, Retry-After).
+        _ = try await signUp(caller, "carol")
+        for _ in 0..<6 {
+          _ = await caller.signIn(Credentials(username: "carol", password: "wrong password"))
+        }
+        // Password checks past the limit at once: 429 for new accounts too.
+        var refusedAtOnce = false
+        for round in 0..<5 where !refusedAtOnce {
+          let statuses = await withTaskGroup(of: Int?.self) { group in
+            for index in 0..<4 {
+              group.addTask {
+                await caller.createAccount(
+                  Credentials(username: "many\(round)x\(index)", password: "correct horse")
+                ).status
+              }
+            }
+            return await group.reduce(into: [Int?]()) { $0.append($1) }
+          }
+          refusedAtOnce = statuses.contains(429)
+        }
+        #expect(refusedAtOnce)
         // Sign out, then the token is refused at once.
         _ = try await caller.signOut(token: token).get()
         _ = await caller.signOut(token: token)
@@ -450,6 +543,101 @@ struct ServerTests {
         // Every stamp the device holds is now within a second of the server's clock.
         let latest = try device.store.events().map(\.event.stamp.time.milliseconds).max() ?? 0
         #expect(latest <= UInt64(serverClock.now.milliseconds) + 1000)
+      }
+    }
+  }
+
+  /// Events as JSON, each with whether the document and the server should take it.
+  static let eventCases: [(String, Bool)] = {
+    let head =
+      #""time":"2026-01-01T00:00:00.000Z","counter":0,"replica":"00000000-0000-0000-0000-000000000001""#
+    let note = #""note":"00000000-0000-0000-0000-00000000000a""#
+    let attachment =
+      #""attachment":{"id":"00000000-0000-0000-0000-0000000000b0","mimeType":"image/png","sha256":"\#(String(repeating: "ab", count: 32))","byteCount":3}"#
+    return [
+      (#"{\#(head),"kind":"textSet",\#(note),"text":"hello"}"#, true),
+      (#"{\#(head),"kind":"textSet",\#(note)}"#, false),
+      (#"{\#(head),"kind":"textSet",\#(note),"text":"a","archived":true}"#, false),
+      (#"{\#(head),"kind":"archivedSet",\#(note),"archived":true}"#, true),
+      (#"{\#(head),"kind":"noteCreated",\#(note),"date":"2026-01-01T00:00:00.000Z"}"#, true),
+      (#"{\#(head),"kind":"noteCreated",\#(note),"date":"0000-01-01T00:00:00.000Z"}"#, false),
+      (#"{\#(head),"kind":"sortDateSet",\#(note)}"#, false),
+      (#"{\#(head),"kind":"tagsSet",\#(note),"tags":["work","Paris"]}"#, true),
+      (#"{\#(head),"kind":"tagsSet",\#(note),"tags":["   "]}"#, false),
+      (#"{\#(head),"kind":"tagsSet",\#(note),"tags":["a\u0001b"]}"#, false),
+      (
+        #"{\#(head),"kind":"tagsSet",\#(note),"tags":[\#(Array(repeating: "\"t\"", count: 101).joined(separator: ","))]}"#,
+        false
+      ),
+      (
+        #"{\#(head),"kind":"tagsSet",\#(note),"tags":["\#(String(repeating: "x", count: 201))"]}"#,
+        false
+      ),
+      (#"{\#(head),"kind":"attachmentAdded",\#(note),\#(attachment)}"#, true),
+      (
+        #"{\#(head),"kind":"attachmentAdded",\#(note),"attachment":{"id":"00000000-0000-0000-0000-0000000000b0","sha256":"\#(String(repeating: "ab", count: 32))","byteCount":3}}"#,
+        false
+      ),
+      (
+        #"{\#(head),"kind":"attachmentAdded",\#(note),"attachment":{"id":"00000000-0000-0000-0000-0000000000b0","mimeType":"png","sha256":"\#(String(repeating: "ab", count: 32))","byteCount":3}}"#,
+        false
+      ),
+      (
+        #"{\#(head),"kind":"attachmentAdded",\#(note),"attachment":{"id":"00000000-0000-0000-0000-0000000000b0","mimeType":"image/png","sha256":"\#(String(repeating: "ab", count: 32))","byteCount":0}}"#,
+        false
+      ),
+      (
+        #"{\#(head),"kind":"attachmentDeleted","attachment":{"id":"00000000-0000-0000-0000-0000000000b0"}}"#,
+        true
+      ),
+      (#"{\#(head),"kind":"attachmentsSet",\#(note),"attachments":[]}"#, true),
+      (#"{\#(head),"kind":"noteDeleted",\#(note)}"#, true),
+      (#"{\#(head),"kind":"tagRenamed","name":"PARIS"}"#, true),
+      (#"{\#(head),"kind":"tagRenamed","name":""}"#, false),
+      (#"{\#(head),"kind":"unknown","kindNumber":42,"extra":"AAE="}"#, true),
+      (#"{\#(head),"kind":"unknown","kindNumber":3}"#, false),
+      (#"{\#(head),"kind":"sideways",\#(note)}"#, false),
+      (
+        #"{"time":"2026-01-01T00:00:00.000Z","counter":70000,"replica":"00000000-0000-0000-0000-000000000001","kind":"noteDeleted",\#(note)}"#,
+        false
+      ),
+    ]
+  }()
+
+  @Test(
+    "The document's rules are the server's: what it says is valid is taken, what it says is invalid is refused with 400"
+  )
+  func documentRulesAreEnforced() async throws {
+    try await withServer { server in
+      let transport = InProcessTransport(server: server)
+      let token = try await signUp(APICaller(transport: transport), "ann")
+      let validator = try OpenAPIValidator()
+      for (event, valid) in Self.eventCases {
+        let body = #"{"cursor":0,"events":[\#(event)]}"#
+        let problems = validator.requestProblems(
+          method: "POST", path: "/v1/sync", body: Array(body.utf8))
+        #expect(problems.isEmpty == valid, "document: \(event.suffix(120)) \(problems)")
+        let response = try await post(transport, "/v1/sync", body, token: token)
+        #expect(response.status == (valid ? 200 : 400), "server: \(event.suffix(120))")
+      }
+      let credentials: [(String, Bool)] = [
+        (#"{"username":"Ann.B+1@x","password":"correct horse"}"#, true),
+        (#"{"username":" ann","password":"correct horse"}"#, false),
+        (#"{"username":"ann!","password":"correct horse"}"#, false),
+        (
+          #"{"username":"\#(String(repeating: "a", count: 65))","password":"correct horse"}"#, false
+        ),
+        (#"{"username":"eve","password":"short"}"#, false),
+        (#"{"username":"eve","password":"ééééééé"}"#, false),
+        (#"{"username":"eve","password":"éééééééé"}"#, true),
+        (#"{"username":"eve2","password":"\#(String(repeating: "p", count: 1025))"}"#, false),
+      ]
+      for (body, valid) in credentials {
+        let problems = validator.requestProblems(
+          method: "POST", path: "/v1/accounts", body: Array(body.utf8))
+        #expect(problems.isEmpty == valid, "document: \(body.prefix(80)) \(problems)")
+        let response = try await post(transport, "/v1/accounts", body)
+        #expect(response.status == (valid ? 201 : 400), "server: \(body.prefix(80))")
       }
     }
   }
