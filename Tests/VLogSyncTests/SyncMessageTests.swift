@@ -47,6 +47,10 @@ struct SyncMessageTests {
       (#"{"cursor":0}"#, "events: required"),
       (#"{"cursor":0,"events":[],"since":"x"}"#, "since: not a field of this object"),
       (
+        #"{"cursor":0,"events":[],"limit":null}"#,
+        "limit: null is not a value of this field; leave the field out"
+      ),
+      (
         #"{"cursor":0,"events":[{"time":"t","counter":0,"replica":"r"}]}"#,
         "events[0].kind: required"
       ),

@@ -66,12 +66,20 @@ struct WireEventTests {
     }
   }
 
-  @Test("null is absent, and an absent optional field is accepted")
+  @Test(
+    "null is refused, naming the field (the protocol has no null values); an absent optional field is accepted"
+  )
   func nulls() throws {
-    let json =
-      #"{"time":"2026-11-22T05:33:47.507Z","counter":0,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"noteDeleted","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","text":null,"extra":null}"#
-    let event = try JSONDecoder().decode(WireEvent.self, from: Data(json.utf8)).event()
+    let head =
+      #""time":"2026-11-22T05:33:47.507Z","counter":0,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"noteDeleted","note":"24bd364a-c001-66ab-8fd2-03bee860ff22""#
+    let event = try JSONDecoder().decode(WireEvent.self, from: Data("{\(head)}".utf8)).event()
     #expect(event.change == .noteDeleted(GoldenEvents.note))
+    do {
+      _ = try WireJSON.decode(WireEvent.self, from: Array(#"{\#(head),"text":null}"#.utf8))
+      Issue.record("a null was taken as absent")
+    } catch {
+      #expect(error.description == "text: null is not a value of this field; leave the field out")
+    }
   }
 
   @Test(
