@@ -143,6 +143,17 @@ let package = Package(
       path: "tools/crash-harness",
       swiftSettings: swiftSettings
     ),
+    .executableTarget(
+      name: "VLogLoad",
+      dependencies: [
+        "VLog",
+        "VLogSync",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+      ],
+      path: "tools/load-harness",
+      swiftSettings: swiftSettings
+    ),
     .testTarget(
       name: "LMDBTests",
       dependencies: ["LMDB", "VLogTesting"],

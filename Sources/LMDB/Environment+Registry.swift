@@ -1,8 +1,6 @@
-internal import Synchronization
-
 /// The process's open environments, by canonical path.
 enum Registry {
-  static let environments = Mutex<[String: WeakEnvironment]>([:])
+  static let environments = Locked<[String: WeakEnvironment]>([:])
 }
 
 struct WeakEnvironment {

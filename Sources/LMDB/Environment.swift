@@ -1,6 +1,5 @@
 internal import CLMDB
 internal import Dispatch
-internal import Synchronization
 
 #if canImport(Glibc)
   internal import Glibc
@@ -147,7 +146,7 @@ public final class Environment: Sendable {
   /// Runs the writes of ``onWriterQueue(_:)`` one at a time, off the cooperative pool.
   let writerQueue = DispatchQueue(label: "LMDB.Environment.writer")
   /// Serialises `mdb_dbi_open`, which LMDB forbids from concurrent transactions.
-  let databaseOpening = Mutex<Void>(())
+  let databaseOpening = Locked<Void>(())
 
   init(path: String, configuration: Configuration, handle: OpaquePointer, mapSize: Int) {
     self.path = path

@@ -1,4 +1,5 @@
 internal import Foundation
+internal import LMDB
 internal import Synchronization
 
 /// What one committed transaction changed, as observers see it.
@@ -53,7 +54,7 @@ public struct ChangeSet: Sendable, Hashable {
 
 /// The store's observers: each gets its own stream of change sets, fed after each commit.
 final class Observers: Sendable {
-  private let continuations = Mutex<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
+  private let continuations = Locked<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
   private let nextID = Atomic<UInt64>(0)
 
   func stream() -> AsyncStream<ChangeSet> {

@@ -1,5 +1,5 @@
 internal import Foundation
-internal import Synchronization
+internal import LMDB
 
 /// Bounds the work password hashing costs the server, so that no client can exhaust it.
 ///
@@ -31,7 +31,7 @@ final class PasswordThrottle: Sendable {
     var failures: [String: Failures] = [:]
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   init(limit: Int, now: @escaping @Sendable () -> Date) {
     self.limit = max(1, limit)
