@@ -278,6 +278,35 @@ struct SyncProtocolTests {
     }
   }
 
+  @Test("Accounts push in any order: the first account's log grows after the second's has")
+  func accountsInterleave() async throws {
+    try await withServer { server in
+      let caller = APICaller(transport: InProcessTransport(server: server))
+      let first = try await signUp(caller, "ann")
+      let second = try await signUp(caller, "bob")
+      func events(_ replica: UInt64, _ count: Int, from start: Int) -> [Event] {
+        (start..<start + count).map { index in
+          Event(
+            stamp: Stamp(
+              time: HybridTime(milliseconds: 1_767_225_600_000, counter: UInt16(index)),
+              replica: ReplicaID(Identifier(high: replica, low: replica))),
+            change: .textSet(NoteID(Identifier(high: 1, low: UInt64(index))), text: "\(index)"))
+        }
+      }
+      // Before, the first account's next push failed with 500 (MDB_KEYEXIST): its entries were
+      // appended as if its log were the last in the database.
+      for round in 0..<3 {
+        for (token, replica) in [(first, UInt64(1)), (second, UInt64(2))] {
+          let page = try await caller.sync(
+            SyncPush(cursor: 0, events: events(replica, 5, from: round * 5)), token: token
+          ).get()
+          #expect(page.stored == 5 && page.cursor == UInt64(round * 5 + 5))
+        }
+      }
+      #expect(try server.verify().faults.isEmpty)
+    }
+  }
+
   @Test("A second account naming the first's ids on every endpoint is refused and sees none of it")
   func isolation() async throws {
     try await withServer { server in

@@ -153,12 +153,16 @@ func crashServer(
     throw Failure("the server did not start")
   }
   let caller = APICaller(transport: HTTPTransport(baseURL: url, timeout: .seconds(5)))
-  let credentials = Credentials(username: "crash", password: "correct horse")
-  _ = try await caller.createAccount(credentials).get()
-  let token = try await caller.signIn(credentials).get().token
+  // Two accounts, pushed to in turn, so that their logs interleave in the server's database.
+  let accounts = (0..<2).map { Credentials(username: "crash\($0)", password: "correct horse") }
+  var tokens: [String] = []
+  for credentials in accounts {
+    _ = try await caller.createAccount(credentials).get()
+    tokens.append(try await caller.signIn(credentials).get().token)
+  }
   let acknowledged = Acknowledged()
   let pushers = (0..<4).map { pusher in
-    Task {
+    Task { [tokens] in
       let replica = ReplicaID(Identifier(high: 0xC0FFEE, low: UInt64(pusher)))
       let note = NoteID(Identifier(high: 0xF00D, low: UInt64(pusher)))
       for batch in 0... {
@@ -171,8 +175,12 @@ func crashServer(
             change: .textSet(note, text: "p\(pusher)b\(batch)-\(item)"))
         }
         let result = await caller.sync(
-          SyncPush(cursor: 0, events: events, limit: 1), token: token)
-        guard result.value != nil else { return }
+          SyncPush(cursor: 0, events: events, limit: 1), token: tokens[pusher % 2])
+        guard result.value != nil else {
+          // No answer is the kill; an answer that is an error is a finding.
+          if let status = result.status { acknowledged.fail("push answered \(status)") }
+          return
+        }
         acknowledged.insert("p\(pusher)b\(batch)")
         // A millisecond apart, so every batch has stamps of its own.
         try? await Task.sleep(for: .milliseconds(1))
@@ -182,6 +190,7 @@ func crashServer(
   try await sleepRandomly(50...400, using: &generator)
   if child.kill() { summary.killed += 1 } else { summary.finished += 1 }
   for pusher in pushers { await pusher.value }
+  if let failure = acknowledged.failures.first { throw Failure(failure) }
   // Restart on the same data and read everything back.
   var logger = Logger(label: "vlog-crash")
   logger.logLevel = .critical
@@ -191,19 +200,23 @@ func crashServer(
   let verification = try server.verify()
   guard verification.faults.isEmpty else { throw Failure("verify: \(verification.faults)") }
   let local = APICaller(transport: InProcessTransport(server: server))
-  let again = try await local.signIn(credentials).get().token
-  var texts: [String] = []
-  var cursor: UInt64 = 0
-  while true {
-    let page = try await local.sync(SyncPush(cursor: cursor, events: []), token: again).get()
-    for event in page.events {
-      if case .textSet(_, let text) = event.change { texts.append(text) }
+  for (index, credentials) in accounts.enumerated() {
+    let again = try await local.signIn(credentials).get().token
+    var texts: [String] = []
+    var cursor: UInt64 = 0
+    while true {
+      let page = try await local.sync(SyncPush(cursor: cursor, events: []), token: again).get()
+      for event in page.events {
+        if case .textSet(_, let text) = event.change { texts.append(text) }
+      }
+      cursor = page.cursor
+      if !page.more { break }
     }
-    cursor = page.cursor
-    if !page.more { break }
+    let own = acknowledged.all.filter {
+      Int($0.dropFirst().prefix { $0 != "b" }).map { $0 % 2 == index } ?? false
+    }
+    try checkBatches(texts: texts, acknowledged: own, batchSize: 5, summary: &summary)
   }
-  try checkBatches(
-    texts: texts, acknowledged: acknowledged.all, batchSize: 5, summary: &summary)
 }
 
 /// The batches the server acknowledged, from several tasks.
@@ -219,5 +232,16 @@ final class Acknowledged: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     return batches
+  }
+  private var failed: [String] = []
+  func fail(_ failure: String) {
+    lock.lock()
+    failed.append(failure)
+    lock.unlock()
+  }
+  var failures: [String] {
+    lock.lock()
+    defer { lock.unlock() }
+    return failed
   }
 }

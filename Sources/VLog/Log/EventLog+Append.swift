@@ -73,9 +73,11 @@ extension EventLog {
       state.nextSequence += 1
       let log = self.log
       try log.withKey(sequence: sequence) { sequenceKey in
+        // A log alone in its database appends at the end of it; a log under a prefix (an
+        // account on a server) shares the database with logs whose keys sort after its own.
         try transaction.put(
           forKey: sequenceKey, reservingCount: LogRecord.headerSize + bytes.count,
-          in: log.entries, options: .append
+          in: log.entries, options: log.prefix.isEmpty ? .append : .noOverwrite
         ) { buffer in
           LogRecord.write(bytes, into: buffer)
         }
