@@ -112,8 +112,8 @@ struct Load: AsyncParsableCommand {
         if !page.more { break }
       }
       held += ids.count
-      for result in results.enumerated().filter({ $0.offset % accounts == account }) {
-        lost += result.element.acknowledged.filter { !ids.contains($0) }.count
+      for result in results where result.client % accounts == account {
+        lost += result.acknowledged.filter { !ids.contains($0) }.count
       }
     }
 
@@ -124,10 +124,15 @@ struct Load: AsyncParsableCommand {
       latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
     }
     let acknowledged = results.reduce(0) { $0 + $1.acknowledged.count }
+    #if DEBUG
+      let build = "debug build: checks only, no figures"
+    #else
+      let build = "release build"
+    #endif
     print(
       """
       \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
-      \(events) events per sync, \(Int(seconds)) s (release build, durable commits):
+      \(events) events per sync, \(Int(seconds)) s (\(build), durable commits):
         syncs: \(syncs), \(String(format: "%.0f", Double(syncs) / seconds))/s; events \
       acknowledged: \(acknowledged), \(String(format: "%.0f", Double(acknowledged) / seconds))/s
         latency of a sync call: p50 \(String(format: "%.1f", percentile(0.5))) ms, \
@@ -141,6 +146,7 @@ struct Load: AsyncParsableCommand {
 }
 
 struct ClientResult: Sendable {
+  var client: Int
   var latencies: [Double] = []
   var acknowledged: [Stamp] = []
   var pulled = 0
@@ -151,7 +157,7 @@ func runClient(
   _ client: Int, caller: APICaller, token: String, events count: Int,
   until deadline: ContinuousClock.Instant
 ) async throws -> ClientResult {
-  var result = ClientResult()
+  var result = ClientResult(client: client)
   let replica = ReplicaID(Identifier(high: 0x10AD, low: UInt64(client)))
   var cursor: UInt64 = 0
   var counter: UInt64 = 0
@@ -196,7 +202,7 @@ struct Memory: CustomStringConvertible {
       return
     }
     for line in status.split(separator: "\n") {
-      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+      let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
       guard fields.count >= 2, let kilobytes = Int(fields[1]) else { continue }
       if fields[0] == "RssAnon:" { anonymous = kilobytes }
       if fields[0] == "RssFile:" { file = kilobytes }
