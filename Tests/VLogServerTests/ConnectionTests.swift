@@ -132,7 +132,8 @@ struct ConnectionTests {
   @Test("Idle, slow-header and stalled-body connections are closed; past the cap, at once")
   func timeoutsAndCap() async throws {
     var configuration = SyncServer.Configuration.testing
-    configuration.idleTimeout = .seconds(1)
+    // Three seconds apart from "at once" leaves room for a slow machine (or ThreadSanitizer).
+    configuration.idleTimeout = .seconds(3)
     configuration.maximumConnections = 2
     try await withServer(configuration: configuration) { server in
       try await withLiveServer(server) { baseURL in
@@ -146,20 +147,20 @@ struct ConnectionTests {
           try await Task.sleep(for: .milliseconds(50))
         }
         let watched = connections
-        let lived = await offPool { lifetimes(of: watched, limit: 5) }.compactMap { $0 }
+        let lived = await offPool { lifetimes(of: watched, limit: 10) }.compactMap { $0 }
         #expect(lived.count == 3)
-        #expect(lived.filter { $0 < 0.9 }.count >= 1, "\(lived)")
-        #expect(lived.filter { $0 >= 0.9 }.count >= 1, "\(lived)")
+        #expect(lived.filter { $0 < 2.5 }.count >= 1, "\(lived)")
+        #expect(lived.filter { $0 >= 2.5 }.count >= 1, "\(lived)")
 
         let slowHeader = try RawConnection(port: port)
         slowHeader.send("POST /v1/sync HTT")
-        #expect(await offPool { slowHeader.secondsUntilClosed(limit: 5) } != nil)
+        #expect(await offPool { slowHeader.secondsUntilClosed(limit: 10) } != nil)
 
         let stalled = try RawConnection(port: port)
         stalled.send(
           "POST /v1/sync HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + "Content-Length: 1000000000000\r\n\r\n{\"cursor\":0,")
-        #expect(await offPool { stalled.secondsUntilClosed(limit: 5) } != nil)
+        #expect(await offPool { stalled.secondsUntilClosed(limit: 10) } != nil)
       }
     }
   }
