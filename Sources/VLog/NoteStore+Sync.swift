@@ -157,14 +157,10 @@ extension NoteStore {
         try log.commit(in: transaction)
         _ = try replayLog(into: transaction, progress: nil)
         var changes = ChangeSet.Builder()
-        for pair in pairs {
-          if let note = try eventLog.event(withID: pair.new, in: transaction)?.event.change.noteID {
-            changes.updated.insert(note)
-          }
-        }
+        changes.updated = Set(pairs.compactMap { $0.new.change.noteID })
         changes.tagsChanged = true
         return (
-          pairs.map { RestampedEvent(old: $0.old, new: $0.new) },
+          pairs.map { RestampedEvent(old: $0.old, new: $0.new.stamp) },
           changes.build(source: .user, eventCount: pairs.count)
         )
       }

@@ -30,6 +30,10 @@ enum Target: String, CaseIterable {
   }
 }
 
+// Every `try?` below is deliberate: refusing bad bytes with an error is the correct answer, so
+// the targets discard errors and look only for traps and for accepted values that do not
+// survive a round trip.
+
 /// Fails the run, as a finding: only for a broken property of accepted input.
 func finding(_ message: String) -> Never {
   fatalError("finding: \(message)")

@@ -15,11 +15,11 @@ extension EventLog.Appender {
   ///
   /// The caller replays the projections afterwards: the new stamps may change which value wins.
   ///
-  /// - Returns: The old and new stamp of each event restamped, in log order.
+  /// - Returns: Each restamped event's old stamp and the event as it is now, in log order.
   package mutating func restampOutbox(
     of replica: ReplicaID, after limit: HybridTime, wallMilliseconds: UInt64,
     in transaction: borrowing WriteTransaction
-  ) throws -> [(old: Stamp, new: Stamp)] {
+  ) throws -> [(old: Stamp, new: Event)] {
     var ahead: [LoggedEvent] = []
     if state.pendingLocal > 0 {
       try log.forEach(after: state.acknowledged, in: transaction) { logged in
@@ -33,7 +33,7 @@ extension EventLog.Appender {
     }
     guard !ahead.isEmpty else { return [] }
     state.clock = HybridClock(latest: min(state.clock.latest, limit))
-    var restamped: [(old: Stamp, new: Stamp)] = []
+    var restamped: [(old: Stamp, new: Event)] = []
     for logged in ahead {
       var stamp = try stamp(wallMilliseconds: wallMilliseconds, replica: replica)
       while try log.contains(stamp, in: transaction) {
@@ -42,7 +42,7 @@ extension EventLog.Appender {
       let event = Event(
         stamp: stamp, change: logged.event.change, unknownFields: logged.event.unknownFields)
       try rewrite(event, at: logged.sequence, replacing: logged.event.stamp, in: transaction)
-      restamped.append((logged.event.stamp, stamp))
+      restamped.append((logged.event.stamp, event))
     }
     lastID = nil
     return restamped
