@@ -7,26 +7,125 @@ public import Foundation
 /// An event from a newer version of VLog keeps the fields this version does not know in
 /// ``unknownFields`` and its kind in ``Change/unknown(kind:)``, so that it is stored and
 /// forwarded unchanged.
+///
+/// An event can be *redacted* (``redaction``): it keeps its stamp, kind and the ids it names,
+/// and loses its payload — when the object it changes is deleted, or when a newer change to the
+/// same field has replaced it for longer than the retention period. A redacted event has no
+/// effect on state, so a replica that erased an event's content and one that only ever saw
+/// the redacted event hold the same state.
 public struct Event: Sendable, Hashable, CustomStringConvertible {
   /// When and where the change was made; also the event's unique id.
   public let stamp: Stamp
-  /// What changed.
+  /// What changed. For a redacted event, the kind and ids with empty values.
   public let change: Change
   /// Encoded fields this version does not know, kept verbatim in the order received.
   public let unknownFields: [UInt8]
+  /// Why the event's payload was erased, or nil if it has it.
+  public let redaction: Redaction?
 
   /// Creates an event.
   public init(stamp: Stamp, change: Change, unknownFields: [UInt8] = []) {
     self.stamp = stamp
     self.change = change
     self.unknownFields = unknownFields
+    self.redaction = nil
   }
+
+  private init(stamp: Stamp, redactedChange: Change, redaction: Redaction) {
+    self.stamp = stamp
+    self.change = redactedChange
+    self.unknownFields = []
+    self.redaction = redaction
+  }
+
+  /// A redacted event: the kind and ids of `change`, without its values.
+  ///
+  /// - Returns: nil for the kinds that cannot be redacted: deletions (they are what erase)
+  ///   and kinds this version does not know.
+  public static func redacted(stamp: Stamp, change: Change, reason: Redaction) -> Event? {
+    guard let stripped = change.withoutPayload else { return nil }
+    return Event(stamp: stamp, redactedChange: stripped, redaction: reason)
+  }
+
+  /// A redacted event of `kind` naming `note` (and for `attachmentAdded`, `attachment`): what
+  /// decoders build from the ids a redacted event carries.
+  ///
+  /// - Returns: nil if the kind cannot be redacted or an id it needs is missing.
+  package static func redacted(
+    stamp: Stamp, kind: EventKind, note: NoteID?, attachment: AttachmentID?, reason: Redaction
+  ) -> Event? {
+    let change: Change
+    switch (kind, note, attachment) {
+    case (.tagRenamed, nil, nil): change = .tagRenamed(name: "")
+    case (.attachmentAdded, let note?, let attachment?):
+      change = .attachmentAdded(Attachment(redacted: attachment, of: note))
+    case (_, let note?, nil):
+      switch kind {
+      case .noteCreated: change = .noteCreated(note, creationDate: Date(milliseconds: 0))
+      case .textSet: change = .textSet(note, text: "")
+      case .archivedSet: change = .archivedSet(note, archived: false)
+      case .sortDateSet: change = .sortDateSet(note, sortDate: Date(milliseconds: 0))
+      case .tagsSet: change = .tagsSet(note, tags: [])
+      case .attachmentsSet: change = .attachmentsSet(note, attachments: [])
+      default: return nil
+      }
+    default: return nil
+    }
+    return redacted(stamp: stamp, change: change, reason: reason)
+  }
+
+  /// This event with its payload erased, or the event itself if it is redacted already or of
+  /// a kind that cannot be (see ``redacted(stamp:change:reason:)``).
+  public func redacted(_ reason: Redaction) -> Event {
+    guard redaction == nil else { return self }
+    return Self.redacted(stamp: stamp, change: change, reason: reason) ?? self
+  }
+
+  /// Whether the event's payload was erased.
+  public var isRedacted: Bool { redaction != nil }
 
   /// The event's unique id: its stamp.
   public var id: Stamp { stamp }
 
-  /// The stamp and the change: `2026-11-22T04:13:46.123Z#0@… textSet 1b4e… "Hello"`.
-  public var description: String { "\(stamp) \(change)" }
+  /// The stamp and the change: `2026-11-22T04:13:46.123Z#0@… textSet 1b4e… "Hello"`, or for a
+  /// redacted event `… textSet 1b4e… (redacted: deleted)`.
+  public var description: String {
+    guard let redaction else { return "\(stamp) \(change)" }
+    return "\(stamp) \(change.kind) \(change.redactedSubject) (redacted: \(redaction))"
+  }
+
+  /// Why an event was redacted: a number in the encoding, so that newer reasons can appear.
+  public struct Redaction: Hashable, Sendable, CustomStringConvertible {
+    /// The number in the encoding (1 or more).
+    public let rawValue: UInt64
+
+    /// Wraps a reason number.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// The object the event changes was deleted: its content is erased everywhere.
+    public static let deleted = Redaction(rawValue: 1)
+    /// A newer change to the same field replaced the event longer ago than the retention
+    /// period: it can never win again, and its old value is no longer kept.
+    public static let superseded = Redaction(rawValue: 2)
+
+    /// `deleted`, `superseded`, or `reason N`.
+    public var description: String {
+      switch rawValue {
+      case 1: "deleted"
+      case 2: "superseded"
+      default: "reason \(rawValue)"
+      }
+    }
+
+    /// The reason with this name, as ``description`` writes it.
+    public init?(name: String) {
+      switch name {
+      case "deleted": self = .deleted
+      case "superseded": self = .superseded
+      default: return nil
+      }
+    }
+  }
 }
 
 extension Event {
@@ -54,6 +153,7 @@ extension Event {
   ///
   /// - Throws: ``VLogError`` saying which value is out of bounds.
   public func validate() throws(VLogError) {
+    guard redaction == nil else { return }
     try Validation.check(change)
   }
 }
@@ -110,6 +210,31 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
       id
     case .attachmentAdded(let attachment): attachment.noteID
     case .attachmentDeleted, .tagRenamed, .unknown: nil
+    }
+  }
+
+  /// The change with the same kind and ids and no values: what a redacted event keeps. Nil
+  /// for deletions, which are never redacted, and for unknown kinds.
+  var withoutPayload: Change? {
+    switch self {
+    case .noteCreated(let id, _): .noteCreated(id, creationDate: Date(milliseconds: 0))
+    case .textSet(let id, _): .textSet(id, text: "")
+    case .archivedSet(let id, _): .archivedSet(id, archived: false)
+    case .sortDateSet(let id, _): .sortDateSet(id, sortDate: Date(milliseconds: 0))
+    case .tagsSet(let id, _): .tagsSet(id, tags: [])
+    case .attachmentsSet(let id, _): .attachmentsSet(id, attachments: [])
+    case .attachmentAdded(let attachment):
+      .attachmentAdded(Attachment(redacted: attachment.id, of: attachment.noteID))
+    case .tagRenamed: .tagRenamed(name: "")
+    case .noteDeleted, .attachmentDeleted, .unknown: nil
+    }
+  }
+
+  /// What a redacted event still names: the note, or the attachment and its note.
+  var redactedSubject: String {
+    switch self {
+    case .attachmentAdded(let attachment): "\(attachment.id) to \(attachment.noteID)"
+    default: noteID.map(\.description) ?? ""
     }
   }
 

@@ -216,4 +216,9 @@ public struct BlobHash: Hashable, Sendable, CustomStringConvertible {
 
   /// 64 lowercase hexadecimal digits.
   public var description: String { Hex.string(bytes) }
+
+  /// The placeholder in an erased attachment's metadata: 32 zero bytes.
+  static let erased = BlobHash(zeros: ())
+
+  private init(zeros: Void) { bytes = [UInt8](repeating: 0, count: 32) }
 }

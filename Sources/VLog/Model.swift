@@ -183,6 +183,13 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     self.byteCount = byteCount
   }
 
+  /// The ids of an attachment whose metadata was erased: what a redacted `attachmentAdded`
+  /// keeps.
+  init(redacted id: AttachmentID, of noteID: NoteID) {
+    self.init(
+      id: id, noteID: noteID, mimeType: "", width: 0, height: 0, blobHash: .erased, byteCount: 0)
+  }
+
   /// Whether the media type is an image.
   public var isImage: Bool { mimeType.lowercased().hasPrefix("image/") }
 }

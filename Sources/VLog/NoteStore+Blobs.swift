@@ -48,7 +48,8 @@ extension NoteStore {
       try transaction.forEach(in: schema.attachments) { key, value in
         let record = try AttachmentRecord(
           id: AttachmentID(try Identifier.ending(key, in: "attachments")), decoding: value)
-        guard try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
+        guard !record.isErased,
+          try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
         else { return }
         hashes.insert(record.attachment.blobHash)
       }

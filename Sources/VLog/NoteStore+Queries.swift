@@ -109,10 +109,10 @@ extension NoteStore {
   func liveAttachment(_ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable)
     throws -> Attachment?
   {
-    guard let attachment = try schema.attachmentRecord(id, in: transaction)?.attachment,
-      try !schema.hasTombstone(attachment.noteID.identifier, in: transaction)
+    guard let record = try schema.attachmentRecord(id, in: transaction), !record.isErased,
+      try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
     else { return nil }
-    return attachment
+    return record.attachment
   }
 
   /// Notes whose text contains `text`, ignoring case and diacritics, newest sort date first.

@@ -37,6 +37,15 @@ extension NoteStore {
   func replayLog(
     into transaction: borrowing WriteTransaction, progress: ((RebuildProgress) -> Void)?
   ) throws -> Int {
+    try Self.replayLog(
+      schema: schema, mergeRule: mergeRule, into: transaction, progress: progress)
+  }
+
+  static func replayLog(
+    schema: Schema, mergeRule: MergeRule, into transaction: borrowing WriteTransaction,
+    progress: ((RebuildProgress) -> Void)?
+  ) throws -> Int {
+    let eventLog = schema.eventLog
     for database in schema.projections { try transaction.removeAll(in: database) }
     var log = try eventLog.appender(in: transaction)
     var projector = Projector(schema: schema, mergeRule: mergeRule)

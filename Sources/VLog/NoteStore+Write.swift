@@ -87,12 +87,13 @@ struct WriteSession {
 
   // MARK: Appending
 
-  /// Appends an event to the log (counting it in the outbox if local) and applies it.
+  /// Appends an event to the log (counting it in the outbox if local) and applies it as
+  /// stored: redacted, if it changes a deleted object.
   mutating func append(
     _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
   ) throws {
-    try log.append(event, local: local, in: transaction)
-    try projector.apply(event, in: transaction)
+    let stored = try log.append(event, local: local, in: transaction)
+    try projector.apply(stored.event, in: transaction)
   }
 
   /// Stamps and appends a local change.

@@ -104,8 +104,9 @@ public final class NoteStore: Sendable {
 
   /// The version of the store's layout this build writes. A store with a higher version is
   /// refused; one with a lower version is migrated when opened (format 1 kept XXH64
-  /// checksums and digests; format 2 keeps XXH3).
-  public static let formatVersion: UInt32 = 2
+  /// checksums and digests; format 2 had no object index, and kept deleted notes' content:
+  /// opening it erases that content and rebuilds the projections).
+  public static let formatVersion: UInt32 = 3
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -158,16 +159,26 @@ public final class NoteStore: Sendable {
           durability: options.durability.environment))
       let schema = try Schema(environment: environment, create: true)
       let replicaID = try environment.write { transaction throws -> ReplicaID in
-        try initializeMeta(schema: schema, dependencies: options.dependencies, in: transaction)
+        let (replicaID, migrated) = try initializeMeta(
+          schema: schema, dependencies: options.dependencies, in: transaction)
+        if migrated {
+          _ = try replayLog(
+            schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil)
+        }
+        return replicaID
       }
       return NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options)
     }
   }
 
+  /// Reads or writes the store's facts; migrates an older format's log.
+  ///
+  /// - Returns: The replica id, and whether the log was migrated (the projections are then
+  ///   rebuilt in the same transaction).
   private static func initializeMeta(
     schema: Schema, dependencies: Dependencies, in transaction: borrowing WriteTransaction
-  ) throws -> ReplicaID {
+  ) throws -> (ReplicaID, migrated: Bool) {
     if let format = try transaction.value(forKey: Keys.Meta.format, in: schema.meta) {
       guard format.count == 4 else {
         throw VLogError(.corruptStore, "the store's format marker is malformed")
@@ -182,19 +193,22 @@ public final class NoteStore: Sendable {
       guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
         replica.count == 16
       else { throw VLogError(.corruptStore, "the store has no replica id") }
-      if version == 1 {
-        try schema.eventLog.migrateFromXXH64(in: transaction)
+      if version < formatVersion {
+        if version == 1 { try schema.eventLog.migrateFromXXH64(in: transaction) }
+        _ = try schema.eventLog.buildErasureIndexes(in: transaction)
         try transaction.put(
           BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
       }
-      return ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) })
+      return (
+        ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) }), version < formatVersion
+      )
     }
     let replicaID = ReplicaID(dependencies.makeIdentifier())
     try transaction.put(
       BigEndian.bytes(formatVersion), forKey: Keys.Meta.format,
       in: schema.meta)
     try transaction.put(replicaID.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
-    return replicaID
+    return (replicaID, false)
   }
 
   /// The latest time an ingested stamp may move the clock to: now plus the skew bound.

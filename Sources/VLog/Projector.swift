@@ -8,12 +8,15 @@ internal import LMDB
 /// - a field takes the value of the change with the newest stamp;
 /// - a tombstone keeps the earliest stamp that deleted its object, and a deleted object's
 ///   state is removed; later changes to it are ignored, earlier ones are erased with it;
+/// - a redacted event has no effect, but for an `attachmentAdded`, which still claims its
+///   attachment id for its note: the attachment of a deleted note keeps an erased record;
 /// - a note's creation date comes from its earliest creation event;
-/// - a tag's display name is the name given by the newest change that names it (a rename, or
-///   a tags change on any note, deleted or not);
+/// - a tag's display name is the newer of its newest rename and its spelling in the visible
+///   note whose tags changed last among those that use it;
 /// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
-///   its note exists and it has no tombstone;
-/// - indexes and tag counts are derived from the notes' final state at ``flush(in:)``.
+///   its note exists and it has no tombstone; once its note is deleted, the record is erased;
+/// - indexes, tag counts and tag spellings are derived from the notes' final state at
+///   ``flush(in:)``.
 ///
 /// Notes and tags are changed in an in-memory overlay and written once per flush, so a batch of
 /// many changes to one note costs one write, and indexes are updated from the difference
@@ -25,6 +28,8 @@ struct Projector {
   private var tags: [TagID: TagEntry] = [:]
   /// Notes whose attachments were added or removed.
   private var touched: Set<NoteID> = []
+  /// Tags whose spelling must be found again from their notes at the end of the flush.
+  private var respell: Set<TagID> = []
   /// Events of kinds this version does not know, skipped.
   private(set) var unknownEvents = 0
   /// What the flushes so far changed.
@@ -70,6 +75,15 @@ struct Projector {
   mutating func apply(_ event: Event, in transaction: borrowing WriteTransaction) throws {
     let stamp = event.stamp
     let rule = mergeRule
+    if event.isRedacted {
+      switch event.change {
+      case .attachmentAdded(let attachment):
+        try addAttachment(attachment, stamp: stamp, in: transaction)
+      case .unknown: unknownEvents += 1
+      default: break
+      }
+      return
+    }
     switch event.change {
     case .noteCreated(let id, let date):
       try updateNote(id, in: transaction) { record in
@@ -101,7 +115,6 @@ struct Projector {
         return true
       }
     case .tagsSet(let id, let names):
-      for name in names { try assertTagName(name, stamp: stamp, in: transaction) }
       try updateNote(id, in: transaction) { record in
         guard rule.wins(stamp, over: record.tagsStamp) else { return false }
         record.tagsStamp = stamp
@@ -122,7 +135,7 @@ struct Projector {
     case .attachmentDeleted(let id):
       try deleteAttachment(id, stamp: stamp, in: transaction)
     case .tagRenamed(let name):
-      try assertTagName(name, stamp: stamp, in: transaction)
+      try renameTag(name, stamp: stamp, in: transaction)
     case .unknown:
       unknownEvents += 1
     }
@@ -190,9 +203,22 @@ struct Projector {
     if entry.current != nil { entry.isDirty = true }
     entry.current = nil
     entry.isDeleted = true
-    // The note's attachment records stay: an attachment is visible only while its note
-    // exists, and keeping the record keeps "the earliest add of an id wins" independent of
-    // the order in which the delete and the adds arrive.
+    // The note's attachment records stay, erased: the stamp and the note keep "the earliest
+    // add of an id wins" independent of the order in which the delete and the adds arrive.
+    var records: [AttachmentRecord] = []
+    try transaction.forEach(
+      in: schema.noteAttachments, range: .prefix(id.identifier.bytes)
+    ) { key, _ in
+      let attachment = AttachmentID(try Identifier.ending(key, length: 32, in: "noteAttachments"))
+      if let record = try attachmentRecord(attachment, in: transaction), !record.isErased {
+        records.append(record)
+      }
+    }
+    for record in records {
+      try transaction.put(
+        record.erased.encoded(), forKey: record.attachment.id.identifier.bytes,
+        in: schema.attachments)
+    }
   }
 
   private func putTombstone(
@@ -215,6 +241,11 @@ struct Projector {
   ) throws {
     let key = attachment.id.identifier.bytes
     guard try !schema.hasTombstone(attachment.id.identifier, in: transaction) else { return }
+    // The attachment of a deleted note is recorded erased, whether its add arrives before the
+    // note's deletion (and is erased then) or after it (redacted or not).
+    let attachment =
+      try isDeleted(attachment.noteID, in: transaction)
+      ? Attachment(redacted: attachment.id, of: attachment.noteID) : attachment
     let existing = try attachmentRecord(attachment.id, in: transaction)
     if let existing {
       guard stamp < existing.stamp else { return }
@@ -275,16 +306,16 @@ struct Projector {
     }
   }
 
-  private mutating func assertTagName(
+  private mutating func renameTag(
     _ name: String, stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
     let cleaned = TagName.clean(name)
     guard !cleaned.isEmpty else { return }
     let rule = mergeRule
     try updateTag(TagID(name: cleaned), in: transaction) { record in
-      if rule.wins(stamp, over: record.nameStamp) {
-        record.nameStamp = stamp
-        record.name = cleaned
+      if rule.wins(stamp, over: record.renameStamp) {
+        record.renameStamp = stamp
+        record.renameName = cleaned
       }
     }
   }
@@ -326,22 +357,33 @@ struct Projector {
         changes.updated.insert(id)
       }
     }
+    for tag in respell.sorted(by: { $0.rawValue < $1.rawValue }) {
+      try respellTag(tag, in: transaction)
+    }
     for (id, entry) in tags where entry.original != entry.current {
-      try transaction.put(entry.current.encoded(), forKey: Array(id.rawValue.utf8), in: schema.tags)
+      let key = Array(id.rawValue.utf8)
+      if entry.current.isEmpty {
+        if entry.original != nil { try transaction.delete(forKey: key, in: schema.tags) }
+      } else {
+        try transaction.put(entry.current.encoded(), forKey: key, in: schema.tags)
+      }
       changes.tagsChanged = true
     }
+    respell.removeAll(keepingCapacity: true)
     notes.removeAll(keepingCapacity: true)
     tags.removeAll(keepingCapacity: true)
     touched.removeAll(keepingCapacity: true)
   }
 
-  /// Moves a note's timeline and tag index entries from its old visible state to its new one.
+  /// Moves a note's timeline and tag index entries from its old visible state to its new one,
+  /// and keeps its tags' counts and spellings.
   private mutating func updateIndexes(
     _ id: NoteID, from before: NoteRecord?, to after: NoteRecord?,
     in transaction: borrowing WriteTransaction
   ) throws {
     if let before, let after, before.archived == after.archived,
-      before.effectiveSortDate == after.effectiveSortDate, before.tags == after.tags
+      before.effectiveSortDate == after.effectiveSortDate, before.tags == after.tags,
+      before.tagsStamp == after.tagsStamp
     {
       return
     }
@@ -364,6 +406,50 @@ struct Projector {
     for tag in newTags.subtracting(oldTags) {
       try transaction.put([UInt8](), forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
       try updateTag(tag, in: transaction) { $0.noteCount += 1 }
+    }
+    // Spellings: the note's tags are a candidate for each tag it has; a tag it no longer has
+    // (or that lost this note's newer spelling) is spelled again from its notes at the end.
+    for tag in oldTags.subtracting(newTags)
+    where try self.tag(tag, in: transaction)?.spellingNote == id {
+      respell.insert(tag)
+    }
+    if let after {
+      for (tag, spelling) in after.tagSpellings {
+        var lost = false
+        try updateTag(tag, in: transaction) { record in
+          if record.spellingNote == id || record.spellingStamp < after.tagsStamp {
+            lost = record.spellingNote == id && after.tagsStamp < record.spellingStamp
+            record.spellingStamp = after.tagsStamp
+            record.spelling = spelling
+            record.spellingNote = id
+          }
+        }
+        if lost { respell.insert(tag) }
+      }
+    }
+  }
+
+  /// Spells a tag again from the visible notes that use it: the spelling in the note whose
+  /// tags changed last.
+  private mutating func respellTag(_ tag: TagID, in transaction: borrowing WriteTransaction)
+    throws
+  {
+    var best: (stamp: Stamp, spelling: String, note: NoteID)?
+    var noteIDs: [NoteID] = []
+    try transaction.forEach(in: schema.tagNotes, range: .prefix(Keys.tagPrefix(tag))) { key, _ in
+      noteIDs.append(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")))
+    }
+    for noteID in noteIDs {
+      guard let record = try schema.noteRecord(noteID, in: transaction),
+        best.map({ $0.stamp < record.tagsStamp }) ?? true,
+        let spelling = record.tagSpellings.first(where: { $0.tag == tag })?.spelling
+      else { continue }
+      best = (record.tagsStamp, spelling, noteID)
+    }
+    try updateTag(tag, in: transaction) { record in
+      record.spellingStamp = best?.stamp ?? .zero
+      record.spelling = best?.spelling ?? ""
+      record.spellingNote = best?.note ?? TagRecord().spellingNote
     }
   }
 }

@@ -29,6 +29,19 @@ struct NoteRecord: Equatable, Sendable {
     return tags.map(TagID.init(name:)).filter { seen.insert($0).inserted }
   }
 
+  /// Each tag's id and its spelling here (its first appearance, cleaned), in order.
+  var tagSpellings: [(tag: TagID, spelling: String)] {
+    var seen = Set<TagID>()
+    var result: [(tag: TagID, spelling: String)] = []
+    for name in tags {
+      let spelling = TagName.clean(name)
+      let id = TagID(name: spelling)
+      guard !spelling.isEmpty, seen.insert(id).inserted else { continue }
+      result.append((id, spelling))
+    }
+    return result
+  }
+
   func encoded() -> [UInt8] {
     var writer = WireWriter()
     writer.buffer.reserveCapacity(160 + text.utf8.count + attachments.count * 16)
@@ -83,17 +96,36 @@ struct NoteRecord: Equatable, Sendable {
   }
 }
 
-/// A tag as the `tags` projection stores it: the display name (last-writer-wins over every
-/// change that names the tag) and the number of visible notes that use it.
+/// A tag as the `tags` projection stores it: the newest rename, the newest spelling among the
+/// tags of the visible notes that use it, and how many visible notes use it.
+///
+/// The display name is the newer of the two. Both are functions of the state, never of which
+/// events were seen on the way — the spelling comes from the notes' current tags, not from
+/// every tags change ever made — so that erasing a deleted note's events, or replaced values,
+/// cannot change a tag's name.
 struct TagRecord: Equatable, Sendable {
-  var nameStamp = Stamp.zero
-  var name = ""
+  var renameStamp = Stamp.zero
+  var renameName = ""
+  /// The tags stamp of ``spellingNote``, the visible note with the newest tags change that
+  /// names the tag.
+  var spellingStamp = Stamp.zero
+  var spelling = ""
+  var spellingNote = NoteID(Identifier(high: 0, low: 0))
   var noteCount = 0
+
+  /// The display name: the newer of the rename and the spelling.
+  var name: String { renameStamp > spellingStamp ? renameName : spelling }
+
+  /// Whether the record says anything: a record of no note and no rename is removed.
+  var isEmpty: Bool { noteCount == 0 && renameStamp == .zero && spellingStamp == .zero }
 
   func encoded() -> [UInt8] {
     var writer = WireWriter()
-    nameStamp.append(to: &writer.buffer)
-    writer.rawString(name)
+    renameStamp.append(to: &writer.buffer)
+    writer.rawString(renameName)
+    spellingStamp.append(to: &writer.buffer)
+    writer.rawString(spelling)
+    spellingNote.identifier.append(to: &writer.buffer)
     writer.rawVarint(UInt64(noteCount))
     return writer.buffer
   }
@@ -102,8 +134,11 @@ struct TagRecord: Equatable, Sendable {
 
   init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
     var reader = WireReader(bytes)
-    nameStamp = try reader.stamp()
-    name = try reader.rawString("tag name")
+    renameStamp = try reader.stamp()
+    renameName = try reader.rawString("tag name")
+    spellingStamp = try reader.stamp()
+    spelling = try reader.rawString("tag spelling")
+    spellingNote = NoteID(try reader.fixedIdentifier())
     noteCount = try reader.storedInt("tag note count")
     guard reader.isAtEnd else { throw VLogError(.corruptStore, "a tag record has extra bytes") }
   }
@@ -111,14 +146,22 @@ struct TagRecord: Equatable, Sendable {
 
 /// An attachment as the `attachments` projection stores it, with the stamp of the event that
 /// added it (if an id is added twice, the earlier event wins).
+///
+/// An attachment of a deleted note keeps an *erased* record: the stamp and the note, and no
+/// metadata — what a redacted `attachmentAdded` event carries — so that "the earliest add
+/// wins" gives the same result whether a replica saw the content before it was erased or not.
 struct AttachmentRecord: Equatable, Sendable {
   var stamp: Stamp
   var attachment: Attachment
+
+  /// Whether the record is erased: its note was deleted.
+  var isErased: Bool { attachment.blobHash == .erased }
 
   func encoded() -> [UInt8] {
     var writer = WireWriter()
     stamp.append(to: &writer.buffer)
     attachment.noteID.identifier.append(to: &writer.buffer)
+    guard !isErased else { return writer.buffer }
     writer.rawVarint(UInt64(attachment.width))
     writer.rawVarint(UInt64(attachment.height))
     writer.rawVarint(UInt64(attachment.byteCount))
@@ -132,14 +175,24 @@ struct AttachmentRecord: Equatable, Sendable {
     self.attachment = attachment
   }
 
+  /// The record with its metadata erased.
+  var erased: AttachmentRecord {
+    AttachmentRecord(
+      stamp: stamp, attachment: Attachment(redacted: attachment.id, of: attachment.noteID))
+  }
+
   init(id: AttachmentID, decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
     var reader = WireReader(bytes)
     stamp = try reader.stamp()
     let noteID = NoteID(try reader.fixedIdentifier())
+    if reader.isAtEnd {
+      attachment = Attachment(redacted: id, of: noteID)
+      return
+    }
     let width = try reader.storedInt("attachment width")
     let height = try reader.storedInt("attachment height")
     let byteCount = try reader.storedInt("attachment size")
-    guard let hash = BlobHash(bytes: Array(try reader.fixed(32))) else {
+    guard let hash = BlobHash(bytes: Array(try reader.fixed(32))), hash != .erased else {
       throw VLogError(.corruptStore, "an attachment record has no hash")
     }
     let mimeType = try reader.rawString("media type")

@@ -7,6 +7,8 @@ internal import LMDB
 /// | `meta` | name | store facts: format, replica id, and the ``EventLog``'s state (`logState`) |
 /// | `log` | sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
 /// | `eventIndex` | stamp (24) | sequence (8) |
+/// | `objects` | note or attachment id (16) + sequence (8) | empty; with sequence 0: its deletion's sequence |
+/// | `blobReferences` | SHA-256 (32) + sequence (8) | empty: the attachments, not erased, that use the blob |
 /// | `blobs` | SHA-256 (32) | attachment bytes |
 /// | `notes` | note id (16) | ``NoteRecord`` |
 /// | `tombstones` | id (16) | ``TombstoneRecord`` |
@@ -17,12 +19,14 @@ internal import LMDB
 /// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
 ///
 /// The last seven are projections: derived from the log, dropped and rebuilt by
-/// ``NoteStore/rebuildProjections(progress:)``. The log, its index and the blobs are the
+/// ``NoteStore/rebuildProjections(progress:)``. The log, its indexes and the blobs are the
 /// store's data.
 struct Schema: Sendable {
   let meta: Database
   let log: Database
   let eventIndex: Database
+  let objects: Database
+  let blobReferences: Database
   let blobs: Database
   let notes: Database
   let tombstones: Database
@@ -39,7 +43,7 @@ struct Schema: Sendable {
     [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
   }
 
-  static let databaseCount = 11
+  static let databaseCount = 13
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -49,6 +53,8 @@ struct Schema: Sendable {
     meta = try open("meta")
     log = try open("log")
     eventIndex = try open("eventIndex")
+    objects = try open("objects")
+    blobReferences = try open("blobReferences")
     blobs = try open("blobs")
     notes = try open("notes")
     tombstones = try open("tombstones")
@@ -57,7 +63,9 @@ struct Schema: Sendable {
     tags = try open("tags")
     tagNotes = try open("tagNotes")
     timeline = try open("timeline")
-    eventLog = EventLog(entries: log, index: eventIndex, state: meta)
+    eventLog = EventLog(
+      entries: log, index: eventIndex, state: meta, objects: objects,
+      blobReferences: blobReferences)
   }
 }
 

@@ -19,15 +19,21 @@ internal import VLogWire
 /// | `log` | account + sequence | the log record: checksum + the event in the engine's encoding |
 /// | `eventIDs` | account + stamp (24 bytes) | sequence |
 /// | `heads` | account + `logState` | the log's state: its event-set digest, clock and counters |
+/// | `objects` | account + note or attachment id + sequence | the log's object index (erasure) |
+/// | `blobReferences` | account + SHA-256 + sequence | the attachments, not erased, that use a blob |
 /// | `blobs` | account + SHA-256 | the bytes |
 ///
-/// Format 1 stored events without checksums and heads as sequence and digest alone; opening
-/// such a directory migrates it to format 2 in one transaction.
+/// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
+/// had no object index and kept deleted notes' content. Opening such a directory migrates it
+/// to format 3 in one transaction, erasing what was deleted.
+///
+/// Deleted means gone here too: storing a note's or attachment's deletion redacts the object's
+/// events in the same transaction, and removes the blobs no event that is not redacted uses.
 ///
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
 final class ServerStore: Sendable {
-  static let formatVersion: UInt32 = 2
+  static let formatVersion: UInt32 = 3
 
   let environment: Environment
   private let meta: Database
@@ -36,6 +42,8 @@ final class ServerStore: Sendable {
   private let log: Database
   private let eventIDs: Database
   private let heads: Database
+  private let objects: Database
+  private let blobReferences: Database
   private let blobs: Database
 
   private init(environment: Environment) throws {
@@ -49,6 +57,8 @@ final class ServerStore: Sendable {
     log = try open("log")
     eventIDs = try open("eventIDs")
     heads = try open("heads")
+    objects = try open("objects")
+    blobReferences = try open("blobReferences")
     blobs = try open("blobs")
   }
 
@@ -58,7 +68,7 @@ final class ServerStore: Sendable {
     let environment = try Environment.open(
       at: path,
       configuration: .init(
-        mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 8,
+        mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 12,
         durability: durability))
     do {
       let store = try ServerStore(environment: environment)
@@ -85,10 +95,10 @@ final class ServerStore: Sendable {
           "the data directory has format \(version); this server reads up to "
             + "\(Self.formatVersion)")
       }
-      if version == 1 {
-        try migrateFromFormat1(in: transaction)
-        try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
-      }
+      guard version < Self.formatVersion else { return }
+      if version == 1 { try migrateFromFormat1(in: transaction) }
+      try buildErasureIndexes(in: transaction)
+      try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
     }
   }
 
@@ -112,21 +122,46 @@ final class ServerStore: Sendable {
     }
   }
 
+  /// Indexes every account's log by object and blob, erasing the content of what was deleted
+  /// and removing the blobs only erased events used.
+  private func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws {
+    for account in try accountNumbers(in: transaction) {
+      let log = eventLog(of: account)
+      _ = try log.buildErasureIndexes(in: transaction)
+      var unused: [[UInt8]] = []
+      try transaction.forEach(in: blobs, range: .prefix(BigEndian.bytes(account))) { key, _ in
+        guard key.count == 40, let hash = BlobHash(bytes: Array(key[8...])) else { return }
+        if try !log.references(hash, in: transaction) { unused.append(Array(key)) }
+      }
+      for key in unused { _ = try transaction.delete(forKey: key, in: blobs) }
+    }
+  }
+
+  /// The numbers of every account.
+  private func accountNumbers(in transaction: borrowing some Transaction & ~Copyable) throws
+    -> [UInt64]
+  {
+    var numbers: [UInt64] = []
+    try transaction.forEach(in: accounts) { _, record in
+      if let number = BigEndian.read(UInt64.self, from: record) { numbers.append(number) }
+    }
+    return numbers.sorted()
+  }
+
   /// The event log of an account.
   func eventLog(of account: UInt64) -> EventLog {
-    EventLog(entries: log, index: eventIDs, state: heads, prefix: BigEndian.bytes(account))
+    EventLog(
+      entries: log, index: eventIDs, state: heads, objects: objects,
+      blobReferences: blobReferences, prefix: BigEndian.bytes(account))
   }
 
   /// Checks every account's event log (see ``EventLog``): checksums, index, digests.
   func verify() throws -> ServerVerification {
     try environment.read { transaction in
-      var accounts: [UInt64] = []
-      try transaction.forEach(in: self.accounts) { _, record in
-        if let number = BigEndian.read(UInt64.self, from: record) { accounts.append(number) }
-      }
+      let accounts = try accountNumbers(in: transaction)
       var faults: [VerificationFault] = []
       var events = 0
-      for account in accounts.sorted() {
+      for account in accounts {
         let log = eventLog(of: account)
         for fault in try log.verify(in: transaction) {
           faults.append(
@@ -261,6 +296,10 @@ final class ServerStore: Sendable {
           try appender.append(event, local: false, in: transaction)
         }
         try appender.commit(in: transaction)
+        // Blobs that only erased events used go with them.
+        for hash in appender.releasedBlobs {
+          _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
+        }
         return try page(
           log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
           skipping: pushed, stored: appender.appended, in: transaction)

@@ -15,6 +15,10 @@ public import VLog
 ///
 /// Kinds and fields from newer versions travel as `"kind":"unknown"` with `kindNumber`, and as
 /// `extra` (the base64 of the encoded fields this version does not know).
+///
+/// A redacted event (see ``Event/redaction``) carries `"redacted":"deleted"` or
+/// `"redacted":"superseded"` and its ids only: `note`, and for `attachmentAdded` an
+/// `attachment` with its `id` alone.
 public struct WireEvent: Codable, Sendable, Hashable {
   /// The stamp's wall-clock time, ISO 8601 with milliseconds.
   public var time: String
@@ -44,15 +48,17 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public var name: String?
   /// Encoded fields this version does not know, base64.
   public var extra: String?
+  /// Why the event's values were erased (`deleted` or `superseded`), for a redacted event.
+  public var redacted: String?
 
   static let keys: Set<String> = [
     "time", "counter", "replica", "kind", "kindNumber", "note", "text", "archived", "date",
-    "tags", "attachments", "attachment", "name", "extra",
+    "tags", "attachments", "attachment", "name", "extra", "redacted",
   ]
 
   enum CodingKeys: String, CodingKey {
     case time, counter, replica, kind, kindNumber, note, text, archived, date, tags, attachments
-    case attachment, name, extra
+    case attachment, name, extra, redacted
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -73,6 +79,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     attachment = try container.decodeIfPresent(WireAttachment.self, forKey: .attachment)
     name = try container.decodeIfPresent(String.self, forKey: .name)
     extra = try container.decodeIfPresent(String.self, forKey: .extra)
+    redacted = try container.decodeIfPresent(String.self, forKey: .redacted)
   }
 
   /// The wire form of an event.
@@ -82,6 +89,17 @@ public struct WireEvent: Codable, Sendable, Hashable {
     replica = event.stamp.replica.description
     kind = event.change.kind.isKnown ? event.change.kind.description : "unknown"
     extra = event.unknownFields.isEmpty ? nil : Data(event.unknownFields).base64EncodedString()
+    if let redaction = event.redaction {
+      redacted = redaction.description
+      switch event.change {
+      case .attachmentAdded(let attachment):
+        note = attachment.noteID.description
+        self.attachment = WireAttachment(id: attachment.id.description)
+      default:
+        note = event.change.noteID?.description
+      }
+      return
+    }
     switch event.change {
     case .noteCreated(let id, let date), .sortDateSet(let id, let date):
       note = id.description
@@ -135,7 +153,41 @@ public struct WireEvent: Codable, Sendable, Hashable {
       }
       unknownFields = Array(bytes)
     }
+    if let redacted { return try redactedEvent(stamp: stamp, reason: redacted) }
     return Event(stamp: stamp, change: try change(), unknownFields: unknownFields)
+  }
+
+  /// A redacted event: the kind and its ids, nothing else.
+  private func redactedEvent(stamp: Stamp, reason name: String) throws(WireError) -> Event {
+    guard let reason = Event.Redaction(name: name) else {
+      throw WireError("redacted", "'\(name)' is not a reason (expected deleted or superseded)")
+    }
+    guard let eventKind = EventKind(name: kind) else {
+      throw WireError("kind", "'\(kind)' cannot be redacted")
+    }
+    guard extra == nil else { throw WireError("extra", "not a field of a redacted event") }
+    var attachmentID: AttachmentID?
+    switch eventKind {
+    case .noteDeleted, .attachmentDeleted:
+      throw WireError("redacted", "a \(kind) event is never redacted")
+    case .attachmentAdded:
+      try allow(["note", "attachment"])
+      guard let attachment else { throw WireError("attachment", "required for attachmentAdded") }
+      guard attachment == WireAttachment(id: attachment.id) else {
+        throw WireError("attachment", "a redacted attachmentAdded names the attachment's id only")
+      }
+      attachmentID = try attachment.identifier()
+    case .tagRenamed:
+      try allow([])
+    default:
+      try allow(["note"])
+    }
+    let note = eventKind == .tagRenamed ? nil : try noteID()
+    guard
+      let event = Event.redacted(
+        stamp: stamp, kind: eventKind, note: note, attachment: attachmentID, reason: reason)
+    else { throw WireError("redacted", "a \(kind) event cannot be redacted") }
+    return event
   }
 
   private func change() throws(WireError) -> Change {

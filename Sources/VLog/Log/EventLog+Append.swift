@@ -26,6 +26,10 @@ extension EventLog {
     private let initial: LogState
     /// Events appended so far.
     package internal(set) var appended = 0
+    /// Events redacted so far, as their object was deleted or by retention.
+    package internal(set) var redactedCount = 0
+    /// Blobs that lost their last reference in this transaction (see `EventLog+Erasure.swift`).
+    package internal(set) var releasedBlobs: Set<BlobHash> = []
     /// The latest time the clock may take from an appended event: the wall clock plus the
     /// skew bound, for a store; unlimited by default.
     package var clockLimit = HybridTime(rawValue: .max)
@@ -56,15 +60,19 @@ extension EventLog {
     /// Appends an event (counting it in the outbox if it is `local`), and advances the clock
     /// past its stamp.
     ///
+    /// An event of a deleted note or attachment is stored redacted; a deletion redacts the
+    /// object's other events (see `EventLog+Erasure.swift`).
+    ///
     /// The caller makes sure the log does not hold the event yet (``EventLog/contains(_:in:)``);
     /// a local event's stamp comes from ``stamp(wallMilliseconds:replica:)``.
     ///
-    /// - Returns: The event's sequence number.
+    /// - Returns: The event's sequence number, and the event as stored.
     /// - Throws: `LMDBError` with code `keyExists` if the log holds the event already.
     @discardableResult
     package mutating func append(
       _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
-    ) throws -> UInt64 {
+    ) throws -> LoggedEvent {
+      let event = try erasing(event, in: transaction)
       var writer = WireWriter()
       writer.buffer.reserveCapacity(96 + event.unknownFields.count)
       EventCodec.encode(event, into: &writer)
@@ -99,7 +107,8 @@ extension EventLog {
       if lastID.map({ $0 < event.stamp }) ?? true { lastID = event.stamp }
       if local { state.pendingLocal += 1 }
       appended += 1
-      return sequence
+      try indexObjects(of: event, at: sequence, in: transaction)
+      return LoggedEvent(sequence: sequence, event: event)
     }
 
     /// Counts events of kinds this version does not know, seen since the last commit.

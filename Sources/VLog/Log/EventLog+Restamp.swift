@@ -49,7 +49,7 @@ extension EventLog.Appender {
   }
 
   /// Puts `event` at `sequence` in place of the event stamped `old`, moving its index entry
-  /// and its term of the digest.
+  /// and its term of the digest. Its objects and blob stay indexed under the same sequence.
   private mutating func rewrite(
     _ event: Event, at sequence: UInt64, replacing old: Stamp,
     in transaction: borrowing WriteTransaction

@@ -11,18 +11,25 @@ package import LMDB
 /// | entries | prefix + sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
 /// | index | prefix + event id (the stamp's 24 bytes) | sequence (8 bytes, big-endian) |
 /// | state | prefix + `logState` | ``LogState``: clock, event-set digest, counters, outbox watermark |
+/// | objects | prefix + object id (16) + sequence (8) | empty: the events that change a note or attachment |
+/// | objects | prefix + object id (16) + 8 zero bytes | sequence (8): the object's first deletion |
+/// | blob references | prefix + SHA-256 (32) + sequence (8) | empty: the `attachmentAdded` events, not redacted, that name the blob |
 ///
 /// Invariants, kept by every write through an ``Appender``:
 ///
 /// 1. Sequence numbers are dense from 1, in the order events were appended; an entry is never
 ///    removed, and changed only to restamp an unacknowledged local event the server refused
-///    for clock skew (``Appender/restampOutbox(of:after:wallMilliseconds:in:)``).
+///    for clock skew (``Appender/restampOutbox(of:after:wallMilliseconds:in:)``) or to redact
+///    it (``Appender/redact(at:reason:in:)``), keeping its id.
 /// 2. An event id is in the log at most once: each entry has one index entry and the index has
 ///    no others.
 /// 3. The state's digest is the ``EventSetDigest`` of the ids in the index; `pendingLocal`
 ///    counts this replica's events after the outbox watermark.
 /// 4. Every entry carries a checksum of its event's bytes, checked on every read; a damaged
 ///    entry is reported (``VLogError/Code/corruptStore``), never decoded.
+/// 5. Deleted means gone: once the log holds an object's deletion (`noteDeleted`,
+///    `attachmentDeleted`), every other event that changes the object is redacted, those
+///    appended later included (see `EventLog+Erasure.swift`).
 ///
 /// `EventLog` is a value holding database handles: make one per use, read and write it inside
 /// the caller's transactions. It knows nothing of notes; the projections are applied by whoever
@@ -31,6 +38,8 @@ package struct EventLog: Sendable {
   let entries: Database
   let index: Database
   let stateDatabase: Database
+  let objects: Database
+  let blobReferences: Database
   /// What every key of this log starts with.
   let prefix: [UInt8]
   let stateKey: [UInt8]
@@ -41,11 +50,18 @@ package struct EventLog: Sendable {
   ///   - entries: The database of log entries, keyed by sequence number.
   ///   - index: The database from event id to sequence number.
   ///   - state: The database that holds the log's state record (it may hold other records).
+  ///   - objects: The database from note and attachment ids to their events and deletions.
+  ///   - blobReferences: The database from blob hashes to the events that add them.
   ///   - prefix: What every key of this log starts with: empty when the databases hold one log.
-  package init(entries: Database, index: Database, state: Database, prefix: [UInt8] = []) {
+  package init(
+    entries: Database, index: Database, state: Database, objects: Database,
+    blobReferences: Database, prefix: [UInt8] = []
+  ) {
     self.entries = entries
     self.index = index
     self.stateDatabase = state
+    self.objects = objects
+    self.blobReferences = blobReferences
     self.prefix = prefix
     self.stateKey = prefix + Array("logState".utf8)
   }

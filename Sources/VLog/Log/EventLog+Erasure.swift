@@ -1,0 +1,235 @@
+package import LMDB
+
+/// Erasure: deleted means gone.
+///
+/// The log indexes, for every note and attachment, the events that change it (`objects`), and
+/// marks each deleted object with the sequence number of its first deletion. When a deletion
+/// is appended, every other event of the object is redacted in place — it keeps its sequence
+/// number, id, kind and ids, and loses its values — and an event of a deleted object appended
+/// later is stored redacted. The event-set digest is over ids, so erasure never changes it.
+///
+/// An `attachmentAdded` event changes two objects: its note and its attachment. Until it is
+/// redacted it also references its blob (`blobReferences`); when the last reference to a blob
+/// goes, the appender reports the blob as released (``Appender/releasedBlobs``), for the owner
+/// of the blobs to remove when it sees fit.
+extension EventLog {
+  /// The key of an object's event at `sequence`; sequence 0 is the object's deletion marker.
+  func objectKey(_ object: Identifier, sequence: UInt64) -> [UInt8] {
+    var key = prefix
+    key.reserveCapacity(prefix.count + 24)
+    object.append(to: &key)
+    BigEndian.append(sequence, to: &key)
+    return key
+  }
+
+  func blobKey(_ hash: BlobHash, sequence: UInt64) -> [UInt8] {
+    var key = prefix + hash.bytes
+    BigEndian.append(sequence, to: &key)
+    return key
+  }
+
+  /// The sequence number of the object's first deletion, if the log holds one.
+  package func deletion(
+    of object: Identifier, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> UInt64? {
+    try transaction.withValue(forKey: objectKey(object, sequence: 0), in: objects) {
+      value throws -> UInt64? in
+      try value.map { value throws(VLogError) in try Self.sequence(fromIndexValue: value) }
+    }
+  }
+
+  /// The sequence numbers of the events that change an object, in log order.
+  package func sequences(
+    of object: Identifier, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [UInt64] {
+    var sequences: [UInt64] = []
+    try transaction.forEach(
+      in: objects, range: .prefix(prefix + object.bytes)
+    ) { key, _ throws in
+      guard key.count == prefix.count + 24,
+        let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 16)
+      else {
+        throw VLogError(.corruptStore, "an object index key is \(key.count) bytes")
+      }
+      if sequence != 0 { sequences.append(sequence) }
+    }
+    return sequences
+  }
+
+  /// Whether an event not redacted adds an attachment with these bytes.
+  package func references(
+    _ hash: BlobHash, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Bool {
+    try transaction.withEntries(in: blobReferences, range: .prefix(prefix + hash.bytes)) {
+      entries throws -> Bool in
+      try entries.next { _, _ in true } ?? false
+    }
+  }
+
+  /// Builds the object and blob indexes of a log that has none (a store or server of an
+  /// earlier format), then erases what its deletions say: one pass over the log, then one
+  /// redaction pass per deleted object.
+  ///
+  /// - Returns: The number of events redacted.
+  package func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws -> Int {
+    var deleted: [Identifier] = []
+    var batch: [LoggedEvent] = []
+    func index(_ batch: [LoggedEvent]) throws {
+      for logged in batch {
+        for object in logged.event.change.objectIDs {
+          try transaction.put(
+            [UInt8](), forKey: objectKey(object, sequence: logged.sequence), in: objects)
+        }
+        if let hash = logged.event.referencedBlob {
+          try transaction.put(
+            [UInt8](), forKey: blobKey(hash, sequence: logged.sequence), in: blobReferences)
+        }
+        if let object = logged.event.change.deletedObject,
+          try deletion(of: object, in: transaction) == nil
+        {
+          try transaction.put(
+            BigEndian.bytes(logged.sequence), forKey: objectKey(object, sequence: 0), in: objects)
+          deleted.append(object)
+        }
+      }
+    }
+    // In batches: a write inside a read of the same database is not allowed.
+    var after: UInt64 = 0
+    repeat {
+      batch.removeAll(keepingCapacity: true)
+      try forEach(after: after, in: transaction) { logged in
+        batch.append(logged)
+        return batch.count < 10_000
+      }
+      try index(batch)
+      after = batch.last?.sequence ?? after
+    } while batch.count == 10_000
+    var appender = try appender(in: transaction)
+    var redacted = 0
+    for object in deleted {
+      redacted += try appender.erase(object, in: transaction)
+    }
+    try appender.commit(in: transaction)
+    return redacted
+  }
+}
+
+extension EventLog.Appender {
+  /// The form in which `event` is stored: redacted if it changes an object the log holds a
+  /// deletion of.
+  mutating func erasing(_ event: Event, in transaction: borrowing WriteTransaction) throws
+    -> Event
+  {
+    guard !event.isRedacted, event.change.deletedObject == nil else { return event }
+    for object in event.change.objectIDs
+    where try log.deletion(of: object, in: transaction) != nil {
+      return event.redacted(.deleted)
+    }
+    return event
+  }
+
+  /// Indexes a stored event under its objects and blob; for a first deletion, marks the object
+  /// and redacts its other events.
+  mutating func indexObjects(
+    of event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
+  ) throws {
+    let log = self.log
+    for object in event.change.objectIDs {
+      try transaction.put(
+        [UInt8](), forKey: log.objectKey(object, sequence: sequence), in: log.objects)
+    }
+    if let hash = event.referencedBlob {
+      try transaction.put(
+        [UInt8](), forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
+    }
+    if let object = event.change.deletedObject,
+      try log.deletion(of: object, in: transaction) == nil
+    {
+      try transaction.put(
+        BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
+      try erase(object, in: transaction)
+    }
+  }
+
+  /// Redacts every event of a deleted object but its deletions.
+  ///
+  /// - Returns: The number of events redacted.
+  @discardableResult
+  mutating func erase(_ object: Identifier, in transaction: borrowing WriteTransaction) throws
+    -> Int
+  {
+    var redacted = 0
+    for sequence in try log.sequences(of: object, in: transaction) {
+      if try redact(at: sequence, reason: .deleted, in: transaction) { redacted += 1 }
+    }
+    return redacted
+  }
+
+  /// Replaces the event at `sequence` with its redacted form, keeping its id: the index and the
+  /// event-set digest do not change. An event already redacted, or of a kind that is never
+  /// redacted (deletions, unknown kinds), is left as it is.
+  ///
+  /// - Returns: Whether the event was redacted now.
+  @discardableResult
+  package mutating func redact(
+    at sequence: UInt64, reason: Event.Redaction, in transaction: borrowing WriteTransaction
+  ) throws -> Bool {
+    guard let logged = try log.event(at: sequence, in: transaction) else {
+      throw VLogError(.corruptStore, "the object index names event \(sequence), which is missing")
+    }
+    let event = logged.event
+    let redacted = event.redacted(reason)
+    guard redacted.isRedacted, !event.isRedacted else { return false }
+    let bytes = redacted.encoded()
+    let log = self.log
+    try log.withKey(sequence: sequence) { key in
+      try transaction.put(
+        forKey: key, reservingCount: LogRecord.headerSize + bytes.count, in: log.entries
+      ) { buffer in
+        LogRecord.write(bytes, into: buffer)
+      }
+    }
+    if let hash = event.referencedBlob {
+      _ = try transaction.delete(
+        forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
+      if try !log.references(hash, in: transaction) { releasedBlobs.insert(hash) }
+    }
+    redactedCount += 1
+    return true
+  }
+}
+
+extension Change {
+  /// The notes and attachments the change is about, as the object index files it: the note
+  /// of a note's change, the note and the attachment of an `attachmentAdded`, the attachment
+  /// of an `attachmentDeleted`.
+  var objectIDs: [Identifier] {
+    switch self {
+    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
+      .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
+      .noteDeleted(let id):
+      [id.identifier]
+    case .attachmentAdded(let attachment):
+      [attachment.noteID.identifier, attachment.id.identifier]
+    case .attachmentDeleted(let id): [id.identifier]
+    case .tagRenamed, .unknown: []
+    }
+  }
+
+  /// The object a deletion deletes.
+  var deletedObject: Identifier? {
+    switch self {
+    case .noteDeleted(let id): id.identifier
+    case .attachmentDeleted(let id): id.identifier
+    default: nil
+    }
+  }
+}
+
+extension Event {
+  /// The blob an `attachmentAdded` event names, unless it is redacted.
+  var referencedBlob: BlobHash? {
+    guard !isRedacted, case .attachmentAdded(let attachment) = change else { return nil }
+    return attachment.blobHash
+  }
+}
