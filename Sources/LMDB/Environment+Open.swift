@@ -51,9 +51,12 @@ extension Environment {
     return environment
   }
 
-  static func openHandle(at path: String, configuration: Configuration) throws(LMDBError)
-    -> Environment
-  {
+  /// Opens a handle; with `takingOpenLock`, first takes the shared lock that keeps a
+  /// compaction from replacing the file while it is open (waiting for one that runs).
+  static func openHandle(
+    at path: String, configuration: Configuration, takingOpenLock: Bool = true
+  ) throws(LMDBError) -> Environment {
+    let openLock = takingOpenLock ? try OpenLock(directory: path, exclusive: false) : nil
     var pointer: OpaquePointer?
     try check(mdb_env_create(&pointer), "create environment", path: path)
     guard let handle = pointer else {
@@ -80,7 +83,8 @@ extension Environment {
       var info = MDB_envinfo()
       try check(mdb_env_info(handle, &info), "read environment info", path: path)
       return Environment(
-        path: path, configuration: configuration, handle: handle, mapSize: info.me_mapsize)
+        path: path, configuration: configuration, handle: handle, mapSize: info.me_mapsize,
+        openLock: openLock)
     } catch {
       mdb_env_close(handle)
       throw error

@@ -148,11 +148,18 @@ public final class Environment: Sendable {
   /// Serialises `mdb_dbi_open`, which LMDB forbids from concurrent transactions.
   let databaseOpening = Locked<Void>(())
 
-  init(path: String, configuration: Configuration, handle: OpaquePointer, mapSize: Int) {
+  /// Held while the environment is open, so that no compaction replaces its file.
+  let openLock: OpenLock?
+
+  init(
+    path: String, configuration: Configuration, handle: OpaquePointer, mapSize: Int,
+    openLock: OpenLock? = nil
+  ) {
     self.path = path
     self.configuration = configuration
     self.handle = handle
     self.currentMapSize = mapSize
+    self.openLock = openLock
   }
 
   deinit {
@@ -164,6 +171,7 @@ public final class Environment: Sendable {
         environments[path] = nil
       }
       if !isClosed { mdb_env_close(handle) }
+      openLock?.release()
     }
   }
 
@@ -178,6 +186,7 @@ public final class Environment: Sendable {
         guard !isClosed else { return }
         isClosed = true
         mdb_env_close(handle)
+        openLock?.release()
       }
       if environments[path]?.environment === self {
         environments[path] = nil

@@ -89,9 +89,13 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
 
   /// The stamp and the change: `2026-11-22T04:13:46.123Z#0@… textSet 1b4e… "Hello"`, or for a
   /// redacted event `… textSet 1b4e… (redacted: deleted)`.
-  public var description: String {
-    guard let redaction else { return "\(stamp) \(change)" }
-    return "\(stamp) \(change.kind) \(change.redactedSubject) (redacted: \(redaction))"
+  public var description: String { "\(stamp) \(changeDescription)" }
+
+  /// The change, or for a redacted event its kind, ids and reason:
+  /// `textSet 1b4e… (redacted: deleted)`.
+  public var changeDescription: String {
+    guard let redaction else { return change.description }
+    return "\(change.kind) \(change.redactedSubject) (redacted: \(redaction))"
   }
 
   /// Why an event was redacted: a number in the encoding, so that newer reasons can appear.

@@ -25,16 +25,23 @@ extension NoteStore {
   /// Every event about a note (its fields, creation, deletion and attachments), in log order,
   /// with which change won each field.
   ///
-  /// Reads the whole log: the cost grows with the log.
+  /// An event whose values were erased says why in its ``Event/redaction``: `deleted` for
+  /// every event of a deleted note, `superseded` for a change another replaced longer ago
+  /// than the retention period — its old value is no longer kept anywhere.
+  ///
+  /// Reads the note's events through the log's object index.
   public func history(of id: NoteID) throws -> [NoteHistoryEntry] {
     let note = try note(id)
-    let isDeleted = try read { transaction in
-      try schema.hasTombstone(id.identifier, in: transaction)
+    let (isDeleted, events) = try read { transaction in
+      let sequences = try eventLog.sequences(of: id.identifier, in: transaction)
+      return (
+        try schema.hasTombstone(id.identifier, in: transaction),
+        try sequences.compactMap { try eventLog.event(at: $0, in: transaction) }
+      )
     }
     var entries: [NoteHistoryEntry] = []
-    try forEachEvent { logged in
+    for logged in events {
       let change = logged.event.change
-      guard change.noteID == id else { return true }
       let field: String?
       let winner: Stamp?
       switch change {
@@ -54,7 +61,6 @@ extension NoteStore {
         outcome = winner == logged.event.stamp ? .won : .lost
       }
       entries.append(NoteHistoryEntry(logged: logged, field: field, outcome: outcome))
-      return true
     }
     return entries
   }

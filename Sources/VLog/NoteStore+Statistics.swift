@@ -28,6 +28,11 @@ public struct StoreStatistics: Sendable, Hashable {
   public let mapSize: Int
   /// Bytes of the map in use.
   public let usedBytes: Int
+  /// The size of the data file on disk.
+  public let fileBytes: Int
+  /// Bytes of the data file in free pages: what ``NoteStore/compact(at:options:)`` would give
+  /// back. Erased content may survive in free pages until then.
+  public let reclaimableBytes: Int
   /// The order-independent digest of the event set.
   public let eventSetDigest: EventSetDigest
   /// The digest of the projected state.
@@ -60,7 +65,11 @@ extension NoteStore {
         attachments: try transaction.count(in: schema.attachments),
         blobs: try transaction.count(in: schema.blobs), blobBytes: blobBytes,
         tombstones: try transaction.count(in: schema.tombstones), eventsByReplica: byReplica,
-        mapSize: info.mapSize, usedBytes: info.usedSize, eventSetDigest: state.digest,
+        mapSize: info.mapSize, usedBytes: info.usedSize,
+        fileBytes: try environment.dataFileBytes(),
+        reclaimableBytes: try environment.reclaimableBytes(
+          databases: schema.all, in: transaction),
+        eventSetDigest: state.digest,
         stateDigest: try stateDigest(in: transaction))
     }
   }

@@ -165,6 +165,8 @@ public final class NoteStore: Sendable {
           _ = try replayLog(
             schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil)
         }
+        // No undo outlives a process: blobs that only erased attachments used can go.
+        try removeUnusedBlobs(schema: schema, in: transaction)
         return replicaID
       }
       return NoteStore(

@@ -43,6 +43,11 @@ struct Schema: Sendable {
     [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
   }
 
+  /// Every database of the store.
+  var all: [Database] {
+    [meta, log, eventIndex, objects, blobReferences, blobs] + projections
+  }
+
   static let databaseCount = 13
 
   init(environment: Environment, create: Bool) throws {

@@ -66,10 +66,7 @@ final class ServerStore: Sendable {
   static func open(at path: String, durability: Environment.Durability) throws -> ServerStore {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     let environment = try Environment.open(
-      at: path,
-      configuration: .init(
-        mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 12,
-        durability: durability))
+      at: path, configuration: configuration(durability: durability))
     do {
       let store = try ServerStore(environment: environment)
       try store.checkFormat()
@@ -81,6 +78,12 @@ final class ServerStore: Sendable {
   }
 
   func close() { environment.close() }
+
+  /// The LMDB configuration of a data directory.
+  static func configuration(durability: Environment.Durability) -> Environment.Configuration {
+    .init(
+      mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 12, durability: durability)
+  }
 
   private func checkFormat() throws {
     try environment.write { transaction in
@@ -125,7 +128,14 @@ final class ServerStore: Sendable {
   /// Indexes every account's log by object and blob, erasing the content of what was deleted
   /// and removing the blobs only erased events used.
   private func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws {
-    for account in try accountNumbers(in: transaction) {
+    // Every log has a state record (format 1's were rebuilt just before).
+    var logs = Set(try accountNumbers(in: transaction))
+    try transaction.forEach(in: heads) { key, _ in
+      if key.count == 16, let account = BigEndian.read(UInt64.self, from: key) {
+        logs.insert(account)
+      }
+    }
+    for account in logs.sorted() {
       let log = eventLog(of: account)
       _ = try log.buildErasureIndexes(in: transaction)
       var unused: [[UInt8]] = []

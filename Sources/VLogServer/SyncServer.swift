@@ -189,6 +189,24 @@ public final class SyncServer: Sendable {
   /// Closes the data directory. Requests after this fail.
   public func close() { store.close() }
 
+  /// Rewrites a data directory that no server has open into a compact file (LMDB's compacting
+  /// copy), so that erased events' old content and deleted blobs are not left in free pages.
+  ///
+  /// Stop the server, compact, start it again: the pause lasts about as long as reading the
+  /// directory once. Opening migrates the directory first, as ``open(dataDirectory:configuration:dependencies:logger:)``
+  /// would. Fails at once while any process has the directory open.
+  ///
+  /// - Returns: The data file's size before and after.
+  public static func compact(dataDirectory: String) throws -> (bytesBefore: Int, bytesAfter: Int)
+  {
+    try Environment.refuseIfOpenInThisProcess(dataDirectory)
+    let store = try ServerStore.open(at: dataDirectory, durability: .durable)
+    store.close()
+    let result = try Environment.compact(
+      at: dataDirectory, configuration: ServerStore.configuration(durability: .durable))
+    return (result.bytesBefore, result.bytesAfter)
+  }
+
   /// The HTTP application: the router on a server bound to `host` and `port` (0 picks a free
   /// port, reported to `onServerRunning`).
   public func application(

@@ -164,6 +164,11 @@ struct OpenAPIValidator: Sendable {
       validateOneOf(
         value, variants, discriminator: schema["discriminator"], at: path, problems: &problems)
     }
+    if let forbidden = schema["not"] as? [String: Any] {
+      var found: [String] = []
+      validate(value, against: forbidden, at: path, problems: &found)
+      if found.isEmpty { problems.append("\(path): matches a schema it must not (not)") }
+    }
     if let type = schema["type"] as? String {
       let matches: Bool
       switch type {
@@ -233,7 +238,9 @@ struct OpenAPIValidator: Sendable {
         problems.append("\(path).\(required): required")
       }
       for (key, child) in object {
-        if let property = properties[key] as? [String: Any] {
+        if properties[key] as? Bool == false {
+          problems.append("\(path).\(key): not allowed here")
+        } else if let property = properties[key] as? [String: Any] {
           validate(child, against: property, at: "\(path).\(key)", problems: &problems)
         } else if schema["additionalProperties"] as? Bool == false {
           problems.append("\(path).\(key): not in the schema")

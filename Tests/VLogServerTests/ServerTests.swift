@@ -597,6 +597,19 @@ struct ServerTests {
       (#"{\#(head),"kind":"unknown","kindNumber":42,"extra":"AAE="}"#, true),
       (#"{\#(head),"kind":"unknown","kindNumber":3}"#, false),
       (#"{\#(head),"kind":"sideways",\#(note)}"#, false),
+      (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted"}"#, true),
+      (#"{\#(head),"kind":"textSet",\#(note),"redacted":"superseded","text":"secret"}"#, false),
+      (#"{\#(head),"kind":"textSet",\#(note),"redacted":"forgotten"}"#, false),
+      (#"{\#(head),"kind":"tagsSet",\#(note),"redacted":"superseded"}"#, true),
+      (#"{\#(head),"kind":"noteCreated",\#(note),"redacted":"deleted"}"#, true),
+      (#"{\#(head),"kind":"tagRenamed","redacted":"deleted"}"#, true),
+      (#"{\#(head),"kind":"noteDeleted",\#(note),"redacted":"deleted"}"#, false),
+      (
+        #"{\#(head),"kind":"attachmentAdded",\#(note),"redacted":"deleted","attachment":{"id":"00000000-0000-0000-0000-0000000000b0"}}"#,
+        true
+      ),
+      (#"{\#(head),"kind":"attachmentAdded",\#(note),"redacted":"deleted",\#(attachment)}"#, false),
+      (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted","extra":"AAE="}"#, false),
       (
         #"{"time":"2026-01-01T00:00:00.000Z","counter":70000,"replica":"00000000-0000-0000-0000-000000000001","kind":"noteDeleted",\#(note)}"#,
         false

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VLog
+import VLogServer
 
 /// One event as `vlog log` and `vlog history` print it; `field` and `outcome` only in a
 /// history (nil fields are left out of the JSON).
@@ -14,6 +15,8 @@ struct EventRow: Encodable {
   let change: String
   var field: String?
   var outcome: String?
+  /// Why the event's values were erased (`deleted`, `superseded`), if they were.
+  var redacted: String?
 
   init(_ logged: LoggedEvent, field: String? = nil, outcome: String? = nil) {
     let stamp = logged.event.stamp
@@ -24,7 +27,8 @@ struct EventRow: Encodable {
     replica = stamp.replica.description
     kind = change.kind.description
     note = change.noteID?.description
-    self.change = change.description
+    self.change = logged.event.changeDescription
+    redacted = logged.event.redaction?.description
     self.field = field
     self.outcome = outcome
   }
@@ -85,6 +89,8 @@ struct Stats: StoreCommand {
     let tombstones: Int
     let mapSize: Int
     let usedBytes: Int
+    let fileBytes: Int
+    let reclaimableBytes: Int
     let eventsByReplica: [String: Int]
     let eventSetDigest: String
     let stateDigest: String
@@ -97,7 +103,8 @@ struct Stats: StoreCommand {
       unknownEvents: stats.unknownEvents, outbox: stats.outbox, notes: stats.notes,
       archivedNotes: stats.archivedNotes, tags: stats.tags, attachments: stats.attachments,
       blobs: stats.blobs, blobBytes: stats.blobBytes, tombstones: stats.tombstones,
-      mapSize: stats.mapSize, usedBytes: stats.usedBytes,
+      mapSize: stats.mapSize, usedBytes: stats.usedBytes, fileBytes: stats.fileBytes,
+      reclaimableBytes: stats.reclaimableBytes,
       eventsByReplica: Dictionary(
         uniqueKeysWithValues: stats.eventsByReplica.map { ($0.key.description, $0.value) }),
       eventSetDigest: stats.eventSetDigest.description,
@@ -111,6 +118,7 @@ struct Stats: StoreCommand {
       "attachments     \(output.attachments) (\(output.blobs) blobs, \(output.blobBytes) bytes)",
       "tombstones      \(output.tombstones)",
       "map             \(output.usedBytes) of \(output.mapSize) bytes used",
+      "file            \(output.fileBytes) bytes, \(output.reclaimableBytes) reclaimable by 'vlog compact'",
       "event set       \(output.eventSetDigest)",
       "state           \(output.stateDigest)",
       "replicas        \(output.eventsByReplica.count)",
@@ -155,5 +163,55 @@ struct Rebuild: StoreCommand {
       + "(\(output.eventsPerSecond) events/s); state \(after.description.prefix(16))… "
       + (output.unchanged ? "unchanged" : "CHANGED")
     return CommandOutput(text: text, json: output)
+  }
+}
+
+/// `vlog compact`: rewrite a closed store, or a stopped server's data directory, compactly.
+struct Compact: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Rewrite a store (or, with --data, a server's data directory) into a compact file.",
+    discussion: """
+      LMDB reuses freed pages but never shrinks its file or clears them, so erased content can \
+      survive in free pages; after compaction it is not in the file. The store must not be open \
+      elsewhere (a server must be stopped: the pause lasts about as long as reading its data \
+      once). A crash during compaction leaves the old file or the new one, whole.
+      """)
+  @OptionGroup var options: StoreOptions
+  @Option(
+    name: .long, help: "A stopped sync server's data directory to compact instead of a store.",
+    completion: .directory)
+  var data: String?
+
+  struct Output: Encodable {
+    let path: String
+    let bytesBefore: Int
+    let bytesAfter: Int
+  }
+
+  func run() async throws {
+    let path: String
+    let sizes: (bytesBefore: Int, bytesAfter: Int)
+    if let data {
+      guard FileManager.default.fileExists(atPath: data + "/data.mdb") else {
+        throw CLIError(
+          "no server data at '\(data)'; check the path given to 'vlog serve --data'")
+      }
+      path = data
+      sizes = try SyncServer.compact(dataDirectory: data)
+    } else {
+      path = try options.path()
+      guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
+        throw CLIError("no store at '\(path)'; check the path")
+      }
+      let report = try NoteStore.compact(at: path)
+      sizes = (report.bytesBefore, report.bytesAfter)
+    }
+    let output = Output(path: path, bytesBefore: sizes.bytesBefore, bytesAfter: sizes.bytesAfter)
+    try options.emit(
+      CommandOutput(
+        text:
+          "compacted \(path): \(sizes.bytesBefore) → \(sizes.bytesAfter) bytes "
+          + "(\(sizes.bytesBefore - sizes.bytesAfter) reclaimed)",
+        json: output))
   }
 }

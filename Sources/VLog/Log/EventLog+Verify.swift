@@ -12,6 +12,9 @@ public struct VerificationFault: Sendable, Hashable, CustomStringConvertible {
     case projection
     /// A blob's bytes do not match their hash.
     case blob
+    /// Content that should have been erased is still there: an event of a deleted note or
+    /// attachment that is not redacted, or a replaced value kept past the retention period.
+    case erasure
   }
 
   /// What kind of check failed.
@@ -31,8 +34,9 @@ public struct VerificationFault: Sendable, Hashable, CustomStringConvertible {
 
 extension EventLog {
   /// Checks the log: every entry's key, checksum and encoding; that sequence numbers are dense;
-  /// that the index names every entry and nothing else; and that the state's event-set digest
-  /// is the digest of the index.
+  /// that the index names every entry and nothing else; that the state's event-set digest
+  /// is the digest of the index; that the object index files every event under its objects;
+  /// and that no event of a deleted object keeps its content.
   ///
   /// Reads the whole log and index once.
   ///
@@ -77,6 +81,7 @@ extension EventLog {
             message: "event \(logged.sequence) (\(logged.event.stamp)) is indexed as "
               + (indexed.map { "event \($0)" } ?? "missing")))
       }
+      faults += try erasureFaults(of: logged, in: transaction)
     }
     var indexed = 0
     var digest = EventSetDigest.empty
@@ -100,6 +105,46 @@ extension EventLog {
           kind: .index,
           message: "the log state's event-set digest is \(state.digest); the index's is \(digest)"
         ))
+    }
+    return faults
+  }
+
+  /// The faults of one event against the object index: filed under each of its objects, and
+  /// redacted if one of them is deleted.
+  private func erasureFaults(
+    of logged: LoggedEvent, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [VerificationFault] {
+    var faults: [VerificationFault] = []
+    let event = logged.event
+    for object in event.change.objectIDs {
+      let filed = try transaction.containsValue(
+        forKey: objectKey(object, sequence: logged.sequence), in: objects)
+      if !filed {
+        faults.append(
+          VerificationFault(
+            kind: .index,
+            message: "event \(logged.sequence) (\(event.stamp)) is not in the object index "
+              + "under \(object)"))
+      }
+      if !event.isRedacted, event.change.deletedObject == nil,
+        event.change.withoutPayload != nil,
+        try deletion(of: object, in: transaction) != nil
+      {
+        faults.append(
+          VerificationFault(
+            kind: .erasure,
+            message: "event \(logged.sequence) (\(event.stamp) \(event.change.kind)) keeps the "
+              + "content of \(object), which was deleted"))
+      }
+    }
+    if let hash = event.referencedBlob,
+      try !transaction.containsValue(
+        forKey: blobKey(hash, sequence: logged.sequence), in: blobReferences)
+    {
+      faults.append(
+        VerificationFault(
+          kind: .index,
+          message: "event \(logged.sequence) (\(event.stamp)) is not in the blob index"))
     }
     return faults
   }

@@ -1,0 +1,72 @@
+internal import LMDB
+
+/// What ``NoteStore/compact(at:options:)`` did: the data file's size before and after.
+public struct CompactionReport: Sendable, Hashable {
+  /// Bytes of the data file before.
+  public let bytesBefore: Int
+  /// Bytes of the data file after.
+  public let bytesAfter: Int
+}
+
+extension NoteStore {
+  /// Rewrites a closed store into a compact file, so that erased content is not left in free
+  /// pages: `vlog compact`.
+  ///
+  /// LMDB reuses the pages a store frees but never returns them to the file system and never
+  /// clears them, so the bytes of an erased note can survive in the file until the pages are
+  /// written again. Compaction opens the store (migrating it, and removing blobs that only
+  /// erased attachments used), closes it, and replaces the data file with LMDB's compacting
+  /// copy: free pages are left out, and with them every erased byte. A crash during
+  /// compaction leaves the old file or the new one, whole.
+  ///
+  /// The store must not be open, in this process or another: compaction fails at once then
+  /// (``VLogError/Code/storage``), and a process that opens the store while compaction runs
+  /// waits for it to finish. It takes about as long as reading the store once.
+  ///
+  /// - Parameters:
+  ///   - path: The store's directory.
+  ///   - options: How to open it (its map size).
+  /// - Returns: The data file's size before and after.
+  public static func compact(at path: String, options: Options = Options()) throws
+    -> CompactionReport
+  {
+    try VLogError.wrapping { try Environment.refuseIfOpenInThisProcess(path) }
+    let store = try open(at: path, options: options)
+    store.close()
+    let result = try VLogError.wrapping {
+      try Environment.compact(
+        at: path,
+        configuration: .init(
+          mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
+          maximumDatabases: Schema.databaseCount + 4, durability: .durable))
+    }
+    return CompactionReport(bytesBefore: result.bytesBefore, bytesAfter: result.bytesAfter)
+  }
+
+  /// Removes the blobs that no attachment still uses: those of deleted attachments and of
+  /// deleted notes' attachments. Opening a store does it; an app that keeps a store open for
+  /// long may call it once undo can no longer need the bytes.
+  ///
+  /// - Returns: The number of blobs removed.
+  @discardableResult
+  public func removeUnusedBlobs() throws -> Int {
+    try VLogError.wrapping {
+      try environment.write { transaction in
+        try Self.removeUnusedBlobs(schema: schema, in: transaction)
+      }
+    }
+  }
+
+  @discardableResult
+  static func removeUnusedBlobs(schema: Schema, in transaction: borrowing WriteTransaction)
+    throws -> Int
+  {
+    var unused: [BlobHash] = []
+    try transaction.forEach(in: schema.blobs) { key, _ in
+      guard let hash = BlobHash(bytes: Array(key)) else { return }
+      if try !schema.eventLog.references(hash, in: transaction) { unused.append(hash) }
+    }
+    for hash in unused { _ = try transaction.delete(forKey: hash.bytes, in: schema.blobs) }
+    return unused.count
+  }
+}

@@ -1,0 +1,246 @@
+import Foundation
+import LMDB
+import PropertyBased
+import Synchronization
+import Testing
+import VLogTesting
+
+@testable import VLog
+
+/// Whether the bytes of a store's data file contain `text`.
+func dataFile(of store: String, contains text: String) throws -> Bool {
+  let data = try Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb"))
+  return data.range(of: Data(text.utf8)) != nil
+}
+
+@Suite("Erasure")
+struct ErasureTests {
+  static let canary = "canary-7f3a9c-secret"
+
+  /// A note with the canary in its text, tags and an attachment, edited, next to a note that
+  /// stays; returns the doomed note's id.
+  static func writeCanaryNote(_ store: NoteStore) throws -> NoteID {
+    try store.write { changes in
+      let id = changes.createNote(text: "first \(canary)", tags: ["Secret-\(canary)", "Shared"])
+      changes.addAttachment(Array("bytes \(canary)".utf8), mimeType: "text/plain", to: id)
+      return id
+    }
+  }
+
+  @Test(
+    "deleting a note redacts every other event of it in place; a replica that only sees the redacted events holds the same state"
+  )
+  func deleteErases() async throws {
+    try await withReplicas(3) { replicas in
+      let store = replicas[0].store
+      let doomed = try Self.writeCanaryNote(store)
+      let kept = try store.write { $0.createNote(text: "kept", tags: ["shared"]) }
+      try store.write {
+        $0.setText("second \(Self.canary)", of: doomed)
+        $0.setArchived(true, of: doomed)
+      }
+      let beforeDelete = try allEvents(store)
+      #expect(beforeDelete.contains { $0.description.contains(Self.canary) })
+      try store.write { $0.deleteNote(doomed) }
+
+      let events = try store.events()
+      #expect(!events.contains { $0.event.description.contains(Self.canary) })
+      let ofDoomed = events.filter { $0.event.change.noteID == doomed }
+      #expect(ofDoomed.count == beforeDelete.filter { $0.change.noteID == doomed }.count + 1)
+      for logged in ofDoomed {
+        if case .noteDeleted = logged.event.change {
+          #expect(!logged.event.isRedacted)
+        } else {
+          #expect(logged.event.redaction == .deleted, "\(logged.event)")
+        }
+      }
+      #expect(try store.verify().isEmpty)
+      // The tag only the deleted note used is gone; the shared one keeps the live spelling.
+      #expect(try store.tags().map(\.tag.name) == ["shared"])
+      #expect(try store.note(kept) != nil)
+
+      // A replica that receives the redacted log, and one that saw the content first.
+      let fresh = replicas[1].store
+      try fresh.ingest(allEvents(store))
+      let witness = replicas[2].store
+      try witness.ingest(beforeDelete)
+      try witness.ingest(allEvents(store))
+      #expect(try converged([store, fresh, witness]))
+      for replica in [fresh, witness] {
+        #expect(!(try allEvents(replica)).contains { $0.description.contains(Self.canary) })
+        #expect(try replica.verify().isEmpty)
+      }
+      // The history says why the values are gone.
+      let history = try store.history(of: doomed)
+      #expect(history.filter { $0.logged.event.redaction == .deleted }.count == history.count - 1)
+    }
+  }
+
+  @Test("an event of a deleted note that arrives later is stored redacted and changes nothing")
+  func lateEventStoredRedacted() async throws {
+    try await withReplicas(2) { replicas in
+      let (store, other) = (replicas[0].store, replicas[1].store)
+      let id = try store.write { $0.createNote(text: "x") }
+      try other.ingest(allEvents(store))
+      try store.write { $0.deleteNote(id) }
+      // The other device edits before it hears of the delete; the edit arrives afterwards.
+      try other.write { $0.setText("late \(Self.canary)", of: id) }
+      let before = try store.stateDigest()
+      let late = try allEvents(other).filter { !(try store.eventLog(contains: $0.stamp)) }
+      #expect(late.count == 1)
+      let result = try store.ingest(late)
+      #expect(result.appended == 1)
+      #expect(try store.stateDigest() == before)
+      let stored = try store.events().last?.event
+      #expect(stored?.stamp == late[0].stamp)
+      #expect(stored?.redaction == .deleted)
+      try other.ingest(allEvents(store))
+      #expect(try converged([store, other]))
+      #expect(!(try allEvents(other)).contains { $0.description.contains(Self.canary) })
+    }
+  }
+
+  @Test("deleting an attachment erases its metadata, and its bytes go once nothing uses them")
+  func attachmentErasure() async throws {
+    try await withReplicas(2) { replicas in
+      let store = replicas[0].store
+      let bytes = Array("picture \(Self.canary)".utf8)
+      let (note, first, second) = try store.write { changes in
+        let note = changes.createNote(text: "with pictures")
+        let first = changes.addAttachment(bytes, mimeType: "image/png", to: note)
+        let second = changes.addAttachment(bytes, mimeType: "image/png", to: note)
+        return (note, first, second)
+      }
+      try store.write { $0.deleteAttachment(first) }
+      let added = try store.events().filter {
+        if case .attachmentAdded(let attachment) = $0.event.change {
+          return attachment.id == first
+        }
+        return false
+      }
+      #expect(added.count == 1 && added[0].event.redaction == .deleted)
+      // The same bytes are still used by the second attachment.
+      #expect(try store.removeUnusedBlobs() == 0)
+      #expect(try store.attachmentData(second) == bytes)
+      let hash = try #require(try store.attachment(second)).blobHash
+      try store.write { $0.deleteNote(note) }
+      #expect(try store.removeUnusedBlobs() == 1)
+      #expect(try store.blob(hash) == nil)
+      #expect(try store.verify().isEmpty)
+      try replicas[1].store.ingest(allEvents(store))
+      #expect(try converged([store, replicas[1].store]))
+    }
+  }
+
+  @Test("verify reports an event of a deleted note that kept its content")
+  func verifyCatchesUnerasedContent() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "plain \(Self.canary)") }
+      let original = try store.events().first { if case .textSet = $0.event.change { true } else { false } }!
+      try store.write { $0.deleteNote(id) }
+      #expect(try store.verify().isEmpty)
+      // Put the unredacted event back, with a valid checksum: what a store that failed to
+      // erase would hold.
+      try store.environment.write { transaction in
+        let bytes = original.event.encoded()
+        try transaction.put(
+          forKey: BigEndian.bytes(original.sequence),
+          reservingCount: LogRecord.headerSize + bytes.count, in: store.schema.log
+        ) { LogRecord.write(bytes, into: $0) }
+      }
+      let faults = try store.verify()
+      #expect(faults.contains { $0.kind == .erasure && $0.message.contains("was deleted") })
+    }
+  }
+
+  @Test("compaction leaves no erased byte in the file, refuses an open store, and keeps the state")
+  func compaction() throws {
+    try withTemporaryDirectory { root in
+      let path = root + "/store"
+      let store = try NoteStore.open(at: path)
+      let doomed = try Self.writeCanaryNote(store)
+      for round in 0..<50 {
+        try store.write { $0.setText("edit \(round) \(Self.canary)", of: doomed) }
+      }
+      try store.write { $0.deleteNote(doomed) }
+      let digests = (try store.stateDigest(), try store.eventSetDigest())
+      #expect(try store.statistics().reclaimableBytes > 0)
+      #expect(throws: VLogError.self) { try NoteStore.compact(at: path) }
+      store.close()
+      let report = try NoteStore.compact(at: path)
+      #expect(report.bytesAfter < report.bytesBefore)
+      #expect(try !dataFile(of: path, contains: Self.canary))
+      let reopened = try NoteStore.open(at: path)
+      defer { reopened.close() }
+      #expect(try (reopened.stateDigest(), reopened.eventSetDigest()) == digests)
+      #expect(try reopened.verify().isEmpty)
+    }
+  }
+
+  @Test("a store of format 2 is erased when opened: its deleted notes lose their content")
+  func migrationErases() throws {
+    try withTemporaryDirectory { root in
+      let path = root + "/store"
+      var store = try NoteStore.open(at: path)
+      let doomed = try Self.writeCanaryNote(store)
+      let full = try store.events()
+      try store.write { $0.deleteNote(doomed) }
+      let digest = try store.stateDigest()
+      // Make it what format 2 wrote: the unredacted events, no object or blob index.
+      try store.environment.write { transaction in
+        for logged in full {
+          let bytes = logged.event.encoded()
+          try transaction.put(
+            forKey: BigEndian.bytes(logged.sequence),
+            reservingCount: LogRecord.headerSize + bytes.count, in: store.schema.log
+          ) { LogRecord.write(bytes, into: $0) }
+        }
+        try transaction.removeAll(in: store.schema.objects)
+        try transaction.removeAll(in: store.schema.blobReferences)
+        try transaction.put(BigEndian.bytes(UInt32(2)), forKey: Keys.Meta.format, in: store.schema.meta)
+      }
+      #expect(try store.events().contains { $0.event.description.contains(Self.canary) })
+      store.close()
+      store = try NoteStore.open(at: path)
+      defer { store.close() }
+      #expect(!(try store.events()).contains { $0.event.description.contains(Self.canary) })
+      #expect(try store.stateDigest() == digest)
+      #expect(try store.verify().isEmpty)
+      #expect(try store.statistics().blobs == 0)
+    }
+  }
+
+  @Test("erasure commutes with merge: erased, never seen, or seen then erased give one state")
+  func erasureCommutes() async {
+    let checked = Atomic<Int>(0)
+    await propertyCheck(count: 150, input: RandomEvents.generator) { specs in
+      checked.add(1, ordering: .relaxed)
+      let events = RandomEvents.events(specs)
+      let holds = try await withReplicas(3, seed: UInt64(specs.count)) { replicas in
+        let (erasing, fresh, partial) = (replicas[0].store, replicas[1].store, replicas[2].store)
+        try erasing.ingest(events)
+        let erased = try allEvents(erasing)
+        // A replica that only ever sees the erased log, in reverse order.
+        for event in erased.reversed() { try fresh.ingest([event]) }
+        // One that saw half of the original content first.
+        try partial.ingest(Array(events.prefix(events.count / 2)))
+        try partial.ingest(erased)
+        guard try converged([erasing, fresh, partial]) else { return false }
+        for store in [erasing, fresh, partial] {
+          guard try store.verify().isEmpty else { return false }
+        }
+        return true
+      }
+      #expect(holds, "diverged on \(events.map(\.description))")
+    }
+    #expect(checked.load(ordering: .relaxed) >= 150)
+  }
+}
+
+extension NoteStore {
+  /// Whether the log holds an event with this id.
+  func eventLog(contains id: Stamp) throws -> Bool {
+    try read { transaction in try eventLog.contains(id, in: transaction) }
+  }
+}
