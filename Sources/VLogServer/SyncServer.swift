@@ -197,8 +197,7 @@ public final class SyncServer: Sendable {
   /// would. Fails at once while any process has the directory open.
   ///
   /// - Returns: The data file's size before and after.
-  public static func compact(dataDirectory: String) throws -> (bytesBefore: Int, bytesAfter: Int)
-  {
+  public static func compact(dataDirectory: String) throws -> (bytesBefore: Int, bytesAfter: Int) {
     try Environment.refuseIfOpenInThisProcess(dataDirectory)
     let store = try ServerStore.open(at: dataDirectory, durability: .durable)
     store.close()

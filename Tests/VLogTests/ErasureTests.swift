@@ -137,7 +137,9 @@ struct ErasureTests {
     try await withReplicas(1) { replicas in
       let store = replicas[0].store
       let id = try store.write { $0.createNote(text: "plain \(Self.canary)") }
-      let original = try store.events().first { if case .textSet = $0.event.change { true } else { false } }!
+      let original = try store.events().first {
+        if case .textSet = $0.event.change { true } else { false }
+      }!
       try store.write { $0.deleteNote(id) }
       #expect(try store.verify().isEmpty)
       // Put the unredacted event back, with a valid checksum: what a store that failed to
@@ -168,6 +170,8 @@ struct ErasureTests {
       #expect(try store.statistics().reclaimableBytes > 0)
       #expect(throws: VLogError.self) { try NoteStore.compact(at: path) }
       store.close()
+      // The erased bytes are still in free pages until compaction.
+      #expect(try dataFile(of: path, contains: Self.canary))
       let report = try NoteStore.compact(at: path)
       #expect(report.bytesAfter < report.bytesBefore)
       #expect(try !dataFile(of: path, contains: Self.canary))
@@ -198,7 +202,8 @@ struct ErasureTests {
         }
         try transaction.removeAll(in: store.schema.objects)
         try transaction.removeAll(in: store.schema.blobReferences)
-        try transaction.put(BigEndian.bytes(UInt32(2)), forKey: Keys.Meta.format, in: store.schema.meta)
+        try transaction.put(
+          BigEndian.bytes(UInt32(2)), forKey: Keys.Meta.format, in: store.schema.meta)
       }
       #expect(try store.events().contains { $0.event.description.contains(Self.canary) })
       store.close()

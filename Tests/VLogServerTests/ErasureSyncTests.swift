@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+/// Whether a data file holds `text` anywhere in its bytes.
+private func file(_ path: String, contains text: String) throws -> Bool {
+  let data = try Data(contentsOf: URL(fileURLWithPath: path))
+  return data.range(of: Data(text.utf8)) != nil
+}
+
+@Suite("Erasure through the server")
+struct ErasureSyncTests {
+  static let credentials = Credentials(username: "ann", password: "correct horse")
+  static let canary = "canary-5d1e08-private"
+
+  @Test(
+    "a deleted note's canary is in no file after sync and compaction: not the devices', not the server's, not a new device's"
+  )
+  func canaryIsGone() async throws {
+    try await withTemporaryDirectory { root in
+      let serverDirectory = root + "/server"
+      let server = try SyncServer.open(
+        dataDirectory: serverDirectory, configuration: .testing, logger: quietLogger)
+      let storePaths = try await withLiveServer(server) { baseURL in
+        do {
+          let devices = try openDevices(
+            3, root: root, transport: { _ in HTTPTransport(baseURL: baseURL) },
+            credentials: Self.credentials, seed: 3, encoding: { $0 == 1 ? .json : .binary })
+          defer { for device in devices { device.store.close() } }
+          let (writer, reader, newcomer) = (devices[0], devices[1], devices[2])
+          try await writer.account.createAccount()
+          let doomed = try await writer.store.write { changes in
+            let id = changes.createNote(text: "text \(Self.canary)", tags: ["tag-\(Self.canary)"])
+            changes.addAttachment(
+              Array("bytes \(Self.canary)".utf8), mimeType: "text/plain", to: id)
+            return id
+          }
+          let kept = try await writer.store.write { $0.createNote(text: "stays", tags: ["work"]) }
+          _ = try await writer.account.sync()
+          _ = try await reader.account.sync()
+          #expect(try reader.store.note(doomed)?.text.contains(Self.canary) == true)
+
+          try await writer.store.write { $0.deleteNote(doomed) }
+          let pushed = try await writer.account.sync()
+          #expect(pushed.inSync)
+          let received = try await reader.account.sync()
+          #expect(received.inSync)
+          let fresh = try await newcomer.account.sync()
+          #expect(fresh.inSync)
+
+          let digests = try devices.map { try Digests($0.store) }
+          #expect(digests.allSatisfy { $0 == digests[0] }, "\(digests)")
+          for device in devices {
+            #expect(try device.store.note(doomed) == nil)
+            #expect(try device.store.note(kept) != nil)
+            #expect(
+              !(try device.store.events()).map(\.event).contains {
+                $0.description.contains(Self.canary)
+              })
+            #expect(try device.store.verify().isEmpty)
+          }
+          // The server serves the redacted events, and dropped the blob with them.
+          let served = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
+          #expect(served.events.contains { $0.redaction == .deleted })
+          #expect(!served.events.contains { $0.description.contains(Self.canary) })
+          #expect(try server.verify().faults.isEmpty)
+          return devices.map(\.store.path)
+        }
+      }
+      // Compaction needs everything closed: the server stopped, the stores closed.
+      server.close()
+      // Before compaction, the erased bytes still lie in free pages: compaction is what
+      // removes them (this is what the check after it would miss without compaction).
+      let leftovers = try ([serverDirectory] + storePaths).filter {
+        try file($0 + "/data.mdb", contains: Self.canary)
+      }
+      #expect(!leftovers.isEmpty)
+      _ = try SyncServer.compact(dataDirectory: serverDirectory)
+      #expect(try !file(serverDirectory + "/data.mdb", contains: Self.canary))
+      for path in storePaths {
+        _ = try NoteStore.compact(at: path)
+        #expect(try !file(path + "/data.mdb", contains: Self.canary), "\(path)")
+      }
+    }
+  }
+}
