@@ -43,6 +43,24 @@ extension NoteStore {
     return CompactionReport(bytesBefore: result.bytesBefore, bytesAfter: result.bytesAfter)
   }
 
+  /// Redacts the changes replaced longer ago than ``retention``: what every commit does, for a
+  /// store that has been open without writing for a while.
+  ///
+  /// - Returns: The number of changes redacted.
+  @discardableResult
+  public func applyRetention() throws -> Int {
+    guard retention != nil else { return 0 }
+    return try VLogError.wrapping {
+      try environment.write { transaction in
+        var log = try eventLog.appender(in: transaction)
+        let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+        let redacted = try log.applyRetention(retention, now: now, in: transaction)
+        try log.commit(in: transaction)
+        return redacted
+      }
+    }
+  }
+
   /// Removes the blobs that no attachment still uses: those of deleted attachments and of
   /// deleted notes' attachments. Opening a store does it; an app that keeps a store open for
   /// long may call it once undo can no longer need the bytes.

@@ -4,11 +4,14 @@ internal import LMDB
 
 extension NoteStore {
   /// Checks the store: the event log (every entry's checksum and encoding, the index and the
-  /// event-set digest against the log), every blob against its hash, and
-  /// every projection entry against a fresh replay of the log.
+  /// event-set digest against the log, erasure of deleted objects and of changes replaced
+  /// longer ago than ``retention``), every blob against its hash, and every projection entry
+  /// against a fresh replay of the log.
   ///
-  /// The replay runs in a write transaction that is then abandoned, so the store is unchanged
-  /// and writers wait meanwhile. Memory grows with the size of the projections.
+  /// Replaced changes whose retention period has passed are redacted first, as the next commit
+  /// would. The replay runs in a write transaction that is then abandoned, so the store is
+  /// otherwise unchanged and writers wait meanwhile. Memory grows with the size of the
+  /// projections.
   ///
   /// - Parameter progress: Called every 10,000 events checked, with the count and the total.
   /// - Returns: The faults found; empty for a healthy store.
@@ -16,8 +19,12 @@ extension NoteStore {
     -> [VerificationFault]
   {
     var faults: [VerificationFault] = []
+    // On a damaged store this fails; the checks below then say what is wrong.
+    _ = try? applyRetention()
     try read { transaction in
-      faults += try eventLog.verify(in: transaction, progress: progress)
+      let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+      faults += try eventLog.verify(
+        in: transaction, retention: (retention, now), progress: progress)
       try verifyBlobs(in: transaction, faults: &faults)
     }
     // A projection can only be compared with a replay of a sound log.

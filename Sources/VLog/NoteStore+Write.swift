@@ -66,20 +66,27 @@ struct WriteSession {
   let replicaID: ReplicaID
   var log: EventLog.Appender
   var projector: Projector
+  let retention: Duration?
+  let now: @Sendable () -> Date
 
   init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
     schema = store.schema
     replicaID = store.replicaID
+    retention = store.retention
+    now = store.dependencies.now
     log = try store.eventLog.appender(in: transaction)
     log.clockLimit = store.clockLimit()
     projector = Projector(schema: schema, mergeRule: store.mergeRule)
   }
 
-  /// Writes the projector's overlay and the log's state, and returns what changed.
+  /// Writes the projector's overlay, redacts the replaced changes whose retention has passed,
+  /// writes the log's state, and returns what changed.
   mutating func finish(source: ChangeSet.Source, in transaction: borrowing WriteTransaction)
     throws -> ChangeSet
   {
     try projector.flush(in: transaction)
+    let wall = UInt64(clamping: max(0, now().milliseconds))
+    try log.applyRetention(retention, now: wall, in: transaction)
     log.countUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
     return projector.changes.build(source: source, eventCount: log.appended)

@@ -41,6 +41,11 @@ public final class NoteStore: Sendable {
     /// and merged as it is, but the clock stops at the bound, so later local changes are
     /// stamped near the wall clock and the server accepts them.
     public var maximumClockSkew: Duration = .seconds(600)
+    /// How long a change replaced by a newer change to the same field keeps its values before
+    /// they are redacted (default 30 days; nil keeps them forever, zero redacts at once). The
+    /// replaced change can never win again, so state and digests do not change; only
+    /// ``NoteStore/history(of:)`` loses the old values. Checked at each commit.
+    public var retention: Duration? = .seconds(30 * 86400)
     /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
     var mergeRule = MergeRule.stamps
 
@@ -126,6 +131,8 @@ public final class NoteStore: Sendable {
   /// How far ahead of the wall clock a stamp from elsewhere may move this store's clock (see
   /// ``Options/maximumClockSkew``).
   public let maximumClockSkew: Duration
+  /// How long replaced values are kept (see ``Options/retention``).
+  public let retention: Duration?
   let observers = Observers()
 
   private init(
@@ -137,6 +144,7 @@ public final class NoteStore: Sendable {
     self.dependencies = options.dependencies
     self.mergeRule = options.mergeRule
     self.maximumClockSkew = options.maximumClockSkew
+    self.retention = options.retention
   }
 
   /// Opens the store at a directory, creating it if needed.
@@ -167,6 +175,11 @@ public final class NoteStore: Sendable {
         }
         // No undo outlives a process: blobs that only erased attachments used can go.
         try removeUnusedBlobs(schema: schema, in: transaction)
+        var log = try schema.eventLog.appender(in: transaction)
+        let now = UInt64(clamping: max(0, options.dependencies.now().milliseconds))
+        if try log.applyRetention(options.retention, now: now, in: transaction) > 0 {
+          try log.commit(in: transaction)
+        }
         return replicaID
       }
       return NoteStore(

@@ -9,6 +9,8 @@ internal import LMDB
 /// | `eventIndex` | stamp (24) | sequence (8) |
 /// | `objects` | note or attachment id (16) + sequence (8) | empty; with sequence 0: its deletion's sequence |
 /// | `blobReferences` | SHA-256 (32) + sequence (8) | empty: the attachments, not erased, that use the blob |
+/// | `fields` | note id (16) + field (1) | stamp + sequence of the field's newest change |
+/// | `superseded` | milliseconds (8) + sequence (8) | empty: replaced changes awaiting redaction |
 /// | `blobs` | SHA-256 (32) | attachment bytes |
 /// | `notes` | note id (16) | ``NoteRecord`` |
 /// | `tombstones` | id (16) | ``TombstoneRecord`` |
@@ -27,6 +29,8 @@ struct Schema: Sendable {
   let eventIndex: Database
   let objects: Database
   let blobReferences: Database
+  let fields: Database
+  let superseded: Database
   let blobs: Database
   let notes: Database
   let tombstones: Database
@@ -45,10 +49,10 @@ struct Schema: Sendable {
 
   /// Every database of the store.
   var all: [Database] {
-    [meta, log, eventIndex, objects, blobReferences, blobs] + projections
+    [meta, log, eventIndex, objects, blobReferences, fields, superseded, blobs] + projections
   }
 
-  static let databaseCount = 13
+  static let databaseCount = 15
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -60,6 +64,8 @@ struct Schema: Sendable {
     eventIndex = try open("eventIndex")
     objects = try open("objects")
     blobReferences = try open("blobReferences")
+    fields = try open("fields")
+    superseded = try open("superseded")
     blobs = try open("blobs")
     notes = try open("notes")
     tombstones = try open("tombstones")
@@ -70,7 +76,7 @@ struct Schema: Sendable {
     timeline = try open("timeline")
     eventLog = EventLog(
       entries: log, index: eventIndex, state: meta, objects: objects,
-      blobReferences: blobReferences)
+      blobReferences: blobReferences, fields: fields, superseded: superseded)
   }
 }
 

@@ -21,6 +21,7 @@ internal import VLogWire
 /// | `heads` | account + `logState` | the log's state: its event-set digest, clock and counters |
 /// | `objects` | account + note or attachment id + sequence | the log's object index (erasure) |
 /// | `blobReferences` | account + SHA-256 + sequence | the attachments, not erased, that use a blob |
+/// | `fields`, `superseded` | account + … | each note field's newest change, and replaced changes awaiting redaction (retention) |
 /// | `blobs` | account + SHA-256 | the bytes |
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
@@ -44,6 +45,8 @@ final class ServerStore: Sendable {
   private let heads: Database
   private let objects: Database
   private let blobReferences: Database
+  private let fields: Database
+  private let superseded: Database
   private let blobs: Database
 
   private init(environment: Environment) throws {
@@ -59,6 +62,8 @@ final class ServerStore: Sendable {
     heads = try open("heads")
     objects = try open("objects")
     blobReferences = try open("blobReferences")
+    fields = try open("fields")
+    superseded = try open("superseded")
     blobs = try open("blobs")
   }
 
@@ -82,7 +87,7 @@ final class ServerStore: Sendable {
   /// The LMDB configuration of a data directory.
   static func configuration(durability: Environment.Durability) -> Environment.Configuration {
     .init(
-      mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 12, durability: durability)
+      mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 16, durability: durability)
   }
 
   private func checkFormat() throws {
@@ -162,18 +167,40 @@ final class ServerStore: Sendable {
   func eventLog(of account: UInt64) -> EventLog {
     EventLog(
       entries: log, index: eventIDs, state: heads, objects: objects,
-      blobReferences: blobReferences, prefix: BigEndian.bytes(account))
+      blobReferences: blobReferences, fields: fields, superseded: superseded,
+      prefix: BigEndian.bytes(account))
   }
 
-  /// Checks every account's event log (see ``EventLog``): checksums, index, digests.
-  func verify() throws -> ServerVerification {
+  /// Redacts, in every account's log, the replaced changes whose retention period has passed
+  /// at `now` (wall-clock milliseconds), and removes the blobs that only they used.
+  ///
+  /// - Returns: The number of changes redacted.
+  @discardableResult
+  func applyRetention(_ retention: Duration?, now: UInt64) throws -> Int {
+    guard retention != nil else { return 0 }
+    return try environment.write { transaction in
+      var redacted = 0
+      for account in try accountNumbers(in: transaction) {
+        var appender = try eventLog(of: account).appender(in: transaction)
+        redacted += try appender.applyRetention(retention, now: now, in: transaction)
+        try appender.commit(in: transaction)
+      }
+      return redacted
+    }
+  }
+
+  /// Checks every account's event log (see ``EventLog``): checksums, index, digests, erasure,
+  /// and with a retention period, that no change replaced longer ago keeps its values.
+  func verify(retention: (period: Duration?, now: UInt64) = (nil, 0)) throws
+    -> ServerVerification
+  {
     try environment.read { transaction in
       let accounts = try accountNumbers(in: transaction)
       var faults: [VerificationFault] = []
       var events = 0
       for account in accounts {
         let log = eventLog(of: account)
-        for fault in try log.verify(in: transaction) {
+        for fault in try log.verify(in: transaction, retention: retention) {
           faults.append(
             VerificationFault(kind: fault.kind, message: "account \(account): \(fault.message)"))
         }
@@ -275,14 +302,14 @@ final class ServerStore: Sendable {
     var head: Head
   }
 
-  /// Stores the pushed events not yet in the account's log, in one transaction, then reads the
-  /// page after `cursor`.
+  /// Stores the pushed events not yet in the account's log, in one transaction, redacts the
+  /// replaced changes whose `retention` period has passed, then reads the page after `cursor`.
   ///
   /// - Throws: ``ServerError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int = .max
+    maximumBytes: Int = .max, retention: (period: Duration?, now: UInt64) = (nil, 0)
   ) async throws -> SyncOutcome {
     let log = eventLog(of: account)
     if events.isEmpty {
@@ -305,6 +332,7 @@ final class ServerStore: Sendable {
           else { continue }
           try appender.append(event, local: false, in: transaction)
         }
+        try appender.applyRetention(retention.period, now: retention.now, in: transaction)
         try appender.commit(in: transaction)
         // Blobs that only erased events used go with them.
         for hash in appender.releasedBlobs {

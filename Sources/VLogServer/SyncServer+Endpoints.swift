@@ -93,7 +93,8 @@ extension SyncServer {
     let limit = min(push.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
     let outcome = try await store.sync(
       account: account, pushing: push.events, after: push.cursor, limit: limit,
-      maximumBytes: configuration.maximumPageBytes)
+      maximumBytes: configuration.maximumPageBytes,
+      retention: (configuration.retention, UInt64(clamping: max(0, now))))
     context.logger.info(
       "sync",
       metadata: [

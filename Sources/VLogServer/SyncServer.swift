@@ -62,12 +62,16 @@ public final class SyncServer: Sendable {
     /// How long a request's whole body may take to arrive, however steadily it trickles in;
     /// past it, 408 and the connection is closed.
     public var bodyTimeout: Duration
+    /// How long a change replaced by a newer change to the same field keeps its values before
+    /// they are redacted (nil: forever; zero: at once). Checked on each push to an account.
+    public var retention: Duration?
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
     /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
     /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
-    /// idle seconds and past 1,024, and 120 seconds for a whole body.
+    /// idle seconds and past 1,024, 120 seconds for a whole body, and replaced values kept for
+    /// 30 days.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of ``Limits/textBytes``) fits in a body even as escaped JSON, and every attachment the
@@ -80,9 +84,10 @@ public final class SyncServer: Sendable {
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
       idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
-      bodyTimeout: Duration = .seconds(120)
+      bodyTimeout: Duration = .seconds(120), retention: Duration? = .seconds(30 * 86400)
     ) {
       self.bodyTimeout = bodyTimeout
+      self.retention = retention
       self.idleTimeout = idleTimeout
       self.maximumConnections = maximumConnections
       self.concurrentPasswordChecks = concurrentPasswordChecks
@@ -183,8 +188,13 @@ public final class SyncServer: Sendable {
   ///
   /// - Returns: What was checked, and the faults found, each naming its account.
   public func verify() throws -> ServerVerification {
-    try store.verify()
+    // Retention runs on each push; bring every account up to date first, as a push would.
+    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    // On damaged data this fails; the checks then say what is wrong.
+    _ = try? store.applyRetention(configuration.retention, now: now)
+    return try store.verify(retention: (configuration.retention, now))
   }
+
 
   /// Closes the data directory. Requests after this fail.
   public func close() { store.close() }

@@ -108,6 +108,7 @@ extension EventLog {
       if local { state.pendingLocal += 1 }
       appended += 1
       try indexObjects(of: event, at: sequence, in: transaction)
+      try trackReplacement(of: event, at: sequence, in: transaction)
       return LoggedEvent(sequence: sequence, event: event)
     }
 

@@ -72,10 +72,12 @@ extension EventLog {
   ///
   /// - Returns: The number of events redacted.
   package func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws -> Int {
-    var deleted: [Identifier] = []
+    var deleted: [(object: Identifier, isNote: Bool)] = []
     var batch: [LoggedEvent] = []
+    var appender = try appender(in: transaction)
     func index(_ batch: [LoggedEvent]) throws {
       for logged in batch {
+        try appender.trackReplacement(of: logged.event, at: logged.sequence, in: transaction)
         for object in logged.event.change.objectIDs {
           try transaction.put(
             [UInt8](), forKey: objectKey(object, sequence: logged.sequence), in: objects)
@@ -89,7 +91,7 @@ extension EventLog {
         {
           try transaction.put(
             BigEndian.bytes(logged.sequence), forKey: objectKey(object, sequence: 0), in: objects)
-          deleted.append(object)
+          deleted.append((object, logged.event.change.kind == .noteDeleted))
         }
       }
     }
@@ -104,10 +106,9 @@ extension EventLog {
       try index(batch)
       after = batch.last?.sequence ?? after
     } while batch.count == 10_000
-    var appender = try appender(in: transaction)
     var redacted = 0
-    for object in deleted {
-      redacted += try appender.erase(object, in: transaction)
+    for (object, isNote) in deleted {
+      redacted += try appender.erase(object, isNote: isNote, in: transaction)
     }
     try appender.commit(in: transaction)
     return redacted
@@ -147,17 +148,19 @@ extension EventLog.Appender {
     {
       try transaction.put(
         BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
-      try erase(object, in: transaction)
+      try erase(object, isNote: event.change.kind == .noteDeleted, in: transaction)
     }
   }
 
-  /// Redacts every event of a deleted object but its deletions.
+  /// Redacts every event of a deleted object but its deletions; a note's fields are
+  /// forgotten too.
   ///
   /// - Returns: The number of events redacted.
   @discardableResult
-  mutating func erase(_ object: Identifier, in transaction: borrowing WriteTransaction) throws
-    -> Int
-  {
+  mutating func erase(
+    _ object: Identifier, isNote: Bool, in transaction: borrowing WriteTransaction
+  ) throws -> Int {
+    if isNote { try forgetFields(of: NoteID(object), in: transaction) }
     var redacted = 0
     for sequence in try log.sequences(of: object, in: transaction) {
       if try redact(at: sequence, reason: .deleted, in: transaction) { redacted += 1 }

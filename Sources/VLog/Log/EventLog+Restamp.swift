@@ -44,6 +44,14 @@ extension EventLog.Appender {
       try rewrite(event, at: logged.sequence, replacing: logged.event.stamp, in: transaction)
       restamped.append((logged.event.stamp, event))
     }
+    // Which change to a field is newest may have changed with the stamps.
+    var refreshed = Set<[UInt8]>()
+    for (_, event) in restamped {
+      guard let note = event.change.noteID, let field = event.change.field,
+        refreshed.insert(log.fieldKey(note, field)).inserted
+      else { continue }
+      try refreshNewestChange(to: note, field: field, in: transaction)
+    }
     lastID = nil
     return restamped
   }

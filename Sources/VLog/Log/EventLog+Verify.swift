@@ -36,7 +36,8 @@ extension EventLog {
   /// Checks the log: every entry's key, checksum and encoding; that sequence numbers are dense;
   /// that the index names every entry and nothing else; that the state's event-set digest
   /// is the digest of the index; that the object index files every event under its objects;
-  /// and that no event of a deleted object keeps its content.
+  /// that no event of a deleted object keeps its content; and, given a retention period and
+  /// the time, that no change replaced for longer than it keeps its values.
   ///
   /// Reads the whole log and index once.
   ///
@@ -44,6 +45,7 @@ extension EventLog {
   /// - Returns: The faults found; empty for a sound log.
   package func verify(
     in transaction: borrowing some Transaction & ~Copyable,
+    retention: (period: Duration?, now: UInt64) = (nil, 0),
     progress: ((_ checked: Int, _ total: Int) -> Void)? = nil
   ) throws -> [VerificationFault] {
     var faults: [VerificationFault] = []
@@ -82,6 +84,16 @@ extension EventLog {
               + (indexed.map { "event \($0)" } ?? "missing")))
       }
       faults += try erasureFaults(of: logged, in: transaction)
+      if let period = retention.period,
+        try isPastRetention(logged, retention: period, now: retention.now, in: transaction)
+      {
+        faults.append(
+          VerificationFault(
+            kind: .erasure,
+            message: "event \(logged.sequence) (\(logged.event.stamp) "
+              + "\(logged.event.change.kind)) was replaced longer ago than the retention period "
+              + "and keeps its values"))
+      }
     }
     var indexed = 0
     var digest = EventSetDigest.empty

@@ -14,6 +14,8 @@ package import LMDB
 /// | objects | prefix + object id (16) + sequence (8) | empty: the events that change a note or attachment |
 /// | objects | prefix + object id (16) + 8 zero bytes | sequence (8): the object's first deletion |
 /// | blob references | prefix + SHA-256 (32) + sequence (8) | empty: the `attachmentAdded` events, not redacted, that name the blob |
+/// | fields | prefix + note id (16) + field (1) | stamp + sequence of the field's newest change (retention) |
+/// | superseded | prefix + milliseconds (8) + sequence (8) | empty: replaced changes, by when (retention) |
 ///
 /// Invariants, kept by every write through an ``Appender``:
 ///
@@ -40,6 +42,8 @@ package struct EventLog: Sendable {
   let stateDatabase: Database
   let objects: Database
   let blobReferences: Database
+  let fields: Database
+  let superseded: Database
   /// What every key of this log starts with.
   let prefix: [UInt8]
   let stateKey: [UInt8]
@@ -52,16 +56,20 @@ package struct EventLog: Sendable {
   ///   - state: The database that holds the log's state record (it may hold other records).
   ///   - objects: The database from note and attachment ids to their events and deletions.
   ///   - blobReferences: The database from blob hashes to the events that add them.
+  ///   - fields: The database of each note field's newest change.
+  ///   - superseded: The database of replaced changes awaiting redaction.
   ///   - prefix: What every key of this log starts with: empty when the databases hold one log.
   package init(
     entries: Database, index: Database, state: Database, objects: Database,
-    blobReferences: Database, prefix: [UInt8] = []
+    blobReferences: Database, fields: Database, superseded: Database, prefix: [UInt8] = []
   ) {
     self.entries = entries
     self.index = index
     self.stateDatabase = state
     self.objects = objects
     self.blobReferences = blobReferences
+    self.fields = fields
+    self.superseded = superseded
     self.prefix = prefix
     self.stateKey = prefix + Array("logState".utf8)
   }
