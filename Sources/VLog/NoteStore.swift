@@ -42,10 +42,12 @@ public final class NoteStore: Sendable {
     /// stamped near the wall clock and the server accepts them.
     public var maximumClockSkew: Duration = .seconds(600)
     /// How long a change replaced by a newer change to the same field keeps its values before
-    /// they are redacted (default 30 days; nil keeps them forever, zero redacts at once). The
-    /// replaced change can never win again, so state and digests do not change; only
-    /// ``NoteStore/history(of:)`` loses the old values. Checked at each commit.
-    public var retention: Duration? = .seconds(30 * 86400)
+    /// they are redacted: a setting kept in the store. Nil (the default) keeps the store's
+    /// setting — ``Retention/standard`` for a new store — so that tools opening the store do
+    /// not change it; a value replaces it. The replaced change can never win again, so state
+    /// and digests do not change; only ``NoteStore/history(of:)`` loses the old values.
+    /// Applied at each commit.
+    public var retention: Retention?
     /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
     var mergeRule = MergeRule.stamps
 
@@ -131,12 +133,13 @@ public final class NoteStore: Sendable {
   /// How far ahead of the wall clock a stamp from elsewhere may move this store's clock (see
   /// ``Options/maximumClockSkew``).
   public let maximumClockSkew: Duration
-  /// How long replaced values are kept (see ``Options/retention``).
+  /// How long replaced values are kept (see ``Options/retention``): nil for ever.
   public let retention: Duration?
   let observers = Observers()
 
   private init(
-    environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options
+    environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options,
+    retention: Duration?
   ) {
     self.environment = environment
     self.schema = schema
@@ -144,7 +147,7 @@ public final class NoteStore: Sendable {
     self.dependencies = options.dependencies
     self.mergeRule = options.mergeRule
     self.maximumClockSkew = options.maximumClockSkew
-    self.retention = options.retention
+    self.retention = retention
   }
 
   /// Opens the store at a directory, creating it if needed.
@@ -166,9 +169,11 @@ public final class NoteStore: Sendable {
           maximumDatabases: Schema.databaseCount + 4,
           durability: options.durability.environment))
       let schema = try Schema(environment: environment, create: true)
-      let replicaID = try environment.write { transaction throws -> ReplicaID in
+      let (replicaID, retention) = try environment.write {
+        transaction throws -> (ReplicaID, Duration?) in
         let (replicaID, migrated) = try initializeMeta(
           schema: schema, dependencies: options.dependencies, in: transaction)
+        let retention = try Retention.setting(options.retention, in: schema, transaction)
         if migrated {
           _ = try replayLog(
             schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil)
@@ -177,13 +182,61 @@ public final class NoteStore: Sendable {
         try removeUnusedBlobs(schema: schema, in: transaction)
         var log = try schema.eventLog.appender(in: transaction)
         let now = UInt64(clamping: max(0, options.dependencies.now().milliseconds))
-        if try log.applyRetention(options.retention, now: now, in: transaction) > 0 {
+        if try log.applyRetention(retention, now: now, in: transaction) > 0 {
           try log.commit(in: transaction)
         }
-        return replicaID
+        return (replicaID, retention)
       }
       return NoteStore(
-        environment: environment, schema: schema, replicaID: replicaID, options: options)
+        environment: environment, schema: schema, replicaID: replicaID, options: options,
+        retention: retention)
+    }
+  }
+
+  /// How long a store keeps the values of changes that newer changes to the same field
+  /// replaced (see ``Options/retention``).
+  public struct Retention: Sendable, Hashable, CustomStringConvertible {
+    /// The period; nil for ever.
+    public let period: Duration?
+
+    /// Keeps replaced values for `period` after they were replaced (zero: redacts them at the
+    /// commit that replaces them).
+    public static func period(_ period: Duration) -> Retention {
+      Retention(period: max(period, .zero))
+    }
+    /// Keeps every value for ever.
+    public static let forever = Retention(period: nil)
+    /// 30 days: what a new store keeps.
+    public static let standard = Retention.period(.seconds(30 * 86400))
+
+    /// `30 days`, `0 s`, `forever`.
+    public var description: String {
+      guard let period else { return "forever" }
+      let seconds = period.wholeMilliseconds / 1000
+      return seconds % 86400 == 0 && seconds > 0 ? "\(seconds / 86400) days" : "\(seconds) s"
+    }
+
+    /// The setting a store keeps in `meta` (`retention`: 8 bytes of milliseconds, or none
+    /// for ever), replaced by `requested` if given.
+    static func setting(
+      _ requested: Retention?, in schema: Schema, _ transaction: borrowing WriteTransaction
+    ) throws -> Duration? {
+      let key = Array("retention".utf8)
+      if let requested {
+        let value = requested.period.map { BigEndian.bytes($0.wholeMilliseconds) } ?? []
+        try transaction.put(value, forKey: key, in: schema.meta)
+        return requested.period
+      }
+      guard let value = try transaction.value(forKey: key, in: schema.meta) else {
+        try transaction.put(
+          BigEndian.bytes(standard.period!.wholeMilliseconds), forKey: key, in: schema.meta)
+        return standard.period
+      }
+      guard !value.isEmpty else { return nil }
+      guard value.count == 8, let milliseconds = BigEndian.read(UInt64.self, from: value) else {
+        throw VLogError(.corruptStore, "the store's retention setting is malformed")
+      }
+      return .milliseconds(Int64(clamping: milliseconds))
     }
   }
 

@@ -195,7 +195,6 @@ public final class SyncServer: Sendable {
     return try store.verify(retention: (configuration.retention, now))
   }
 
-
   /// Closes the data directory. Requests after this fail.
   public func close() { store.close() }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 
@@ -84,6 +85,42 @@ struct ErasureSyncTests {
       for path in storePaths {
         _ = try NoteStore.compact(at: path)
         #expect(try !file(path + "/data.mdb", contains: Self.canary), "\(path)")
+      }
+    }
+  }
+}
+
+@Suite("Retention on the server")
+struct ServerRetentionTests {
+  @Test(
+    "a server with retention 0 serves replaced values redacted; a new device converges with the device that kept them"
+  )
+  func serverRetention() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.retention = .zero
+    try await withServer(configuration: configuration) { server in
+      try await withTemporaryDirectory { root in
+        let transport = InProcessTransport(server: server)
+        let devices = try openDevices(
+          2, root: root, transport: { _ in transport }, credentials: ErasureSyncTests.credentials,
+          seed: 8)
+        defer { for device in devices { device.store.close() } }
+        try await devices[0].account.createAccount()
+        let id = try await devices[0].store.write { $0.createNote(text: "draft 0") }
+        for draft in 1...20 {
+          devices[0].clock.advance(by: 1)
+          try await devices[0].store.write { $0.setText("draft \(draft)", of: id) }
+        }
+        let report = try await devices[0].account.sync()
+        #expect(report.inSync)
+        let served = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
+        #expect(served.events.filter { $0.redaction == .superseded }.count == 20)
+        #expect(!served.events.contains { $0.description.contains("draft 3") })
+        let fresh = try await devices[1].account.sync()
+        #expect(fresh.inSync)
+        #expect(try Digests(devices[0].store) == Digests(devices[1].store))
+        #expect(try devices[1].store.note(id)?.text == "draft 20")
+        #expect(try server.verify().faults.isEmpty)
       }
     }
   }

@@ -52,7 +52,27 @@ struct Serve: AsyncParsableCommand {
       "Seconds a request's whole body may take to arrive; past it, 408 and the connection closes.")
   var bodyTimeout = 120
 
+  @Option(
+    name: .long,
+    help:
+      "Days a value replaced by a newer change keeps its content before it is redacted (0: at once; off: forever)."
+  )
+  var retention = "30"
+
+  /// The retention period `--retention` gives: nil for `off`.
+  var retentionPeriod: Duration? {
+    get throws {
+      if retention == "off" { return nil }
+      guard let days = Int(retention), (0...36500).contains(days) else {
+        throw ValidationError(
+          "--retention: '\(retention)' is not a number of days (0 to 36500) or 'off'")
+      }
+      return .seconds(days * 86400)
+    }
+  }
+
   func validate() throws {
+    _ = try retentionPeriod
     guard idleTimeout >= 1 else {
       throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
     }
@@ -84,7 +104,7 @@ struct Serve: AsyncParsableCommand {
       configuration: .init(
         passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
         idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
-        bodyTimeout: .seconds(bodyTimeout)),
+        bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod),
       logger: logger)
     defer { server.close() }
     try await server.run(host: host, port: port) { [host] port in

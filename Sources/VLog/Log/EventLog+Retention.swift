@@ -103,7 +103,8 @@ extension EventLog.Appender {
     _ sequence: UInt64, replacedAt stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {
     try transaction.put(
-      [UInt8](), forKey: log.supersededKey(milliseconds: stamp.time.milliseconds, sequence: sequence),
+      [UInt8](),
+      forKey: log.supersededKey(milliseconds: stamp.time.milliseconds, sequence: sequence),
       in: log.superseded)
   }
 
