@@ -121,7 +121,11 @@ public struct Changes: Sendable {
     intents.append(.renameTag(name))
   }
 
-  /// Removes a tag from every note that has it, as ordinary tag changes of those notes.
+  /// Deletes a tag: removes it from every note that has it, as ordinary tags changes of those
+  /// notes, and erases its name from history — its renames, and the replaced tags changes that
+  /// named it — on every replica. A later change that names the tag creates it again: a tag
+  /// exists while a visible note has it. A device that tagged a note without knowing of the
+  /// deletion keeps the tag on that note (its change is the note's newest).
   public mutating func deleteTag(named name: String) {
     intents.append(.deleteTag(name))
   }

@@ -185,6 +185,10 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   case attachmentDeleted(AttachmentID)
   /// A tag's display name was set (only its case can differ from the tag's id).
   case tagRenamed(name: String)
+  /// A tag was deleted (named in any case: the tag is the name's ``TagID``): its renames until then are
+  /// erased, and so are the replaced tags changes that named it. The tags changes that take it
+  /// off its notes come with it; a later change that names the tag creates it again.
+  case tagDeleted(name: String)
   /// A kind of change this version does not know; stored and forwarded, skipped by projections.
   case unknown(kind: EventKind)
 
@@ -201,6 +205,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .attachmentAdded: .attachmentAdded
     case .attachmentDeleted: .attachmentDeleted
     case .tagRenamed: .tagRenamed
+    case .tagDeleted: .tagDeleted
     case .unknown(let kind): kind
     }
   }
@@ -213,7 +218,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
       .noteDeleted(let id):
       id
     case .attachmentAdded(let attachment): attachment.noteID
-    case .attachmentDeleted, .tagRenamed, .unknown: nil
+    case .attachmentDeleted, .tagRenamed, .tagDeleted, .unknown: nil
     }
   }
 
@@ -230,7 +235,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .attachmentAdded(let attachment):
       .attachmentAdded(Attachment(redacted: attachment.id, of: attachment.noteID))
     case .tagRenamed: .tagRenamed(name: "")
-    case .noteDeleted, .attachmentDeleted, .unknown: nil
+    case .noteDeleted, .attachmentDeleted, .tagDeleted, .unknown: nil
     }
   }
 
@@ -261,6 +266,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
         + "sha256 \(attachment.blobHash)"
     case .attachmentDeleted(let id): "attachmentDeleted \(id)"
     case .tagRenamed(let name): "tagRenamed \(String(reflecting: name))"
+    case .tagDeleted(let name): "tagDeleted \(String(reflecting: name))"
     case .unknown(let kind): "\(kind) (unknown to this version)"
     }
   }
@@ -295,18 +301,20 @@ public struct EventKind: Hashable, Sendable, CustomStringConvertible {
   public static let attachmentDeleted = EventKind(rawValue: 9)
   /// ``Change/tagRenamed(name:)``.
   public static let tagRenamed = EventKind(rawValue: 10)
+  /// ``Change/tagDeleted(name:)``.
+  public static let tagDeleted = EventKind(rawValue: 11)
 
   /// Every kind this version knows.
-  public static let known: [EventKind] = (1...10).map { EventKind(rawValue: $0) }
+  public static let known: [EventKind] = (1...11).map { EventKind(rawValue: $0) }
 
   /// Whether this version knows the kind.
-  public var isKnown: Bool { (1...10).contains(rawValue) }
+  public var isKnown: Bool { (1...11).contains(rawValue) }
 
   /// The kind's name, for example `textSet`, or `kind 42` for an unknown one.
   public var description: String {
     let names = [
       "noteCreated", "textSet", "archivedSet", "sortDateSet", "tagsSet", "attachmentsSet",
-      "noteDeleted", "attachmentAdded", "attachmentDeleted", "tagRenamed",
+      "noteDeleted", "attachmentAdded", "attachmentDeleted", "tagRenamed", "tagDeleted",
     ]
     return isKnown ? names[Int(rawValue) - 1] : "kind \(rawValue)"
   }

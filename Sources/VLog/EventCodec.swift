@@ -13,7 +13,7 @@ internal import Foundation
 /// | 2 | bytes (16) | replica id | all |
 /// | 3 | varint | kind | all |
 /// | 4 | bytes (16) | note or attachment id | all but tagRenamed |
-/// | 5 | string | text, tag name, or media type | textSet, tagRenamed, attachmentAdded |
+/// | 5 | string | text, tag name, or media type | textSet, tagRenamed, tagDeleted, attachmentAdded |
 /// | 6 | varint | archived (0 or 1) | archivedSet |
 /// | 7 | zigzag varint | date in ms since 1970 | noteCreated, sortDateSet |
 /// | 8 | string, repeated | tag names | tagsSet |
@@ -117,7 +117,7 @@ package enum EventCodec {
       if attachment.byteCount != 0 { writer.varint(Field.byteCount, UInt64(attachment.byteCount)) }
     case .attachmentDeleted(let id):
       writer.identifier(Field.entity, id.identifier)
-    case .tagRenamed(let name):
+    case .tagRenamed(let name), .tagDeleted(let name):
       writer.string(Field.text, name)
     case .unknown:
       break
@@ -313,6 +313,9 @@ package enum EventCodec {
       case .tagRenamed:
         guard let text else { throw missing("tagRenamed: name (field 5)") }
         return .tagRenamed(name: text)
+      case .tagDeleted:
+        guard let text else { throw missing("tagDeleted: name (field 5)") }
+        return .tagDeleted(name: text)
       default:
         return .unknown(kind: kind)
       }
@@ -341,7 +344,7 @@ package enum EventCodec {
           "a redacted \(kind) carries field \(number.map(String.init) ?? "of unknown number"); "
             + "a redacted event keeps its ids only")
       }
-      guard kind != .noteDeleted, kind != .attachmentDeleted else {
+      guard kind != .noteDeleted, kind != .attachmentDeleted, kind != .tagDeleted else {
         throw VLogError(.malformedEvent, "a \(kind) event is never redacted")
       }
       if kind == .attachmentAdded, owner == nil {
@@ -376,7 +379,7 @@ package enum EventCodec {
         return bits(
           Field.entity, Field.text, Field.owner, Field.width, Field.height, Field.hash,
           Field.byteCount)
-      case .tagRenamed: return bits(Field.text)
+      case .tagRenamed, .tagDeleted: return bits(Field.text)
       default: return 0
       }
     }

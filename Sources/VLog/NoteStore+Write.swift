@@ -211,6 +211,8 @@ struct WriteSession {
           .tagsSet(noteID, tags: note.tags.filter { TagID(name: $0) != id }),
           wallMilliseconds: now, in: transaction)
       }
+      // After the changes that take it off its notes, so that they replace the ones naming it.
+      try record(.tagDeleted(name: id.rawValue), wallMilliseconds: now, in: transaction)
     }
   }
 

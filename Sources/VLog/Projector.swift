@@ -136,6 +136,8 @@ struct Projector {
       try deleteAttachment(id, stamp: stamp, in: transaction)
     case .tagRenamed(let name):
       try renameTag(name, stamp: stamp, in: transaction)
+    case .tagDeleted(let name):
+      try forgetRenames(TagID(name: name), in: transaction)
     case .unknown:
       unknownEvents += 1
     }
@@ -317,6 +319,27 @@ struct Projector {
         record.renameStamp = stamp
         record.renameName = cleaned
       }
+    }
+  }
+
+  /// Takes a tag's name from its newest rename the log still holds: after a deletion erased
+  /// the renames made before it.
+  private mutating func forgetRenames(_ tag: TagID, in transaction: borrowing WriteTransaction)
+    throws
+  {
+    let log = schema.eventLog
+    var newest: (stamp: Stamp, name: String)?
+    for sequence in try log.sequences(of: EventLog.tagObject(tag), in: transaction) {
+      guard let logged = try log.event(at: sequence, in: transaction), !logged.event.isRedacted,
+        case .tagRenamed(let name) = logged.event.change, TagID(name: TagName.clean(name)) == tag,
+        newest.map({ $0.stamp < logged.event.stamp }) ?? true
+      else { continue }
+      newest = (logged.event.stamp, TagName.clean(name))
+    }
+    guard try self.tag(tag, in: transaction) != nil || newest != nil else { return }
+    try updateTag(tag, in: transaction) { record in
+      record.renameStamp = newest?.stamp ?? .zero
+      record.renameName = newest?.name ?? ""
     }
   }
 

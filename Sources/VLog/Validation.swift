@@ -53,6 +53,8 @@ enum Validation {
       }
     case .tagRenamed(let name):
       try checkTagName(name)
+    case .tagDeleted(let name):
+      try checkTagName(name)
     case .archivedSet, .noteDeleted, .attachmentDeleted, .unknown:
       break
     }

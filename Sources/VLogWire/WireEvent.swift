@@ -123,7 +123,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
       self.attachment = WireAttachment(attachment)
     case .attachmentDeleted(let id):
       attachment = WireAttachment(id: id.description)
-    case .tagRenamed(let name):
+    case .tagRenamed(let name), .tagDeleted(let name):
       self.name = name
     case .unknown(let kind):
       kindNumber = kind.rawValue
@@ -168,7 +168,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     guard extra == nil else { throw WireError("extra", "not a field of a redacted event") }
     var attachmentID: AttachmentID?
     switch eventKind {
-    case .noteDeleted, .attachmentDeleted:
+    case .noteDeleted, .attachmentDeleted, .tagDeleted:
       throw WireError("redacted", "a \(kind) event is never redacted")
     case .attachmentAdded:
       try allow(["note", "attachment"])
@@ -251,6 +251,10 @@ public struct WireEvent: Codable, Sendable, Hashable {
       try allow(["name"])
       guard let name else { throw WireError("name", "required for tagRenamed") }
       return .tagRenamed(name: name)
+    case .tagDeleted:
+      try allow(["name"])
+      guard let name else { throw WireError("name", "required for tagDeleted") }
+      return .tagDeleted(name: name)
     default:
       throw WireError("kind", "'\(kind)' is not supported")
     }

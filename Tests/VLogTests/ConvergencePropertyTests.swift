@@ -60,7 +60,9 @@ enum RandomEvents {
           width: detail % 3, height: 1, blobHash: BlobHash(bytes: Array(repeating: 7, count: 32))!,
           byteCount: 10))
     case 10: return detail % 3 == 0 ? .attachmentDeleted(attachment) : .tagRenamed(name: "pARIS")
-    case 11: return .tagRenamed(name: tagNames[detail % tagNames.count])
+    case 11:
+      let name = tagNames[detail % tagNames.count]
+      return detail % 4 == 0 ? .tagDeleted(name: name) : .tagRenamed(name: name)
     default: return .unknown(kind: EventKind(rawValue: 40 + UInt64(detail % 3)))
     }
   }

@@ -51,7 +51,7 @@ extension VLogEventMessage {
       byteCount = UInt64(attachment.byteCount)
     case .attachmentDeleted(let id):
       entity = Self.bytes(id.identifier)
-    case .tagRenamed(let name):
+    case .tagRenamed(let name), .tagDeleted(let name):
       text = name
     case .unknown:
       break
@@ -95,6 +95,8 @@ extension VLogEventMessage {
       change = .attachmentDeleted(AttachmentID(try Self.identifier(entity)))
     case .tagRenamed:
       change = .tagRenamed(name: text)
+    case .tagDeleted:
+      change = .tagDeleted(name: text)
     default:
       change = .unknown(kind: EventKind(rawValue: kind))
     }

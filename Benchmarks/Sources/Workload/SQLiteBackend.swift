@@ -167,7 +167,7 @@ public final class SQLiteBackend: Backend {
         .execute(arguments: [Data(attachment.identifier.bytes), stamp])
       try db.cachedStatement(sql: "DELETE FROM attachments WHERE id = ?")
         .execute(arguments: [Data(attachment.identifier.bytes)])
-    case .tagRenamed, .unknown:
+    case .tagRenamed, .tagDeleted, .unknown:
       break
     }
   }

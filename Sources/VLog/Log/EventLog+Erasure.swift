@@ -1,3 +1,4 @@
+internal import Crypto
 package import LMDB
 
 /// Erasure: deleted means gone.
@@ -56,6 +57,28 @@ extension EventLog {
     return sequences
   }
 
+  /// The id under which the object index files a tag's events: the first 16 bytes of the
+  /// SHA-256 of `tag`, a zero byte and the tag's id.
+  static func tagObject(_ tag: TagID) -> Identifier {
+    let digest = Array(SHA256.hash(data: Array("tag".utf8) + [0] + Array(tag.rawValue.utf8)))
+    return digest.withUnsafeBytes { Identifier(bytes: UnsafeRawBufferPointer(rebasing: $0[..<16])) }
+  }
+
+  /// The stamp of a tag's latest deletion, if the log holds one.
+  package func tagDeletion(
+    of tag: TagID, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Stamp? {
+    try transaction.withValue(
+      forKey: objectKey(Self.tagObject(tag), sequence: 0), in: objects
+    ) { value throws -> Stamp? in
+      guard let value else { return nil }
+      guard value.count == Stamp.byteCount else {
+        throw VLogError(.corruptStore, "a tag deletion record is \(value.count) bytes")
+      }
+      return Stamp(bytes: value)
+    }
+  }
+
   /// Whether an event not redacted adds an attachment with these bytes.
   package func references(
     _ hash: BlobHash, in transaction: borrowing some Transaction & ~Copyable
@@ -73,14 +96,18 @@ extension EventLog {
   /// - Returns: The number of events redacted.
   package func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws -> Int {
     var deleted: [(object: Identifier, isNote: Bool)] = []
+    var deletedTags: [(TagID, Stamp)] = []
     var batch: [LoggedEvent] = []
     var appender = try appender(in: transaction)
     func index(_ batch: [LoggedEvent]) throws {
       for logged in batch {
         try appender.trackReplacement(of: logged.event, at: logged.sequence, in: transaction)
-        for object in logged.event.change.objectIDs {
+        for object in logged.event.change.objectIDs + logged.event.change.tagObjectIDs {
           try transaction.put(
             [UInt8](), forKey: objectKey(object, sequence: logged.sequence), in: objects)
+        }
+        if case .tagDeleted(let name) = logged.event.change {
+          deletedTags.append((TagID(name: name), logged.event.stamp))
         }
         if let hash = logged.event.referencedBlob {
           try transaction.put(
@@ -110,6 +137,10 @@ extension EventLog {
     for (object, isNote) in deleted {
       redacted += try appender.erase(object, isNote: isNote, in: transaction)
     }
+    for (tag, stamp) in deletedTags {
+      try appender.eraseTag(tag, deletedAt: stamp, in: transaction)
+    }
+    redacted = max(redacted, appender.redactedCount)
     try appender.commit(in: transaction)
     return redacted
   }
@@ -117,11 +148,17 @@ extension EventLog {
 
 extension EventLog.Appender {
   /// The form in which `event` is stored: redacted if it changes an object the log holds a
-  /// deletion of.
+  /// deletion of, or renames a tag deleted after it.
   mutating func erasing(_ event: Event, in transaction: borrowing WriteTransaction) throws
     -> Event
   {
     guard !event.isRedacted, event.change.deletedObject == nil else { return event }
+    if case .tagRenamed(let name) = event.change,
+      let deleted = try log.tagDeletion(of: TagID(name: name), in: transaction),
+      event.stamp < deleted
+    {
+      return event.redacted(.deleted)
+    }
     for object in event.change.objectIDs
     where try log.deletion(of: object, in: transaction) != nil {
       return event.redacted(.deleted)
@@ -139,9 +176,16 @@ extension EventLog.Appender {
       try transaction.put(
         [UInt8](), forKey: log.objectKey(object, sequence: sequence), in: log.objects)
     }
+    for object in event.change.tagObjectIDs {
+      try transaction.put(
+        [UInt8](), forKey: log.objectKey(object, sequence: sequence), in: log.objects)
+    }
     if let hash = event.referencedBlob {
       try transaction.put(
         [UInt8](), forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
+    }
+    if case .tagDeleted(let name) = event.change {
+      try eraseTag(TagID(name: name), deletedAt: event.stamp, in: transaction)
     }
     if let object = event.change.deletedObject,
       try log.deletion(of: object, in: transaction) == nil
@@ -149,6 +193,34 @@ extension EventLog.Appender {
       try transaction.put(
         BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
       try erase(object, isNote: event.change.kind == .noteDeleted, in: transaction)
+    }
+  }
+
+  /// Records a tag's deletion (the latest one counts) and erases what it says: the tag's
+  /// renames made before it, and the tags changes that named the tag and that a newer tags
+  /// change of their note has replaced. A tags change still in force keeps the tag: its note
+  /// has it (a device that tagged the note without knowing of the deletion).
+  mutating func eraseTag(
+    _ tag: TagID, deletedAt stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    let object = EventLog.tagObject(tag)
+    if let latest = try log.tagDeletion(of: tag, in: transaction), latest >= stamp { return }
+    try transaction.put(stamp.bytes, forKey: log.objectKey(object, sequence: 0), in: log.objects)
+    for sequence in try log.sequences(of: object, in: transaction) {
+      guard let logged = try log.event(at: sequence, in: transaction),
+        !logged.event.isRedacted, logged.event.stamp < stamp
+      else { continue }
+      switch logged.event.change {
+      case .tagRenamed:
+        try redact(at: sequence, reason: .deleted, in: transaction)
+      case .tagsSet(let note, _):
+        if let newest = try log.newestChange(to: note, field: 4, in: transaction),
+          newest.stamp > logged.event.stamp
+        {
+          try redact(at: sequence, reason: .deleted, in: transaction)
+        }
+      default: break
+      }
     }
   }
 
@@ -215,7 +287,20 @@ extension Change {
     case .attachmentAdded(let attachment):
       [attachment.noteID.identifier, attachment.id.identifier]
     case .attachmentDeleted(let id): [id.identifier]
-    case .tagRenamed, .unknown: []
+    case .tagRenamed, .tagDeleted, .unknown: []
+    }
+  }
+
+  /// The tags a change names, as the object index files them (see ``EventLog/tagObject(_:)``):
+  /// the tags of a tags change, the tag of a rename.
+  var tagObjectIDs: [Identifier] {
+    switch self {
+    case .tagsSet(_, let tags):
+      var seen = Set<TagID>()
+      return tags.map { TagID(name: TagName.clean($0)) }.filter { seen.insert($0).inserted }
+        .map(EventLog.tagObject)
+    case .tagRenamed(let name): return [EventLog.tagObject(TagID(name: TagName.clean(name)))]
+    default: return []
     }
   }
 
