@@ -23,9 +23,15 @@ public struct Changes: Sendable {
     case deleteAttachment(AttachmentID)
     case renameTag(String)
     case deleteTag(String)
+    /// Undo: give a note (or a new one, if it was deleted) this content.
+    case restore(NoteID, NoteSnapshot)
+    /// Undo of a creation: delete the note if it is still visible.
+    case deleteNoteIfVisible(NoteID)
+    /// Undo of a rename: give the tag this name, if it is still in use.
+    case restoreTagName(TagID, String)
   }
 
-  private(set) var intents: [Intent] = []
+  var intents: [Intent] = []
   private let dependencies: NoteStore.Dependencies
 
   init(dependencies: NoteStore.Dependencies) {

@@ -61,27 +61,28 @@ extension NoteStore {
     }
   }
 
-  /// Removes the blobs that no attachment still uses: those of deleted attachments and of
-  /// deleted notes' attachments. Opening a store does it; an app that keeps a store open for
-  /// long may call it once undo can no longer need the bytes.
+  /// Removes the blobs that no attachment still uses — those of deleted attachments and of
+  /// deleted notes' attachments — but for those undo may still need (see ``undo()``; clear
+  /// the history with ``clearUndoHistory()`` to let them go). Opening a store does it.
   ///
   /// - Returns: The number of blobs removed.
   @discardableResult
   public func removeUnusedBlobs() throws -> Int {
-    try VLogError.wrapping {
+    let held = undoHistory.heldBlobs
+    return try VLogError.wrapping {
       try environment.write { transaction in
-        try Self.removeUnusedBlobs(schema: schema, in: transaction)
+        try Self.removeUnusedBlobs(schema: schema, keeping: held, in: transaction)
       }
     }
   }
 
   @discardableResult
-  static func removeUnusedBlobs(schema: Schema, in transaction: borrowing WriteTransaction)
-    throws -> Int
-  {
+  static func removeUnusedBlobs(
+    schema: Schema, keeping held: Set<BlobHash> = [], in transaction: borrowing WriteTransaction
+  ) throws -> Int {
     var unused: [BlobHash] = []
     try transaction.forEach(in: schema.blobs) { key, _ in
-      guard let hash = BlobHash(bytes: Array(key)) else { return }
+      guard let hash = BlobHash(bytes: Array(key)), !held.contains(hash) else { return }
       if try !schema.eventLog.references(hash, in: transaction) { unused.append(hash) }
     }
     for hash in unused { _ = try transaction.delete(forKey: hash.bytes, in: schema.blobs) }

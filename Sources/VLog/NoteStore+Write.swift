@@ -27,7 +27,7 @@ extension NoteStore {
   public func write<R>(_ body: (inout Changes) throws -> R) throws -> R {
     var changes = Changes(dependencies: dependencies)
     let result = try body(&changes)
-    try apply(changes)
+    undoHistory.recorded(try apply(changes, undoable: true))
     return result
   }
 
@@ -39,23 +39,30 @@ extension NoteStore {
     var changes = Changes(dependencies: dependencies)
     let result = try body(&changes)
     let collected = changes
-    try await onWriter { try self.apply(collected) }
+    let group = try await onWriter { try self.apply(collected, undoable: true) }
+    undoHistory.recorded(group)
     return result
   }
 
-  private func apply(_ changes: Changes) throws {
-    guard !changes.isEmpty else { return }
+  /// Makes the changes in one transaction.
+  ///
+  /// - Returns: What undoes them (empty unless `undoable`).
+  func apply(_ changes: Changes, undoable: Bool) throws -> UndoGroup {
+    guard !changes.isEmpty else { return UndoGroup(steps: []) }
     let wallMilliseconds = UInt64(clamping: max(0, dependencies.now().milliseconds))
-    let changeSet = try VLogError.wrapping {
-      try environment.write { transaction throws -> ChangeSet in
+    let (changeSet, group) = try VLogError.wrapping {
+      try environment.write { transaction throws -> (ChangeSet, UndoGroup) in
         var session = try WriteSession(store: self, in: transaction)
+        var group = try session.undoGroup(for: changes.intents, in: transaction)
         for intent in changes.intents {
           try session.resolve(intent, wallMilliseconds: wallMilliseconds, in: transaction)
         }
-        return try session.finish(source: .user, in: transaction)
+        group.steps += session.recreated.map(UndoStep.delete)
+        return (try session.finish(source: .user, in: transaction), group)
       }
     }
     observers.publish(changeSet)
+    return group
   }
 }
 
@@ -68,12 +75,16 @@ struct WriteSession {
   var projector: Projector
   let retention: Duration?
   let now: @Sendable () -> Date
+  let makeIdentifier: @Sendable () -> Identifier
+  /// Notes made by undo in place of deleted ones: what undoes that is their deletion.
+  var recreated: [NoteID] = []
 
   init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
     schema = store.schema
     replicaID = store.replicaID
     retention = store.retention
     now = store.dependencies.now
+    makeIdentifier = store.dependencies.makeIdentifier
     log = try store.eventLog.appender(in: transaction)
     log.clockLimit = store.clockLimit()
     projector = Projector(schema: schema, mergeRule: store.mergeRule)
@@ -213,6 +224,20 @@ struct WriteSession {
       }
       // After the changes that take it off its notes, so that they replace the ones naming it.
       try record(.tagDeleted(name: id.rawValue), wallMilliseconds: now, in: transaction)
+    case .restore(let id, let snapshot):
+      try restore(
+        id, snapshot, makeIdentifier: makeIdentifier, wallMilliseconds: now, in: transaction)
+    case .deleteNoteIfVisible(let id):
+      if try projector.status(of: id, in: transaction) == .visible {
+        try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
+      }
+    case .restoreTagName(let tag, let name):
+      try projector.flush(in: transaction)
+      if let current = try projector.tag(tag, in: transaction), current.noteCount > 0,
+        current.name != name
+      {
+        try record(.tagRenamed(name: name), wallMilliseconds: now, in: transaction)
+      }
     }
   }
 

@@ -48,6 +48,9 @@ public final class NoteStore: Sendable {
     /// and digests do not change; only ``NoteStore/history(of:)`` loses the old values.
     /// Applied at each commit.
     public var retention: Retention?
+    /// How many change groups of this process ``NoteStore/undo()`` can undo (default 100;
+    /// 0 turns undo off).
+    public var undoLevels = 100
     /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
     var mergeRule = MergeRule.stamps
 
@@ -136,6 +139,7 @@ public final class NoteStore: Sendable {
   /// How long replaced values are kept (see ``Options/retention``): nil for ever.
   public let retention: Duration?
   let observers = Observers()
+  let undoHistory: UndoHistory
 
   private init(
     environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options,
@@ -148,6 +152,7 @@ public final class NoteStore: Sendable {
     self.mergeRule = options.mergeRule
     self.maximumClockSkew = options.maximumClockSkew
     self.retention = retention
+    self.undoHistory = UndoHistory(limit: options.undoLevels)
   }
 
   /// Opens the store at a directory, creating it if needed.
