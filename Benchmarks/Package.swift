@@ -36,6 +36,17 @@ let package = Package(
       dependencies: ["Workload", "BenchmarkSupport", .product(name: "VLog", package: "VLog")],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // What history costs a new device, with retention off and 0, next to SQLite.
+    .executableTarget(
+      name: "History",
+      dependencies: [
+        "Workload", "BenchmarkSupport",
+        .product(name: "VLog", package: "VLog"),
+        .product(name: "VLogSync", package: "VLog"),
+        .product(name: "VLogServer", package: "VLog"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
     .target(
       name: "BenchmarkSupport",
       dependencies: [

@@ -251,8 +251,13 @@ struct Notes: StoreCommand {
 
 /// `vlog tags`: tags in use with their note counts.
 struct Tags: StoreCommand {
-  static let configuration = CommandConfiguration(abstract: "List tags in use with note counts.")
+  static let configuration = CommandConfiguration(
+    abstract: "List tags in use with note counts, or delete one.",
+    discussion: """
+      --delete NAME takes the tag off every note and erases its name from history (its renames       and the replaced tags changes that named it), on every device once synced. A later change       that names the tag creates it again.
+      """)
   @OptionGroup var options: StoreOptions
+  @Option(name: .long, help: "Delete this tag from every note, for good.") var delete: String?
 
   struct Row: Encodable {
     let id: String
@@ -261,6 +266,9 @@ struct Tags: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
+    if let delete {
+      try store.write { $0.deleteTag(named: delete) }
+    }
     let rows = try store.tags().map {
       Row(id: $0.tag.id.rawValue, name: $0.tag.name, notes: $0.noteCount)
     }

@@ -256,6 +256,12 @@ public final class SQLiteBackend: Backend {
       }
   }
 
+  /// Moves the write-ahead log into the database file and empties it, so that the file's size
+  /// is the data's.
+  public func checkpoint() throws {
+    _ = try queue.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+  }
+
   /// See ``Backend``.
   public func close() {
     do {

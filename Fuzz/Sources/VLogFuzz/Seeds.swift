@@ -85,5 +85,6 @@ enum Seeds {
     try store.write { $0.deleteAttachment(attachment) }
     let third = try store.write { $0.createNote(text: "gone soon") }
     try store.write { $0.deleteNote(third) }
+    try store.write { $0.deleteTag(named: "ideas") }
   }
 }

@@ -106,7 +106,8 @@ final class StoreTarget: @unchecked Sendable {
   /// The store's databases, in the order an input's database byte picks them.
   static let databases = [
     "meta", "log", "eventIndex", "blobs", "notes", "tombstones", "attachments",
-    "noteAttachments", "tags", "tagNotes", "timeline",
+    "noteAttachments", "tags", "tagNotes", "timeline", "objects", "blobReferences", "fields",
+    "superseded",
   ]
 
   let store: NoteStore
