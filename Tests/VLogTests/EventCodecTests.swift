@@ -30,7 +30,46 @@ struct EventCodecTests {
         blobHash: hash, byteCount: 2_500_000)),
     .attachmentDeleted(attachment),
     .tagRenamed(name: "Paris"),
+    .tagDeleted(name: "paris"),
   ]
+
+  @Test(
+    "a redacted event keeps its stamp, kind and ids, round-trips, and is refused with a value",
+    arguments: changes)
+  func redacted(change: Change) throws {
+    let event = Event(stamp: Self.stamp, change: change)
+    let redacted = event.redacted(.superseded)
+    switch change {
+    case .noteDeleted, .attachmentDeleted, .tagDeleted:
+      #expect(!redacted.isRedacted)
+      return
+    default: break
+    }
+    #expect(redacted.redaction == .superseded)
+    #expect(redacted.stamp == event.stamp && redacted.change.kind == change.kind)
+    #expect(redacted.change.noteID == change.noteID)
+    let bytes = redacted.encoded()
+    #expect(bytes.count <= 70)  // header, one or two ids, the reason
+    #expect(try Event(encoded: bytes) == redacted)
+    #expect(redacted.redacted(.deleted) == redacted)
+    // A redacted event that carries a value is refused, naming the field.
+    var carrying = bytes
+    carrying += [0x2A, 0x01, 0x78]  // field 5 (text), "x"
+    #expect(throws: VLogError.self) { try Event(encoded: carrying) }
+    // So is a reason of 0.
+    var zero = WireWriter()
+    zero.buffer = Array(bytes.dropLast(2))
+    zero.varint(15, 0)
+    #expect(throws: VLogError.self) { try Event(encoded: zero.buffer) }
+  }
+
+  @Test("a deletion marked redacted is refused")
+  func redactedDeletion() {
+    var writer = WireWriter()
+    EventCodec.encode(Event(stamp: Self.stamp, change: .noteDeleted(Self.note)), into: &writer)
+    writer.varint(15, 1)
+    #expect(throws: VLogError.self) { try Event(encoded: writer.buffer) }
+  }
 
   @Test("every kind of change round-trips", arguments: changes)
   func roundTrip(change: Change) throws {
