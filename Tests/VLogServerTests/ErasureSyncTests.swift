@@ -125,3 +125,46 @@ struct ServerRetentionTests {
     }
   }
 }
+
+@Suite("Undo through the server")
+struct UndoSyncTests {
+  @Test(
+    "undoing a synced delete brings the note back under a new id on every device; the server gets the bytes again"
+  )
+  func undoDeleteAcrossDevices() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let transport = InProcessTransport(server: server)
+        let devices = try openDevices(
+          2, root: root, transport: { _ in transport }, credentials: ErasureSyncTests.credentials,
+          seed: 21)
+        defer { for device in devices { device.store.close() } }
+        let (phone, laptop) = (devices[0], devices[1])
+        try await phone.account.createAccount()
+        let bytes = Array("holiday photo".utf8)
+        let (id, attachmentID) = try await phone.store.write { changes in
+          let id = changes.createNote(text: "Holiday", tags: ["trips"])
+          return (id, changes.addAttachment(bytes, mimeType: "image/png", to: id))
+        }
+        let hash = try #require(try phone.store.attachment(attachmentID)).blobHash
+        _ = try await phone.account.sync()
+        #expect(try server.store.blob(hash, account: 1) == bytes)
+        try await phone.store.write { $0.deleteNote(id) }
+        _ = try await phone.account.sync()
+        // The server no longer holds bytes only the deleted note used; the phone keeps them
+        // while undo may need them.
+        #expect(try server.store.blob(hash, account: 1) == nil)
+        #expect(try phone.store.removeUnusedBlobs() == 0)
+        #expect(try phone.store.undo())
+        let report = try await phone.account.sync()
+        #expect(report.blobsUploaded == 1)
+        _ = try await laptop.account.sync()
+        #expect(try Digests(phone.store) == Digests(laptop.store))
+        let restored = try #require(try laptop.store.timeline(limit: 10).first)
+        #expect(restored.id != id)
+        let attachment = try #require(try laptop.store.note(restored.id)?.attachments.first)
+        #expect(try await laptop.account.attachmentData(attachment.id) == bytes)
+      }
+    }
+  }
+}

@@ -30,6 +30,15 @@ extension EventLog {
     package internal(set) var redactedCount = 0
     /// Blobs that lost their last reference in this transaction (see `EventLog+Erasure.swift`).
     package internal(set) var releasedBlobs: Set<BlobHash> = []
+    /// Object index entries and replaced changes to write, sorted, at the next flush: sorted
+    /// writes touch each page once.
+    var pendingObjectKeys: [[UInt8]] = []
+    var pendingSuperseded: [[UInt8]] = []
+    /// The newest change of each note field this transaction read or set; `dirty` ones are
+    /// written at the next flush.
+    var fieldCache: [[UInt8]: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
+    /// Whether each object this transaction looked up is deleted.
+    var deletionCache: [Identifier: Bool] = [:]
     /// The latest time the clock may take from an appended event: the wall clock plus the
     /// skew bound, for a store; unlimited by default.
     package var clockLimit = HybridTime(rawValue: .max)
@@ -112,6 +121,36 @@ extension EventLog {
       return LoggedEvent(sequence: sequence, event: event)
     }
 
+    /// Writes the pending object index entries, replaced changes and newest changes, each in
+    /// key order.
+    mutating func flushPending(in transaction: borrowing WriteTransaction) throws {
+      let log = self.log
+      if !pendingObjectKeys.isEmpty {
+        pendingObjectKeys.sort { $0.lexicographicallyPrecedes($1) }
+        for key in pendingObjectKeys {
+          try transaction.put([UInt8](), forKey: key, in: log.objects)
+        }
+        pendingObjectKeys.removeAll(keepingCapacity: true)
+      }
+      if !pendingSuperseded.isEmpty {
+        pendingSuperseded.sort { $0.lexicographicallyPrecedes($1) }
+        for key in pendingSuperseded {
+          try transaction.put([UInt8](), forKey: key, in: log.superseded)
+        }
+        pendingSuperseded.removeAll(keepingCapacity: true)
+      }
+      let dirty = fieldCache.filter(\.value.dirty).keys.sorted {
+        $0.lexicographicallyPrecedes($1)
+      }
+      for key in dirty {
+        guard let entry = fieldCache[key] else { continue }
+        var value = entry.stamp.bytes
+        BigEndian.append(entry.sequence, to: &value)
+        try transaction.put(value, forKey: key, in: log.fields)
+        fieldCache[key] = (entry.stamp, entry.sequence, false)
+      }
+    }
+
     /// Counts events of kinds this version does not know, seen since the last commit.
     package mutating func countUnknownEvents(_ count: Int) {
       state.unknownEvents += UInt64(count)
@@ -122,9 +161,11 @@ extension EventLog {
       state.unknownEvents = UInt64(count)
     }
 
-    /// Writes the log's state if this transaction changed it. While nothing is pending, the
-    /// outbox watermark follows the end of the log.
+    /// Writes what the appends left pending (index entries, newest changes) and the log's
+    /// state if this transaction changed it. While nothing is pending, the outbox watermark
+    /// follows the end of the log.
     package mutating func commit(in transaction: borrowing WriteTransaction) throws {
+      try flushPending(in: transaction)
       if state.pendingLocal == 0 { state.acknowledged = state.lastSequence }
       guard state != initial else { return }
       try log.write(state, in: transaction)

@@ -159,11 +159,20 @@ extension EventLog.Appender {
     {
       return event.redacted(.deleted)
     }
-    for object in event.change.objectIDs
-    where try log.deletion(of: object, in: transaction) != nil {
+    for object in event.change.objectIDs where try isDeleted(object, in: transaction) {
       return event.redacted(.deleted)
     }
     return event
+  }
+
+  /// Whether the log holds a deletion of the object, remembered for the transaction.
+  mutating func isDeleted(_ object: Identifier, in transaction: borrowing WriteTransaction)
+    throws -> Bool
+  {
+    if let known = deletionCache[object] { return known }
+    let deleted = try log.deletion(of: object, in: transaction) != nil
+    deletionCache[object] = deleted
+    return deleted
   }
 
   /// Indexes a stored event under its objects and blob; for a first deletion, marks the object
@@ -173,12 +182,10 @@ extension EventLog.Appender {
   ) throws {
     let log = self.log
     for object in event.change.objectIDs {
-      try transaction.put(
-        [UInt8](), forKey: log.objectKey(object, sequence: sequence), in: log.objects)
+      pendingObjectKeys.append(log.objectKey(object, sequence: sequence))
     }
     for object in event.change.tagObjectIDs {
-      try transaction.put(
-        [UInt8](), forKey: log.objectKey(object, sequence: sequence), in: log.objects)
+      pendingObjectKeys.append(log.objectKey(object, sequence: sequence))
     }
     if let hash = event.referencedBlob {
       try transaction.put(
@@ -187,11 +194,10 @@ extension EventLog.Appender {
     if case .tagDeleted(let name) = event.change {
       try eraseTag(TagID(name: name), deletedAt: event.stamp, in: transaction)
     }
-    if let object = event.change.deletedObject,
-      try log.deletion(of: object, in: transaction) == nil
-    {
+    if let object = event.change.deletedObject, try !isDeleted(object, in: transaction) {
       try transaction.put(
         BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
+      deletionCache[object] = true
       try erase(object, isNote: event.change.kind == .noteDeleted, in: transaction)
     }
   }
@@ -205,6 +211,7 @@ extension EventLog.Appender {
   ) throws {
     let object = EventLog.tagObject(tag)
     if let latest = try log.tagDeletion(of: tag, in: transaction), latest >= stamp { return }
+    try flushPending(in: transaction)
     try transaction.put(stamp.bytes, forKey: log.objectKey(object, sequence: 0), in: log.objects)
     for sequence in try log.sequences(of: object, in: transaction) {
       guard let logged = try log.event(at: sequence, in: transaction),
@@ -232,6 +239,7 @@ extension EventLog.Appender {
   mutating func erase(
     _ object: Identifier, isNote: Bool, in transaction: borrowing WriteTransaction
   ) throws -> Int {
+    try flushPending(in: transaction)
     if isNote { try forgetFields(of: NoteID(object), in: transaction) }
     var redacted = 0
     for sequence in try log.sequences(of: object, in: transaction) {

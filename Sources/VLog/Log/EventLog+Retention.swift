@@ -120,6 +120,8 @@ extension EventLog.Appender {
   mutating func refreshNewestChange(
     to note: NoteID, field: UInt8, in transaction: borrowing WriteTransaction
   ) throws {
+    try flushPending(in: transaction)
+    fieldCache[log.fieldKey(note, field)] = nil
     var newest: (Stamp, UInt64)?
     for sequence in try log.sequences(of: note.identifier, in: transaction) {
       guard let logged = try log.event(at: sequence, in: transaction),
@@ -145,6 +147,7 @@ extension EventLog.Appender {
     _ retention: Duration?, now: UInt64, in transaction: borrowing WriteTransaction
   ) throws -> Int {
     guard let retention else { return 0 }
+    try flushPending(in: transaction)
     let log = self.log
     var due: [(key: [UInt8], sequence: UInt64)] = []
     try transaction.withEntries(in: log.superseded, range: log.ownKeys) { entries throws in
