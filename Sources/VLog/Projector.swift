@@ -137,7 +137,7 @@ struct Projector {
     case .tagRenamed(let name):
       try renameTag(name, stamp: stamp, in: transaction)
     case .tagDeleted(let name):
-      try forgetRenames(TagID(name: name), in: transaction)
+      try forgetRenames(TagID(name: name), deletedAt: stamp, in: transaction)
     case .unknown:
       unknownEvents += 1
     }
@@ -322,24 +322,19 @@ struct Projector {
     }
   }
 
-  /// Takes a tag's name from its newest rename the log still holds: after a deletion erased
-  /// the renames made before it.
-  private mutating func forgetRenames(_ tag: TagID, in transaction: borrowing WriteTransaction)
-    throws
-  {
-    let log = schema.eventLog
-    var newest: (stamp: Stamp, name: String)?
-    for sequence in try log.sequences(of: EventLog.tagObject(tag), in: transaction) {
-      guard let logged = try log.event(at: sequence, in: transaction), !logged.event.isRedacted,
-        case .tagRenamed(let name) = logged.event.change, TagID(name: TagName.clean(name)) == tag,
-        newest.map({ $0.stamp < logged.event.stamp }) ?? true
-      else { continue }
-      newest = (logged.event.stamp, TagName.clean(name))
-    }
-    guard try self.tag(tag, in: transaction) != nil || newest != nil else { return }
+  /// Forgets a tag's rename made before its deletion at `stamp`. A rename made after it stays:
+  /// the name then depends only on which renames and deletions exist, never on the order in
+  /// which they arrived (a rename older than a deletion the log already holds is stored
+  /// redacted and never applied).
+  private mutating func forgetRenames(
+    _ tag: TagID, deletedAt stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    guard let record = try self.tag(tag, in: transaction), record.renameStamp != .zero,
+      record.renameStamp < stamp
+    else { return }
     try updateTag(tag, in: transaction) { record in
-      record.renameStamp = newest?.stamp ?? .zero
-      record.renameName = newest?.name ?? ""
+      record.renameStamp = .zero
+      record.renameName = ""
     }
   }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Testing
 import VLogTesting
 
@@ -80,6 +81,33 @@ struct TagDeletionTests {
       let digest = try store.stateDigest()
       #expect(throws: VLogError.self) { try store.write { $0.deleteTag(named: "nope") } }
       #expect(try store.stateDigest() == digest)
+    }
+  }
+
+  @Test(
+    "a rename made after a deletion keeps the tag's name, whatever order the two arrive in, also with an older deletion arriving last"
+  )
+  func renameAfterDeletion() async throws {
+    // Found by the convergence property: an older deletion arriving in the same batch as a
+    // newer rename forgot the rename.
+    let events = RandomEvents.events([1_924_694, 1_687_116, 1_945_141, 0, 0, 0])
+    #expect(events.filter { $0.change.kind == .tagDeleted }.count == 2)
+    #expect(events.filter { $0.change.kind == .tagRenamed }.count == 1)
+    try await withReplicas(3) { replicas in
+      try replicas[0].store.ingest(events)
+      for event in events.reversed() { try replicas[1].store.ingest([event]) }
+      try replicas[2].store.ingest(Array(events[2...]))
+      try replicas[2].store.ingest(Array(events[..<2]))
+      let stores = replicas.map(\.store)
+      #expect(try converged(stores))
+      for store in stores {
+        let record = try store.read { transaction in
+          try transaction.withValue(forKey: Array("paris".utf8), in: store.schema.tags) {
+            try $0.map { try TagRecord(decoding: $0) }
+          }
+        }
+        #expect(record?.renameName == "pARIS")
+      }
     }
   }
 }
