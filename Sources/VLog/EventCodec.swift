@@ -131,8 +131,17 @@ package enum EventCodec {
   ///
   /// - Throws: ``VLogError/Code/malformedEvent`` naming the field that is wrong.
   package static func decode(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> Event {
+    try decode(bytes, skippingText: false)
+  }
+
+  /// Decodes an event; with `skippingText`, a `textSet` event's text is checked for length
+  /// only and decoded as empty — for readers that need where a text is, not what it says.
+  package static func decode(_ bytes: UnsafeRawBufferPointer, skippingText: Bool)
+    throws(VLogError) -> Event
+  {
     var reader = WireReader(bytes)
     var fields = DecodedFields()
+    fields.skipsText = skippingText
     while !reader.isAtEnd {
       let fieldStart = reader.offset
       let (number, wireType) = try reader.tag()
@@ -163,6 +172,8 @@ package enum EventCodec {
     var hash: [UInt8]?
     var byteCount: UInt64?
     var redaction: UInt64?
+    /// Whether a `textSet` event's text is skipped rather than decoded.
+    var skipsText = false
     /// Fields with numbers this version does not know, verbatim.
     var unknown: [UInt8] = []
     /// Which known field numbers were present.
@@ -195,7 +206,12 @@ package enum EventCodec {
         entity = try reader.identifier("entity id")
       case Field.text:
         try expect(.lengthDelimited, "text")
-        text = try reader.string("text")
+        if skipsText, kind == EventKind.textSet.rawValue {
+          try reader.skip(.lengthDelimited)
+          text = ""
+        } else {
+          text = try reader.string("text")
+        }
       case Field.flag:
         try expect(.varint, "archived")
         flag = try reader.varint()

@@ -136,7 +136,7 @@ extension NoteStore {
             let id = try entries.next({ key, _ in try Keys.timelineNote(key) })
           {
             guard let record = try noteRecord(id, in: transaction),
-              matcher.matches(record.text)
+              matcher.matches(try self.text(of: record, in: transaction))
             else { continue }
             found.append(try summary(id, record, in: transaction))
           }
@@ -178,6 +178,14 @@ extension NoteStore {
     try schema.noteRecord(id, in: transaction)
   }
 
+  /// A note's text, read from the log where its record says it is.
+  func text(of record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> String
+  {
+    guard record.textSequence != 0 else { return "" }
+    return try eventLog.text(at: record.textSequence, stamp: record.textStamp, in: transaction)
+  }
+
   private func tagNames(
     _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [Tag] {
@@ -199,7 +207,8 @@ extension NoteStore {
     _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> Note {
     Note(
-      id: id, creationDate: Date(milliseconds: record.creationDate), text: record.text,
+      id: id, creationDate: Date(milliseconds: record.creationDate),
+      text: try text(of: record, in: transaction),
       isArchived: record.archived, sortDate: Date(milliseconds: record.effectiveSortDate),
       tags: try tagNames(record, in: transaction),
       attachments: try liveAttachments(record, in: transaction),
@@ -230,7 +239,8 @@ extension NoteStore {
       }
     }
     return NoteSummary(
-      id: id, truncatedText: Note.truncate(record.text), isArchived: record.archived,
+      id: id, truncatedText: Note.truncate(try text(of: record, in: transaction)),
+      isArchived: record.archived,
       sortDate: Date(milliseconds: record.effectiveSortDate),
       tagNames: try tagNames(record, in: transaction).map(\.name),
       thumbnailAttachmentID: thumbnail)

@@ -49,8 +49,8 @@ extension NoteStore {
     for database in schema.projections { try transaction.removeAll(in: database) }
     var log = try eventLog.appender(in: transaction)
     var projector = Projector(schema: schema, mergeRule: mergeRule)
-    let replayed = try eventLog.replay(in: transaction, progress: progress) { event in
-      try projector.apply(event, in: transaction)
+    let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in
+      try projector.apply(logged.event, at: logged.sequence, in: transaction)
       if projector.overlayCount >= Projector.replayOverlayLimit {
         try projector.flush(in: transaction)
       }
@@ -70,13 +70,20 @@ extension NoteStore {
     var hasher = SHA256()
     for database in schema.projections {
       hasher.update(data: Array((database.name ?? "").utf8) + [0])
+      let isNotes = database == schema.notes
       try transaction.forEach(in: database) { key, value in
+        // A note record's text sequence number is local to this store: hash the rest.
+        let canonical = isNotes ? try NoteRecord(decoding: value).canonicalEncoding() : nil
         var lengths = WireWriter()
         lengths.rawVarint(UInt64(key.count))
-        lengths.rawVarint(UInt64(value.count))
+        lengths.rawVarint(UInt64(canonical?.count ?? value.count))
         hasher.update(data: lengths.buffer)
         hasher.update(bufferPointer: key)
-        hasher.update(bufferPointer: value)
+        if let canonical {
+          hasher.update(data: canonical)
+        } else {
+          hasher.update(bufferPointer: value)
+        }
       }
     }
     return StateDigest(bytes: Array(hasher.finalize()))

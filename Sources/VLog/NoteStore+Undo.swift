@@ -201,7 +201,8 @@ extension WriteSession {
       }
     }
     return NoteSnapshot(
-      creationDate: Date(milliseconds: record.creationDate), text: record.text,
+      creationDate: Date(milliseconds: record.creationDate),
+      text: try text(of: record, in: transaction),
       archived: record.archived,
       sortDate: record.sortDateStamp == .zero ? nil : Date(milliseconds: record.sortDate),
       tags: record.tags, attachments: attachments)
@@ -230,7 +231,7 @@ extension WriteSession {
         wallMilliseconds: now, in: transaction)
       current = try projector.note(target, in: transaction) ?? NoteRecord()
     }
-    if current.text != snapshot.text {
+    if try text(of: current, in: transaction) != snapshot.text {
       try resolve(.setText(target, snapshot.text), wallMilliseconds: now, in: transaction)
     }
     if current.archived != snapshot.archived {
@@ -271,5 +272,15 @@ extension WriteSession {
     if current.attachments != order {
       try resolve(.setAttachments(target, order), wallMilliseconds: now, in: transaction)
     }
+  }
+}
+
+extension WriteSession {
+  /// A note's text, read from the log where its record says it is (appended in this
+  /// transaction or before).
+  func text(of record: NoteRecord, in transaction: borrowing WriteTransaction) throws -> String {
+    guard record.textSequence != 0 else { return "" }
+    return try schema.eventLog.text(
+      at: record.textSequence, stamp: record.textStamp, in: transaction)
   }
 }

@@ -111,7 +111,7 @@ struct WriteSession {
     _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
   ) throws {
     let stored = try log.append(event, local: local, in: transaction)
-    try projector.apply(stored.event, in: transaction)
+    try projector.apply(stored.event, at: stored.sequence, in: transaction)
   }
 
   /// Stamps and appends a local change.

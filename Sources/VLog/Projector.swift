@@ -72,7 +72,10 @@ struct Projector {
 
   // MARK: - Applying events
 
-  mutating func apply(_ event: Event, in transaction: borrowing WriteTransaction) throws {
+  /// Applies an event as the log stores it at `sequence` (where a note's text is read from).
+  mutating func apply(
+    _ event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
+  ) throws {
     let stamp = event.stamp
     let rule = mergeRule
     if event.isRedacted {
@@ -93,11 +96,11 @@ struct Projector {
         record.creationDate = date.milliseconds
         return true
       }
-    case .textSet(let id, let text):
+    case .textSet(let id, _):
       try updateNote(id, in: transaction) { record in
         guard rule.wins(stamp, over: record.textStamp) else { return false }
         record.textStamp = stamp
-        record.text = text
+        record.textSequence = sequence
         return true
       }
     case .archivedSet(let id, let archived):

@@ -1,12 +1,18 @@
 /// A note as the `notes` projection stores it: each mutable field with the stamp of the change
 /// that set it. A record can exist before its note is created (changes may arrive before the
 /// creation); such a note is invisible until its creation arrives.
+///
+/// The text is not copied: the record holds where the winning `textSet` event lives in the
+/// log (its sequence number; 0 while no text is set), and reading a note's text reads that
+/// event. A sequence number is local to a store, so the ``canonicalEncoding()`` that state
+/// digests hash leaves it out: the text stamp names the same event on every replica.
 struct NoteRecord: Equatable, Sendable {
   var isCreated = false
   var creationStamp = Stamp.zero
   var creationDate: Int64 = 0
   var textStamp = Stamp.zero
-  var text = ""
+  /// The log sequence number of the `textSet` event whose text the note has; 0 for none.
+  var textSequence: UInt64 = 0
   var archivedStamp = Stamp.zero
   var archived = false
   var sortDateStamp = Stamp.zero
@@ -16,7 +22,7 @@ struct NoteRecord: Equatable, Sendable {
   var attachmentsStamp = Stamp.zero
   var attachments: [AttachmentID] = []
 
-  static let formatVersion: UInt8 = 1
+  static let formatVersion: UInt8 = 2
 
   /// The sort date, or the creation date while no change has set one.
   var effectiveSortDate: Int64 {
@@ -42,15 +48,22 @@ struct NoteRecord: Equatable, Sendable {
     return result
   }
 
-  func encoded() -> [UInt8] {
+  func encoded() -> [UInt8] { encoded(canonical: false) }
+
+  /// The record's bytes without the text's sequence number, equal on every replica with the
+  /// same state.
+  func canonicalEncoding() -> [UInt8] { encoded(canonical: true) }
+
+  private func encoded(canonical: Bool) -> [UInt8] {
     var writer = WireWriter()
-    writer.buffer.reserveCapacity(160 + text.utf8.count + attachments.count * 16)
+    writer.buffer.reserveCapacity(
+      168 + tags.reduce(0) { $0 + $1.utf8.count + 1 } + attachments.count * 16)
     writer.buffer.append(Self.formatVersion)
     writer.buffer.append(isCreated ? 1 : 0)
     creationStamp.append(to: &writer.buffer)
     writer.rawSigned(creationDate)
     textStamp.append(to: &writer.buffer)
-    writer.rawString(text)
+    if !canonical { writer.rawVarint(textSequence) }
     archivedStamp.append(to: &writer.buffer)
     writer.buffer.append(archived ? 1 : 0)
     sortDateStamp.append(to: &writer.buffer)
@@ -75,7 +88,7 @@ struct NoteRecord: Equatable, Sendable {
     creationStamp = try reader.stamp()
     creationDate = try reader.signed()
     textStamp = try reader.stamp()
-    text = try reader.rawString("text")
+    textSequence = try reader.varint()
     archivedStamp = try reader.stamp()
     archived = try reader.byte() == 1
     sortDateStamp = try reader.stamp()

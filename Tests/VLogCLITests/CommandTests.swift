@@ -232,7 +232,7 @@ struct BinaryTests {
       let store = try NoteStore.open(at: path)
       try store.environment.write { transaction in
         var record = try #require(try store.schema.noteRecord(id, in: transaction))
-        record.text = "tampered"
+        record.archived = true
         try transaction.put(record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
       }
       store.close()

@@ -27,16 +27,39 @@ struct VerifyTests {
       let id = try store.write { $0.createNote(text: "original") }
       try store.environment.write { transaction in
         var record = try #require(try store.schema.noteRecord(id, in: transaction))
-        record.text = "tampered"
+        record.sortDateStamp = record.creationStamp
+        record.sortDate = 42
         try transaction.put(record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
       }
       let faults = try store.verify()
       #expect(faults.map(\.kind) == [.projection])
       #expect(faults.first?.message == "notes: note \(id) differs from a fresh replay")
       // Verify does not repair; rebuild does.
-      #expect(try store.note(id)?.text == "tampered")
+      #expect(try store.note(id)?.sortDate == Date(milliseconds: 42))
       try store.rebuildProjections()
       #expect(try store.verify().isEmpty)
+      #expect(try store.note(id)?.sortDate != Date(milliseconds: 42))
+      #expect(try store.note(id)?.text == "original")
+    }
+  }
+
+  @Test("a note record naming the wrong event for its text is an error when read, never a trap")
+  func wrongTextReference() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "original") }
+      for sequence: UInt64 in [1, 999, .max] {
+        try store.environment.write { transaction in
+          var record = try #require(try store.schema.noteRecord(id, in: transaction))
+          record.textSequence = sequence
+          try transaction.put(
+            record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
+        }
+        #expect(throws: VLogError.self) { try store.note(id) }
+        #expect(throws: VLogError.self) { try store.timeline() }
+        #expect(try store.verify().map(\.kind) == [.projection])
+      }
+      try store.rebuildProjections()
       #expect(try store.note(id)?.text == "original")
     }
   }

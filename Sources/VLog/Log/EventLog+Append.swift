@@ -36,7 +36,7 @@ extension EventLog {
     var pendingSuperseded: [[UInt8]] = []
     /// The newest change of each note field this transaction read or set; `dirty` ones are
     /// written at the next flush.
-    var fieldCache: [[UInt8]: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
+    var fieldCache: [FieldKey: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
     /// Whether each object this transaction looked up is deleted.
     var deletionCache: [Identifier: Bool] = [:]
     /// The latest time the clock may take from an appended event: the wall clock plus the
@@ -139,14 +139,12 @@ extension EventLog {
         }
         pendingSuperseded.removeAll(keepingCapacity: true)
       }
-      let dirty = fieldCache.filter(\.value.dirty).keys.sorted {
-        $0.lexicographicallyPrecedes($1)
-      }
+      let dirty = fieldCache.filter(\.value.dirty).keys.sorted()
       for key in dirty {
         guard let entry = fieldCache[key] else { continue }
-        var value = entry.stamp.bytes
-        BigEndian.append(entry.sequence, to: &value)
-        try transaction.put(value, forKey: key, in: log.fields)
+        try transaction.put(
+          Self.fieldValue(entry.stamp, entry.sequence), forKey: log.fieldKey(key.note, key.field),
+          in: log.fields)
         fieldCache[key] = (entry.stamp, entry.sequence, false)
       }
     }
@@ -170,5 +168,15 @@ extension EventLog {
       guard state != initial else { return }
       try log.write(state, in: transaction)
     }
+  }
+}
+
+/// A note's field, as the appender's cache of newest changes keys it; sorted as `fields` is.
+struct FieldKey: Hashable, Comparable {
+  let note: NoteID
+  let field: UInt8
+
+  static func < (a: FieldKey, b: FieldKey) -> Bool {
+    (a.note.identifier, a.field) < (b.note.identifier, b.field)
   }
 }

@@ -90,13 +90,31 @@ extension EventLog {
     }
   }
 
-  /// Decodes a log entry, after checking its key and its checksum.
-  func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws(VLogError)
-    -> LoggedEvent
-  {
+  /// Decodes a log entry, after checking its key and its checksum; `skippingText` as
+  /// ``EventCodec/decode(_:skippingText:)`` does.
+  func decode(
+    key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, skippingText: Bool = false
+  ) throws(VLogError) -> LoggedEvent {
     let sequence = try sequence(fromKey: key)
     return LoggedEvent(
       sequence: sequence,
-      event: try EventCodec.decode(try LogRecord.event(in: value, sequence: sequence)))
+      event: try EventCodec.decode(
+        try LogRecord.event(in: value, sequence: sequence), skippingText: skippingText))
+  }
+
+  /// The text of the `textSet` event at `sequence`, which must have the id `stamp`: where a
+  /// note's record says its text is.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` if the log has no such event there.
+  package func text(
+    at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> String {
+    guard let logged = try event(at: sequence, in: transaction), logged.event.stamp == stamp,
+      case .textSet(_, let text) = logged.event.change, !logged.event.isRedacted
+    else {
+      throw VLogError(
+        .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
+    }
+    return text
   }
 }

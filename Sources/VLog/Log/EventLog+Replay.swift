@@ -10,25 +10,33 @@ public struct RebuildProgress: Sendable, Hashable {
 
 extension EventLog {
   /// Calls `body` with every event of the log, in log order, each checked against its
-  /// checksum: what rebuilding projections from the log is made of.
+  /// checksum: what rebuilding projections from the log is made of. Texts are not decoded
+  /// (``EventCodec/decode(_:skippingText:)``): a projection notes where a text is, and reads
+  /// it when asked.
   ///
   /// - Parameters:
   ///   - progress: Called every 10,000 events and at the end.
-  ///   - body: Receives each event.
+  ///   - body: Receives each event, with its sequence number.
   /// - Returns: The number of events replayed.
   /// - Throws: ``VLogError/Code/corruptStore`` at the first damaged entry, or what `body`
   ///   throws.
   package func replay(
     in transaction: borrowing some Transaction & ~Copyable,
-    progress: ((RebuildProgress) -> Void)? = nil, _ body: (Event) throws -> Void
+    progress: ((RebuildProgress) -> Void)? = nil, _ body: (LoggedEvent) throws -> Void
   ) throws -> Int {
     let total = Int(clamping: try lastSequence(in: transaction))
     var replayed = 0
-    try forEach(after: 0, in: transaction) { logged in
-      try body(logged.event)
-      replayed += 1
-      if replayed % 10_000 == 0 { progress?(RebuildProgress(replayed: replayed, total: total)) }
-      return true
+    try transaction.withEntries(in: entries, range: range(after: 0, through: nil)) {
+      entries throws in
+      while let logged = try entries.next({ key, value throws -> LoggedEvent in
+        try decode(key: key, value: value, skippingText: true)
+      }) {
+        try body(logged)
+        replayed += 1
+        if replayed % 10_000 == 0 {
+          progress?(RebuildProgress(replayed: replayed, total: total))
+        }
+      }
     }
     progress?(RebuildProgress(replayed: replayed, total: total))
     return replayed

@@ -79,38 +79,45 @@ extension EventLog.Appender {
     guard let field = event.change.field, let note = event.change.noteID,
       event.redaction != .deleted
     else { return }
-    let log = self.log
-    let key = log.fieldKey(note, field)
-    guard let newest = try log.newestChange(to: note, field: field, in: transaction) else {
-      try transaction.put(Self.fieldValue(event.stamp, sequence), forKey: key, in: log.fields)
+    let key = FieldKey(note: note, field: field)
+    guard let newest = try newestChange(key, in: transaction) else {
+      fieldCache[key] = (event.stamp, sequence, true)
       return
     }
     if event.stamp > newest.stamp {
-      try transaction.put(Self.fieldValue(event.stamp, sequence), forKey: key, in: log.fields)
-      try enqueue(newest.sequence, replacedAt: event.stamp, in: transaction)
+      fieldCache[key] = (event.stamp, sequence, true)
+      enqueue(newest.sequence, replacedAt: event.stamp)
     } else if !event.isRedacted {
-      try enqueue(sequence, replacedAt: newest.stamp, in: transaction)
+      enqueue(sequence, replacedAt: newest.stamp)
     }
   }
 
-  private static func fieldValue(_ stamp: Stamp, _ sequence: UInt64) -> [UInt8] {
+  /// The newest change to a note's field: from this transaction's cache, else from `fields`.
+  private mutating func newestChange(
+    _ key: FieldKey, in transaction: borrowing WriteTransaction
+  ) throws -> (stamp: Stamp, sequence: UInt64)? {
+    if let cached = fieldCache[key] { return (cached.stamp, cached.sequence) }
+    guard let stored = try log.newestChange(to: key.note, field: key.field, in: transaction)
+    else { return nil }
+    fieldCache[key] = (stored.stamp, stored.sequence, false)
+    return stored
+  }
+
+  static func fieldValue(_ stamp: Stamp, _ sequence: UInt64) -> [UInt8] {
     var value = stamp.bytes
     BigEndian.append(sequence, to: &value)
     return value
   }
 
-  private mutating func enqueue(
-    _ sequence: UInt64, replacedAt stamp: Stamp, in transaction: borrowing WriteTransaction
-  ) throws {
-    try transaction.put(
-      [UInt8](),
-      forKey: log.supersededKey(milliseconds: stamp.time.milliseconds, sequence: sequence),
-      in: log.superseded)
+  private mutating func enqueue(_ sequence: UInt64, replacedAt stamp: Stamp) {
+    pendingSuperseded.append(
+      log.supersededKey(milliseconds: stamp.time.milliseconds, sequence: sequence))
   }
 
   /// Forgets a deleted note's fields: its changes are all redacted.
   mutating func forgetFields(of note: NoteID, in transaction: borrowing WriteTransaction) throws {
     for field in Change.fields {
+      fieldCache[FieldKey(note: note, field: field)] = nil
       _ = try transaction.delete(forKey: log.fieldKey(note, field), in: log.fields)
     }
   }
@@ -121,7 +128,7 @@ extension EventLog.Appender {
     to note: NoteID, field: UInt8, in transaction: borrowing WriteTransaction
   ) throws {
     try flushPending(in: transaction)
-    fieldCache[log.fieldKey(note, field)] = nil
+    fieldCache[FieldKey(note: note, field: field)] = nil
     var newest: (Stamp, UInt64)?
     for sequence in try log.sequences(of: note.identifier, in: transaction) {
       guard let logged = try log.event(at: sequence, in: transaction),
