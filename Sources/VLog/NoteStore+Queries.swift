@@ -117,16 +117,61 @@ extension NoteStore {
 
   /// Notes whose text contains `text`, ignoring case and diacritics, newest sort date first.
   ///
-  /// Reads every note's text: the cost grows with the number of notes.
+  /// When more than `limit` notes match, those of the timeline come before those of the
+  /// archive, newest first. A needle of three or more ASCII characters is looked up in the
+  /// trigram index (``updateSearchIndex()``), which the first search after changes brings up
+  /// to date; a shorter or non-ASCII needle reads every note's text.
   ///
   /// - Parameters:
   ///   - text: What to look for.
   ///   - limit: The most notes to return.
   public func search(_ text: String, limit: Int = 50) throws -> [NoteSummary] {
     let needle = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    guard !needle.isEmpty else { return [] }
+    guard !needle.isEmpty, limit > 0 else { return [] }
     let matcher = TextMatcher(needle)
+    guard let trigrams = SearchTrigrams.of(needle: needle) else {
+      return try scan(for: matcher, limit: limit)
+    }
+    try updateSearchIndex()
     return try read { transaction in
+      // The candidates in timeline order (the timeline, then the archive, newest first),
+      // each checked as the scan checks it.
+      var candidates: [(key: [UInt8], id: NoteID, record: NoteRecord)] = []
+      for id in try SearchIndex(schema: schema).candidates(trigrams, in: transaction) {
+        guard let record = try noteRecord(id, in: transaction), record.isCreated else { continue }
+        let key = Keys.timeline(
+          archived: record.archived, sortDate: record.effectiveSortDate, note: id)
+        candidates.append((key, id, record))
+      }
+      candidates.sort { $0.key.lexicographicallyPrecedes($1.key) }
+      var found: [NoteSummary] = []
+      for candidate in candidates where found.count < limit {
+        guard matcher.matches(try self.text(of: candidate.record, in: transaction)) else {
+          continue
+        }
+        found.append(try summary(candidate.id, candidate.record, in: transaction))
+      }
+      return found.sorted(by: Self.newestFirst)
+    }
+  }
+
+  /// Brings the text search index up to date with the log, if changes were made since it
+  /// last was; ``search(_:limit:)`` does this itself. An app can call it when idle, so that
+  /// the next search finds the index current.
+  ///
+  /// - Returns: The number of notes reindexed.
+  @discardableResult
+  public func updateSearchIndex() throws -> Int {
+    let index = SearchIndex(schema: schema)
+    guard try read({ try index.isBehind(in: $0) }) else { return 0 }
+    return try VLogError.wrapping {
+      try environment.write { transaction in try index.update(in: transaction) }
+    }
+  }
+
+  /// Search by reading every visible note's text, in timeline order.
+  func scan(for matcher: TextMatcher, limit: Int) throws -> [NoteSummary] {
+    try read { transaction in
       var found: [NoteSummary] = []
       for archived in [false, true] {
         try transaction.withEntries(
@@ -286,8 +331,8 @@ struct TextMatcher {
     var nonASCII: UInt8 = 0
     for byte in text { nonASCII |= byte }
     guard nonASCII < 0x80 else { return nil }
+    guard let first = needle.first else { return true }
     guard needle.count <= text.count else { return false }
-    let first = needle[0]
     var index = 0
     let last = text.count - needle.count
     while index <= last {

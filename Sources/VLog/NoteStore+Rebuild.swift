@@ -46,7 +46,9 @@ extension NoteStore {
     progress: ((RebuildProgress) -> Void)?
   ) throws -> Int {
     let eventLog = schema.eventLog
-    for database in schema.projections { try transaction.removeAll(in: database) }
+    for database in schema.projections + schema.search {
+      try transaction.removeAll(in: database)
+    }
     var log = try eventLog.appender(in: transaction)
     var projector = Projector(schema: schema, mergeRule: mergeRule)
     let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in

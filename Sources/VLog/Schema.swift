@@ -19,10 +19,11 @@ internal import LMDB
 /// | `tags` | tag id (UTF-8) | ``TagRecord`` |
 /// | `tagNotes` | tag id + 0x00 + note id (16) | empty |
 /// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
+/// | `searchPostings`, `searchNotes`, `searchOrdinals` | see ``SearchIndex`` | |
 ///
-/// The last seven are projections: derived from the log, dropped and rebuilt by
-/// ``NoteStore/rebuildProjections(progress:)``. The log, its indexes and the blobs are the
-/// store's data.
+/// `notes` to `timeline` are projections: derived from the log, dropped and rebuilt by
+/// ``NoteStore/rebuildProjections(progress:)``. The search index is derived too, and brought up
+/// to date lazily (``SearchIndex``). The log, its indexes and the blobs are the store's data.
 struct Schema: Sendable {
   let meta: Database
   let log: Database
@@ -39,6 +40,9 @@ struct Schema: Sendable {
   let tags: Database
   let tagNotes: Database
   let timeline: Database
+  let searchPostings: Database
+  let searchNotes: Database
+  let searchOrdinals: Database
   /// The log in `log`, `eventIndex` and `meta`.
   let eventLog: EventLog
 
@@ -47,12 +51,16 @@ struct Schema: Sendable {
     [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
   }
 
+  /// The search index's databases: derived, emptied by a rebuild, not in the state digest.
+  var search: [Database] { [searchPostings, searchNotes, searchOrdinals] }
+
   /// Every database of the store.
   var all: [Database] {
     [meta, log, eventIndex, objects, blobReferences, fields, superseded, blobs] + projections
+      + search
   }
 
-  static let databaseCount = 15
+  static let databaseCount = 18
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -74,6 +82,9 @@ struct Schema: Sendable {
     tags = try open("tags")
     tagNotes = try open("tagNotes")
     timeline = try open("timeline")
+    searchPostings = try open("searchPostings")
+    searchNotes = try open("searchNotes")
+    searchOrdinals = try open("searchOrdinals")
     eventLog = EventLog(
       entries: log, index: eventIndex, state: meta, objects: objects,
       blobReferences: blobReferences, fields: fields, superseded: superseded)

@@ -14,10 +14,12 @@ import Workload
 struct Figures {
   var events = 0
   var appendPerSecond = 0.0
+  var bytesPerEvent = 0.0
   var durableP50 = 0.0
   var durableP99 = 0.0
   var rebuildPerSecond = 0.0
   var rebuildPeakMB = 0.0
+  var rebuildHeapMB = 0.0
   var openFirstPage: Double?
   var tagged: Double?
   var search: Double?
@@ -60,86 +62,172 @@ func peakMemoryMB() throws -> Double {
   return kilobytes / 1024
 }
 
+/// The process's anonymous resident memory in MB (`RssAnon`: the heap and stacks, not the
+/// memory-mapped store).
+func anonymousMemoryMB() -> Double {
+  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+    let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+  else { return 0 }
+  return kilobytes / 1024
+}
+
+/// Runs `body` while a thread samples `RssAnon` every millisecond; returns the result and the
+/// largest sample.
+func withPeakAnonymousMemory<R>(_ body: () throws -> R) rethrows -> (R, Double) {
+  final class Sampler: @unchecked Sendable {
+    let lock = NSLock()
+    var peak = 0.0
+    var running = true
+  }
+  let sampler = Sampler()
+  sampler.peak = anonymousMemoryMB()
+  let thread = Thread {
+    while sampler.lock.withLock({ sampler.running }) {
+      let now = anonymousMemoryMB()
+      sampler.lock.withLock { sampler.peak = max(sampler.peak, now) }
+      usleep(1000)
+    }
+  }
+  thread.start()
+  defer { sampler.lock.withLock { sampler.running = false } }
+  let result = try body()
+  let last = anonymousMemoryMB()
+  return (result, sampler.lock.withLock { max(sampler.peak, last) })
+}
+
+/// The bytes the files under `path` occupy on disk (allocated blocks, as `du` counts them).
+func diskBytes(_ path: String) -> Double {
+  var total = 0.0
+  let names = (try? FileManager.default.subpathsOfDirectory(atPath: path)) ?? []
+  for name in names {
+    var info = stat()
+    if stat(path + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+      total += Double(info.st_blocks) * 512
+    }
+  }
+  return total
+}
+
 func log(_ message: String) {
   FileHandle.standardError.write(Data((message + "\n").utf8))
 }
 
-func run<B: Backend>(_ backend: B.Type, _ workload: Workload) throws -> Figures {
+/// One implementation's store during a comparison.
+final class Subject {
+  let type: any Backend.Type
+  let path: String
+  var store: any Backend
   var figures = Figures()
-  let path = temporaryPath("compare-\(B.name.filter(\.isLetter))")
-  defer { removeTemporaryItem(atPath: path) }
-  let label = "\(B.name) at \(workload.operations.count)"
-
-  // Batched user changes, durable, a thousand to a transaction.
-  var store = try B.open(at: path, durable: true)
-  let (_, appendTime) = try time { try workload.apply(to: store) }
-  figures.events = try store.eventCount()
-  figures.appendPerSecond = Double(figures.events) / appendTime
-  log("\(label): append \(Int(figures.appendPerSecond)) events/s")
-
-  // One durable change per transaction.
   var latencies: [Double] = []
-  for index in 0..<200 {
+  var label: String
+
+  init(_ type: any Backend.Type, size: Int) throws {
+    self.type = type
+    path = temporaryPath("compare-\(type.name.filter(\.isLetter))")
+    store = try type.open(at: path, durable: true)
+    label = "\(type.name) at \(size)"
+  }
+
+  func reopen() throws {
+    store.close()
+    store = try type.open(at: path, durable: true)
+  }
+
+  deinit { removeTemporaryItem(atPath: path) }
+}
+
+/// Runs the workload on every implementation, phase by phase, and returns their figures.
+func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figures] {
+  let subjects = try types.map { try Subject($0, size: workload.operations.count) }
+  defer { for subject in subjects { subject.store.close() } }
+
+  // Batched user changes, durable, a thousand to a transaction; then the bytes on disk.
+  for subject in subjects {
+    let (_, appendTime) = try time { try workload.apply(to: subject.store) }
+    subject.figures.events = try subject.store.eventCount()
+    subject.figures.appendPerSecond = Double(subject.figures.events) / appendTime
+    subject.figures.bytesPerEvent = diskBytes(subject.path) / Double(subject.figures.events)
+    log("\(subject.label): append \(Int(subject.figures.appendPerSecond)) events/s")
+  }
+
+  // One durable change per transaction, the implementations taking turns commit by commit
+  // (in a rotating order), so that each sees the same disk: its fsync latency is bimodal.
+  let rounds = 1000
+  for round in 0..<rounds {
     let operation = Operation.setText(
-      note: workload.liveNotes[index % workload.liveNotes.count], text: "Edit \(index)")
-    latencies.append(try time { try store.apply([operation][...]) }.1)
-  }
-  figures.durableP50 = percentile(latencies, 0.5) * 1000
-  figures.durableP99 = percentile(latencies, 0.99) * 1000
-  let ids = try store.noteIDs()
-  store.close()
-
-  // Rebuild, with its peak memory.
-  store = try B.open(at: path, durable: true)
-  try resetPeakMemory()
-  let (replayed, rebuildTime) = try time { try store.rebuild() }
-  figures.rebuildPeakMB = try peakMemoryMB()
-  figures.rebuildPerSecond = Double(replayed) / rebuildTime
-  store.close()
-  log("\(label): rebuild \(Int(figures.rebuildPerSecond)) events/s")
-
-  // Open and read the first page of the timeline: each time a fresh open.
-  var opens: [Double] = []
-  for _ in 0..<11 {
-    let (page, elapsed) = try time { () throws -> Int? in
-      let opened = try B.open(at: path, durable: true)
-      defer { opened.close() }
-      return try opened.firstTimelinePage()
-    }
-    if page != nil { opens.append(elapsed) }
-  }
-  figures.openFirstPage = opens.isEmpty ? nil : median(opens) * 1000
-
-  // Queries on an open store.
-  store = try B.open(at: path, durable: true)
-  var tagged: [Double] = []
-  var searched: [Double] = []
-  for index in 0..<11 {
-    let (count, elapsed) = try time {
-      try store.notes(taggedWith: Workload.tagNames[index % Workload.tagNames.count])
-    }
-    if count != nil { tagged.append(elapsed) }
-    let (found, searchTime) = try time { try store.search(Workload.rareWord) }
-    if found != nil { searchedCheck(found!, label) }
-    if found != nil { searched.append(searchTime) }
-  }
-  figures.tagged = tagged.isEmpty ? nil : median(tagged) * 1000
-  figures.search = searched.isEmpty ? nil : median(searched) * 1000
-
-  // A sync's worth of remote events, in pages of a thousand.
-  let remote = Workload.remoteEvents(
-    count: min(10_000, max(1000, workload.operations.count / 10)), ids: ids, now: Date())
-  let (_, ingestTime) = try time {
-    for offset in stride(from: 0, to: remote.count, by: 1000) {
-      try store.ingest(Array(remote[offset..<min(offset + 1000, remote.count)]))
+      note: workload.liveNotes[round % workload.liveNotes.count], text: "Edit \(round)")
+    for offset in subjects.indices {
+      let subject = subjects[(round + offset) % subjects.count]
+      subject.latencies.append(try time { try subject.store.apply([operation][...]) }.1)
     }
   }
-  figures.ingestPerSecond = Double(remote.count) / ingestTime
-  let total = try store.eventCount()
-  precondition(total == figures.events + 200 + remote.count, "\(label): \(total) events")
-  store.close()
-  log("\(label): ingest \(Int(figures.ingestPerSecond)) events/s")
-  return figures
+  for subject in subjects {
+    subject.figures.durableP50 = percentile(subject.latencies, 0.5) * 1000
+    subject.figures.durableP99 = percentile(subject.latencies, 0.99) * 1000
+  }
+  let ids = try subjects.map { try $0.store.noteIDs() }
+
+  for (index, subject) in subjects.enumerated() {
+    // Rebuild, with its peak memory: all of it, and the anonymous part (not the mapped file).
+    try subject.reopen()
+    try resetPeakMemory()
+    let ((replayed, rebuildTime), heap) = try withPeakAnonymousMemory {
+      try time { try subject.store.rebuild() }
+    }
+    subject.figures.rebuildPeakMB = try peakMemoryMB()
+    subject.figures.rebuildHeapMB = heap
+    subject.figures.rebuildPerSecond = Double(replayed) / rebuildTime
+    subject.store.close()
+    log("\(subject.label): rebuild \(Int(subject.figures.rebuildPerSecond)) events/s")
+
+    // Open and read the first page of the timeline: each time a fresh open.
+    var opens: [Double] = []
+    for _ in 0..<11 {
+      let (page, elapsed) = try time { () throws -> Int? in
+        let opened = try subject.type.open(at: subject.path, durable: true)
+        defer { opened.close() }
+        return try opened.firstTimelinePage()
+      }
+      if page != nil { opens.append(elapsed) }
+    }
+    subject.figures.openFirstPage = opens.isEmpty ? nil : median(opens) * 1000
+
+    // Queries on an open store.
+    subject.store = try subject.type.open(at: subject.path, durable: true)
+    let store = subject.store
+    var tagged: [Double] = []
+    var searched: [Double] = []
+    for query in 0..<11 {
+      let (count, elapsed) = try time {
+        try store.notes(taggedWith: Workload.tagNames[query % Workload.tagNames.count])
+      }
+      if count != nil { tagged.append(elapsed) }
+      let (found, searchTime) = try time { try store.search(Workload.rareWord) }
+      if let found {
+        searchedCheck(found, subject.label)
+        searched.append(searchTime)
+      }
+    }
+    subject.figures.tagged = tagged.isEmpty ? nil : median(tagged) * 1000
+    subject.figures.search = searched.isEmpty ? nil : median(searched) * 1000
+
+    // A sync's worth of remote events, in pages of a thousand.
+    let remote = Workload.remoteEvents(
+      count: min(10_000, max(1000, workload.operations.count / 10)), ids: ids[index],
+      now: Date())
+    let (_, ingestTime) = try time {
+      for offset in stride(from: 0, to: remote.count, by: 1000) {
+        try store.ingest(Array(remote[offset..<min(offset + 1000, remote.count)]))
+      }
+    }
+    subject.figures.ingestPerSecond = Double(remote.count) / ingestTime
+    let total = try store.eventCount()
+    precondition(
+      total == subject.figures.events + rounds + remote.count, "\(subject.label): \(total) events")
+    log("\(subject.label): ingest \(Int(subject.figures.ingestPerSecond)) events/s")
+  }
+  return subjects.map(\.figures)
 }
 
 /// A search that finds nothing would measure nothing.
@@ -164,9 +252,8 @@ let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 var rows: [String] = []
 for size in sizes.isEmpty ? [10_000] : sizes {
   let workload = Workload(size: size)
-  let raw = try run(RawLMDBBackend.self, workload)
-  let vlog = try run(VLogBackend.self, workload)
-  let sqlite = try run(SQLiteBackend.self, workload)
+  let figures = try compare([RawLMDBBackend.self, VLogBackend.self, SQLiteBackend.self], workload)
+  let (raw, vlog, sqlite) = (figures[0], figures[1], figures[2])
   let n = "\(vlog.events)"
   // (figure, unit, raw, VLog, SQLite, larger is better)
   let lines: [(String, String, Double?, Double?, Double?, Bool)] = [
@@ -175,11 +262,15 @@ for size in sizes.isEmpty ? [10_000] : sizes {
       vlog.appendPerSecond, sqlite.appendPerSecond, true
     ),
     (
-      "one durable change per transaction, p50", "ms", raw.durableP50, vlog.durableP50,
+      "bytes on disk per event", "bytes", raw.bytesPerEvent, vlog.bytesPerEvent,
+      sqlite.bytesPerEvent, false
+    ),
+    (
+      "one durable change per transaction, interleaved, p50", "ms", raw.durableP50, vlog.durableP50,
       sqlite.durableP50, false
     ),
     (
-      "one durable change per transaction, p99", "ms", raw.durableP99, vlog.durableP99,
+      "one durable change per transaction, interleaved, p99", "ms", raw.durableP99, vlog.durableP99,
       sqlite.durableP99, false
     ),
     (
@@ -187,8 +278,12 @@ for size in sizes.isEmpty ? [10_000] : sizes {
       sqlite.rebuildPerSecond, true
     ),
     (
-      "rebuild, peak resident memory", "MB", raw.rebuildPeakMB, vlog.rebuildPeakMB,
-      sqlite.rebuildPeakMB, false
+      "rebuild, peak resident memory (with the mapped file)", "MB", raw.rebuildPeakMB,
+      vlog.rebuildPeakMB, sqlite.rebuildPeakMB, false
+    ),
+    (
+      "rebuild, peak heap (RssAnon)", "MB", raw.rebuildHeapMB, vlog.rebuildHeapMB,
+      sqlite.rebuildHeapMB, false
     ),
     ("open + first timeline page", "ms", nil, vlog.openFirstPage, sqlite.openFirstPage, false),
     ("notes with a tag", "ms", nil, vlog.tagged, sqlite.tagged, false),

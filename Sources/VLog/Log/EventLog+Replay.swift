@@ -15,18 +15,19 @@ extension EventLog {
   /// it when asked.
   ///
   /// - Parameters:
+  ///   - start: The sequence number to replay after; 0 for the whole log.
   ///   - progress: Called every 10,000 events and at the end.
   ///   - body: Receives each event, with its sequence number.
   /// - Returns: The number of events replayed.
   /// - Throws: ``VLogError/Code/corruptStore`` at the first damaged entry, or what `body`
   ///   throws.
   package func replay(
-    in transaction: borrowing some Transaction & ~Copyable,
+    after start: UInt64 = 0, in transaction: borrowing some Transaction & ~Copyable,
     progress: ((RebuildProgress) -> Void)? = nil, _ body: (LoggedEvent) throws -> Void
   ) throws -> Int {
     let total = Int(clamping: try lastSequence(in: transaction))
     var replayed = 0
-    try transaction.withEntries(in: entries, range: range(after: 0, through: nil)) {
+    try transaction.withEntries(in: entries, range: range(after: start, through: nil)) {
       entries throws in
       while let logged = try entries.next({ key, value throws -> LoggedEvent in
         try decode(key: key, value: value, skippingText: true)

@@ -1,0 +1,412 @@
+internal import Foundation
+internal import LMDB
+
+/// The text search index: for each trigram of the folded texts, the notes whose text has it.
+///
+/// Search matches ignoring case and diacritics (``TextMatcher``). The index holds, for every
+/// note with a text, the set of its ASCII trigrams after folding (letters lowercased; a text
+/// with other characters first folded by Foundation, ignoring case and diacritics, so that
+/// "Café" indexes "caf" and "afe"). A query whose needle is ASCII and at least three bytes long
+/// reads the postings of the needle's trigrams, intersects them, and checks each candidate
+/// with the same matcher the scan uses — in timeline order, so the results are exactly the
+/// scan's. Other needles scan.
+///
+/// The index is not kept in the write transaction of each change: writing the trigrams of a
+/// kilobyte of text costs hundreds of B-tree updates, more than the change itself. It is
+/// brought up to date lazily, by the first search after changes (or by
+/// ``NoteStore/updateSearchIndex()``), from the events appended since it was last current:
+/// a note edited a hundred times between two searches is indexed once. Like the projections
+/// it is derived from the log, dropped by a rebuild, and not part of the state digest (which
+/// it cannot change).
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | `searchPostings` | trigram (3) + chunk (4) | the ordinals in the chunk: sorted 16-bit offsets, or a bitmap |
+/// | `searchNotes` | note id (16) | ordinal (4) + text stamp (24) + trigrams (3 each, sorted) |
+/// | `searchNotes` | 0x00 | the log sequence it is current through (8) + the next ordinal (4) |
+/// | `searchOrdinals` | ordinal (4) | note id (16) |
+///
+/// Notes get dense ordinals so that a posting list is a few bytes per note; a chunk covers
+/// 8,192 ordinals.
+struct SearchIndex {
+  let schema: Schema
+
+  static let chunkSize: UInt32 = 8192
+  static let stateKey: [UInt8] = [0]
+
+  // MARK: State
+
+  struct State: Equatable {
+    var through: UInt64 = 0
+    var nextOrdinal: UInt32 = 0
+  }
+
+  func state(in transaction: borrowing some Transaction & ~Copyable) throws -> State {
+    try transaction.withValue(forKey: Self.stateKey, in: schema.searchNotes) {
+      value throws(VLogError) -> State in
+      guard let value else { return State() }
+      guard value.count == 12, let through = BigEndian.read(UInt64.self, from: value),
+        let next = BigEndian.read(UInt32.self, from: value, at: 8)
+      else { throw VLogError(.corruptStore, "the search index's state is \(value.count) bytes") }
+      return State(through: through, nextOrdinal: next)
+    }
+  }
+
+  /// Whether events were appended since the index was last brought up to date.
+  func isBehind(in transaction: borrowing some Transaction & ~Copyable) throws -> Bool {
+    try state(in: transaction).through < schema.eventLog.lastSequence(in: transaction)
+  }
+
+  // MARK: Updating
+
+  /// What the index holds for one note.
+  struct Entry {
+    var ordinal: UInt32
+    var textStamp: Stamp
+    var trigrams: [UInt32]
+  }
+
+  func entry(_ note: NoteID, in transaction: borrowing some Transaction & ~Copyable) throws
+    -> Entry?
+  {
+    try note.identifier.withKey { key in
+      try transaction.withValue(forKey: key, in: schema.searchNotes) {
+        value throws(VLogError) -> Entry? in
+        guard let value else { return nil }
+        let header = 4 + Stamp.byteCount
+        guard value.count >= header, (value.count - header) % 3 == 0,
+          let ordinal = BigEndian.read(UInt32.self, from: value)
+        else {
+          throw VLogError(.corruptStore, "note \(note)'s search entry is \(value.count) bytes")
+        }
+        let stamp = Stamp(bytes: UnsafeRawBufferPointer(rebasing: value[4..<header]))
+        var trigrams: [UInt32] = []
+        trigrams.reserveCapacity((value.count - header) / 3)
+        var offset = header
+        while offset < value.count {
+          trigrams.append(
+            UInt32(value[offset]) << 16 | UInt32(value[offset + 1]) << 8
+              | UInt32(value[offset + 2]))
+          offset += 3
+        }
+        return Entry(ordinal: ordinal, textStamp: stamp, trigrams: trigrams)
+      }
+    }
+  }
+
+  /// Brings the index up to date with the log: reindexes the notes whose text changed, or
+  /// that were created or deleted, since it was last current.
+  ///
+  /// - Returns: The number of notes reindexed.
+  @discardableResult
+  func update(in transaction: borrowing WriteTransaction) throws -> Int {
+    var state = try state(in: transaction)
+    let last = try schema.eventLog.lastSequence(in: transaction)
+    guard state.through < last else { return 0 }
+    var notes = Set<NoteID>()
+    _ = try schema.eventLog.replay(after: state.through, in: transaction) { logged in
+      switch logged.event.change {
+      case .textSet(let id, _), .noteCreated(let id, _), .noteDeleted(let id):
+        notes.insert(id)
+      default: break
+      }
+    }
+    var added: [UInt32: [UInt32]] = [:]
+    var removed: [UInt32: [UInt32]] = [:]
+    var reindexed = 0
+    for note in notes.sorted() {
+      let old = try entry(note, in: transaction)
+      let record = try schema.noteRecord(note, in: transaction)
+      let stamp = record?.textStamp ?? .zero
+      if let old, old.textStamp == stamp { continue }
+      reindexed += 1
+      var trigrams: [UInt32] = []
+      if let record, record.textSequence != 0 {
+        trigrams = SearchTrigrams.of(
+          text: try schema.eventLog.text(
+            at: record.textSequence, stamp: record.textStamp, in: transaction))
+      }
+      let key = note.identifier.bytes
+      guard record != nil else {
+        // Deleted: the note leaves the index.
+        guard let old else { continue }
+        for trigram in old.trigrams { removed[trigram, default: []].append(old.ordinal) }
+        _ = try transaction.delete(forKey: key, in: schema.searchNotes)
+        _ = try transaction.delete(
+          forKey: BigEndian.bytes(old.ordinal), in: schema.searchOrdinals)
+        continue
+      }
+      let ordinal: UInt32
+      if let old {
+        ordinal = old.ordinal
+      } else {
+        guard state.nextOrdinal < .max else {
+          throw VLogError(.invalidValue, "the search index has used every ordinal; rebuild it")
+        }
+        ordinal = state.nextOrdinal
+        state.nextOrdinal += 1
+        try transaction.put(key, forKey: BigEndian.bytes(ordinal), in: schema.searchOrdinals)
+      }
+      let before = old?.trigrams ?? []
+      for trigram in sortedDifference(trigrams, minus: before) {
+        added[trigram, default: []].append(ordinal)
+      }
+      for trigram in sortedDifference(before, minus: trigrams) {
+        removed[trigram, default: []].append(ordinal)
+      }
+      var value = BigEndian.bytes(ordinal)
+      value.reserveCapacity(4 + Stamp.byteCount + trigrams.count * 3)
+      stamp.append(to: &value)
+      for trigram in trigrams {
+        value.append(UInt8(truncatingIfNeeded: trigram >> 16))
+        value.append(UInt8(truncatingIfNeeded: trigram >> 8))
+        value.append(UInt8(truncatingIfNeeded: trigram))
+      }
+      try transaction.put(value, forKey: key, in: schema.searchNotes)
+    }
+    try applyPostings(added: added, removed: removed, in: transaction)
+    state.through = last
+    var value = BigEndian.bytes(state.through)
+    BigEndian.append(state.nextOrdinal, to: &value)
+    try transaction.put(value, forKey: Self.stateKey, in: schema.searchNotes)
+    return reindexed
+  }
+
+  /// Adds and removes ordinals in the posting lists, each chunk read and written once.
+  private func applyPostings(
+    added: [UInt32: [UInt32]], removed: [UInt32: [UInt32]],
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    var chunks: [PostingKey: (add: [UInt16], remove: [UInt16])] = [:]
+    for (trigram, ordinals) in added {
+      for ordinal in ordinals {
+        let key = PostingKey(trigram: trigram, chunk: ordinal / Self.chunkSize)
+        chunks[key, default: ([], [])].add.append(UInt16(ordinal % Self.chunkSize))
+      }
+    }
+    for (trigram, ordinals) in removed {
+      for ordinal in ordinals {
+        let key = PostingKey(trigram: trigram, chunk: ordinal / Self.chunkSize)
+        chunks[key, default: ([], [])].remove.append(UInt16(ordinal % Self.chunkSize))
+      }
+    }
+    for key in chunks.keys.sorted() {
+      guard let change = chunks[key] else { continue }
+      let bytes = key.bytes
+      var offsets = try transaction.withValue(forKey: bytes, in: schema.searchPostings) {
+        value throws(VLogError) -> [UInt16] in
+        guard let value else { return [] }
+        return try PostingChunk.decode(value)
+      }
+      offsets = PostingChunk.merge(offsets, adding: change.add, removing: change.remove)
+      if offsets.isEmpty {
+        _ = try transaction.delete(forKey: bytes, in: schema.searchPostings)
+      } else {
+        try transaction.put(PostingChunk.encode(offsets), forKey: bytes, in: schema.searchPostings)
+      }
+    }
+  }
+
+  // MARK: Querying
+
+  /// The notes whose posting lists hold every one of `trigrams`: a superset of the notes
+  /// whose text contains a needle with those trigrams.
+  func candidates(
+    _ trigrams: [UInt32], in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [NoteID] {
+    var result: [UInt32: [UInt16]]?
+    for trigram in trigrams {
+      var postings: [UInt32: [UInt16]] = [:]
+      let prefix = PostingKey(trigram: trigram, chunk: 0).bytes.prefix(3)
+      try transaction.forEach(in: schema.searchPostings, range: .prefix(Array(prefix))) {
+        key, value in
+        guard key.count == 7, let chunk = BigEndian.read(UInt32.self, from: key, at: 3) else {
+          throw VLogError(.corruptStore, "a search posting key is \(key.count) bytes")
+        }
+        if let result, result[chunk] == nil { return }
+        postings[chunk] = try PostingChunk.decode(value)
+      }
+      if let previous = result {
+        var intersection: [UInt32: [UInt16]] = [:]
+        for (chunk, offsets) in postings {
+          guard let other = previous[chunk] else { continue }
+          let common = sortedIntersection(offsets, other)
+          if !common.isEmpty { intersection[chunk] = common }
+        }
+        result = intersection
+      } else {
+        result = postings
+      }
+      if result?.isEmpty == true { return [] }
+    }
+    var notes: [NoteID] = []
+    for (chunk, offsets) in result ?? [:] {
+      for offset in offsets {
+        let ordinal = chunk &* Self.chunkSize &+ UInt32(offset)
+        let note = try transaction.withValue(
+          forKey: BigEndian.bytes(ordinal), in: schema.searchOrdinals
+        ) { value throws(VLogError) -> NoteID? in
+          guard let value else { return nil }
+          guard value.count == 16 else {
+            throw VLogError(.corruptStore, "search ordinal \(ordinal) names \(value.count) bytes")
+          }
+          return NoteID(Identifier(bytes: value))
+        }
+        if let note { notes.append(note) }
+      }
+    }
+    return notes
+  }
+}
+
+/// A posting list's key: the trigram's three bytes and the chunk number.
+struct PostingKey: Hashable, Comparable {
+  let trigram: UInt32
+  let chunk: UInt32
+
+  var bytes: [UInt8] {
+    var bytes: [UInt8] = [
+      UInt8(truncatingIfNeeded: trigram >> 16), UInt8(truncatingIfNeeded: trigram >> 8),
+      UInt8(truncatingIfNeeded: trigram),
+    ]
+    BigEndian.append(chunk, to: &bytes)
+    return bytes
+  }
+
+  static func < (a: PostingKey, b: PostingKey) -> Bool {
+    (a.trigram, a.chunk) < (b.trigram, b.chunk)
+  }
+}
+
+/// The ordinals of one chunk of a posting list: up to 512 as sorted big-endian 16-bit offsets
+/// after a 0 byte, more as a bitmap of 8,192 bits after a 1 byte.
+enum PostingChunk {
+  static let bitmapBytes = Int(SearchIndex.chunkSize / 8)
+  static let arrayLimit = 512
+
+  static func encode(_ offsets: [UInt16]) -> [UInt8] {
+    if offsets.count <= arrayLimit {
+      var bytes: [UInt8] = [0]
+      bytes.reserveCapacity(1 + offsets.count * 2)
+      for offset in offsets { BigEndian.append(offset, to: &bytes) }
+      return bytes
+    }
+    var bytes = [UInt8](repeating: 0, count: 1 + bitmapBytes)
+    bytes[0] = 1
+    for offset in offsets { bytes[1 + Int(offset / 8)] |= 1 << (offset % 8) }
+    return bytes
+  }
+
+  static func decode(_ value: UnsafeRawBufferPointer) throws(VLogError) -> [UInt16] {
+    guard let kind = value.first else {
+      throw VLogError(.corruptStore, "a search posting is empty")
+    }
+    switch kind {
+    case 0 where value.count % 2 == 1:
+      var offsets: [UInt16] = []
+      offsets.reserveCapacity(value.count / 2)
+      var index = 1
+      while index < value.count {
+        offsets.append(UInt16(value[index]) << 8 | UInt16(value[index + 1]))
+        index += 2
+      }
+      return offsets
+    case 1 where value.count == 1 + bitmapBytes:
+      var offsets: [UInt16] = []
+      for byteIndex in 0..<bitmapBytes {
+        var bits = value[1 + byteIndex]
+        while bits != 0 {
+          let bit = UInt16(bits.trailingZeroBitCount)
+          offsets.append(UInt16(byteIndex) * 8 + bit)
+          bits &= bits - 1
+        }
+      }
+      return offsets
+    default:
+      throw VLogError(.corruptStore, "a search posting of \(value.count) bytes is malformed")
+    }
+  }
+
+  /// `offsets` (sorted) with `adding` added and `removing` removed, sorted and unique.
+  static func merge(_ offsets: [UInt16], adding: [UInt16], removing: [UInt16]) -> [UInt16] {
+    var set = Set(offsets)
+    for offset in removing { set.remove(offset) }
+    for offset in adding { set.insert(offset) }
+    return set.sorted()
+  }
+}
+
+/// The elements of a sorted array that another sorted array lacks.
+func sortedDifference(_ a: [UInt32], minus b: [UInt32]) -> [UInt32] {
+  var result: [UInt32] = []
+  var j = 0
+  for value in a {
+    while j < b.count, b[j] < value { j += 1 }
+    if j < b.count, b[j] == value { continue }
+    result.append(value)
+  }
+  return result
+}
+
+/// The elements two sorted arrays share.
+func sortedIntersection(_ a: [UInt16], _ b: [UInt16]) -> [UInt16] {
+  var result: [UInt16] = []
+  var i = 0
+  var j = 0
+  while i < a.count, j < b.count {
+    if a[i] < b[j] {
+      i += 1
+    } else if a[i] > b[j] {
+      j += 1
+    } else {
+      result.append(a[i])
+      i += 1
+      j += 1
+    }
+  }
+  return result
+}
+
+/// The trigrams search indexes and looks up.
+enum SearchTrigrams {
+  /// A text's folded ASCII trigrams, sorted and unique, each as three bytes in a `UInt32`.
+  static func of(text: String) -> [UInt32] {
+    var codes: [UInt32] = []
+    func collect(_ bytes: some Collection<UInt8>) {
+      var a: UInt8 = 0x80
+      var b: UInt8 = 0x80
+      codes.reserveCapacity(bytes.count)
+      for byte in bytes {
+        let c = fold(byte)
+        if a < 0x80, b < 0x80, c < 0x80 {
+          codes.append(UInt32(a) << 16 | UInt32(b) << 8 | UInt32(c))
+        }
+        a = b
+        b = c
+      }
+    }
+    if text.utf8.allSatisfy({ $0 < 0x80 }) {
+      collect(text.utf8)
+    } else {
+      collect(
+        text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).utf8)
+    }
+    codes.sort()
+    var unique: [UInt32] = []
+    unique.reserveCapacity(codes.count)
+    for code in codes where unique.last != code { unique.append(code) }
+    return unique
+  }
+
+  /// The trigrams of a needle the index can answer: nil unless it is ASCII and at least
+  /// three bytes long.
+  static func of(needle: String) -> [UInt32]? {
+    guard needle.utf8.count >= 3, needle.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+    return of(text: needle)
+  }
+
+  @inline(__always)
+  static func fold(_ byte: UInt8) -> UInt8 {
+    byte &- 0x41 < 26 ? byte | 0x20 : byte
+  }
+}
