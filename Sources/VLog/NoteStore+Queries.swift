@@ -71,18 +71,48 @@ extension NoteStore {
     }
   }
 
-  /// Notes with a tag, archived or not, newest sort date first.
+  /// Notes with a tag, archived or not, newest sort date first, a page at a time.
   ///
-  /// - Parameter name: The tag's name, in any case.
-  public func notes(taggedWith name: String) throws -> [NoteSummary] {
-    try read { transaction in
-      var ids: [NoteID] = []
-      try transaction.forEach(
-        in: schema.tagNotes, range: .prefix(Keys.tagPrefix(TagID(name: name)))
-      ) { key, _ in
-        ids.append(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")))
+  /// Reads only the page from the tag's index, so its cost does not grow with the number of
+  /// notes that have the tag.
+  ///
+  /// - Parameters:
+  ///   - name: The tag's name, in any case.
+  ///   - limit: The page size.
+  ///   - after: The last note of the previous page, or nil for the first page.
+  public func notes(taggedWith name: String, limit: Int = 50, after: NoteID? = nil) throws
+    -> [NoteSummary]
+  {
+    let tag = TagID(name: name)
+    return try read { transaction in
+      let prefix = Keys.tagPrefix(tag)
+      var start = prefix
+      if let after {
+        guard let record = try noteRecord(after, in: transaction), record.isCreated,
+          record.tagIDs.contains(tag)
+        else {
+          throw VLogError(
+            .noteNotFound,
+            "note \(after) does not have the tag \(String(reflecting: name)); start from the "
+              + "first page")
+        }
+        start = Keys.tagNote(tag, sortDate: record.effectiveSortDate, after)
+        start.append(0)  // the first key after it
       }
-      return try ids.map { try summary($0, in: transaction) }.sorted(by: Self.newestFirst)
+      var end = prefix
+      end[end.count - 1] = 1  // the first key after every key of the tag
+      var ids: [NoteID] = []
+      try transaction.withEntries(in: schema.tagNotes, range: .from(start, to: end)) {
+        entries throws in
+        while ids.count < limit,
+          let id = try entries.next({ key, _ in
+            NoteID(try Identifier.ending(key, length: prefix.count + 24, in: "tagNotes"))
+          })
+        {
+          ids.append(id)
+        }
+      }
+      return try ids.map { try summary($0, in: transaction) }
     }
   }
 

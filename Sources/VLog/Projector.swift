@@ -420,12 +420,20 @@ struct Projector {
     }
     let oldTags = Set(before?.tagIDs ?? [])
     let newTags = Set(after?.tagIDs ?? [])
+    let oldDate = before?.effectiveSortDate ?? 0
+    let newDate = after?.effectiveSortDate ?? 0
+    for tag in oldTags where !newTags.contains(tag) || oldDate != newDate {
+      try transaction.delete(
+        forKey: Keys.tagNote(tag, sortDate: oldDate, id), in: schema.tagNotes)
+    }
+    for tag in newTags where !oldTags.contains(tag) || oldDate != newDate {
+      try transaction.put(
+        [UInt8](), forKey: Keys.tagNote(tag, sortDate: newDate, id), in: schema.tagNotes)
+    }
     for tag in oldTags.subtracting(newTags) {
-      try transaction.delete(forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
       try updateTag(tag, in: transaction) { $0.noteCount -= 1 }
     }
     for tag in newTags.subtracting(oldTags) {
-      try transaction.put([UInt8](), forKey: Keys.tagNote(tag, id), in: schema.tagNotes)
       try updateTag(tag, in: transaction) { $0.noteCount += 1 }
     }
     // Spellings: the note's tags are a candidate for each tag it has; a tag it no longer has

@@ -17,7 +17,7 @@ internal import LMDB
 /// | `attachments` | attachment id (16) | ``AttachmentRecord`` |
 /// | `noteAttachments` | note id (16) + attachment id (16) | empty |
 /// | `tags` | tag id (UTF-8) | ``TagRecord`` |
-/// | `tagNotes` | tag id + 0x00 + note id (16) | empty |
+/// | `tagNotes` | tag id + 0x00 + inverted sort date (8) + note id (16) | empty |
 /// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
 /// | `searchPostings`, `searchNotes`, `searchOrdinals` | see ``SearchIndex`` | |
 ///
@@ -131,10 +131,18 @@ enum Keys {
     return key
   }
 
-  static func tagNote(_ tag: TagID, _ note: NoteID) -> [UInt8] {
+  /// A tag's index entry for a note: the tag's notes sort newest first, as in the timeline.
+  static func tagNote(_ tag: TagID, sortDate: Int64, _ note: NoteID) -> [UInt8] {
     var key = tagPrefix(tag)
+    key.reserveCapacity(key.count + 24)
+    BigEndian.append(invertedSortDate(sortDate), to: &key)
     note.identifier.append(to: &key)
     return key
+  }
+
+  /// A sort date's bits inverted, so that later dates sort earlier.
+  static func invertedSortDate(_ sortDate: Int64) -> UInt64 {
+    ~(UInt64(bitPattern: sortDate) ^ (1 << 63))
   }
 
   static func tagPrefix(_ tag: TagID) -> [UInt8] {
@@ -145,8 +153,7 @@ enum Keys {
   static func timeline(archived: Bool, sortDate: Int64, note: NoteID) -> [UInt8] {
     var key: [UInt8] = [archived ? 1 : 0]
     key.reserveCapacity(25)
-    let ordered = ~(UInt64(bitPattern: sortDate) ^ (1 << 63))
-    BigEndian.append(ordered, to: &key)
+    BigEndian.append(invertedSortDate(sortDate), to: &key)
     note.identifier.append(to: &key)
     return key
   }

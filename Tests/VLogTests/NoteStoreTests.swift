@@ -84,6 +84,58 @@ struct NoteStoreTests {
     }
   }
 
+  @Test(
+    "notes with a tag page newest first, archive included, and follow sort date and tag changes"
+  )
+  func taggedPages() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let tags = ["Work", "home", "Paris"]
+      var ids: [NoteID] = []
+      try store.write { changes in
+        for index in 0..<40 {
+          ids.append(
+            changes.createNote(
+              text: "note \(index)", isArchived: index % 5 == 0,
+              sortDate: Date(milliseconds: Int64(index % 13) * 1000),
+              tags: [tags[index % 3], tags[(index / 3) % 3]]))
+        }
+      }
+      try store.write { changes in
+        for index in stride(from: 0, to: 40, by: 4) {
+          changes.setSortDate(Date(milliseconds: Int64(50 - index) * 1000), of: ids[index])
+          changes.setTags(index % 8 == 0 ? [] : ["PARIS"], of: ids[index + 1])
+        }
+        changes.deleteNote(ids[7])
+      }
+      for tag in tags {
+        // What the notes say, in the index's order: newest first, then by id.
+        var expected: [(Date, NoteID)] = []
+        for id in ids {
+          guard let note = try store.note(id),
+            note.tags.contains(where: { $0.id == TagID(name: tag) })
+          else { continue }
+          expected.append((note.sortDate, id))
+        }
+        expected.sort { $0.0 != $1.0 ? $0.0 > $1.0 : $0.1 < $1.1 }
+        var paged: [NoteID] = []
+        var after: NoteID?
+        while true {
+          let page = try store.notes(taggedWith: tag.uppercased(), limit: 4, after: after)
+          paged += page.map(\.id)
+          guard page.count == 4 else { break }
+          after = page.last?.id
+        }
+        #expect(paged == expected.map(\.1), "tag \(tag)")
+        #expect(!expected.isEmpty)
+      }
+      let error = #expect(throws: VLogError.self) {
+        try store.notes(taggedWith: "work", after: ids[7])
+      }
+      #expect(error?.code == .noteNotFound)
+    }
+  }
+
   @Test("search ignores case and diacritics and covers the archive")
   func search() async throws {
     try await withReplicas(1) { replicas in

@@ -24,6 +24,11 @@ public protocol Backend: AnyObject {
   func notes(taggedWith tag: String) throws -> Int?
   /// The first 50 notes whose text contains `word`; nil without projections.
   func search(_ word: String) throws -> Int?
+  /// Brings the implementation's text index up to date, after the workload; false if it has
+  /// none.
+  func buildSearchIndex() throws -> Bool
+  /// ``search(_:)`` through the text index; nil without one.
+  func searchIndexed(_ word: String) throws -> Int?
   /// Ingests remote events (a sync page) in one transaction, merging them.
   func ingest(_ events: [Event]) throws
   /// The ids of the workload's notes.
@@ -94,6 +99,13 @@ public final class VLogBackend: Backend {
   /// See ``Backend``.
   public func search(_ word: String) throws -> Int? { try store.search(word, limit: 50).count }
   /// See ``Backend``.
+  public func buildSearchIndex() throws -> Bool {
+    try store.updateSearchIndex()
+    return true
+  }
+  /// See ``Backend``: VLog's search always reads its trigram index for such a word.
+  public func searchIndexed(_ word: String) throws -> Int? { try search(word) }
+  /// See ``Backend``.
   public func ingest(_ events: [Event]) throws { try store.ingest(events) }
 
   /// Every event of the log, in log order.
@@ -159,6 +171,10 @@ public final class RawLMDBBackend: Backend {
   public func notes(taggedWith tag: String) throws -> Int? { nil }
   /// See ``Backend``.
   public func search(_ word: String) throws -> Int? { nil }
+  /// See ``Backend``.
+  public func buildSearchIndex() throws -> Bool { false }
+  /// See ``Backend``.
+  public func searchIndexed(_ word: String) throws -> Int? { nil }
   /// See ``Backend``.
   public func ingest(_ events: [Event]) throws { try append(events.map { $0.encoded() }) }
   /// See ``Backend``.
