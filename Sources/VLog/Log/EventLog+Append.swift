@@ -32,8 +32,8 @@ extension EventLog {
     package internal(set) var releasedBlobs: Set<BlobHash> = []
     /// Object index entries and replaced changes to write, sorted, at the next flush: sorted
     /// writes touch each page once.
-    var pendingObjectKeys: [[UInt8]] = []
-    var pendingSuperseded: [[UInt8]] = []
+    var pendingObjects: [(object: Identifier, sequence: UInt64)] = []
+    var pendingSuperseded: [(milliseconds: UInt64, sequence: UInt64)] = []
     /// The newest change of each note field this transaction read or set; `dirty` ones are
     /// written at the next flush.
     var fieldCache: [FieldKey: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
@@ -125,17 +125,27 @@ extension EventLog {
     /// key order.
     mutating func flushPending(in transaction: borrowing WriteTransaction) throws {
       let log = self.log
-      if !pendingObjectKeys.isEmpty {
-        pendingObjectKeys.sort { $0.lexicographicallyPrecedes($1) }
-        for key in pendingObjectKeys {
-          try transaction.put([UInt8](), forKey: key, in: log.objects)
+      // One key buffer, rewritten for each entry.
+      var key = log.prefix
+      key.reserveCapacity(log.prefix.count + 24)
+      let empty: [UInt8] = []
+      if !pendingObjects.isEmpty {
+        pendingObjects.sort { ($0.object, $0.sequence) < ($1.object, $1.sequence) }
+        for (object, sequence) in pendingObjects {
+          key.removeSubrange(log.prefix.count...)
+          object.append(to: &key)
+          BigEndian.append(sequence, to: &key)
+          try transaction.put(empty, forKey: key, in: log.objects)
         }
-        pendingObjectKeys.removeAll(keepingCapacity: true)
+        pendingObjects.removeAll(keepingCapacity: true)
       }
       if !pendingSuperseded.isEmpty {
-        pendingSuperseded.sort { $0.lexicographicallyPrecedes($1) }
-        for key in pendingSuperseded {
-          try transaction.put([UInt8](), forKey: key, in: log.superseded)
+        pendingSuperseded.sort { ($0.milliseconds, $0.sequence) < ($1.milliseconds, $1.sequence) }
+        for (milliseconds, sequence) in pendingSuperseded {
+          key.removeSubrange(log.prefix.count...)
+          BigEndian.append(milliseconds, to: &key)
+          BigEndian.append(sequence, to: &key)
+          try transaction.put(empty, forKey: key, in: log.superseded)
         }
         pendingSuperseded.removeAll(keepingCapacity: true)
       }

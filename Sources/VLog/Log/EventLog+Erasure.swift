@@ -159,9 +159,9 @@ extension EventLog.Appender {
     {
       return event.redacted(.deleted)
     }
-    for object in event.change.objectIDs where try isDeleted(object, in: transaction) {
-      return event.redacted(.deleted)
-    }
+    let (first, second) = event.change.objects
+    if let first, try isDeleted(first, in: transaction) { return event.redacted(.deleted) }
+    if let second, try isDeleted(second, in: transaction) { return event.redacted(.deleted) }
     return event
   }
 
@@ -181,11 +181,13 @@ extension EventLog.Appender {
     of event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     let log = self.log
-    for object in event.change.objectIDs {
-      pendingObjectKeys.append(log.objectKey(object, sequence: sequence))
-    }
-    for object in event.change.tagObjectIDs {
-      pendingObjectKeys.append(log.objectKey(object, sequence: sequence))
+    let (first, second) = event.change.objects
+    if let first { pendingObjects.append((first, sequence)) }
+    if let second { pendingObjects.append((second, sequence)) }
+    switch event.change {
+    case .tagsSet, .tagRenamed:
+      for object in event.change.tagObjectIDs { pendingObjects.append((object, sequence)) }
+    default: break
     }
     if let hash = event.referencedBlob {
       try transaction.put(
@@ -286,6 +288,20 @@ extension Change {
   /// The notes and attachments the change is about, as the object index files it: the note
   /// of a note's change, the note and the attachment of an `attachmentAdded`, the attachment
   /// of an `attachmentDeleted`.
+  /// ``objectIDs`` without an array: the first and the second, if any.
+  var objects: (Identifier?, Identifier?) {
+    switch self {
+    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
+      .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
+      .noteDeleted(let id):
+      (id.identifier, nil)
+    case .attachmentAdded(let attachment):
+      (attachment.noteID.identifier, attachment.id.identifier)
+    case .attachmentDeleted(let id): (id.identifier, nil)
+    case .tagRenamed, .tagDeleted, .unknown: (nil, nil)
+    }
+  }
+
   var objectIDs: [Identifier] {
     switch self {
     case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),

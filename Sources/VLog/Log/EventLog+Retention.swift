@@ -24,14 +24,6 @@ extension EventLog {
     return key
   }
 
-  func supersededKey(milliseconds: UInt64, sequence: UInt64) -> [UInt8] {
-    var key = prefix
-    key.reserveCapacity(prefix.count + 16)
-    BigEndian.append(milliseconds, to: &key)
-    BigEndian.append(sequence, to: &key)
-    return key
-  }
-
   /// The newest change to a note's field that the log holds: its stamp and sequence number.
   func newestChange(
     to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
@@ -110,8 +102,7 @@ extension EventLog.Appender {
   }
 
   private mutating func enqueue(_ sequence: UInt64, replacedAt stamp: Stamp) {
-    pendingSuperseded.append(
-      log.supersededKey(milliseconds: stamp.time.milliseconds, sequence: sequence))
+    pendingSuperseded.append((stamp.time.milliseconds, sequence))
   }
 
   /// Forgets a deleted note's fields: its changes are all redacted.
