@@ -111,8 +111,7 @@ struct SearchIndex {
       default: break
       }
     }
-    var added: [UInt32: [UInt32]] = [:]
-    var removed: [UInt32: [UInt32]] = [:]
+    var postings = PostingChanges()
     var reindexed = 0
     for note in notes.sorted() {
       let old = try entry(note, in: transaction)
@@ -130,7 +129,7 @@ struct SearchIndex {
       guard record != nil else {
         // Deleted: the note leaves the index.
         guard let old else { continue }
-        for trigram in old.trigrams { removed[trigram, default: []].append(old.ordinal) }
+        for trigram in old.trigrams { postings.remove(old.ordinal, from: trigram) }
         _ = try transaction.delete(forKey: key, in: schema.searchNotes)
         _ = try transaction.delete(
           forKey: BigEndian.bytes(old.ordinal), in: schema.searchOrdinals)
@@ -149,10 +148,10 @@ struct SearchIndex {
       }
       let before = old?.trigrams ?? []
       for trigram in sortedDifference(trigrams, minus: before) {
-        added[trigram, default: []].append(ordinal)
+        postings.add(ordinal, to: trigram)
       }
       for trigram in sortedDifference(before, minus: trigrams) {
-        removed[trigram, default: []].append(ordinal)
+        postings.remove(ordinal, from: trigram)
       }
       var value = BigEndian.bytes(ordinal)
       value.reserveCapacity(4 + Stamp.byteCount + trigrams.count * 3)
@@ -164,47 +163,12 @@ struct SearchIndex {
       }
       try transaction.put(value, forKey: key, in: schema.searchNotes)
     }
-    try applyPostings(added: added, removed: removed, in: transaction)
+    try postings.apply(to: schema.searchPostings, in: transaction)
     state.through = last
     var value = BigEndian.bytes(state.through)
     BigEndian.append(state.nextOrdinal, to: &value)
     try transaction.put(value, forKey: Self.stateKey, in: schema.searchNotes)
     return reindexed
-  }
-
-  /// Adds and removes ordinals in the posting lists, each chunk read and written once.
-  private func applyPostings(
-    added: [UInt32: [UInt32]], removed: [UInt32: [UInt32]],
-    in transaction: borrowing WriteTransaction
-  ) throws {
-    var chunks: [PostingKey: (add: [UInt16], remove: [UInt16])] = [:]
-    for (trigram, ordinals) in added {
-      for ordinal in ordinals {
-        let key = PostingKey(trigram: trigram, chunk: ordinal / Self.chunkSize)
-        chunks[key, default: ([], [])].add.append(UInt16(ordinal % Self.chunkSize))
-      }
-    }
-    for (trigram, ordinals) in removed {
-      for ordinal in ordinals {
-        let key = PostingKey(trigram: trigram, chunk: ordinal / Self.chunkSize)
-        chunks[key, default: ([], [])].remove.append(UInt16(ordinal % Self.chunkSize))
-      }
-    }
-    for key in chunks.keys.sorted() {
-      guard let change = chunks[key] else { continue }
-      let bytes = key.bytes
-      var offsets = try transaction.withValue(forKey: bytes, in: schema.searchPostings) {
-        value throws(VLogError) -> [UInt16] in
-        guard let value else { return [] }
-        return try PostingChunk.decode(value)
-      }
-      offsets = PostingChunk.merge(offsets, adding: change.add, removing: change.remove)
-      if offsets.isEmpty {
-        _ = try transaction.delete(forKey: bytes, in: schema.searchPostings)
-      } else {
-        try transaction.put(PostingChunk.encode(offsets), forKey: bytes, in: schema.searchPostings)
-      }
-    }
   }
 
   // MARK: Querying
@@ -278,6 +242,60 @@ struct PostingKey: Hashable, Comparable {
   }
 }
 
+/// Ordinals to add to and remove from posting lists, applied with each chunk read and
+/// written once, in key order.
+struct PostingChanges {
+  /// (trigram << 32 | chunk, offset << 1 | added).
+  private var changes: [(key: UInt64, change: UInt32)] = []
+
+  mutating func add(_ ordinal: UInt32, to trigram: UInt32) {
+    append(ordinal, trigram, added: true)
+  }
+
+  mutating func remove(_ ordinal: UInt32, from trigram: UInt32) {
+    append(ordinal, trigram, added: false)
+  }
+
+  private mutating func append(_ ordinal: UInt32, _ trigram: UInt32, added: Bool) {
+    let key = UInt64(trigram) << 32 | UInt64(ordinal / SearchIndex.chunkSize)
+    changes.append((key, (ordinal % SearchIndex.chunkSize) << 1 | (added ? 1 : 0)))
+  }
+
+  mutating func apply(to database: Database, in transaction: borrowing WriteTransaction) throws {
+    changes.sort { ($0.key, $0.change) < ($1.key, $1.change) }
+    var start = 0
+    var adding: [UInt16] = []
+    var removing: [UInt16] = []
+    while start < changes.count {
+      let key = changes[start].key
+      var end = start
+      adding.removeAll(keepingCapacity: true)
+      removing.removeAll(keepingCapacity: true)
+      while end < changes.count, changes[end].key == key {
+        let offset = UInt16(truncatingIfNeeded: changes[end].change >> 1)
+        if changes[end].change & 1 == 1 { adding.append(offset) } else { removing.append(offset) }
+        end += 1
+      }
+      let bytes = PostingKey(
+        trigram: UInt32(truncatingIfNeeded: key >> 32), chunk: UInt32(truncatingIfNeeded: key)
+      ).bytes
+      let stored = try transaction.withValue(forKey: bytes, in: database) {
+        value throws(VLogError) -> [UInt16] in
+        guard let value else { return [] }
+        return try PostingChunk.decode(value)
+      }
+      let merged = PostingChunk.merge(stored, adding: adding, removing: removing)
+      if merged.isEmpty {
+        if !stored.isEmpty { _ = try transaction.delete(forKey: bytes, in: database) }
+      } else {
+        try transaction.put(PostingChunk.encode(merged), forKey: bytes, in: database)
+      }
+      start = end
+    }
+    changes.removeAll()
+  }
+}
+
 /// The ordinals of one chunk of a posting list: up to 512 as sorted big-endian 16-bit offsets
 /// after a 0 byte, more as a bitmap of 8,192 bits after a 1 byte.
 enum PostingChunk {
@@ -327,12 +345,28 @@ enum PostingChunk {
     }
   }
 
-  /// `offsets` (sorted) with `adding` added and `removing` removed, sorted and unique.
+  /// `offsets` with `adding` added and `removing` removed, all three sorted; the result is
+  /// sorted and unique.
   static func merge(_ offsets: [UInt16], adding: [UInt16], removing: [UInt16]) -> [UInt16] {
-    var set = Set(offsets)
-    for offset in removing { set.remove(offset) }
-    for offset in adding { set.insert(offset) }
-    return set.sorted()
+    var result: [UInt16] = []
+    result.reserveCapacity(offsets.count + adding.count)
+    var i = 0
+    var j = 0
+    var r = 0
+    while i < offsets.count || j < adding.count {
+      let next: UInt16
+      if j >= adding.count || (i < offsets.count && offsets[i] <= adding[j]) {
+        next = offsets[i]
+        i += 1
+      } else {
+        next = adding[j]
+        j += 1
+      }
+      while r < removing.count, removing[r] < next { r += 1 }
+      if r < removing.count, removing[r] == next { continue }
+      if result.last != next { result.append(next) }
+    }
+    return result
   }
 }
 

@@ -144,4 +144,16 @@ struct SearchIndexTests {
       #expect(try PostingChunk.encode(list).withUnsafeBytes { try PostingChunk.decode($0) } == list)
     }
   }
+
+  @Test("merging a posting chunk is set arithmetic")
+  func mergeIsSetArithmetic() async {
+    await propertyCheck(count: 300, input: Gen.int(in: 0...8191).array(of: 0...60).array(of: 3)) {
+      lists in
+      let stored = Array(Set(lists[0].map(UInt16.init))).sorted()
+      let adding = Array(Set(lists[1].map(UInt16.init))).sorted()
+      let removing = Array(Set(lists[2].map(UInt16.init)).subtracting(adding)).sorted()
+      let expected = Set(stored).subtracting(removing).union(adding).sorted()
+      #expect(PostingChunk.merge(stored, adding: adding, removing: removing) == expected)
+    }
+  }
 }
