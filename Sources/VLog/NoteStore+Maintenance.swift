@@ -63,7 +63,9 @@ extension NoteStore {
 
   /// Removes the blobs that no attachment still uses — those of deleted attachments and of
   /// deleted notes' attachments — but for those undo may still need (see ``undo()``; clear
-  /// the history with ``clearUndoHistory()`` to let them go). Opening a store does it.
+  /// the history with ``clearUndoHistory()`` to let them go). This reads every blob's
+  /// references; opening a store removes, more cheaply, the blobs released since the last
+  /// open.
   ///
   /// - Returns: The number of blobs removed.
   @discardableResult
@@ -76,6 +78,8 @@ extension NoteStore {
     }
   }
 
+  /// Removes every blob no attachment uses but those in `held`; forgets the released list but
+  /// for the held ones.
   @discardableResult
   static func removeUnusedBlobs(
     schema: Schema, keeping held: Set<BlobHash> = [], in transaction: borrowing WriteTransaction
@@ -86,6 +90,73 @@ extension NoteStore {
       if try !schema.eventLog.references(hash, in: transaction) { unused.append(hash) }
     }
     for hash in unused { _ = try transaction.delete(forKey: hash.bytes, in: schema.blobs) }
+    try writeReleasedBlobs(
+      releasedBlobs(schema: schema, in: transaction).filter(held.contains),
+      schema: schema, in: transaction)
     return unused.count
+  }
+
+  // MARK: Released blobs
+
+  /// The blobs whose last reference went while undo could still need them: a list in `meta`
+  /// (`releasedBlobs`: SHA-256 hashes, 32 bytes each), so that opening a store checks those,
+  /// not every blob.
+  static let releasedBlobsKey = Array("releasedBlobs".utf8)
+
+  static func releasedBlobs(schema: Schema, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> Set<BlobHash>
+  {
+    guard let value = try transaction.value(forKey: releasedBlobsKey, in: schema.meta) else {
+      return []
+    }
+    guard value.count % 32 == 0 else {
+      throw VLogError(.corruptStore, "the released blobs list is \(value.count) bytes")
+    }
+    var hashes = Set<BlobHash>()
+    for offset in stride(from: 0, to: value.count, by: 32) {
+      if let hash = BlobHash(bytes: Array(value[offset..<(offset + 32)])) { hashes.insert(hash) }
+    }
+    return hashes
+  }
+
+  static func writeReleasedBlobs(
+    _ hashes: Set<BlobHash>, schema: Schema, in transaction: borrowing WriteTransaction
+  ) throws {
+    guard !hashes.isEmpty else {
+      _ = try transaction.delete(forKey: releasedBlobsKey, in: schema.meta)
+      return
+    }
+    let value = hashes.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }.flatMap(\.bytes)
+    try transaction.put(value, forKey: releasedBlobsKey, in: schema.meta)
+  }
+
+  /// Adds blobs a commit released to the list.
+  static func recordReleasedBlobs(
+    _ hashes: Set<BlobHash>, schema: Schema, in transaction: borrowing WriteTransaction
+  ) throws {
+    guard !hashes.isEmpty else { return }
+    try writeReleasedBlobs(
+      releasedBlobs(schema: schema, in: transaction).union(hashes), schema: schema,
+      in: transaction)
+  }
+
+  /// Removes the released blobs that nothing references again, but for `held`; the list keeps
+  /// the held ones. What opening a store does.
+  @discardableResult
+  static func removeReleasedBlobs(
+    schema: Schema, keeping held: Set<BlobHash> = [], in transaction: borrowing WriteTransaction
+  ) throws -> Int {
+    let released = try releasedBlobs(schema: schema, in: transaction)
+    guard !released.isEmpty else { return 0 }
+    var removed = 0
+    for hash in released where !held.contains(hash) {
+      if try !schema.eventLog.references(hash, in: transaction),
+        try transaction.delete(forKey: hash.bytes, in: schema.blobs)
+      {
+        removed += 1
+      }
+    }
+    try writeReleasedBlobs(released.filter(held.contains), schema: schema, in: transaction)
+    return removed
   }
 }

@@ -98,6 +98,7 @@ struct WriteSession {
     try projector.flush(in: transaction)
     let wall = UInt64(clamping: max(0, now().milliseconds))
     try log.applyRetention(retention, now: wall, in: transaction)
+    try NoteStore.recordReleasedBlobs(log.releasedBlobs, schema: schema, in: transaction)
     log.countUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
     return projector.changes.build(source: source, eventCount: log.appended)

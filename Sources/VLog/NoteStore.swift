@@ -184,8 +184,13 @@ public final class NoteStore: Sendable {
           _ = try replayLog(
             schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil)
         }
-        // No undo outlives a process: blobs that only erased attachments used can go.
-        try removeUnusedBlobs(schema: schema, in: transaction)
+        // No undo outlives a process: blobs that only erased attachments used can go (all
+        // of them after a migration, else those released since the last open).
+        if migrated {
+          try removeUnusedBlobs(schema: schema, in: transaction)
+        } else {
+          try removeReleasedBlobs(schema: schema, in: transaction)
+        }
         var log = try schema.eventLog.appender(in: transaction)
         let now = UInt64(clamping: max(0, options.dependencies.now().milliseconds))
         if try log.applyRetention(retention, now: now, in: transaction) > 0 {

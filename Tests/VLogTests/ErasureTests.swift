@@ -135,6 +135,33 @@ struct ErasureTests {
     }
   }
 
+  @Test("reopening a store removes the bytes its deletions released, and keeps the others")
+  func reopenRemovesReleasedBlobs() throws {
+    try withTemporaryDirectory { path in
+      var store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      let (note, attachment, kept) = try store.write { changes in
+        let note = changes.createNote(text: "with a picture")
+        let other = changes.createNote(text: "another")
+        return (
+          note,
+          changes.addAttachment(Array("gone \(Self.canary)".utf8), mimeType: "image/png", to: note),
+          changes.addAttachment(Array("kept".utf8), mimeType: "image/png", to: other)
+        )
+      }
+      let hash = try #require(try store.attachment(attachment)).blobHash
+      let keptHash = try #require(try store.attachment(kept)).blobHash
+      try store.write { $0.deleteNote(note) }
+      // Undo could bring the note back while this store is open.
+      #expect(try store.blob(hash) != nil)
+      store.close()
+      store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      #expect(try store.blob(hash) == nil)
+      #expect(try store.blob(keptHash) != nil)
+      #expect(try store.verify().isEmpty)
+      store.close()
+    }
+  }
+
   @Test("verify reports an event of a deleted note that kept its content")
   func verifyCatchesUnerasedContent() async throws {
     try await withReplicas(1) { replicas in
