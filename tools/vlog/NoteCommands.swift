@@ -229,7 +229,7 @@ struct Notes: StoreCommand {
   func execute(on store: NoteStore) throws -> CommandOutput {
     let notes: [NoteSummary]
     if let tag {
-      notes = Array(try store.notes(taggedWith: tag).prefix(limit))
+      notes = try store.notes(taggedWith: tag, limit: limit)
     } else if let search {
       notes = try store.search(search, limit: limit)
     } else if archived {

@@ -274,8 +274,17 @@ let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 var rows: [String] = []
 for size in sizes.isEmpty ? [10_000] : sizes {
   let workload = Workload(size: size)
-  let figures = try compare([RawLMDBBackend.self, VLogBackend.self, SQLiteBackend.self], workload)
-  let (raw, vlog, sqlite) = (figures[0], figures[1], figures[2])
+  // VLOG_COMPARE_ONLY=VLog runs one implementation (to profile it); its columns only.
+  let only = ProcessInfo.processInfo.environment["VLOG_COMPARE_ONLY"]
+  let all: [any Backend.Type] = [RawLMDBBackend.self, VLogBackend.self, SQLiteBackend.self]
+  let types = all.filter { only == nil || $0.name == only }
+  let measured = try compare(types, workload)
+  func figures(_ type: any Backend.Type) -> Figures {
+    types.firstIndex { $0 == type }.map { measured[$0] } ?? Figures()
+  }
+  let (raw, vlog, sqlite) = (
+    figures(RawLMDBBackend.self), figures(VLogBackend.self), figures(SQLiteBackend.self)
+  )
   let n = "\(vlog.events)"
   // (figure, unit, raw, VLog, SQLite, larger is better)
   let lines: [(String, String, Double?, Double?, Double?, Bool)] = [

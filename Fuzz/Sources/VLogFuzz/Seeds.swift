@@ -86,5 +86,7 @@ enum Seeds {
     let third = try store.write { $0.createNote(text: "gone soon") }
     try store.write { $0.deleteNote(third) }
     try store.write { $0.deleteTag(named: "ideas") }
+    // The search index, so that the store seeds hold its records too.
+    try store.updateSearchIndex()
   }
 }

@@ -107,7 +107,7 @@ final class StoreTarget: @unchecked Sendable {
   static let databases = [
     "meta", "log", "eventIndex", "blobs", "notes", "tombstones", "attachments",
     "noteAttachments", "tags", "tagNotes", "timeline", "objects", "blobReferences", "fields",
-    "superseded",
+    "superseded", "searchPostings", "searchNotes", "searchOrdinals",
   ]
 
   let store: NoteStore
@@ -206,7 +206,10 @@ final class StoreTarget: @unchecked Sendable {
     }
     _ = try? store.tags()
     _ = try? store.search("a")
+    _ = try? store.search("note")
+    _ = try? store.updateSearchIndex()
     _ = try? store.notes(taggedWith: "a")
+    _ = try? store.notes(taggedWith: "a", limit: 2, after: summaries.first?.id)
     _ = try? store.deletedObjects()
     _ = try? store.statistics()
     _ = try? store.stateDigest()
