@@ -115,8 +115,9 @@ public final class NoteStore: Sendable {
   /// The version of the store's layout this build writes. A store with a higher version is
   /// refused; one with a lower version is migrated when opened (format 1 kept XXH64
   /// checksums and digests; format 2 had no object index, and kept deleted notes' content:
-  /// opening it erases that content; format 3 copied each note's text into its record; the
-  /// projections are rebuilt whenever the format changes).
+  /// opening it erases that content; format 3 copied each note's text into its record and
+  /// keyed the object index by object first; the projections are rebuilt whenever the format
+  /// changes).
   public static let formatVersion: UInt32 = 4
 
   /// The LMDB environment holding the store.
@@ -274,7 +275,11 @@ public final class NoteStore: Sendable {
       else { throw VLogError(.corruptStore, "the store has no replica id") }
       if version < formatVersion {
         if version == 1 { try schema.eventLog.migrateFromXXH64(in: transaction) }
-        if version < 3 { _ = try schema.eventLog.buildErasureIndexes(in: transaction) }
+        if version < 3 {
+          _ = try schema.eventLog.buildErasureIndexes(in: transaction)
+        } else if version == 3 {
+          try schema.eventLog.rebuildObjectIndex(in: transaction)
+        }
         try transaction.put(
           BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
       }

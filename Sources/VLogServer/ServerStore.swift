@@ -25,8 +25,9 @@ internal import VLogWire
 /// | `blobs` | account + SHA-256 | the bytes |
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
-/// had no object index and kept deleted notes' content. Opening such a directory migrates it
-/// to format 3 in one transaction, erasing what was deleted.
+/// had no object index and kept deleted notes' content; format 3 keyed the object index by
+/// object first. Opening such a directory migrates it to format 4 in one transaction, erasing
+/// what was deleted.
 ///
 /// Deleted means gone here too: storing a note's or attachment's deletion redacts the object's
 /// events in the same transaction, and removes the blobs no event that is not redacted uses.
@@ -34,7 +35,7 @@ internal import VLogWire
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
 final class ServerStore: Sendable {
-  static let formatVersion: UInt32 = 3
+  static let formatVersion: UInt32 = 4
 
   let environment: Environment
   private let meta: Database
@@ -105,7 +106,13 @@ final class ServerStore: Sendable {
       }
       guard version < Self.formatVersion else { return }
       if version == 1 { try migrateFromFormat1(in: transaction) }
-      try buildErasureIndexes(in: transaction)
+      if version < 3 {
+        try buildErasureIndexes(in: transaction)
+      } else {
+        for account in try logAccounts(in: transaction) {
+          try eventLog(of: account).rebuildObjectIndex(in: transaction)
+        }
+      }
       try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
     }
   }
@@ -133,14 +140,7 @@ final class ServerStore: Sendable {
   /// Indexes every account's log by object and blob, erasing the content of what was deleted
   /// and removing the blobs only erased events used.
   private func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws {
-    // Every log has a state record (format 1's were rebuilt just before).
-    var logs = Set(try accountNumbers(in: transaction))
-    try transaction.forEach(in: heads) { key, _ in
-      if key.count == 16, let account = BigEndian.read(UInt64.self, from: key) {
-        logs.insert(account)
-      }
-    }
-    for account in logs.sorted() {
+    for account in try logAccounts(in: transaction) {
       let log = eventLog(of: account)
       _ = try log.buildErasureIndexes(in: transaction)
       var unused: [[UInt8]] = []
@@ -150,6 +150,20 @@ final class ServerStore: Sendable {
       }
       for key in unused { _ = try transaction.delete(forKey: key, in: blobs) }
     }
+  }
+
+  /// The accounts that have a log: every one with a state record (format 1's are rebuilt
+  /// before this is read), and every account.
+  private func logAccounts(in transaction: borrowing some Transaction & ~Copyable) throws
+    -> [UInt64]
+  {
+    var logs = Set(try accountNumbers(in: transaction))
+    try transaction.forEach(in: heads) { key, _ in
+      if key.count == 16, let account = BigEndian.read(UInt64.self, from: key) {
+        logs.insert(account)
+      }
+    }
+    return logs.sorted()
   }
 
   /// The numbers of every account.

@@ -98,4 +98,54 @@ struct ServerStorageTests {
       #expect(try server.store.environment.read { try log.verify(in: $0) }.isEmpty)
     }
   }
+
+  @Test(
+    "a format 3 data directory (object index keyed by object first) is migrated: later deletions still erase"
+  )
+  func migrateFormat3() async throws {
+    try await withTemporaryDirectory { root in
+      let directory = root + "/server"
+      var server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      let note = NoteID(Identifier(high: 1, low: 1))
+      let created = Event(
+        stamp: Self.event(0, text: "").stamp, change: .noteCreated(note, creationDate: Date()))
+      let canary = Self.event(1, text: "CANARY-7f3a")
+      let gone = Self.event(2, text: "gone")
+      let deleted = Event(
+        stamp: Self.event(3, text: "").stamp,
+        change: .noteDeleted(NoteID(Identifier(high: 1, low: 2))))
+      _ = try await server.store.sync(
+        account: 1, pushing: [created, canary, gone, deleted], after: 0, limit: 10)
+      // Make it what format 3 wrote: account, object id, then sequence (0 for a marker).
+      let objects = try server.store.environment.openDatabase(named: "objects", flags: [])
+      let meta = try server.store.environment.openDatabase(named: "meta", flags: [])
+      try server.store.environment.write { transaction in
+        var entries: [([UInt8], [UInt8])] = []
+        try transaction.forEach(in: objects) { key, value in
+          entries.append((Array(key), Array(value)))
+        }
+        #expect(!entries.isEmpty && entries.allSatisfy { $0.0.count == 40 })
+        try transaction.removeAll(in: objects)
+        for (key, value) in entries {
+          let marker = key[8..<16].allSatisfy { $0 == 0xFF }
+          let sequence: [UInt8] = marker ? Array(repeating: 0, count: 8) : Array(key[32...])
+          try transaction.put(
+            value, forKey: Array(key[0..<8] + key[16..<32]) + sequence, in: objects)
+        }
+        try transaction.put(BigEndian.bytes(UInt32(3)), forKey: Array("format".utf8), in: meta)
+      }
+      server.close()
+      server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      defer { server.close() }
+      #expect(try server.verify().faults.isEmpty)
+      let deletion = Event(stamp: Self.event(4, text: "").stamp, change: .noteDeleted(note))
+      let outcome = try await server.store.sync(
+        account: 1, pushing: [deletion], after: 0, limit: 10)
+      #expect(outcome.events.count == 4)  // all but the one just pushed
+      #expect(!outcome.events.contains { $0.description.contains("CANARY") })
+      #expect(try server.verify().faults.isEmpty)
+    }
+  }
 }

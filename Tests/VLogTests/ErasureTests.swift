@@ -246,6 +246,48 @@ struct ErasureTests {
     }
   }
 
+  @Test(
+    "a store of format 3 (object index keyed by object first) is migrated: later deletions still erase"
+  )
+  func migrationFromFormat3() throws {
+    try withTemporaryDirectory { root in
+      let path = root + "/store"
+      var store = try NoteStore.open(at: path)
+      let kept = try Self.writeCanaryNote(store)
+      let gone = try store.write { $0.createNote(text: "gone", tags: ["x"]) }
+      try store.write { $0.deleteTag(named: "x") }
+      try store.write { $0.deleteNote(gone) }
+      // Make it what format 3 wrote: object id, then sequence (0 for a deletion marker).
+      try store.environment.write { transaction in
+        var entries: [([UInt8], [UInt8])] = []
+        try transaction.forEach(in: store.schema.objects) { key, value in
+          entries.append((Array(key), Array(value)))
+        }
+        #expect(entries.allSatisfy { $0.0.count == 32 })
+        try transaction.removeAll(in: store.schema.objects)
+        for (key, value) in entries {
+          let marker = key.prefix(8).allSatisfy { $0 == 0xFF }
+          let sequence: [UInt8] = marker ? Array(repeating: 0, count: 8) : Array(key[24...])
+          let old = Array(key[8..<24]) + sequence
+          try transaction.put(value, forKey: old, in: store.schema.objects)
+        }
+        try transaction.put(
+          BigEndian.bytes(UInt32(3)), forKey: Keys.Meta.format, in: store.schema.meta)
+      }
+      let digest = try store.stateDigest()
+      store.close()
+      store = try NoteStore.open(at: path)
+      defer { store.close() }
+      #expect(try store.stateDigest() == digest)
+      #expect(try store.verify().isEmpty)
+      #expect(try store.isDeleted(gone))
+      // The note made before the migration is found through the rebuilt index when deleted.
+      try store.write { $0.deleteNote(kept) }
+      #expect(!(try store.events()).contains { $0.event.description.contains(Self.canary) })
+      #expect(try store.verify().isEmpty)
+    }
+  }
+
   @Test("erasure commutes with merge: erased, never seen, or seen then erased give one state")
   func erasureCommutes() async {
     let checked = Atomic<Int>(0)

@@ -130,11 +130,15 @@ extension EventLog {
       key.reserveCapacity(log.prefix.count + 24)
       let empty: [UInt8] = []
       if !pendingObjects.isEmpty {
-        pendingObjects.sort { ($0.object, $0.sequence) < ($1.object, $1.sequence) }
+        let bits = EventLog.objectBucketBits
+        pendingObjects.sort {
+          ($0.sequence >> bits, $0.object, $0.sequence) < (
+            $1.sequence >> bits, $1.object, $1.sequence
+          )
+        }
         for (object, sequence) in pendingObjects {
           key.removeSubrange(log.prefix.count...)
-          object.append(to: &key)
-          BigEndian.append(sequence, to: &key)
+          log.appendObjectKey(object, sequence: sequence, to: &key)
           try transaction.put(empty, forKey: key, in: log.objects)
         }
         pendingObjects.removeAll(keepingCapacity: true)

@@ -13,14 +13,33 @@ package import LMDB
 /// redacted it also references its blob (`blobReferences`); when the last reference to a blob
 /// goes, the appender reports the blob as released (``Appender/releasedBlobs``), for the owner
 /// of the blobs to remove when it sees fit.
+///
+/// The object index is keyed by the bucket of the sequence number first (4,096 events to a
+/// bucket), then the object, then the sequence number: a transaction's appends touch the few
+/// pages of the newest bucket instead of one page per object, and finding an object's events
+/// (rare: a deletion, a note's history) reads one short range per bucket.
+///
+/// | key | value |
+/// |---|---|
+/// | prefix + bucket (8) + object id (16) + sequence (8) | empty |
+/// | prefix + 0xFF… (8) + object id (16) + 0 (8) | the first deletion's sequence; for a tag, its latest deletion's stamp |
 extension EventLog {
+  /// Sequence numbers to a bucket of the object index, as a shift.
+  static let objectBucketBits: UInt64 = 12
+
   /// The key of an object's event at `sequence`; sequence 0 is the object's deletion marker.
   func objectKey(_ object: Identifier, sequence: UInt64) -> [UInt8] {
     var key = prefix
-    key.reserveCapacity(prefix.count + 24)
+    key.reserveCapacity(prefix.count + 32)
+    appendObjectKey(object, sequence: sequence, to: &key)
+    return key
+  }
+
+  /// Appends the key of an object's event after the prefix in `key`.
+  func appendObjectKey(_ object: Identifier, sequence: UInt64, to key: inout [UInt8]) {
+    BigEndian.append(sequence == 0 ? UInt64.max : sequence >> Self.objectBucketBits, to: &key)
     object.append(to: &key)
     BigEndian.append(sequence, to: &key)
-    return key
   }
 
   func blobKey(_ hash: BlobHash, sequence: UInt64) -> [UInt8] {
@@ -44,17 +63,58 @@ extension EventLog {
     of object: Identifier, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [UInt64] {
     var sequences: [UInt64] = []
-    try transaction.forEach(
-      in: objects, range: .prefix(prefix + object.bytes)
-    ) { key, _ throws in
-      guard key.count == prefix.count + 24,
-        let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 16)
-      else {
-        throw VLogError(.corruptStore, "an object index key is \(key.count) bytes")
+    let last = try lastSequence(in: transaction)
+    var bucketPrefix = prefix
+    for bucket in 0...(last >> Self.objectBucketBits) {
+      bucketPrefix.removeSubrange(prefix.count...)
+      BigEndian.append(bucket, to: &bucketPrefix)
+      object.append(to: &bucketPrefix)
+      try transaction.forEach(in: objects, range: .prefix(bucketPrefix)) { key, _ throws in
+        guard key.count == prefix.count + 32,
+          let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 24)
+        else {
+          throw VLogError(.corruptStore, "an object index key is \(key.count) bytes")
+        }
+        sequences.append(sequence)
       }
-      if sequence != 0 { sequences.append(sequence) }
     }
     return sequences
+  }
+
+  /// Rewrites the object index in this layout from the log and the deletion markers of an
+  /// index keyed by object first (format 3): the events are indexed again, the markers kept.
+  package func rebuildObjectIndex(in transaction: borrowing WriteTransaction) throws {
+    var markers: [(object: Identifier, value: [UInt8])] = []
+    var keys: [[UInt8]] = []
+    try transaction.forEach(in: objects, range: ownKeys) { key, value in
+      keys.append(Array(key))
+      if key.count == prefix.count + 24,
+        BigEndian.read(UInt64.self, from: key, at: prefix.count + 16) == 0
+      {
+        markers.append(
+          (Identifier(bytes: UnsafeRawBufferPointer(rebasing: key[prefix.count...])), Array(value)))
+      }
+    }
+    for key in keys { _ = try transaction.delete(forKey: key, in: objects) }
+    for (object, value) in markers {
+      try transaction.put(value, forKey: objectKey(object, sequence: 0), in: objects)
+    }
+    var batch: [(Identifier, UInt64)] = []
+    var after: UInt64 = 0
+    repeat {
+      batch.removeAll(keepingCapacity: true)
+      try forEach(after: after, in: transaction) { logged in
+        for object in logged.event.change.objectIDs + logged.event.change.tagObjectIDs {
+          batch.append((object, logged.sequence))
+        }
+        after = logged.sequence
+        return batch.count < 10_000
+      }
+      for (object, sequence) in batch {
+        try transaction.put(
+          [UInt8](), forKey: objectKey(object, sequence: sequence), in: objects)
+      }
+    } while !batch.isEmpty
   }
 
   /// The id under which the object index files a tag's events: the first 16 bytes of the
