@@ -112,6 +112,7 @@ struct SearchIndex {
       }
     }
     var postings = PostingChanges()
+    var extractor = SearchTrigrams.Extractor()
     var reindexed = 0
     for note in notes.sorted() {
       let old = try entry(note, in: transaction)
@@ -121,8 +122,8 @@ struct SearchIndex {
       reindexed += 1
       var trigrams: [UInt32] = []
       if let record, record.textSequence != 0 {
-        trigrams = SearchTrigrams.of(
-          text: try schema.eventLog.text(
+        trigrams = extractor.trigrams(
+          of: try schema.eventLog.text(
             at: record.textSequence, stamp: record.textStamp, in: transaction))
       }
       let key = note.identifier.bytes
@@ -405,42 +406,76 @@ func sortedIntersection(_ a: [UInt16], _ b: [UInt16]) -> [UInt16] {
 enum SearchTrigrams {
   /// A text's folded ASCII trigrams, sorted and unique, each as three bytes in a `UInt32`.
   static func of(text: String) -> [UInt32] {
-    var codes: [UInt32] = []
-    func collect(_ bytes: some Collection<UInt8>) {
-      var a: UInt8 = 0x80
-      var b: UInt8 = 0x80
-      codes.reserveCapacity(bytes.count)
-      for byte in bytes {
-        let c = fold(byte)
-        if a < 0x80, b < 0x80, c < 0x80 {
-          codes.append(UInt32(a) << 16 | UInt32(b) << 8 | UInt32(c))
-        }
-        a = b
-        b = c
-      }
-    }
-    if text.utf8.allSatisfy({ $0 < 0x80 }) {
-      collect(text.utf8)
-    } else {
-      collect(
-        text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).utf8)
-    }
-    codes.sort()
-    var unique: [UInt32] = []
-    unique.reserveCapacity(codes.count)
-    for code in codes where unique.last != code { unique.append(code) }
-    return unique
+    var extractor = Extractor()
+    return extractor.trigrams(of: text)
   }
 
   /// The trigrams of a needle the index can answer: nil unless it is ASCII and at least
   /// three bytes long.
   static func of(needle: String) -> [UInt32]? {
     guard needle.utf8.count >= 3, needle.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-    return of(text: needle)
+    let bytes: [UInt32] = needle.utf8.map { UInt32(fold($0)) }
+    var codes: [UInt32] = []
+    for index in 2..<bytes.count {
+      let code: UInt32 = bytes[index - 2] << 16 | bytes[index - 1] << 8 | bytes[index]
+      codes.append(code)
+    }
+    codes.sort()
+    var unique: [UInt32] = []
+    for code in codes where unique.last != code { unique.append(code) }
+    return unique
   }
 
   @inline(__always)
   static func fold(_ byte: UInt8) -> UInt8 {
     byte &- 0x41 < 26 ? byte | 0x20 : byte
+  }
+
+  /// Extracts the trigrams of many texts with one bitmap of the 2²¹ ASCII trigrams to drop
+  /// repeats, cleared after each text.
+  struct Extractor {
+    private var seen = [UInt64](repeating: 0, count: 1 << 15)
+
+    mutating func trigrams(of text: String) -> [UInt32] {
+      var codes: [UInt32] = []
+      if text.utf8.allSatisfy({ $0 < 0x80 }) {
+        collect(text.utf8, into: &codes)
+      } else {
+        collect(
+          text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).utf8,
+          into: &codes)
+      }
+      for code in codes {
+        let bit = Self.bit(code)
+        seen[bit >> 6] = 0
+      }
+      codes.sort()
+      return codes
+    }
+
+    /// The trigram's bit: seven bits of each byte.
+    @inline(__always)
+    private static func bit(_ code: UInt32) -> Int {
+      Int((code >> 16) << 14 | ((code >> 8) & 0x7F) << 7 | (code & 0x7F))
+    }
+
+    private mutating func collect(_ bytes: some Collection<UInt8>, into codes: inout [UInt32]) {
+      var a: UInt8 = 0x80
+      var b: UInt8 = 0x80
+      for byte in bytes {
+        let c = SearchTrigrams.fold(byte)
+        if a < 0x80, b < 0x80, c < 0x80 {
+          let code = UInt32(a) << 16 | UInt32(b) << 8 | UInt32(c)
+          let bit = Self.bit(code)
+          let mask: UInt64 = 1 << UInt64(bit & 63)
+          if seen[bit >> 6] & mask == 0 {
+            seen[bit >> 6] |= mask
+            codes.append(code)
+          }
+        }
+        a = b
+        b = c
+      }
+    }
   }
 }
