@@ -41,9 +41,11 @@ extension NoteStore {
       schema: schema, mergeRule: mergeRule, into: transaction, progress: progress)
   }
 
+  /// - Parameter tracksReplacements: Whether to queue the replaced changes for retention
+  ///   (a migrated store's log has no queue yet; re-queueing a queued change changes nothing).
   static func replayLog(
     schema: Schema, mergeRule: MergeRule, into transaction: borrowing WriteTransaction,
-    progress: ((RebuildProgress) -> Void)?
+    progress: ((RebuildProgress) -> Void)?, tracksReplacements: Bool = false
   ) throws -> Int {
     let eventLog = schema.eventLog
     for database in schema.projections + schema.search {
@@ -51,13 +53,16 @@ extension NoteStore {
     }
     var log = try eventLog.appender(in: transaction)
     var projector = Projector(schema: schema, mergeRule: mergeRule)
+    projector.tracksReplacements = tracksReplacements
     let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in
       try projector.apply(logged.event, at: logged.sequence, in: transaction)
       if projector.overlayCount >= Projector.replayOverlayLimit {
         try projector.flush(in: transaction)
+        log.enqueueReplaced(projector.takeReplaced())
       }
     }
     try projector.flush(in: transaction)
+    log.enqueueReplaced(projector.takeReplaced())
     log.setUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
     return replayed

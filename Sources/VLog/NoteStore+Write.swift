@@ -88,6 +88,7 @@ struct WriteSession {
     log = try store.eventLog.appender(in: transaction)
     log.clockLimit = store.clockLimit()
     projector = Projector(schema: schema, mergeRule: store.mergeRule)
+    projector.tracksReplacements = true
   }
 
   /// Writes the projector's overlay, redacts the replaced changes whose retention has passed,
@@ -96,6 +97,7 @@ struct WriteSession {
     throws -> ChangeSet
   {
     try projector.flush(in: transaction)
+    log.enqueueReplaced(projector.takeReplaced())
     let wall = UInt64(clamping: max(0, now().milliseconds))
     try log.applyRetention(retention, now: wall, in: transaction)
     try NoteStore.recordReleasedBlobs(log.releasedBlobs, schema: schema, in: transaction)

@@ -182,8 +182,12 @@ public final class NoteStore: Sendable {
           schema: schema, dependencies: options.dependencies, in: transaction)
         let retention = try Retention.setting(options.retention, in: schema, transaction)
         if migrated {
+          // The note records now hold each field's newest change: the retention queue is
+          // built from them (format 3 kept them in `fields`).
+          try transaction.removeAll(in: schema.fields)
           _ = try replayLog(
-            schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil)
+            schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil,
+            tracksReplacements: true)
         }
         // No undo outlives a process: blobs that only erased attachments used can go (all
         // of them after a migration, else those released since the last open).

@@ -30,6 +30,12 @@ struct Projector {
   private var touched: Set<NoteID> = []
   /// Tags whose spelling must be found again from their notes at the end of the flush.
   private var respell: Set<TagID> = []
+  /// Whether replaced field changes are collected in ``replaced``, for the log's retention
+  /// queue: when applying appended events, and when building a migrated store's queue.
+  var tracksReplacements = false
+  /// Changes replaced since the last ``takeReplaced()``: the time of the change that replaced
+  /// each, and its sequence number.
+  private(set) var replaced: [(milliseconds: UInt64, sequence: UInt64)] = []
   /// Events of kinds this version does not know, skipped.
   private(set) var unknownEvents = 0
   /// What the flushes so far changed.
@@ -63,6 +69,12 @@ struct Projector {
     notes.reserveCapacity(1024)
   }
 
+  /// The replaced changes collected so far, emptying the list.
+  mutating func takeReplaced() -> [(milliseconds: UInt64, sequence: UInt64)] {
+    defer { replaced.removeAll(keepingCapacity: true) }
+    return replaced
+  }
+
   /// The number of notes and tags held in the overlay.
   var overlayCount: Int { notes.count + tags.count }
 
@@ -78,6 +90,25 @@ struct Projector {
   ) throws {
     let stamp = event.stamp
     let rule = mergeRule
+    let tracks = tracksReplacements
+    var replacedNow: (milliseconds: UInt64, sequence: UInt64)?
+    /// Whether the event wins its field: then the field takes its stamp and sequence. The
+    /// change that loses (the field's previous winner, or this one) is queued as replaced.
+    func replace(_ fieldStamp: inout Stamp, _ fieldSequence: inout UInt64) -> Bool {
+      guard rule.wins(stamp, over: fieldStamp) else {
+        if tracks, fieldStamp != .zero {
+          replacedNow = (fieldStamp.time.milliseconds, sequence)
+        }
+        return false
+      }
+      if tracks, fieldStamp != .zero, fieldSequence != 0 {
+        replacedNow = (stamp.time.milliseconds, fieldSequence)
+      }
+      fieldStamp = stamp
+      fieldSequence = sequence
+      return true
+    }
+    defer { if let replacedNow { replaced.append(replacedNow) } }
     if event.isRedacted {
       switch event.change {
       case .attachmentAdded(let attachment):
@@ -98,36 +129,32 @@ struct Projector {
       }
     case .textSet(let id, _):
       try updateNote(id, in: transaction) { record in
-        guard rule.wins(stamp, over: record.textStamp) else { return false }
-        record.textStamp = stamp
-        record.textSequence = sequence
+        guard replace(&record.textStamp, &record.textSequence) else { return false }
         return true
       }
     case .archivedSet(let id, let archived):
       try updateNote(id, in: transaction) { record in
-        guard rule.wins(stamp, over: record.archivedStamp) else { return false }
-        record.archivedStamp = stamp
+        guard replace(&record.archivedStamp, &record.archivedSequence) else { return false }
         record.archived = archived
         return true
       }
     case .sortDateSet(let id, let date):
       try updateNote(id, in: transaction) { record in
-        guard rule.wins(stamp, over: record.sortDateStamp) else { return false }
-        record.sortDateStamp = stamp
+        guard replace(&record.sortDateStamp, &record.sortDateSequence) else { return false }
         record.sortDate = date.milliseconds
         return true
       }
     case .tagsSet(let id, let names):
       try updateNote(id, in: transaction) { record in
-        guard rule.wins(stamp, over: record.tagsStamp) else { return false }
-        record.tagsStamp = stamp
+        guard replace(&record.tagsStamp, &record.tagsSequence) else { return false }
         record.tags = names
         return true
       }
     case .attachmentsSet(let id, let attachments):
       try updateNote(id, in: transaction) { record in
-        guard rule.wins(stamp, over: record.attachmentsStamp) else { return false }
-        record.attachmentsStamp = stamp
+        guard replace(&record.attachmentsStamp, &record.attachmentsSequence) else {
+          return false
+        }
         record.attachments = attachments
         return true
       }

@@ -1,11 +1,15 @@
+internal import LMDB
+
 /// A note as the `notes` projection stores it: each mutable field with the stamp of the change
 /// that set it. A record can exist before its note is created (changes may arrive before the
 /// creation); such a note is invisible until its creation arrives.
 ///
 /// The text is not copied: the record holds where the winning `textSet` event lives in the
 /// log (its sequence number; 0 while no text is set), and reading a note's text reads that
-/// event. A sequence number is local to a store, so the ``canonicalEncoding()`` that state
-/// digests hash leaves it out: the text stamp names the same event on every replica.
+/// event. Every field keeps its winning event's sequence number: the record is where the
+/// store's log finds each field's newest change (``FieldIndex``). A sequence number is local
+/// to a store, so the ``canonicalEncoding()`` that state digests hash leaves them out: the
+/// stamps name the same events on every replica.
 struct NoteRecord: Equatable, Sendable {
   var isCreated = false
   var creationStamp = Stamp.zero
@@ -14,15 +18,19 @@ struct NoteRecord: Equatable, Sendable {
   /// The log sequence number of the `textSet` event whose text the note has; 0 for none.
   var textSequence: UInt64 = 0
   var archivedStamp = Stamp.zero
+  var archivedSequence: UInt64 = 0
   var archived = false
   var sortDateStamp = Stamp.zero
+  var sortDateSequence: UInt64 = 0
   var sortDate: Int64 = 0
   var tagsStamp = Stamp.zero
+  var tagsSequence: UInt64 = 0
   var tags: [String] = []
   var attachmentsStamp = Stamp.zero
+  var attachmentsSequence: UInt64 = 0
   var attachments: [AttachmentID] = []
 
-  static let formatVersion: UInt8 = 2
+  static let formatVersion: UInt8 = 3
 
   /// The sort date, or the creation date while no change has set one.
   var effectiveSortDate: Int64 {
@@ -65,13 +73,17 @@ struct NoteRecord: Equatable, Sendable {
     textStamp.append(to: &writer.buffer)
     if !canonical { writer.rawVarint(textSequence) }
     archivedStamp.append(to: &writer.buffer)
+    if !canonical { writer.rawVarint(archivedSequence) }
     writer.buffer.append(archived ? 1 : 0)
     sortDateStamp.append(to: &writer.buffer)
+    if !canonical { writer.rawVarint(sortDateSequence) }
     writer.rawSigned(sortDate)
     tagsStamp.append(to: &writer.buffer)
+    if !canonical { writer.rawVarint(tagsSequence) }
     writer.rawVarint(UInt64(tags.count))
     for tag in tags { writer.rawString(tag) }
     attachmentsStamp.append(to: &writer.buffer)
+    if !canonical { writer.rawVarint(attachmentsSequence) }
     writer.rawVarint(UInt64(attachments.count))
     for attachment in attachments { attachment.identifier.append(to: &writer.buffer) }
     return writer.buffer
@@ -90,14 +102,18 @@ struct NoteRecord: Equatable, Sendable {
     textStamp = try reader.stamp()
     textSequence = try reader.varint()
     archivedStamp = try reader.stamp()
+    archivedSequence = try reader.varint()
     archived = try reader.byte() == 1
     sortDateStamp = try reader.stamp()
+    sortDateSequence = try reader.varint()
     sortDate = try reader.signed()
     tagsStamp = try reader.stamp()
+    tagsSequence = try reader.varint()
     let tagCount = try reader.count(minimumBytesEach: 1)
     tags.reserveCapacity(tagCount)
     for _ in 0..<tagCount { tags.append(try reader.rawString("tag")) }
     attachmentsStamp = try reader.stamp()
+    attachmentsSequence = try reader.varint()
     let attachmentCount = try reader.count(minimumBytesEach: 16)
     attachments.reserveCapacity(attachmentCount)
     for _ in 0..<attachmentCount {
@@ -302,5 +318,38 @@ extension WireReader {
       throw VLogError(.corruptStore, "a record's count \(count) exceeds its size")
     }
     return Int(count)
+  }
+}
+
+extension NoteRecord {
+  /// A field's winning stamp and sequence number, as ``Change/field`` numbers the fields.
+  func newestChange(to field: UInt8) -> (stamp: Stamp, sequence: UInt64)? {
+    let (stamp, sequence): (Stamp, UInt64) =
+      switch field {
+      case 1: (textStamp, textSequence)
+      case 2: (archivedStamp, archivedSequence)
+      case 3: (sortDateStamp, sortDateSequence)
+      case 4: (tagsStamp, tagsSequence)
+      case 5: (attachmentsStamp, attachmentsSequence)
+      default: (.zero, 0)
+      }
+    return stamp == .zero ? nil : (stamp, sequence)
+  }
+}
+
+/// A store's note records as its log's ``FieldIndex``: a field's newest change is the one its
+/// record holds (a deleted note has none).
+struct NoteRecordFields: FieldIndex {
+  let notes: Database
+
+  func newestChange(
+    to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> (stamp: Stamp, sequence: UInt64)? {
+    try note.identifier.withKey { key in
+      try transaction.withValue(forKey: key, in: notes) {
+        bytes throws -> (stamp: Stamp, sequence: UInt64)? in
+        try bytes.flatMap { try NoteRecord(decoding: $0).newestChange(to: field) }
+      }
+    }
   }
 }

@@ -9,7 +9,7 @@ internal import LMDB
 /// | `eventIndex` | stamp (24) | sequence (8) |
 /// | `objects` | note or attachment id (16) + sequence (8) | empty; with sequence 0: its deletion's sequence |
 /// | `blobReferences` | SHA-256 (32) + sequence (8) | empty: the attachments, not erased, that use the blob |
-/// | `fields` | note id (16) + field (1) | stamp + sequence of the field's newest change |
+/// | `fields` | — | unused: a store's note records hold each field's newest change |
 /// | `superseded` | milliseconds (8) + sequence (8) | empty: replaced changes awaiting redaction |
 /// | `blobs` | SHA-256 (32) | attachment bytes |
 /// | `notes` | note id (16) | ``NoteRecord`` |
@@ -87,7 +87,8 @@ struct Schema: Sendable {
     searchOrdinals = try open("searchOrdinals")
     eventLog = EventLog(
       entries: log, index: eventIndex, state: meta, objects: objects,
-      blobReferences: blobReferences, fields: fields, superseded: superseded)
+      blobReferences: blobReferences, fields: fields, superseded: superseded,
+      fieldIndex: NoteRecordFields(notes: notes))
   }
 }
 

@@ -37,6 +37,9 @@ extension EventLog {
     /// The newest change of each note field this transaction read or set; `dirty` ones are
     /// written at the next flush.
     var fieldCache: [FieldKey: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
+    /// Tags changes naming a deleted tag, to redact at commit if a newer tags change of their
+    /// note replaced them.
+    var pendingTagsChecks: [(sequence: UInt64, note: NoteID, stamp: Stamp)] = []
     /// Whether each object this transaction looked up is deleted.
     var deletionCache: [Identifier: Bool] = [:]
     /// The latest time the clock may take from an appended event: the wall clock plus the
@@ -178,6 +181,7 @@ extension EventLog {
     /// follows the end of the log.
     package mutating func commit(in transaction: borrowing WriteTransaction) throws {
       try flushPending(in: transaction)
+      try redactReplacedTagsChanges(in: transaction)
       if state.pendingLocal == 0 { state.acknowledged = state.lastSequence }
       guard state != initial else { return }
       try log.write(state, in: transaction)

@@ -283,12 +283,25 @@ extension EventLog.Appender {
       case .tagRenamed:
         try redact(at: sequence, reason: .deleted, in: transaction)
       case .tagsSet(let note, _):
-        if let newest = try log.newestChange(to: note, field: 4, in: transaction),
-          newest.stamp > logged.event.stamp
-        {
-          try redact(at: sequence, reason: .deleted, in: transaction)
-        }
+        // Whether a newer tags change replaced it is known once the transaction's changes
+        // are all applied: at ``commit(in:)``.
+        pendingTagsChecks.append((sequence, note, logged.event.stamp))
       default: break
+      }
+    }
+  }
+
+  /// Redacts the tags changes naming a deleted tag that a newer tags change of their note
+  /// replaced (see ``eraseTag(_:deletedAt:in:)``).
+  mutating func redactReplacedTagsChanges(in transaction: borrowing WriteTransaction) throws {
+    guard !pendingTagsChecks.isEmpty else { return }
+    let checks = pendingTagsChecks
+    pendingTagsChecks.removeAll()
+    for (sequence, note, stamp) in checks {
+      if let newest = try log.newestChange(to: note, field: 4, in: transaction),
+        newest.stamp > stamp
+      {
+        try redact(at: sequence, reason: .deleted, in: transaction)
       }
     }
   }

@@ -28,7 +28,10 @@ extension EventLog {
   func newestChange(
     to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (stamp: Stamp, sequence: UInt64)? {
-    try transaction.withValue(forKey: fieldKey(note, field), in: fields) {
+    if let fieldIndex {
+      return try fieldIndex.newestChange(to: note, field: field, in: transaction)
+    }
+    return try transaction.withValue(forKey: fieldKey(note, field), in: fields) {
       value throws -> (Stamp, UInt64)? in
       guard let value else { return nil }
       guard value.count == Stamp.byteCount + 8,
@@ -68,7 +71,7 @@ extension EventLog.Appender {
   mutating func trackReplacement(
     of event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
-    guard let field = event.change.field, let note = event.change.noteID,
+    guard log.fieldIndex == nil, let field = event.change.field, let note = event.change.noteID,
       event.redaction != .deleted
     else { return }
     let key = FieldKey(note: note, field: field)
@@ -101,12 +104,21 @@ extension EventLog.Appender {
     return value
   }
 
+  /// Queues changes their owner found replaced (a log with a ``EventLog/fieldIndex``):
+  /// each sequence number with the time of the change that replaced it.
+  package mutating func enqueueReplaced(
+    _ replaced: [(milliseconds: UInt64, sequence: UInt64)]
+  ) {
+    pendingSuperseded.append(contentsOf: replaced)
+  }
+
   private mutating func enqueue(_ sequence: UInt64, replacedAt stamp: Stamp) {
     pendingSuperseded.append((stamp.time.milliseconds, sequence))
   }
 
   /// Forgets a deleted note's fields: its changes are all redacted.
   mutating func forgetFields(of note: NoteID, in transaction: borrowing WriteTransaction) throws {
+    guard log.fieldIndex == nil else { return }
     for field in Change.fields {
       fieldCache[FieldKey(note: note, field: field)] = nil
       _ = try transaction.delete(forKey: log.fieldKey(note, field), in: log.fields)
@@ -118,6 +130,7 @@ extension EventLog.Appender {
   mutating func refreshNewestChange(
     to note: NoteID, field: UInt8, in transaction: borrowing WriteTransaction
   ) throws {
+    guard log.fieldIndex == nil else { return }
     try flushPending(in: transaction)
     fieldCache[FieldKey(note: note, field: field)] = nil
     var newest: (Stamp, UInt64)?

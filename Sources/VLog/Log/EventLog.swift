@@ -44,6 +44,9 @@ package struct EventLog: Sendable {
   let blobReferences: Database
   let fields: Database
   let superseded: Database
+  /// Where the newest change of each note field is found, when its owner keeps it (a store's
+  /// note records do); nil: the log keeps it in `fields`.
+  let fieldIndex: (any FieldIndex)?
   /// What every key of this log starts with.
   let prefix: [UInt8]
   let stateKey: [UInt8]
@@ -58,11 +61,15 @@ package struct EventLog: Sendable {
   ///   - blobReferences: The database from blob hashes to the events that add them.
   ///   - fields: The database of each note field's newest change.
   ///   - superseded: The database of replaced changes awaiting redaction.
+  ///   - fieldIndex: Where each note field's newest change is kept, if not in `fields`: its
+  ///     owner then queues replaced changes itself (``Appender/enqueueReplaced(_:)``).
   ///   - prefix: What every key of this log starts with: empty when the databases hold one log.
   package init(
     entries: Database, index: Database, state: Database, objects: Database,
-    blobReferences: Database, fields: Database, superseded: Database, prefix: [UInt8] = []
+    blobReferences: Database, fields: Database, superseded: Database,
+    fieldIndex: (any FieldIndex)? = nil, prefix: [UInt8] = []
   ) {
+    self.fieldIndex = fieldIndex
     self.entries = entries
     self.index = index
     self.stateDatabase = state
@@ -144,4 +151,13 @@ package struct EventLog: Sendable {
 
   /// Every key of this log, well-formed or not, in any of its databases.
   var ownKeys: KeyRange { prefix.isEmpty ? .all : .prefix(prefix) }
+}
+
+/// Where a log's owner keeps each note field's newest change (a store: in its note records),
+/// for retention and erasure to look up.
+package protocol FieldIndex: Sendable {
+  /// The newest change to a note's field: its stamp and sequence number.
+  func newestChange(
+    to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> (stamp: Stamp, sequence: UInt64)?
 }
