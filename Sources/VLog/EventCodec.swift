@@ -150,6 +150,35 @@ package enum EventCodec {
     return try fields.event(from: bytes)
   }
 
+  /// The text of an encoded `textSet` event with the id `stamp`, read without decoding the
+  /// rest of the event; nil if the bytes are another event, another kind, or redacted.
+  ///
+  /// - Throws: ``VLogError/Code/malformedEvent`` for bytes that are not an event.
+  package static func text(of bytes: UnsafeRawBufferPointer, stamp: Stamp) throws(VLogError)
+    -> String?
+  {
+    var reader = WireReader(bytes)
+    var time: UInt64?
+    var replica: Identifier?
+    var kind: UInt64?
+    var text: String?
+    while !reader.isAtEnd {
+      let (number, wireType) = try reader.tag()
+      switch (number, wireType) {
+      case (Field.time, .fixed64): time = try reader.fixed64()
+      case (Field.replica, .lengthDelimited): replica = try reader.identifier("replica")
+      case (Field.kind, .varint): kind = try reader.varint()
+      case (Field.text, .lengthDelimited): text = try reader.string("text")
+      case (Field.redaction, _): return nil
+      default: try reader.skip(wireType)
+      }
+    }
+    guard time == stamp.time.rawValue, replica == stamp.replica.identifier,
+      kind == EventKind.textSet.rawValue
+    else { return nil }
+    return text ?? ""
+  }
+
   /// Decodes an event from an array of bytes.
   package static func decode(_ bytes: [UInt8]) throws(VLogError) -> Event {
     try withBytes(of: bytes) { buffer throws(VLogError) in try decode(buffer) }

@@ -306,9 +306,14 @@ extension NoteStore {
   ) throws -> NoteSummary {
     var thumbnail: AttachmentID?
     for attachmentID in record.attachments {
-      if let attachment = try liveAttachment(attachmentID, in: transaction),
-        attachment.isImage
-      {
+      // An attachment of this note, which is visible, needs no check of its note.
+      guard let stored = try schema.attachmentRecord(attachmentID, in: transaction),
+        !stored.isErased
+      else { continue }
+      let attachment =
+        stored.attachment.noteID == id
+        ? stored.attachment : try liveAttachment(attachmentID, in: transaction)
+      if let attachment, attachment.isImage {
         thumbnail = attachmentID
         break
       }

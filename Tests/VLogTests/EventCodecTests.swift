@@ -79,6 +79,28 @@ struct EventCodecTests {
     #expect(EventCodec.encode(try EventCodec.decode(bytes)) == bytes)
   }
 
+  @Test(
+    "reading only the text gives a text change's text, and nothing for another kind, id or a redacted event",
+    arguments: changes)
+  func textOnly(change: Change) throws {
+    func text(_ event: Event, _ stamp: Stamp) throws -> String? {
+      try EventCodec.encode(event).withUnsafeBytes { bytes throws -> String? in
+        try EventCodec.text(of: bytes, stamp: stamp)
+      }
+    }
+    let event = Event(stamp: Self.stamp, change: change)
+    let other = Stamp(time: Self.stamp.time, replica: ReplicaID(Identifier(high: 9, low: 9)))
+    if case .textSet(_, let expected) = change {
+      #expect(try text(event, Self.stamp) == expected)
+    } else {
+      #expect(try text(event, Self.stamp) == nil)
+    }
+    #expect(try text(event, other) == nil)
+    if change.field != nil {
+      #expect(try text(event.redacted(.superseded), Self.stamp) == nil)
+    }
+  }
+
   @Test("the encoding of a text change is compact and stable")
   func goldenBytes() throws {
     let bytes = EventCodec.encode(Event(stamp: Self.stamp, change: .textSet(Self.note, text: "hi")))

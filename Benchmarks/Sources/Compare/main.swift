@@ -74,9 +74,9 @@ func anonymousMemoryMB() -> Double {
   return kilobytes / 1024
 }
 
-/// Runs `body` while a thread samples `RssAnon` every millisecond; returns the result and how
-/// far the largest sample rose above the reading before `body` (the process holds the
-/// workload itself, which is not the rebuild's).
+/// Runs `body` while a thread samples `RssAnon` every millisecond; returns the result and the
+/// largest sample. Run in a process of its own (``rebuildInChild(_:at:)``), so that memory
+/// freed by earlier work does not hide what `body` takes.
 final class MemorySampler: @unchecked Sendable {
   let lock = NSLock()
   var peak = 0.0
@@ -85,8 +85,7 @@ final class MemorySampler: @unchecked Sendable {
 
 func withPeakAnonymousMemory<R>(_ body: () throws -> R) rethrows -> (R, Double) {
   let sampler = MemorySampler()
-  let baseline = anonymousMemoryMB()
-  sampler.peak = baseline
+  sampler.peak = anonymousMemoryMB()
   let thread = Thread {
     while sampler.lock.withLock({ sampler.running }) {
       let now = anonymousMemoryMB()
@@ -98,7 +97,7 @@ func withPeakAnonymousMemory<R>(_ body: () throws -> R) rethrows -> (R, Double) 
   defer { sampler.lock.withLock { sampler.running = false } }
   let result = try body()
   let last = anonymousMemoryMB()
-  return (result, sampler.lock.withLock { max(sampler.peak, last) } - baseline)
+  return (result, sampler.lock.withLock { max(sampler.peak, last) })
 }
 
 /// The bytes the files under `path` occupy on disk (allocated blocks, as `du` counts them).
@@ -176,16 +175,13 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
   let ids = try subjects.map { try $0.store.noteIDs() }
 
   for (index, subject) in subjects.enumerated() {
-    // Rebuild, with its peak memory: all of it, and the anonymous part (not the mapped file).
-    try subject.reopen()
-    try resetPeakMemory()
-    let ((replayed, rebuildTime), heap) = try withPeakAnonymousMemory {
-      try time { try subject.store.rebuild() }
-    }
-    subject.figures.rebuildPeakMB = try peakMemoryMB()
-    subject.figures.rebuildHeapMB = heap
-    subject.figures.rebuildPerSecond = Double(replayed) / rebuildTime
+    // Rebuild, in a process of its own, with its peak memory: all of it, and the anonymous
+    // part (the heap, not the mapped file).
     subject.store.close()
+    let rebuild = try rebuildInChild(subject.type, at: subject.path)
+    subject.figures.rebuildPeakMB = rebuild.peakMB
+    subject.figures.rebuildHeapMB = rebuild.heapMB
+    subject.figures.rebuildPerSecond = Double(rebuild.replayed) / rebuild.seconds
     log("\(subject.label): rebuild \(Int(subject.figures.rebuildPerSecond)) events/s")
 
     // Open and read the first page of the timeline: each time a fresh open.
@@ -252,6 +248,57 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
   return subjects.map(\.figures)
 }
 
+struct RebuildFigures {
+  var replayed: Int
+  var seconds: Double
+  var peakMB: Double
+  var heapMB: Double
+}
+
+struct ChildFailed: Error, CustomStringConvertible {
+  var description: String
+}
+
+/// Runs the rebuild of the store at `path` in a child process (this program, told so by
+/// `VLOG_COMPARE_REBUILD`) and reads its figures from its output.
+func rebuildInChild(_ type: any Backend.Type, at path: String) throws -> RebuildFigures {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+  process.environment = ProcessInfo.processInfo.environment.merging(
+    ["VLOG_COMPARE_REBUILD": "\(type.name)\n\(path)"], uniquingKeysWith: { $1 })
+  let output = Pipe()
+  process.standardOutput = output
+  try process.run()
+  let data = output.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  let fields = String(decoding: data, as: UTF8.self).split(separator: " ")
+  guard process.terminationStatus == 0, fields.count == 4, let replayed = Int(fields[0]),
+    let seconds = Double(fields[1]), let peak = Double(fields[2]),
+    let heap = Double(fields[3].trimmingCharacters(in: .whitespacesAndNewlines))
+  else {
+    throw ChildFailed(
+      description: "the rebuild of \(type.name) failed: \(String(decoding: data, as: UTF8.self))")
+  }
+  return RebuildFigures(replayed: replayed, seconds: seconds, peakMB: peak, heapMB: heap)
+}
+
+/// The child's side: opens the store, rebuilds it, prints events, seconds, peak resident MB
+/// and peak anonymous MB.
+func runRebuildChild(_ request: String) throws {
+  let parts = request.split(separator: "\n", maxSplits: 1).map(String.init)
+  let all: [any Backend.Type] = [RawLMDBBackend.self, VLogBackend.self, SQLiteBackend.self]
+  guard parts.count == 2, let type = all.first(where: { $0.name == parts[0] }) else {
+    throw ChildFailed(description: "no backend named in \(request)")
+  }
+  let store = try type.open(at: parts[1], durable: true)
+  defer { store.close() }
+  try resetPeakMemory()
+  let ((replayed, seconds), heap) = try withPeakAnonymousMemory {
+    try time { try store.rebuild() }
+  }
+  print(replayed, seconds, try peakMemoryMB(), heap)
+}
+
 /// A search that finds nothing would measure nothing.
 func searchedCheck(_ found: Int, _ label: String) {
   precondition(found > 0, "\(label): the search found no note")
@@ -268,6 +315,11 @@ func format(_ value: Double?, _ digits: Int = 2) -> String {
 func ratio(_ a: Double?, _ b: Double?) -> String {
   guard let a, let b, b > 0 else { return "—" }
   return String(format: "%.2f", a / b)
+}
+
+if let request = ProcessInfo.processInfo.environment["VLOG_COMPARE_REBUILD"] {
+  try runRebuildChild(request)
+  exit(0)
 }
 
 let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
@@ -313,7 +365,7 @@ for size in sizes.isEmpty ? [10_000] : sizes {
       vlog.rebuildPeakMB, sqlite.rebuildPeakMB, false
     ),
     (
-      "rebuild, heap it grew by (peak RssAnon)", "MB", raw.rebuildHeapMB, vlog.rebuildHeapMB,
+      "rebuild, peak heap (RssAnon)", "MB", raw.rebuildHeapMB, vlog.rebuildHeapMB,
       sqlite.rebuildHeapMB, false
     ),
     ("open + first timeline page", "ms", nil, vlog.openFirstPage, sqlite.openFirstPage, false),

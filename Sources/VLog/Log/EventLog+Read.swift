@@ -109,12 +109,18 @@ extension EventLog {
   package func text(
     at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> String {
-    guard let logged = try event(at: sequence, in: transaction), logged.event.stamp == stamp,
-      case .textSet(_, let text) = logged.event.change, !logged.event.isRedacted
-    else {
+    let text = try withKey(sequence: sequence) { key in
+      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
+        guard let value else { return nil }
+        return try EventCodec.text(
+          of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
+      }
+    }
+    guard let text else {
       throw VLogError(
         .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
     }
     return text
   }
+
 }
