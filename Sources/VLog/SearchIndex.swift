@@ -104,11 +104,18 @@ struct SearchIndex {
     let last = try schema.eventLog.lastSequence(in: transaction)
     guard state.through < last else { return 0 }
     var notes = Set<NoteID>()
-    _ = try schema.eventLog.replay(after: state.through, in: transaction) { logged in
-      switch logged.event.change {
-      case .textSet(let id, _), .noteCreated(let id, _), .noteDeleted(let id):
-        notes.insert(id)
-      default: break
+    if state.through == 0 {
+      // An empty index (new, or dropped by a rebuild): every note with a record.
+      try transaction.forEach(in: schema.notes) { key, _ in
+        notes.insert(NoteID(try Identifier.ending(key, in: "notes")))
+      }
+    } else {
+      _ = try schema.eventLog.replay(after: state.through, in: transaction) { logged in
+        switch logged.event.change {
+        case .textSet(let id, _), .noteCreated(let id, _), .noteDeleted(let id):
+          notes.insert(id)
+        default: break
+        }
       }
     }
     var postings = PostingChanges()
