@@ -67,7 +67,8 @@ extension NoteStore {
           ids.append(id)
         }
       }
-      return try ids.map { try summary($0, in: transaction) }
+      let cache = TagNameCache()
+      return try ids.map { try summary($0, in: transaction, cache: cache) }
     }
   }
 
@@ -112,7 +113,8 @@ extension NoteStore {
           ids.append(id)
         }
       }
-      return try ids.map { try summary($0, in: transaction) }
+      let cache = TagNameCache()
+      return try ids.map { try summary($0, in: transaction, cache: cache) }
     }
   }
 
@@ -174,12 +176,13 @@ extension NoteStore {
         candidates.append((key, id, record))
       }
       candidates.sort { $0.key.lexicographicallyPrecedes($1.key) }
+      let cache = TagNameCache()
       var found: [NoteSummary] = []
       for candidate in candidates where found.count < limit {
         guard matcher.matches(try self.text(of: candidate.record, in: transaction)) else {
           continue
         }
-        found.append(try summary(candidate.id, candidate.record, in: transaction))
+        found.append(try summary(candidate.id, candidate.record, in: transaction, cache: cache))
       }
       return found.sorted(by: Self.newestFirst)
     }
@@ -202,6 +205,7 @@ extension NoteStore {
   /// Search by reading every visible note's text, in timeline order.
   func scan(for matcher: TextMatcher, limit: Int) throws -> [NoteSummary] {
     try read { transaction in
+      let cache = TagNameCache()
       var found: [NoteSummary] = []
       for archived in [false, true] {
         try transaction.withEntries(
@@ -213,7 +217,7 @@ extension NoteStore {
             guard let record = try noteRecord(id, in: transaction),
               matcher.matches(try self.text(of: record, in: transaction))
             else { continue }
-            found.append(try summary(id, record, in: transaction))
+            found.append(try summary(id, record, in: transaction, cache: cache))
           }
         }
       }
@@ -262,12 +266,15 @@ extension NoteStore {
   }
 
   private func tagNames(
-    _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+    _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable,
+    cache: TagNameCache? = nil
   ) throws -> [Tag] {
     try record.tagIDs.map { id in
+      if let name = cache?.names[id] { return Tag(id: id, name: name) }
       let name = try transaction.withValue(forKey: Array(id.rawValue.utf8), in: schema.tags) {
         bytes throws -> String? in try bytes.map { try TagRecord(decoding: $0).name }
       }
+      cache?.names[id] = name ?? id.rawValue
       return Tag(id: id, name: name ?? id.rawValue)
     }
   }
@@ -292,17 +299,19 @@ extension NoteStore {
         tags: record.tagsStamp, attachments: record.attachmentsStamp))
   }
 
-  private func summary(_ id: NoteID, in transaction: borrowing some Transaction & ~Copyable)
-    throws -> NoteSummary
-  {
+  private func summary(
+    _ id: NoteID, in transaction: borrowing some Transaction & ~Copyable,
+    cache: TagNameCache? = nil
+  ) throws -> NoteSummary {
     guard let record = try noteRecord(id, in: transaction) else {
       throw VLogError(.corruptStore, "an index names note \(id), which has no record")
     }
-    return try summary(id, record, in: transaction)
+    return try summary(id, record, in: transaction, cache: cache)
   }
 
   private func summary(
-    _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+    _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable,
+    cache: TagNameCache? = nil
   ) throws -> NoteSummary {
     var thumbnail: AttachmentID?
     for attachmentID in record.attachments {
@@ -322,9 +331,14 @@ extension NoteStore {
       id: id, truncatedText: Note.truncate(try text(of: record, in: transaction)),
       isArchived: record.archived,
       sortDate: Date(milliseconds: record.effectiveSortDate),
-      tagNames: try tagNames(record, in: transaction).map(\.name),
+      tagNames: try tagNames(record, in: transaction, cache: cache).map(\.name),
       thumbnailAttachmentID: thumbnail)
   }
+}
+
+/// Tags' display names read during one query: a page of summaries reads each tag once.
+final class TagNameCache {
+  var names: [TagID: String] = [:]
 }
 
 extension TagID {

@@ -11,10 +11,10 @@ package import LMDB
 /// | entries | prefix + sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
 /// | index | prefix + event id (the stamp's 24 bytes) | sequence (8 bytes, big-endian) |
 /// | state | prefix + `logState` | ``LogState``: clock, event-set digest, counters, outbox watermark |
-/// | objects | prefix + object id (16) + sequence (8) | empty: the events that change a note or attachment |
-/// | objects | prefix + object id (16) + 8 zero bytes | sequence (8): the object's first deletion |
+/// | objects | prefix + bucket (8) + object id (16) + sequence (8) | empty: the events that change a note, attachment or tag (see `EventLog+Erasure.swift`) |
+/// | objects | prefix + 0xFF… (8) + object id (16) + 8 zero bytes | the object's first deletion (a tag's: its latest) |
 /// | blob references | prefix + SHA-256 (32) + sequence (8) | empty: the `attachmentAdded` events, not redacted, that name the blob |
-/// | fields | prefix + note id (16) + field (1) | stamp + sequence of the field's newest change (retention) |
+/// | fields | prefix + note id (16) + field (1) | stamp + sequence of the field's newest change (retention), unless the owner keeps it (``FieldIndex``) |
 /// | superseded | prefix + milliseconds (8) + sequence (8) | empty: replaced changes, by when (retention) |
 ///
 /// Invariants, kept by every write through an ``Appender``:
