@@ -17,28 +17,25 @@ enum RandomTexts {
   static let needleAlphabet = ["a", "b", "c", "e", "f", "i", "s", "o", "A", "E", "S", "ss", " "]
 
   static func text(_ seed: Int, length: Int) -> String {
-    var value = UInt64(truncatingIfNeeded: seed) &* 0x9E37_79B9_7F4A_7C15 | 1
-    var text = ""
-    for _ in 0..<length {
-      value ^= value << 13
-      value ^= value >> 7
-      value ^= value << 17
-      text += alphabet[Int(value % UInt64(alphabet.count))]
-    }
-    return text
+    pick(length, from: alphabet, seed: UInt64(truncatingIfNeeded: seed) &* 0x9E37_79B9_7F4A_7C15)
   }
 
   static func needle(_ seed: Int) -> String {
-    var value = UInt64(truncatingIfNeeded: seed) &* 0xD6E8_FEB8_6659_FD93 | 1
-    var needle = ""
-    let length = 2 + Int(value % 4)
-    for _ in 0..<length {
+    let value = UInt64(truncatingIfNeeded: seed) &* 0xD6E8_FEB8_6659_FD93
+    return pick(2 + Int((value | 1) % 4), from: needleAlphabet, seed: value)
+  }
+
+  /// `count` pieces of `pieces` chosen by a xorshift generator started from `seed`.
+  private static func pick(_ count: Int, from pieces: [String], seed: UInt64) -> String {
+    var value = seed | 1
+    var text = ""
+    for _ in 0..<count {
       value ^= value << 13
       value ^= value >> 7
       value ^= value << 17
-      needle += needleAlphabet[Int(value % UInt64(needleAlphabet.count))]
+      text += pieces[Int(value % UInt64(pieces.count))]
     }
-    return needle
+    return text
   }
 }
 

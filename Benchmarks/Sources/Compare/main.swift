@@ -7,6 +7,7 @@
 
 import BenchmarkSupport
 import Foundation
+import Synchronization
 import VLog
 import Workload
 
@@ -52,7 +53,8 @@ func resetPeakMemory() throws {
 }
 
 struct NoPeakMemory: Error, CustomStringConvertible {
-  var description: String { "/proc/self/status has no VmHWM line" }
+  var line = "VmHWM"
+  var description: String { "/proc/self/status has no \(line) line" }
 }
 
 /// The peak resident size in MB since the last reset.
@@ -60,51 +62,51 @@ func peakMemoryMB() throws -> Double {
   let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
   guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
     let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-  else { throw NoPeakMemory() }
+  else { throw NoPeakMemory(line: "VmHWM") }
   return kilobytes / 1024
 }
 
 /// The process's anonymous resident memory in MB (`RssAnon`: the heap and stacks, not the
 /// memory-mapped store).
-func anonymousMemoryMB() -> Double {
-  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-    let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+func anonymousMemoryMB() throws -> Double {
+  let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+  guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
     let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-  else { return 0 }
+  else { throw NoPeakMemory(line: "RssAnon") }
   return kilobytes / 1024
+}
+
+/// The peak a sampler has seen so far, and whether it goes on sampling.
+final class MemorySampler: Sendable {
+  let state: Mutex<(peak: Double, running: Bool)>
+  init(peak: Double) { state = Mutex((peak, true)) }
 }
 
 /// Runs `body` while a thread samples `RssAnon` every millisecond; returns the result and the
 /// largest sample. Run in a process of its own (``rebuildInChild(_:at:)``), so that memory
 /// freed by earlier work does not hide what `body` takes.
-final class MemorySampler: @unchecked Sendable {
-  let lock = NSLock()
-  var peak = 0.0
-  var running = true
-}
-
-func withPeakAnonymousMemory<R>(_ body: () throws -> R) rethrows -> (R, Double) {
-  let sampler = MemorySampler()
-  sampler.peak = anonymousMemoryMB()
+func withPeakAnonymousMemory<R>(_ body: () throws -> R) throws -> (R, Double) {
+  let sampler = MemorySampler(peak: try anonymousMemoryMB())
   let thread = Thread {
-    while sampler.lock.withLock({ sampler.running }) {
-      let now = anonymousMemoryMB()
-      sampler.lock.withLock { sampler.peak = max(sampler.peak, now) }
+    while sampler.state.withLock({ $0.running }) {
+      // A sample that cannot be read is skipped: the next one and the final reading count.
+      if let now = try? anonymousMemoryMB() {
+        sampler.state.withLock { $0.peak = max($0.peak, now) }
+      }
       usleep(1000)
     }
   }
   thread.start()
-  defer { sampler.lock.withLock { sampler.running = false } }
+  defer { sampler.state.withLock { $0.running = false } }
   let result = try body()
-  let last = anonymousMemoryMB()
-  return (result, sampler.lock.withLock { max(sampler.peak, last) })
+  let last = try anonymousMemoryMB()
+  return (result, sampler.state.withLock { max($0.peak, last) })
 }
 
 /// The bytes the files under `path` occupy on disk (allocated blocks, as `du` counts them).
-func diskBytes(_ path: String) -> Double {
+func diskBytes(_ path: String) throws -> Double {
   var total = 0.0
-  let names = (try? FileManager.default.subpathsOfDirectory(atPath: path)) ?? []
-  for name in names {
+  for name in try FileManager.default.subpathsOfDirectory(atPath: path) {
     var info = stat()
     if stat(path + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
       total += Double(info.st_blocks) * 512
@@ -151,7 +153,7 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
     let (_, appendTime) = try time { try workload.apply(to: subject.store) }
     subject.figures.events = try subject.store.eventCount()
     subject.figures.appendPerSecond = Double(subject.figures.events) / appendTime
-    subject.figures.bytesPerEvent = diskBytes(subject.path) / Double(subject.figures.events)
+    subject.figures.bytesPerEvent = try diskBytes(subject.path) / Double(subject.figures.events)
     log("\(subject.label): append \(Int(subject.figures.appendPerSecond)) events/s")
   }
 

@@ -376,16 +376,8 @@ extension Change {
   }
 
   var objectIDs: [Identifier] {
-    switch self {
-    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
-      .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
-      .noteDeleted(let id):
-      [id.identifier]
-    case .attachmentAdded(let attachment):
-      [attachment.noteID.identifier, attachment.id.identifier]
-    case .attachmentDeleted(let id): [id.identifier]
-    case .tagRenamed, .tagDeleted, .unknown: []
-    }
+    let (first, second) = objects
+    return [first, second].compactMap { $0 }
   }
 
   /// The tags a change names, as the object index files them (see ``EventLog/tagObject(_:)``):
