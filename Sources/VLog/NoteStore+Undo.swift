@@ -9,7 +9,14 @@ internal import LMDB
 /// of the fields it set; for a note it deleted, a new note (a deletion is final) with a new id
 /// and the same text, dates, archive state, tags and attachments (new attachments with the same
 /// bytes); for a note it created, the note's deletion; for a tag it renamed or deleted, the
-/// previous name, or the tag back on its notes. Redo puts back what the undo changed.
+/// previous name, or the tag back on its notes. Redo puts back what the undo changed. Fields
+/// the group did not set are left as they are (an edit synced in since stays); steps naming a
+/// note that undo brought back under a new id go to that note; a change to a note deleted
+/// elsewhere since has nothing to go back to.
+///
+/// A previous text is held as the place of its event in the log, read when undo needs it (or
+/// before a deletion of this process erases it); with a retention period under a day it is
+/// held as a copy. A text that retention has erased by the time of the undo is not put back.
 ///
 /// The bytes of attachments an undo may need are kept in the store until the entry leaves the
 /// history (``NoteStore/removeUnusedBlobs()`` keeps them; closing the store ends the history).
@@ -17,6 +24,8 @@ final class UndoHistory: Sendable {
   private struct State {
     var undo: [UndoGroup] = []
     var redo: [UndoGroup] = []
+    /// Notes undo made in place of deleted ones: later steps naming the old id go to the new.
+    var replacements: [NoteID: NoteID] = [:]
   }
   private let state = Locked(State())
   let limit: Int
@@ -41,6 +50,43 @@ final class UndoHistory: Sendable {
   var canRedo: Bool { state.withLock { !$0.redo.isEmpty } }
   func clear() { state.withLock { $0 = State() } }
 
+  /// The notes undo made in place of deleted ones, by the deleted one's id.
+  var replacements: [NoteID: NoteID] { state.withLock { $0.replacements } }
+
+  /// Records that undo made `new` in place of the deleted `old`.
+  func replaced(_ replaced: [(NoteID, NoteID)]) {
+    guard !replaced.isEmpty else { return }
+    state.withLock { state in
+      for (old, new) in replaced { state.replacements[old] = new }
+    }
+  }
+
+  /// Reads, while they are still in the log, the texts that entries hold by reference for the
+  /// given notes: their events are about to be erased.
+  func materializeTexts(
+    of notes: Set<NoteID>, _ read: (UInt64, Stamp) throws -> String?
+  ) rethrows {
+    guard !notes.isEmpty else { return }
+    try state.withLock { state in
+      func materialize(_ groups: inout [UndoGroup]) throws {
+        for group in groups.indices
+        where notes.contains(where: groups[group].loggedTexts.contains) {
+          for step in groups[group].steps.indices {
+            guard case .restore(let id, _) = groups[group].steps[step], notes.contains(id),
+              case .restore(_, var snapshot) = groups[group].steps[step],
+              case .logged(let sequence, let stamp) = snapshot.text
+            else { continue }
+            snapshot.text = try read(sequence, stamp).map(SnapshotText.value) ?? .erased
+            groups[group].steps[step] = .restore(id, snapshot)
+            groups[group].loggedTexts.remove(id)
+          }
+        }
+      }
+      try materialize(&state.undo)
+      try materialize(&state.redo)
+    }
+  }
+
   /// The blobs an entry may need to put an attachment back.
   var heldBlobs: Set<BlobHash> {
     state.withLock { state in
@@ -52,11 +98,22 @@ final class UndoHistory: Sendable {
 /// What it takes to put back one user change group.
 struct UndoGroup: Sendable {
   var steps: [UndoStep]
+  /// The notes whose previous text a step holds by reference.
+  var loggedTexts: Set<NoteID>
+
+  init(steps: [UndoStep]) {
+    self.steps = steps
+    loggedTexts = []
+    for case .restore(let id, let snapshot) in steps {
+      if case .logged = snapshot.text { loggedTexts.insert(id) }
+    }
+  }
 }
 
 /// One thing to put back.
 enum UndoStep: Sendable {
-  /// Give the note (or, if it was deleted since, a new one) this content again.
+  /// Give the note (or, if it was deleted since, the note undo made in its place) these
+  /// fields again; a complete snapshot makes a new note if there is none.
   case restore(NoteID, NoteSnapshot)
   /// Delete the note: the group created it.
   case delete(NoteID)
@@ -64,19 +121,45 @@ enum UndoStep: Sendable {
   case rename(TagID, String)
 
   var blobs: [BlobHash] {
-    guard case .restore(_, let snapshot) = self else { return [] }
+    guard case .restore(_, let snapshot) = self, snapshot.fields.contains(.attachments) else {
+      return []
+    }
     return snapshot.attachments.map(\.blobHash)
   }
 }
 
-/// A note's content, as undo puts it back.
+/// The fields of a note a snapshot puts back.
+struct SnapshotFields: OptionSet, Sendable {
+  let rawValue: UInt8
+  static let text = SnapshotFields(rawValue: 1)
+  static let archived = SnapshotFields(rawValue: 2)
+  static let sortDate = SnapshotFields(rawValue: 4)
+  static let tags = SnapshotFields(rawValue: 8)
+  static let attachments = SnapshotFields(rawValue: 16)
+  /// Every field: what it takes to make the note again once it is deleted.
+  static let all: SnapshotFields = [.text, .archived, .sortDate, .tags, .attachments]
+}
+
+/// A note's previous text, as a snapshot holds it.
+enum SnapshotText: Sendable, Equatable {
+  case value(String)
+  /// The `textSet` event that set it, still in the log: read when undo needs it. Texts are
+  /// held so while retention keeps replaced values for a day or more, and read before a local
+  /// deletion erases them.
+  case logged(sequence: UInt64, stamp: Stamp)
+  /// Erased (by a deletion elsewhere or by retention) before undo could read it.
+  case erased
+}
+
+/// The fields of a note that undo puts back: those its group changed.
 struct NoteSnapshot: Sendable {
+  var fields: SnapshotFields
   var creationDate: Date
-  var text: String
-  var archived: Bool
+  var text = SnapshotText.value("")
+  var archived = false
   var sortDate: Date?
-  var tags: [String]
-  var attachments: [Attachment]
+  var tags: [String] = []
+  var attachments: [Attachment] = []
 }
 
 extension NoteStore {
@@ -137,118 +220,192 @@ extension NoteStore {
 }
 
 extension WriteSession {
-  /// What puts back the notes and tags `intents` change, read before they are made.
+  /// What puts back the notes and tags `intents` change, read before they are made: for each
+  /// note, the fields the intents set (every field for a note they delete).
   mutating func undoGroup(
-    for intents: [Changes.Intent], in transaction: borrowing WriteTransaction
+    for intents: [Changes.Intent], history: UndoHistory,
+    in transaction: borrowing WriteTransaction
   ) throws -> UndoGroup {
-    var steps: [UndoStep] = []
-    var seen = Set<NoteID>()
-    func note(_ id: NoteID) throws {
-      guard seen.insert(id).inserted else { return }
-      switch try projector.status(of: id, in: transaction) {
-      case .absent: steps.append(.delete(id))
-      case .deleted: break
-      case .visible:
-        if let snapshot = try snapshot(of: id, in: transaction) {
-          steps.append(.restore(id, snapshot))
-        }
-      }
+    var order: [NoteID] = []
+    var fields: [NoteID: SnapshotFields] = [:]
+    var deleted = Set<NoteID>()
+    var tagSteps: [UndoStep] = []
+    func note(_ id: NoteID, _ set: SnapshotFields) {
+      if fields[id] == nil { order.append(id) }
+      fields[id, default: []].formUnion(set)
     }
     for intent in intents {
       switch intent {
-      case .createNote(let id, _, _, _, _, _), .deleteNoteIfVisible(let id): try note(id)
-      case .setText(let id, _), .setArchived(let id, _), .setSortDate(let id, _),
-        .setTags(let id, _), .setAttachments(let id, _), .deleteNote(let id),
-        .restore(let id, _):
-        try note(id)
-      case .addAttachment(let attachment, _): try note(attachment.noteID)
+      case .createNote(let id, _, _, _, _, _): note(id, .all)
+      case .deleteNote(let id), .deleteNoteIfVisible(let id):
+        note(id, .all)
+        deleted.insert(id)
+      case .restore(let id, let snapshot):
+        note(try restoreTarget(id, in: transaction) ?? id, snapshot.fields)
+      case .setText(let id, _): note(id, .text)
+      case .setArchived(let id, _): note(id, .archived)
+      case .setSortDate(let id, _): note(id, .sortDate)
+      case .setTags(let id, _): note(id, .tags)
+      case .setAttachments(let id, _): note(id, .attachments)
+      case .addAttachment(let attachment, _): note(attachment.noteID, .attachments)
       case .deleteAttachment(let id):
         if let record = try projector.attachmentRecord(id, in: transaction) {
-          try note(record.attachment.noteID)
+          note(record.attachment.noteID, .attachments)
         }
       case .renameTag(let name):
         let tag = TagID(name: name)
         if let record = try projector.tag(tag, in: transaction), record.noteCount > 0 {
-          steps.append(.rename(tag, record.name))
+          tagSteps.append(.rename(tag, record.name))
         }
       case .restoreTagName(let tag, _):
         if let record = try projector.tag(tag, in: transaction), record.noteCount > 0 {
-          steps.append(.rename(tag, record.name))
+          tagSteps.append(.rename(tag, record.name))
         }
       case .deleteTag(let name):
         try transaction.forEach(
           in: schema.tagNotes, range: .prefix(Keys.tagPrefix(TagID(name: name)))
         ) { key, _ in
-          try note(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")))
+          note(NoteID(try Identifier.ending(key, length: nil, in: "tagNotes")), .tags)
         }
       }
     }
-    return UndoGroup(steps: steps)
+    // Texts held by reference for notes about to be erased are read now.
+    let log = schema.eventLog
+    try history.materializeTexts(of: deleted) { sequence, stamp in
+      try log.textIfPresent(at: sequence, stamp: stamp, in: transaction)
+    }
+    var steps: [UndoStep] = []
+    for id in order {
+      switch try projector.status(of: id, in: transaction) {
+      case .absent: steps.append(.delete(id))
+      case .deleted: break
+      case .visible:
+        if let snapshot = try snapshot(
+          of: id, fields: fields[id] ?? .all, textByValue: deleted.contains(id),
+          in: transaction)
+        {
+          steps.append(.restore(id, snapshot))
+        }
+      }
+    }
+    return UndoGroup(steps: steps + tagSteps)
   }
 
+  /// The note's `fields`, its text by reference unless `textByValue` or retention erases
+  /// replaced values within a day.
   private mutating func snapshot(
-    of id: NoteID, in transaction: borrowing WriteTransaction
+    of id: NoteID, fields: SnapshotFields, textByValue: Bool,
+    in transaction: borrowing WriteTransaction
   ) throws -> NoteSnapshot? {
     guard let record = try projector.note(id, in: transaction), record.isCreated else {
       return nil
     }
-    var attachments: [Attachment] = []
-    for attachment in record.attachments {
-      if let stored = try projector.attachmentRecord(attachment, in: transaction),
-        !stored.isErased
-      {
-        attachments.append(stored.attachment)
+    var snapshot = NoteSnapshot(
+      fields: fields, creationDate: Date(milliseconds: record.creationDate))
+    if fields.contains(.text) {
+      if record.textSequence == 0 {
+        snapshot.text = .value("")
+      } else if textByValue || retention.map({ $0 < .seconds(86_400) }) ?? false {
+        snapshot.text = .value(try text(of: record, in: transaction))
+      } else {
+        snapshot.text = .logged(sequence: record.textSequence, stamp: record.textStamp)
       }
     }
-    return NoteSnapshot(
-      creationDate: Date(milliseconds: record.creationDate),
-      text: try text(of: record, in: transaction),
-      archived: record.archived,
-      sortDate: record.sortDateStamp == .zero ? nil : Date(milliseconds: record.sortDate),
-      tags: record.tags, attachments: attachments)
+    snapshot.archived = record.archived
+    snapshot.sortDate =
+      record.sortDateStamp == .zero ? nil : Date(milliseconds: record.sortDate)
+    snapshot.tags = record.tags
+    if fields.contains(.attachments) {
+      for attachment in record.attachments {
+        if let stored = try projector.attachmentRecord(attachment, in: transaction),
+          !stored.isErased
+        {
+          snapshot.attachments.append(stored.attachment)
+        }
+      }
+    }
+    return snapshot
   }
 
-  /// Gives a note its snapshot's content back: in place if it is visible, as a new note (with
-  /// new attachments holding the same bytes) if it was deleted.
+  /// The visible note undo steps naming `id` go to: `id` itself, or the note undo made in its
+  /// place after it was deleted (following such replacements); nil if there is none.
+  mutating func restoreTarget(
+    _ id: NoteID, in transaction: borrowing WriteTransaction
+  ) throws -> NoteID? {
+    var id = id
+    var seen = Set<NoteID>()
+    while seen.insert(id).inserted {
+      if try projector.status(of: id, in: transaction) == .visible { return id }
+      guard let next = replacements[id] else { return nil }
+      id = next
+    }
+    return nil
+  }
+
+  /// Gives a note its snapshot's fields back: in place if it (or the note undo made in its
+  /// place) is visible; if it was deleted, a complete snapshot comes back as a new note (with
+  /// new attachments holding the same bytes) and a partial one has nothing to go back to.
   mutating func restore(
     _ id: NoteID, _ snapshot: NoteSnapshot, makeIdentifier: () -> Identifier,
     wallMilliseconds now: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
+    let fields = snapshot.fields
     let target: NoteID
     var current: NoteRecord
-    if try projector.status(of: id, in: transaction) == .visible,
-      let record = try projector.note(id, in: transaction)
+    var text: String?
+    if let found = try restoreTarget(id, in: transaction),
+      let record = try projector.note(found, in: transaction)
     {
-      target = id
+      target = found
       current = record
+      if fields.contains(.text) {
+        switch snapshot.text {
+        case .logged(_, let stamp) where stamp == record.textStamp: break
+        case .logged(let sequence, let stamp):
+          text = try schema.eventLog.textIfPresent(at: sequence, stamp: stamp, in: transaction)
+        case .value(let value): text = value
+        case .erased: break
+        }
+      }
     } else {
+      guard fields == .all else { return }
+      switch snapshot.text {
+      case .value(let value): text = value
+      case .logged(let sequence, let stamp):
+        text = try schema.eventLog.textIfPresent(at: sequence, stamp: stamp, in: transaction)
+      case .erased: break
+      }
       target = NoteID(makeIdentifier())
       recreated.append(target)
+      replaced.append((id, target))
       try resolve(
         .createNote(
-          target, creationDate: snapshot.creationDate, text: snapshot.text,
+          target, creationDate: snapshot.creationDate, text: text ?? "",
           archived: snapshot.archived, sortDate: snapshot.sortDate, tags: snapshot.tags),
         wallMilliseconds: now, in: transaction)
       current = try projector.note(target, in: transaction) ?? NoteRecord()
     }
-    if try text(of: current, in: transaction) != snapshot.text {
-      try resolve(.setText(target, snapshot.text), wallMilliseconds: now, in: transaction)
+    if let text, try self.text(of: current, in: transaction) != text {
+      try resolve(.setText(target, text), wallMilliseconds: now, in: transaction)
     }
-    if current.archived != snapshot.archived {
+    if fields.contains(.archived), current.archived != snapshot.archived {
       try resolve(.setArchived(target, snapshot.archived), wallMilliseconds: now, in: transaction)
     }
-    if let sortDate = snapshot.sortDate, current.sortDate != sortDate.milliseconds {
+    if fields.contains(.sortDate), let sortDate = snapshot.sortDate,
+      current.sortDate != sortDate.milliseconds
+    {
       try resolve(.setSortDate(target, sortDate), wallMilliseconds: now, in: transaction)
     }
-    if current.tags != snapshot.tags {
+    if fields.contains(.tags), current.tags != snapshot.tags {
       try resolve(.setTags(target, snapshot.tags), wallMilliseconds: now, in: transaction)
     }
+    guard fields.contains(.attachments) else { return }
     // Attachments: those still there keep their ids; deleted ones come back as new ones with
     // the same bytes; ones the group added are deleted.
     var order: [AttachmentID] = []
     for attachment in snapshot.attachments {
       let live = try projector.attachmentRecord(attachment.id, in: transaction)
-      if target == id, let live, !live.isErased, live.attachment.noteID == id,
+      if let live, !live.isErased, live.attachment.noteID == target,
         try !schema.hasTombstone(attachment.id.identifier, in: transaction)
       {
         order.append(attachment.id)

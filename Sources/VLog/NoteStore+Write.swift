@@ -50,17 +50,23 @@ extension NoteStore {
   func apply(_ changes: Changes, undoable: Bool) throws -> UndoGroup {
     guard !changes.isEmpty else { return UndoGroup(steps: []) }
     let wallMilliseconds = UInt64(clamping: max(0, dependencies.now().milliseconds))
-    let (changeSet, group) = try VLogError.wrapping {
-      try environment.write { transaction throws -> (ChangeSet, UndoGroup) in
+    let (changeSet, group, replaced) = try VLogError.wrapping {
+      try environment.write { transaction throws -> (ChangeSet, UndoGroup, [(NoteID, NoteID)]) in
         var session = try WriteSession(store: self, in: transaction)
-        var group = try session.undoGroup(for: changes.intents, in: transaction)
+        session.replacements = undoHistory.replacements
+        var group =
+          undoHistory.limit > 0
+          ? try session.undoGroup(
+            for: changes.intents, history: undoHistory, in: transaction)
+          : UndoGroup(steps: [])
         for intent in changes.intents {
           try session.resolve(intent, wallMilliseconds: wallMilliseconds, in: transaction)
         }
         group.steps += session.recreated.map(UndoStep.delete)
-        return (try session.finish(source: .user, in: transaction), group)
+        return (try session.finish(source: .user, in: transaction), group, session.replaced)
       }
     }
+    undoHistory.replaced(replaced)
     observers.publish(changeSet)
     return group
   }
@@ -78,6 +84,10 @@ struct WriteSession {
   let makeIdentifier: @Sendable () -> Identifier
   /// Notes made by undo in place of deleted ones: what undoes that is their deletion.
   var recreated: [NoteID] = []
+  /// The deleted notes undo made new ones for, with the new ones.
+  var replaced: [(NoteID, NoteID)] = []
+  /// Earlier replacements of that kind (see ``UndoHistory/replacements``).
+  var replacements: [NoteID: NoteID] = [:]
 
   init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
     schema = store.schema

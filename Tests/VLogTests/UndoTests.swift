@@ -119,4 +119,64 @@ struct UndoTests {
       #expect(try store.tags().first { $0.tag.id == TagID(name: "paris") }?.tag.name == "paris")
     }
   }
+
+  @Test("undo puts back only the fields its group set: a text edited elsewhere since stays")
+  func onlyChangedFields() async throws {
+    try await withReplicas(2) { replicas in
+      let (store, other) = (replicas[0].store, replicas[1].store)
+      let id = try store.write { $0.createNote(text: "mine", tags: ["a"]) }
+      try exchange(store, other)
+      try store.write { $0.setArchived(true, of: id) }
+      replicas[1].clock.advance(by: 1)
+      try other.write { $0.setText("theirs", of: id) }
+      try exchange(store, other)
+      #expect(try store.undo())
+      let note = try #require(try store.note(id))
+      #expect(!note.isArchived)
+      #expect(note.text == "theirs")
+      #expect(note.tags.map(\.name) == ["a"])
+    }
+  }
+
+  @Test(
+    "a text held by reference comes back after its note was deleted and brought back, in that one note"
+  )
+  func textAfterDeletion() async throws {
+    for retention in [NoteStore.Retention.standard, .forever, .period(.zero)] {
+      try await withReplicas(retentions: [retention]) { replicas in
+        let store = replicas[0].store
+        let id = try store.write { $0.createNote(text: "first") }
+        try store.write { $0.setText("second", of: id) }
+        try store.write { $0.deleteNote(id) }
+        #expect(try store.undo())
+        #expect(try store.undo())
+        // One note: the one the first undo made, with the text before the edit.
+        let notes = try store.timeline(limit: 10)
+        #expect(notes.count == 1)
+        let note = try #require(try notes.first.flatMap { try store.note($0.id) })
+        #expect(note.id != id)
+        #expect(note.text == "first")
+        #expect(try store.verify().isEmpty)
+        // Redo puts the edit back on that note.
+        #expect(try store.redo())
+        #expect(try store.note(note.id)?.text == "second")
+      }
+    }
+  }
+
+  @Test("undo of a change to a note deleted elsewhere since has nothing to put back")
+  func deletedElsewhere() async throws {
+    try await withReplicas(2) { replicas in
+      let (store, other) = (replicas[0].store, replicas[1].store)
+      let id = try store.write { $0.createNote(text: "first") }
+      try store.write { $0.setText("second", of: id) }
+      try exchange(store, other)
+      try other.write { $0.deleteNote(id) }
+      try exchange(store, other)
+      let events = try store.eventCount()
+      #expect(try store.undo())
+      #expect(try store.timeline(limit: 10).isEmpty)
+      #expect(try store.eventCount() == events)
+    }
+  }
 }

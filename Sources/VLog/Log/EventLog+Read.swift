@@ -123,4 +123,18 @@ extension EventLog {
     return text
   }
 
+  /// The text of the `textSet` event at `sequence` with the id `stamp`; nil if that event is
+  /// no longer there to read (redacted, as its note was deleted or by retention).
+  package func textIfPresent(
+    at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> String? {
+    try withKey(sequence: sequence) { key in
+      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
+        guard let value else { return nil }
+        return try EventCodec.text(
+          of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
+      }
+    }
+  }
+
 }
