@@ -75,12 +75,17 @@ extension NoteStore {
 
   func stateDigest(in transaction: borrowing some Transaction & ~Copyable) throws -> StateDigest {
     var hasher = SHA256()
-    for database in schema.projections {
+    // Note records are hashed whole (stored part and text part) without their sequence
+    // numbers, which are local to this store.
+    for database in schema.projections where database != schema.noteTexts {
       hasher.update(data: Array((database.name ?? "").utf8) + [0])
       let isNotes = database == schema.notes
       try transaction.forEach(in: database) { key, value in
-        // A note record's text sequence number is local to this store: hash the rest.
-        let canonical = isNotes ? try NoteRecord(decoding: value).canonicalEncoding() : nil
+        let canonical =
+          isNotes
+          ? try transaction.withValue(forKey: key, in: schema.noteTexts) { text in
+            try NoteRecord(decoding: value, text: text).canonicalEncoding()
+          } : nil
         var lengths = WireWriter()
         lengths.rawVarint(UInt64(key.count))
         lengths.rawVarint(UInt64(canonical?.count ?? value.count))

@@ -97,7 +97,7 @@ extension NoteStore {
   {
     let subject: String
     switch database {
-    case "notes" where key.count == 16:
+    case "notes" where key.count == 16, "noteTexts" where key.count == 16:
       subject = "note \(key.withUnsafeBytes { Identifier(bytes: $0) })"
     case "attachments" where key.count == 16:
       subject = "attachment \(key.withUnsafeBytes { Identifier(bytes: $0) })"

@@ -382,11 +382,22 @@ struct Projector {
       if entry.isDirty {
         try id.identifier.withKey { key in
           if let after {
-            try after.encoded().withUnsafeBytes { value in
-              try transaction.put(value, forKey: key, in: schema.notes)
+            // Each part only if it changed: most changes are text edits.
+            if before.map({ !$0.hasSameStoredPart(as: after) }) ?? true {
+              try after.encoded().withUnsafeBytes { value in
+                try transaction.put(value, forKey: key, in: schema.notes)
+              }
+            }
+            if before.map({
+              $0.textStamp != after.textStamp || $0.textSequence != after.textSequence
+            }) ?? true {
+              try after.encodedText().withUnsafeBytes { value in
+                try transaction.put(value, forKey: key, in: schema.noteTexts)
+              }
             }
           } else if before != nil {
             try transaction.delete(forKey: key, in: schema.notes)
+            try transaction.delete(forKey: key, in: schema.noteTexts)
           }
         }
         try updateIndexes(

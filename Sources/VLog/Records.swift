@@ -30,7 +30,12 @@ struct NoteRecord: Equatable, Sendable {
   var attachmentsSequence: UInt64 = 0
   var attachments: [AttachmentID] = []
 
-  static let formatVersion: UInt8 = 3
+  /// The version byte of the record's stored part (everything but the text's stamp and
+  /// sequence number, which ``encodedText()`` stores apart: most changes are text edits, and
+  /// they then rewrite a small entry instead of the whole record).
+  static let formatVersion: UInt8 = 4
+  /// The version byte of ``canonicalEncoding()``, which the state digest hashes.
+  static let canonicalVersion: UInt8 = 3
 
   /// The sort date, or the creation date while no change has set one.
   var effectiveSortDate: Int64 {
@@ -56,22 +61,41 @@ struct NoteRecord: Equatable, Sendable {
     return result
   }
 
+  /// The record's stored part: every field but the text's stamp and sequence number.
   func encoded() -> [UInt8] { encoded(canonical: false) }
 
-  /// The record's bytes without the text's sequence number, equal on every replica with the
-  /// same state.
+  /// The record's text part: the stamp and sequence number of its winning text change.
+  func encodedText() -> [UInt8] {
+    var buffer: [UInt8] = []
+    buffer.reserveCapacity(34)
+    textStamp.append(to: &buffer)
+    var writer = WireWriter()
+    writer.buffer = buffer
+    writer.rawVarint(textSequence)
+    return writer.buffer
+  }
+
+  /// Whether the two records differ only in their text part.
+  func hasSameStoredPart(as other: NoteRecord) -> Bool {
+    var a = self
+    var b = other
+    (a.textStamp, a.textSequence, b.textStamp, b.textSequence) = (.zero, 0, .zero, 0)
+    return a == b
+  }
+
+  /// The record's bytes without the sequence numbers, equal on every replica with the same
+  /// state.
   func canonicalEncoding() -> [UInt8] { encoded(canonical: true) }
 
   private func encoded(canonical: Bool) -> [UInt8] {
     var writer = WireWriter()
     writer.buffer.reserveCapacity(
       168 + tags.reduce(0) { $0 + $1.utf8.count + 1 } + attachments.count * 16)
-    writer.buffer.append(Self.formatVersion)
+    writer.buffer.append(canonical ? Self.canonicalVersion : Self.formatVersion)
     writer.buffer.append(isCreated ? 1 : 0)
     creationStamp.append(to: &writer.buffer)
     writer.rawSigned(creationDate)
-    textStamp.append(to: &writer.buffer)
-    if !canonical { writer.rawVarint(textSequence) }
+    if canonical { textStamp.append(to: &writer.buffer) }
     archivedStamp.append(to: &writer.buffer)
     if !canonical { writer.rawVarint(archivedSequence) }
     writer.buffer.append(archived ? 1 : 0)
@@ -91,7 +115,17 @@ struct NoteRecord: Equatable, Sendable {
 
   init() {}
 
-  init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+  /// Decodes a record from its stored part and its text part.
+  init(decoding bytes: UnsafeRawBufferPointer, text: UnsafeRawBufferPointer?) throws(VLogError) {
+    try self.init(decodingStoredPart: bytes)
+    guard let text else {
+      throw VLogError(.corruptStore, "a note record has no text part")
+    }
+    (textStamp, textSequence) = try Self.decodeText(text)
+  }
+
+  /// Decodes a record's stored part; its text stamp and sequence number are left zero.
+  init(decodingStoredPart bytes: UnsafeRawBufferPointer) throws(VLogError) {
     var reader = WireReader(bytes)
     guard try reader.byte() == Self.formatVersion else {
       throw VLogError(.corruptStore, "a note record has an unknown format version")
@@ -99,8 +133,6 @@ struct NoteRecord: Equatable, Sendable {
     isCreated = try reader.byte() == 1
     creationStamp = try reader.stamp()
     creationDate = try reader.signed()
-    textStamp = try reader.stamp()
-    textSequence = try reader.varint()
     archivedStamp = try reader.stamp()
     archivedSequence = try reader.varint()
     archived = try reader.byte() == 1
@@ -122,6 +154,20 @@ struct NoteRecord: Equatable, Sendable {
     guard reader.isAtEnd else {
       throw VLogError(.corruptStore, "a note record has \(bytes.count - reader.offset) extra bytes")
     }
+  }
+
+  /// Decodes a record's text part.
+  static func decodeText(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> (
+    Stamp, UInt64
+  ) {
+    var reader = WireReader(bytes)
+    let stamp = try reader.stamp()
+    let sequence = try reader.varint()
+    guard reader.isAtEnd else {
+      throw VLogError(
+        .corruptStore, "a note record's text part has \(bytes.count - reader.offset) extra bytes")
+    }
+    return (stamp, sequence)
   }
 }
 
@@ -341,14 +387,23 @@ extension NoteRecord {
 /// record holds (a deleted note has none).
 struct NoteRecordFields: FieldIndex {
   let notes: Database
+  let noteTexts: Database
 
   func newestChange(
     to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (stamp: Stamp, sequence: UInt64)? {
     try note.identifier.withKey { key in
-      try transaction.withValue(forKey: key, in: notes) {
+      if field == 1 {
+        return try transaction.withValue(forKey: key, in: noteTexts) {
+          bytes throws -> (stamp: Stamp, sequence: UInt64)? in
+          guard let bytes else { return nil }
+          let (stamp, sequence) = try NoteRecord.decodeText(bytes)
+          return stamp == .zero ? nil : (stamp, sequence)
+        }
+      }
+      return try transaction.withValue(forKey: key, in: notes) {
         bytes throws -> (stamp: Stamp, sequence: UInt64)? in
-        try bytes.flatMap { try NoteRecord(decoding: $0).newestChange(to: field) }
+        try bytes.flatMap { try NoteRecord(decodingStoredPart: $0).newestChange(to: field) }
       }
     }
   }

@@ -34,6 +34,9 @@ struct Schema: Sendable {
   let superseded: Database
   let blobs: Database
   let notes: Database
+  /// Each note's text stamp and sequence number, apart from the rest of its record in `notes`
+  /// (same keys): a text edit rewrites this small entry only.
+  let noteTexts: Database
   let tombstones: Database
   let attachments: Database
   let noteAttachments: Database
@@ -48,7 +51,7 @@ struct Schema: Sendable {
 
   /// The projections, in the order the state digest reads them.
   var projections: [Database] {
-    [notes, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
+    [notes, noteTexts, tombstones, attachments, noteAttachments, tags, tagNotes, timeline]
   }
 
   /// The search index's databases: derived, emptied by a rebuild, not in the state digest.
@@ -60,7 +63,7 @@ struct Schema: Sendable {
       + search
   }
 
-  static let databaseCount = 18
+  static let databaseCount = 19
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -76,6 +79,7 @@ struct Schema: Sendable {
     superseded = try open("superseded")
     blobs = try open("blobs")
     notes = try open("notes")
+    noteTexts = try open("noteTexts")
     tombstones = try open("tombstones")
     attachments = try open("attachments")
     noteAttachments = try open("noteAttachments")
@@ -88,7 +92,7 @@ struct Schema: Sendable {
     eventLog = EventLog(
       entries: log, index: eventIndex, state: meta, objects: objects,
       blobReferences: blobReferences, fields: fields, superseded: superseded,
-      fieldIndex: NoteRecordFields(notes: notes))
+      fieldIndex: NoteRecordFields(notes: notes, noteTexts: noteTexts))
   }
 }
 
@@ -99,7 +103,10 @@ extension Schema {
   {
     try id.identifier.withKey { key in
       try transaction.withValue(forKey: key, in: notes) { bytes throws -> NoteRecord? in
-        try bytes.map { try NoteRecord(decoding: $0) }
+        guard let bytes else { return nil }
+        return try transaction.withValue(forKey: key, in: noteTexts) { text in
+          try NoteRecord(decoding: bytes, text: text)
+        }
       }
     }
   }

@@ -288,6 +288,74 @@ struct ErasureTests {
     }
   }
 
+  @Test(
+    "a store of format 4 (a note's text stamp in its record) is migrated: records split, digest and queries unchanged"
+  )
+  func migrationFromFormat4() throws {
+    try withTemporaryDirectory { root in
+      let path = root + "/store"
+      var store = try NoteStore.open(at: path)
+      let kept = try Self.writeCanaryNote(store)
+      let other = try store.write { $0.createNote(text: "other", tags: ["y"]) }
+      try store.write { $0.setArchived(true, of: other) }
+      let digest = try store.stateDigest()
+      // Make it what format 4 wrote: each record whole, its text stamp and sequence inline.
+      try store.environment.write { transaction in
+        var records: [(key: [UInt8], record: NoteRecord)] = []
+        try transaction.forEach(in: store.schema.notes) { key, _ in
+          let id = NoteID(Identifier(bytes: key))
+          if let record = try store.schema.noteRecord(id, in: transaction) {
+            records.append((Array(key), record))
+          }
+        }
+        #expect(records.count == 2)
+        try transaction.removeAll(in: store.schema.noteTexts)
+        for (key, record) in records {
+          try transaction.put(Self.format4Record(record), forKey: key, in: store.schema.notes)
+        }
+        try transaction.put(
+          BigEndian.bytes(UInt32(4)), forKey: Keys.Meta.format, in: store.schema.meta)
+      }
+      #expect(throws: VLogError.self) { try store.note(kept) }
+      store.close()
+      store = try NoteStore.open(at: path)
+      defer { store.close() }
+      #expect(try store.stateDigest() == digest)
+      #expect(try store.verify().isEmpty)
+      #expect(try store.note(kept)?.text.contains(Self.canary) == true)
+      #expect(try store.note(other)?.isArchived == true)
+      try store.write { $0.deleteNote(kept) }
+      #expect(!(try store.events()).contains { $0.event.description.contains(Self.canary) })
+      #expect(try store.verify().isEmpty)
+    }
+  }
+
+  /// A note record as format 4 stored it.
+  static func format4Record(_ record: NoteRecord) -> [UInt8] {
+    var writer = WireWriter()
+    writer.buffer.append(3)
+    writer.buffer.append(record.isCreated ? 1 : 0)
+    record.creationStamp.append(to: &writer.buffer)
+    writer.rawSigned(record.creationDate)
+    record.textStamp.append(to: &writer.buffer)
+    writer.rawVarint(record.textSequence)
+    record.archivedStamp.append(to: &writer.buffer)
+    writer.rawVarint(record.archivedSequence)
+    writer.buffer.append(record.archived ? 1 : 0)
+    record.sortDateStamp.append(to: &writer.buffer)
+    writer.rawVarint(record.sortDateSequence)
+    writer.rawSigned(record.sortDate)
+    record.tagsStamp.append(to: &writer.buffer)
+    writer.rawVarint(record.tagsSequence)
+    writer.rawVarint(UInt64(record.tags.count))
+    for tag in record.tags { writer.rawString(tag) }
+    record.attachmentsStamp.append(to: &writer.buffer)
+    writer.rawVarint(record.attachmentsSequence)
+    writer.rawVarint(UInt64(record.attachments.count))
+    for attachment in record.attachments { attachment.identifier.append(to: &writer.buffer) }
+    return writer.buffer
+  }
+
   @Test("erasure commutes with merge: erased, never seen, or seen then erased give one state")
   func erasureCommutes() async {
     let checked = Atomic<Int>(0)

@@ -43,6 +43,39 @@ struct VerifyTests {
     }
   }
 
+  @Test(
+    "a text edit rewrites only the note's text part; a record without one is an error when read, found by verify, repaired by rebuild"
+  )
+  func textPart() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "original", tags: ["t"]) }
+      func parts() throws -> ([UInt8]?, [UInt8]?) {
+        try store.environment.read { transaction in
+          (
+            try transaction.value(forKey: id.identifier.bytes, in: store.schema.notes),
+            try transaction.value(forKey: id.identifier.bytes, in: store.schema.noteTexts)
+          )
+        }
+      }
+      let (stored, text) = try parts()
+      try store.write { $0.setText("edited", of: id) }
+      let (storedAfter, textAfter) = try parts()
+      #expect(storedAfter == stored && stored != nil)
+      #expect(textAfter != text && textAfter != nil)
+      try store.write { $0.setArchived(true, of: id) }
+      #expect(try parts().0 != stored)
+      try store.environment.write { transaction in
+        _ = try transaction.delete(forKey: id.identifier.bytes, in: store.schema.noteTexts)
+      }
+      #expect(throws: VLogError.self) { try store.note(id) }
+      #expect(try store.verify().map(\.message) == ["noteTexts: note \(id) is missing"])
+      try store.rebuildProjections()
+      #expect(try store.verify().isEmpty)
+      #expect(try store.note(id)?.text == "edited")
+    }
+  }
+
   @Test("a note record naming the wrong event for its text is an error when read, never a trap")
   func wrongTextReference() async throws {
     try await withReplicas(1) { replicas in
@@ -53,7 +86,7 @@ struct VerifyTests {
           var record = try #require(try store.schema.noteRecord(id, in: transaction))
           record.textSequence = sequence
           try transaction.put(
-            record.encoded(), forKey: id.identifier.bytes, in: store.schema.notes)
+            record.encodedText(), forKey: id.identifier.bytes, in: store.schema.noteTexts)
         }
         #expect(throws: VLogError.self) { try store.note(id) }
         #expect(throws: VLogError.self) { try store.timeline() }

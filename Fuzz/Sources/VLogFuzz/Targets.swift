@@ -107,7 +107,7 @@ final class StoreTarget: @unchecked Sendable {
   static let databases = [
     "meta", "log", "eventIndex", "blobs", "notes", "tombstones", "attachments",
     "noteAttachments", "tags", "tagNotes", "timeline", "objects", "blobReferences", "fields",
-    "superseded", "searchPostings", "searchNotes", "searchOrdinals",
+    "superseded", "searchPostings", "searchNotes", "searchOrdinals", "noteTexts",
   ]
 
   let store: NoteStore
