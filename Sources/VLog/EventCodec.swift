@@ -157,18 +157,29 @@ package enum EventCodec {
   package static func text(of bytes: UnsafeRawBufferPointer, stamp: Stamp) throws(VLogError)
     -> String?
   {
+    guard let text = try textBytes(of: bytes, stamp: stamp) else { return nil }
+    guard let string = String(validating: text, as: UTF8.self) else {
+      throw VLogError(.malformedEvent, "text: not valid UTF-8")
+    }
+    return string
+  }
+
+  /// The UTF-8 bytes of ``text(of:stamp:)``, within `bytes`, not validated.
+  package static func textBytes(of bytes: UnsafeRawBufferPointer, stamp: Stamp)
+    throws(VLogError) -> UnsafeRawBufferPointer?
+  {
     var reader = WireReader(bytes)
     var time: UInt64?
     var replica: Identifier?
     var kind: UInt64?
-    var text: String?
+    var text = UnsafeRawBufferPointer(start: nil, count: 0)
     while !reader.isAtEnd {
       let (number, wireType) = try reader.tag()
       switch (number, wireType) {
       case (Field.time, .fixed64): time = try reader.fixed64()
       case (Field.replica, .lengthDelimited): replica = try reader.identifier("replica")
       case (Field.kind, .varint): kind = try reader.varint()
-      case (Field.text, .lengthDelimited): text = try reader.string("text")
+      case (Field.text, .lengthDelimited): text = try reader.lengthDelimited()
       case (Field.redaction, _): return nil
       default: try reader.skip(wireType)
       }
@@ -176,7 +187,7 @@ package enum EventCodec {
     guard time == stamp.time.rawValue, replica == stamp.replica.identifier,
       kind == EventKind.textSet.rawValue
     else { return nil }
-    return text ?? ""
+    return text
   }
 
   /// Decodes an event from an array of bytes.

@@ -180,7 +180,7 @@ public struct TagID: Hashable, Comparable, Sendable, CustomStringConvertible {
 
   /// Trims, collapses runs of whitespace to one space, and lowercases.
   static func normalize(_ name: String) -> String {
-    TagName.clean(name).lowercased()
+    TagName.cleanASCII(name, lowercasing: true) ?? TagName.cleanCharacters(name).lowercased()
   }
 }
 
@@ -191,7 +191,45 @@ enum TagName {
 
   /// Trims and collapses whitespace, keeping case.
   static func clean(_ name: String) -> String {
+    cleanASCII(name, lowercasing: false) ?? cleanCharacters(name)
+  }
+
+  static func cleanCharacters(_ name: String) -> String {
     name.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+  }
+
+  /// ``clean(_:)`` (and lowercasing, if asked) on the bytes of an ASCII name, where a
+  /// whitespace character is one of the bytes 0x09–0x0D and 0x20; nil for any other name.
+  /// A name that is already so is returned as it is.
+  static func cleanASCII(_ name: String, lowercasing: Bool) -> String? {
+    var unchanged = true
+    var previousWasSpace = true
+    for byte in name.utf8 {
+      guard byte < 0x80 else { return nil }
+      let isSpace = byte == 0x20 || (0x09...0x0D).contains(byte)
+      if (isSpace && (byte != 0x20 || previousWasSpace))
+        || (lowercasing && (0x41...0x5A).contains(byte))
+      {
+        unchanged = false
+      }
+      previousWasSpace = isSpace
+    }
+    if unchanged && !previousWasSpace || name.isEmpty { return name }
+    var result: [UInt8] = []
+    result.reserveCapacity(name.utf8.count)
+    var pendingSpace = false
+    for byte in name.utf8 {
+      if byte == 0x20 || (0x09...0x0D).contains(byte) {
+        pendingSpace = !result.isEmpty
+        continue
+      }
+      if pendingSpace {
+        result.append(0x20)
+        pendingSpace = false
+      }
+      result.append(lowercasing && (0x41...0x5A).contains(byte) ? byte | 0x20 : byte)
+    }
+    return String(decoding: result, as: UTF8.self)
   }
 }
 

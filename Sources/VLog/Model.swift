@@ -49,31 +49,34 @@ public struct Note: Sendable, Hashable, Identifiable {
   /// nil as soon as a byte is not ASCII.
   static func truncateASCII(_ text: String) -> String? {
     var text = text
-    return text.withUTF8 { bytes -> String? in
-      var result: [UInt8] = []
-      result.reserveCapacity(truncatedLength)
-      var pendingSpace = false
-      var lastSpace: Int?
-      for byte in bytes {
-        guard byte < 0x80 else { return nil }
-        if byte == 0x20 || (0x09...0x0D).contains(byte) {
-          pendingSpace = !result.isEmpty
-          continue
-        }
-        if pendingSpace {
-          guard result.count + 1 < truncatedLength else { break }
-          lastSpace = result.count
-          result.append(0x20)
-          pendingSpace = false
-        }
-        guard result.count < truncatedLength else { break }
-        result.append(byte)
+    return text.withUTF8 { truncateASCII(UnsafeRawBufferPointer($0)) }
+  }
+
+  /// ``truncateASCII(_:)`` on a text's UTF-8 bytes: reads only as far as the cut.
+  static func truncateASCII(_ bytes: UnsafeRawBufferPointer) -> String? {
+    var result: [UInt8] = []
+    result.reserveCapacity(truncatedLength)
+    var pendingSpace = false
+    var lastSpace: Int?
+    for byte in bytes {
+      guard byte < 0x80 else { return nil }
+      if byte == 0x20 || (0x09...0x0D).contains(byte) {
+        pendingSpace = !result.isEmpty
+        continue
       }
-      if result.count >= truncatedLength, let lastSpace, lastSpace > truncatedLength / 2 {
-        result.removeSubrange(lastSpace...)
+      if pendingSpace {
+        guard result.count + 1 < truncatedLength else { break }
+        lastSpace = result.count
+        result.append(0x20)
+        pendingSpace = false
       }
-      return String(decoding: result, as: UTF8.self)
+      guard result.count < truncatedLength else { break }
+      result.append(byte)
     }
+    if result.count >= truncatedLength, let lastSpace, lastSpace > truncatedLength / 2 {
+      result.removeSubrange(lastSpace...)
+    }
+    return String(decoding: result, as: UTF8.self)
   }
 
   static func truncateCharacters(_ text: String) -> String {

@@ -328,7 +328,11 @@ extension NoteStore {
       }
     }
     return NoteSummary(
-      id: id, truncatedText: Note.truncate(try text(of: record, in: transaction)),
+      id: id,
+      truncatedText: record.textSequence == 0
+        ? ""
+        : try eventLog.truncatedText(
+          at: record.textSequence, stamp: record.textStamp, in: transaction),
       isArchived: record.archived,
       sortDate: Date(milliseconds: record.effectiveSortDate),
       tagNames: try tagNames(record, in: transaction, cache: cache).map(\.name),

@@ -44,8 +44,18 @@ struct NoteRecord: Equatable, Sendable {
 
   /// The tags' ids, without duplicates, in order of first appearance.
   var tagIDs: [TagID] {
-    var seen = Set<TagID>()
-    return tags.map(TagID.init(name:)).filter { seen.insert($0).inserted }
+    guard tags.count <= 16 else {
+      var seen = Set<TagID>()
+      return tags.map(TagID.init(name:)).filter { seen.insert($0).inserted }
+    }
+    // A note has a few tags: a linear search beats hashing them.
+    var ids: [TagID] = []
+    ids.reserveCapacity(tags.count)
+    for name in tags {
+      let id = TagID(name: name)
+      if !ids.contains(id) { ids.append(id) }
+    }
+    return ids
   }
 
   /// Each tag's id and its spelling here (its first appearance, cleaned), in order.

@@ -1,4 +1,5 @@
 import Foundation
+import PropertyBased
 import Testing
 import VLogTesting
 
@@ -67,6 +68,26 @@ struct ModelTests {
       #expect(Identifier(bad) == nil, "accepted \(bad)")
     }
     #expect(TagID(name: "  Travel   Plans ") == TagID(name: "travel plans"))
+  }
+
+  @Test("a tag name's ASCII fast path cleans and lowercases exactly as the character path does")
+  func tagNameFastPath() async {
+    // Bytes drawn from letters of both cases, digits, every ASCII whitespace byte and a few
+    // others, so that runs, ends and mixtures of whitespace all occur.
+    let alphabet = Array("aZq Q\t\n\r\u{0B}\u{0C}  -7".unicodeScalars)
+    await propertyCheck(count: 1000, input: Gen.int(in: 0...(alphabet.count - 1)).array(of: 0...12))
+    { picks in
+      var name = ""
+      name.unicodeScalars.append(contentsOf: picks.map { alphabet[$0] })
+      #expect(
+        TagName.clean(name) == TagName.cleanCharacters(name), "\(String(reflecting: name))")
+      #expect(
+        TagID.normalize(name) == TagName.cleanCharacters(name).lowercased(),
+        "\(String(reflecting: name))")
+    }
+    // Not ASCII: the character path.
+    #expect(TagName.cleanASCII(" Café ", lowercasing: true) == nil)
+    #expect(TagID(name: " Café\u{2003}Noir ") == TagID(name: "café noir"))
   }
 
   @Test("the hybrid clock never goes back and counts within a millisecond")

@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import PropertyBased
 import Testing
 import VLogTesting
 
@@ -28,6 +29,33 @@ struct NoteStoreTests {
         ])
       #expect(note.truncatedText == text)
       #expect(try store.note(NoteID(Identifier(high: 9, low: 9))) == nil)
+    }
+  }
+
+  @Test(
+    "a summary's first lines, cut from the text's bytes in the log, are the note's truncated text"
+  )
+  func summaryText() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      // An ASCII start of any length (runs of spaces and newlines included), then any text:
+      // the cut falls before, on and after the first byte that is not ASCII.
+      let ascii = Array("ab c\n  d\t".utf8)
+      await propertyCheck(count: 60, input: Gen.int(in: 0...Int(Int32.max)).array(of: 3...3)) {
+        seeds in
+        var start: [UInt8] = []
+        var value = UInt64(seeds[0]) | 1
+        for _ in 0..<(seeds[1] % 420) {
+          value = value &* 6_364_136_223_846_793_005 &+ 1
+          start.append(ascii[Int(value >> 33) % ascii.count])
+        }
+        let text = String(decoding: start, as: UTF8.self) + RandomTexts.text(seeds[2], length: 30)
+        let id = try store.write { $0.createNote(text: text) }
+        let summary = try #require(try store.timeline(limit: 1).first)
+        #expect(summary.id == id)
+        #expect(summary.truncatedText == Note.truncate(text), "\(String(reflecting: text))")
+        try store.write { $0.deleteNote(id) }
+      }
     }
   }
 

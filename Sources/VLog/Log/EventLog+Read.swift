@@ -123,6 +123,33 @@ extension EventLog {
     return text
   }
 
+  /// The first lines of the text of the `textSet` event at `sequence` with the id `stamp`
+  /// (``Note/truncatedText``), reading an ASCII text only as far as the cut.
+  ///
+  /// - Throws: ``VLogError/Code/corruptStore`` if the log has no such event there.
+  package func truncatedText(
+    at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> String {
+    let text = try withKey(sequence: sequence) { key in
+      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
+        guard let value,
+          let bytes = try EventCodec.textBytes(
+            of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
+        else { return nil }
+        if let ascii = Note.truncateASCII(bytes) { return ascii }
+        guard let string = String(validating: bytes, as: UTF8.self) else {
+          throw VLogError(.malformedEvent, "text: not valid UTF-8")
+        }
+        return Note.truncateCharacters(string)
+      }
+    }
+    guard let text else {
+      throw VLogError(
+        .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
+    }
+    return text
+  }
+
   /// The text of the `textSet` event at `sequence` with the id `stamp`; nil if that event is
   /// no longer there to read (redacted, as its note was deleted or by retention).
   package func textIfPresent(
