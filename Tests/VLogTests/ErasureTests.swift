@@ -76,6 +76,33 @@ struct ErasureTests {
     }
   }
 
+  @Test(
+    "finding an object's events visits the buckets the index holds, however far apart, whatever the log's last sequence",
+    .timeLimit(.minutes(1))
+  )
+  func sparseBuckets() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let id = try store.write { $0.createNote(text: "a") }
+      try store.write { $0.setText("b", of: id) }
+      let log = store.schema.eventLog
+      let before = try store.environment.read { try log.sequences(of: id.identifier, in: $0) }
+      #expect(before.count == 3)
+      // A log entry far past the end (as a corrupted page could hold), and an index entry
+      // of the note in a bucket far past the others.
+      let far: UInt64 = 1 << 52
+      try store.environment.write { transaction in
+        try transaction.put(
+          [0, 1, 2], forKey: BigEndian.bytes(UInt64(1) << 60), in: store.schema.log)
+        try transaction.put(
+          [UInt8](), forKey: log.objectKey(id.identifier, sequence: far),
+          in: store.schema.objects)
+      }
+      let after = try store.environment.read { try log.sequences(of: id.identifier, in: $0) }
+      #expect(after == before + [far])
+    }
+  }
+
   @Test("an event of a deleted note that arrives later is stored redacted and changes nothing")
   func lateEventStoredRedacted() async throws {
     try await withReplicas(2) { replicas in

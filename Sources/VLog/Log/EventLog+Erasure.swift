@@ -59,23 +59,53 @@ extension EventLog {
   }
 
   /// The sequence numbers of the events that change an object, in log order.
+  ///
+  /// Visits only the buckets the index holds (seeking from one to the next), so the time is
+  /// bounded by the index's contents whatever the log's state says.
   package func sequences(
     of object: Identifier, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [UInt64] {
+    let prefix = self.prefix
     var sequences: [UInt64] = []
-    let last = try lastSequence(in: transaction)
-    var bucketPrefix = prefix
-    for bucket in 0...(last >> Self.objectBucketBits) {
-      bucketPrefix.removeSubrange(prefix.count...)
-      BigEndian.append(bucket, to: &bucketPrefix)
-      object.append(to: &bucketPrefix)
-      try transaction.forEach(in: objects, range: .prefix(bucketPrefix)) { key, _ throws in
-        guard key.count == prefix.count + 32,
-          let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 24)
-        else {
-          throw VLogError(.corruptStore, "an object index key is \(key.count) bytes")
-        }
-        sequences.append(sequence)
+    var seekKey = prefix
+    var bucket: UInt64 = 0
+    try transaction.withCursor(on: objects) { cursor in
+      // Bucket UInt64.max holds the deletion markers.
+      while bucket < UInt64.max {
+        seekKey.removeSubrange(prefix.count...)
+        BigEndian.append(bucket, to: &seekKey)
+        object.append(to: &seekKey)
+        guard try cursor.seek(to: seekKey) else { return }
+        var next: UInt64?
+        repeat {
+          let (found, sequence): (UInt64?, UInt64?) = try cursor.withCurrent { key, _ in
+            guard key.count >= prefix.count + 8,
+              key.prefix(prefix.count).elementsEqual(prefix),
+              let found = BigEndian.read(UInt64.self, from: key, at: prefix.count)
+            else { return (nil, nil) }  // past this log's keys
+            guard found == bucket, key.count >= prefix.count + 24,
+              key[(prefix.count + 8)..<(prefix.count + 24)].elementsEqual(
+                seekKey[(prefix.count + 8)...])
+            else { return (found, nil) }
+            guard key.count == prefix.count + 32,
+              let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 24)
+            else {
+              throw VLogError(.corruptStore, "an object index key is \(key.count) bytes")
+            }
+            return (found, sequence)
+          }
+          guard let found else { return }
+          guard let sequence else {
+            // Another object or a later bucket: go on from the bucket after this one, or
+            // from the bucket the cursor reached.
+            next = found > bucket ? found : bucket + 1
+            break
+          }
+          sequences.append(sequence)
+          next = bucket + 1
+        } while try cursor.next()
+        guard let next, next > bucket else { return }
+        bucket = next
       }
     }
     return sequences
