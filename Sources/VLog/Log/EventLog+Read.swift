@@ -109,16 +109,8 @@ extension EventLog {
   package func text(
     at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> String {
-    let text = try withKey(sequence: sequence) { key in
-      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
-        guard let value else { return nil }
-        return try EventCodec.text(
-          of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
-      }
-    }
-    guard let text else {
-      throw VLogError(
-        .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
+    guard let text = try textIfPresent(at: sequence, stamp: stamp, in: transaction) else {
+      throw Self.missingText(sequence, stamp)
     }
     return text
   }
@@ -130,23 +122,11 @@ extension EventLog {
   package func truncatedText(
     at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> String {
-    let text = try withKey(sequence: sequence) { key in
-      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
-        guard let value,
-          let bytes = try EventCodec.textBytes(
-            of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
-        else { return nil }
-        if let ascii = Note.truncateASCII(bytes) { return ascii }
-        guard let string = String(validating: bytes, as: UTF8.self) else {
-          throw VLogError(.malformedEvent, "text: not valid UTF-8")
-        }
-        return Note.truncateCharacters(string)
-      }
+    let text = try withTextBytes(at: sequence, stamp: stamp, in: transaction) { bytes in
+      if let ascii = Note.truncateASCII(bytes) { return ascii }
+      return Note.truncateCharacters(try Self.validated(bytes))
     }
-    guard let text else {
-      throw VLogError(
-        .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
-    }
+    guard let text else { throw Self.missingText(sequence, stamp) }
     return text
   }
 
@@ -155,13 +135,35 @@ extension EventLog {
   package func textIfPresent(
     at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> String? {
+    try withTextBytes(at: sequence, stamp: stamp, in: transaction, Self.validated)
+  }
+
+  /// Calls `body` with the UTF-8 bytes of the text of the `textSet` event at `sequence` with
+  /// the id `stamp`; nil if the log has no such event there.
+  private func withTextBytes<R>(
+    at sequence: UInt64, stamp: Stamp, in transaction: borrowing some Transaction & ~Copyable,
+    _ body: (UnsafeRawBufferPointer) throws -> R
+  ) throws -> R? {
     try withKey(sequence: sequence) { key in
-      try transaction.withValue(forKey: key, in: entries) { value throws -> String? in
-        guard let value else { return nil }
-        return try EventCodec.text(
-          of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
+      try transaction.withValue(forKey: key, in: entries) { value throws -> R? in
+        guard let value,
+          let bytes = try EventCodec.textBytes(
+            of: try LogRecord.event(in: value, sequence: sequence), stamp: stamp)
+        else { return nil }
+        return try body(bytes)
       }
     }
   }
 
+  private static func validated(_ bytes: UnsafeRawBufferPointer) throws -> String {
+    guard let string = String(validating: bytes, as: UTF8.self) else {
+      throw VLogError(.malformedEvent, "text: not valid UTF-8")
+    }
+    return string
+  }
+
+  private static func missingText(_ sequence: UInt64, _ stamp: Stamp) -> VLogError {
+    VLogError(
+      .corruptStore, "event \(sequence) is not the text \(stamp) that a note's record names")
+  }
 }
