@@ -224,7 +224,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
 
   /// The change with the same kind and ids and no values: what a redacted event keeps. Nil
   /// for deletions, which are never redacted, and for unknown kinds.
-  var withoutPayload: Change? {
+  package var withoutPayload: Change? {
     switch self {
     case .noteCreated(let id, _): .noteCreated(id, creationDate: Date(milliseconds: 0))
     case .textSet(let id, _): .textSet(id, text: "")

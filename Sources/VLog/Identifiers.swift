@@ -47,7 +47,7 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
   /// Reads an identifier from 16 big-endian bytes.
   ///
   /// - Precondition: `bytes` holds at least `offset + 16` bytes.
-  init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+  package init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
     high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
   }
@@ -85,7 +85,7 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     try withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { try body($0) }
   }
 
-  func append(to buffer: inout [UInt8]) {
+  package func append(to buffer: inout [UInt8]) {
     BigEndian.append(high, to: &buffer)
     BigEndian.append(low, to: &buffer)
   }

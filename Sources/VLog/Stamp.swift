@@ -84,12 +84,12 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     ) { try body($0) }
   }
 
-  func append(to buffer: inout [UInt8]) {
+  package func append(to buffer: inout [UInt8]) {
     BigEndian.append(time.rawValue, to: &buffer)
     replica.identifier.append(to: &buffer)
   }
 
-  var bytes: [UInt8] {
+  package var bytes: [UInt8] {
     var buffer = [UInt8]()
     buffer.reserveCapacity(Self.byteCount)
     append(to: &buffer)
@@ -109,7 +109,7 @@ public struct Stamp: Hashable, Comparable, Sendable, CustomStringConvertible {
   /// Reads a key form.
   ///
   /// - Precondition: `bytes` holds at least `offset + 24` bytes.
-  init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+  package init(bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
     time = HybridTime(
       rawValue: UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
     replica = ReplicaID(Identifier(bytes: bytes, at: offset + 8))

@@ -33,7 +33,7 @@ extension SyncServer {
       throw ServerError.invalid(error)
     }
     let name = credentials.username
-    let account = try store.account(named: name)
+    let account = try await store.account(named: name)
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
     let stored = account?.password ?? decoy
@@ -54,7 +54,7 @@ extension SyncServer {
   }
 
   func signOut(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, tokenHash) = try authenticate(request)
+    let (account, tokenHash) = try await authenticate(request)
     try await store.deleteToken(hash: tokenHash)
     context.logger.info("signed out", metadata: ["account": "\(account)"])
     return Response(status: .noContent)
@@ -63,7 +63,7 @@ extension SyncServer {
   // MARK: - Sync
 
   func sync(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try authenticate(request)
+    let (account, _) = try await authenticate(request)
     // A body must say what it is: JSON or the binary encoding, as the document says.
     let contentType = request.headers[.contentType]
     guard let encoding = contentType.flatMap(SyncEncoding.init(contentType:)) else {
@@ -122,10 +122,10 @@ extension SyncServer {
   // MARK: - Repair
 
   func compare(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try authenticate(request)
+    let (account, _) = try await authenticate(request)
     let body = try await decode(CompareRequest.self, from: request)
     let buckets = try checked { () throws(WireError) in try body.validated() }
-    let comparison = try store.compare(
+    let comparison = try await store.compare(
       account: account, with: buckets, limit: configuration.maximumComparedIDs)
     context.logger.info(
       "compare",
@@ -138,11 +138,11 @@ extension SyncServer {
   }
 
   func fetch(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try authenticate(request)
+    let (account, _) = try await authenticate(request)
     let body = try await decode(FetchRequest.self, from: request)
     let maximum = configuration.maximumEventsPerPush
     let ids = try checked { () throws(WireError) in try body.validated(maximum: maximum) }
-    let events = try store.events(
+    let events = try await store.events(
       account: account, ids: ids, maximumBytes: configuration.maximumPageBytes)
     context.logger.info(
       "fetch",
@@ -153,7 +153,7 @@ extension SyncServer {
   // MARK: - Blobs
 
   func putBlob(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try authenticate(request)
+    let (account, _) = try await authenticate(request)
     let hash = try blobHash(context)
     let bytes = try await collect(request, upTo: configuration.maximumBlobBytes)
     let actual = sha256(bytes)
@@ -167,9 +167,9 @@ extension SyncServer {
   }
 
   func blob(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try authenticate(request)
+    let (account, _) = try await authenticate(request)
     let hash = try blobHash(context)
-    guard let bytes = try store.blob(hash, account: account) else {
+    guard let bytes = try await store.blob(hash, account: account) else {
       throw ServerError.blobNotFound(hash)
     }
     var headers = HTTPFields()
@@ -186,12 +186,16 @@ extension SyncServer {
   }
 
   /// The account of the request's bearer token, and the token's hash.
-  private func authenticate(_ request: Request) throws -> (account: UInt64, tokenHash: [UInt8]) {
+  private func authenticate(_ request: Request) async throws -> (
+    account: UInt64, tokenHash: [UInt8]
+  ) {
     guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
       throw ServerError.unauthorized
     }
     let tokenHash = sha256(Array(header.dropFirst("Bearer ".count).utf8))
-    guard let token = try store.token(hash: tokenHash) else { throw ServerError.unauthorized }
+    guard let token = try await store.token(hash: tokenHash) else {
+      throw ServerError.unauthorized
+    }
     guard token.expiresAt > dependencies.now().milliseconds else {
       throw ServerError.tokenExpired
     }

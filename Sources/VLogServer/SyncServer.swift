@@ -133,9 +133,10 @@ public final class SyncServer: Sendable {
 
   /// The configuration the server runs with.
   public let configuration: Configuration
-  /// The server's data directory.
-  public let dataDirectory: String
-  let store: ServerStore
+  /// Where the server keeps its data: the LMDB data directory, or the PostgreSQL database
+  /// (its URL without the password).
+  public let location: String
+  let store: any ServerStorage
   let dependencies: Dependencies
   package let logger: Logger
   /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
@@ -147,10 +148,10 @@ public final class SyncServer: Sendable {
   let connections: ConnectionCounter
 
   private init(
-    dataDirectory: String, store: ServerStore, configuration: Configuration,
+    location: String, store: any ServerStorage, configuration: Configuration,
     dependencies: Dependencies, logger: Logger
   ) throws {
-    self.dataDirectory = dataDirectory
+    self.location = location
     self.store = store
     self.configuration = configuration
     self.dependencies = dependencies
@@ -170,11 +171,37 @@ public final class SyncServer: Sendable {
     dataDirectory: String, configuration: Configuration = Configuration(),
     dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
   ) throws -> SyncServer {
-    let store = try ServerStore.open(
+    let store = try LMDBStorage.open(
       at: dataDirectory, durability: configuration.durability.environment)
     do {
       return try SyncServer(
-        dataDirectory: dataDirectory, store: store, configuration: configuration,
+        location: dataDirectory, store: store, configuration: configuration,
+        dependencies: dependencies, logger: logger)
+    } catch {
+      store.close()
+      throw error
+    }
+  }
+
+  /// Opens a server on a PostgreSQL database, creating or migrating its schema (see the
+  /// README's "Running on PostgreSQL"). Any number of servers may open the same database and
+  /// serve the same accounts.
+  ///
+  /// - Parameters:
+  ///   - database: `postgres://user:password@host:5432/database` (`?sslmode=require` for TLS),
+  ///     or `postgres://user@/database?host=/socket/directory` for a Unix socket.
+  ///   - maximumConnections: The most connections this server opens to the database.
+  /// - Throws: ``ServerError`` for a malformed URL, a database that cannot be reached, or a
+  ///   schema newer than this server's.
+  public static func open(
+    database: String, maximumConnections: Int = 16, configuration: Configuration = Configuration(),
+    dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
+  ) async throws -> SyncServer {
+    let store = try await PostgresStorage.open(
+      url: database, maximumConnections: maximumConnections, logger: logger)
+    do {
+      return try SyncServer(
+        location: store.location, store: store, configuration: configuration,
         dependencies: dependencies, logger: logger)
     } catch {
       store.close()
@@ -187,15 +214,16 @@ public final class SyncServer: Sendable {
   /// ``NoteStore/verify(progress:)`` makes of its log.
   ///
   /// - Returns: What was checked, and the faults found, each naming its account.
-  public func verify() throws -> ServerVerification {
+  public func verify() async throws -> ServerVerification {
     // Retention runs on each push; bring every account up to date first, as a push would.
     let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
     // On damaged data this fails; the checks then say what is wrong.
-    _ = try? store.applyRetention(configuration.retention, now: now)
-    return try store.verify(retention: (configuration.retention, now))
+    _ = try? await store.applyRetention(configuration.retention, now: now)
+    return try await store.verify(retention: (configuration.retention, now))
   }
 
-  /// Closes the data directory. Requests after this fail.
+  /// Closes the data directory, or starts closing the database connections. Requests after
+  /// this fail.
   public func close() { store.close() }
 
   /// Rewrites a data directory that no server has open into a compact file (LMDB's compacting
@@ -208,10 +236,10 @@ public final class SyncServer: Sendable {
   /// - Returns: The data file's size before and after.
   public static func compact(dataDirectory: String) throws -> (bytesBefore: Int, bytesAfter: Int) {
     try Environment.refuseIfOpenInThisProcess(dataDirectory)
-    let store = try ServerStore.open(at: dataDirectory, durability: .durable)
+    let store = try LMDBStorage.open(at: dataDirectory, durability: .durable)
     store.close()
     let result = try Environment.compact(
-      at: dataDirectory, configuration: ServerStore.configuration(durability: .durable))
+      at: dataDirectory, configuration: LMDBStorage.configuration(durability: .durable))
     return (result.bytesBefore, result.bytesAfter)
   }
 

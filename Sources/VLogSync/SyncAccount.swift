@@ -200,12 +200,17 @@ public actor SyncAccount {
   @discardableResult
   public func sync() async throws -> SyncReport {
     while let running {
-      // Its outcome is its caller's to handle; this call only waits for it to end.
+      // Its outcome is its caller's to handle; this call only waits for it to end. The task
+      // clears `running` itself before it ends, so this loop always finds it gone (waiting on
+      // a finished task does not suspend: a loop that relied on the task's caller to clear it
+      // would spin on the actor, and the caller could never run).
       _ = await running.result
     }
-    let task = Task { try await self.syncOnce() }
+    let task = Task {
+      defer { running = nil }
+      return try await self.syncOnce()
+    }
     running = task
-    defer { running = nil }
     return try await task.value
   }
 

@@ -129,13 +129,15 @@ func lifetimes(of connections: [RawConnection], limit: Double) -> [Double?] {
 
 @Suite("Connections")
 struct ConnectionTests {
-  @Test("Idle, slow-header and stalled-body connections are closed; past the cap, at once")
-  func timeoutsAndCap() async throws {
+  @Test(
+    "Idle, slow-header and stalled-body connections are closed; past the cap, at once",
+    arguments: Backend.allCases)
+  func timeoutsAndCap(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     // Three seconds apart from "at once" leaves room for a slow machine (or ThreadSanitizer).
     configuration.idleTimeout = .seconds(3)
     configuration.maximumConnections = 2
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withLiveServer(server) { baseURL in
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
         // Before, all of these stayed open for good. Three idle connections against a cap of
@@ -169,13 +171,13 @@ struct ConnectionTests {
 @Suite("Slow bodies")
 struct SlowBodyTests {
   @Test(
-    "A body trickling in past the body timeout gets 408 and a closed connection; one announced over the limit 413 at once"
-  )
-  func trickleAndAnnounced() async throws {
+    "A body trickling in past the body timeout gets 408 and a closed connection; one announced over the limit 413 at once",
+    arguments: Backend.allCases)
+  func trickleAndAnnounced(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.bodyTimeout = .seconds(1)
     configuration.idleTimeout = .seconds(30)
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withLiveServer(server) { baseURL in
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
@@ -236,14 +238,13 @@ final class RecordingLogHandler: LogHandler, Sendable {
 
 @Suite("Connections going away")
 struct DisconnectTests {
-  @Test("A client that goes away mid-body is logged as a bad request, not a server failure")
-  func disconnectMidBody() async throws {
+  @Test(
+    "A client that goes away mid-body is logged as a bad request, not a server failure",
+    arguments: Backend.allCases)
+  func disconnectMidBody(backend: Backend) async throws {
     let handler = RecordingLogHandler()
     let logger = Logger(label: "test") { _ in handler }
-    try await withTemporaryDirectory { root in
-      let server = try SyncServer.open(
-        dataDirectory: root + "/server", configuration: .testing, logger: logger)
-      defer { server.close() }
+    try await withServer(backend: backend, logger: logger) { server in
       try await withLiveServer(server) { baseURL in
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
         let connection = try RawConnection(port: port)

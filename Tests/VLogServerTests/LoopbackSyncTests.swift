@@ -40,9 +40,9 @@ struct LoopbackSyncTests {
 
   @Test(
     "Three devices with concurrent offline changes converge on the server's digest, one of them speaking JSON",
-    arguments: [false, true])
-  func threeDevicesConverge(plantedBug: Bool) async throws {
-    try await withServer { server in
+    arguments: Backend.allCases, [false, true])
+  func threeDevicesConverge(backend: Backend, plantedBug: Bool) async throws {
+    try await withServer(backend: backend) { server in
       try await withLiveServer(server) { baseURL in
         try await withTemporaryDirectory { root in
           let devices = try openDevices(

@@ -27,9 +27,11 @@ struct RepairTests {
     return try store.events().map(\.event)
   }
 
-  @Test("Imported events the server lacks are pushed, and another device receives them")
-  func importedEventsArePushed() async throws {
-    try await withServer { server in
+  @Test(
+    "Imported events the server lacks are pushed, and another device receives them",
+    arguments: Backend.allCases)
+  func importedEventsArePushed(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let devices = try openDevices(
           2, root: root, transport: { _ in InProcessTransport(server: server) },
@@ -54,12 +56,13 @@ struct RepairTests {
     }
   }
 
-  @Test("Events behind the cursor that the store lacks are fetched by id")
-  func missingEventsAreFetched() async throws {
+  @Test(
+    "Events behind the cursor that the store lacks are fetched by id", arguments: Backend.allCases)
+  func missingEventsAreFetched(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     // Small pages of bytes, so that fetching takes several calls.
     configuration.maximumPageBytes = 200
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withTemporaryDirectory { root in
         let devices = try openDevices(
           2, root: root, transport: { _ in InProcessTransport(server: server) },
@@ -88,11 +91,13 @@ struct RepairTests {
     }
   }
 
-  @Test("Differences beyond the server's id limit are repaired over several comparisons")
-  func manyDifferences() async throws {
+  @Test(
+    "Differences beyond the server's id limit are repaired over several comparisons",
+    arguments: Backend.allCases)
+  func manyDifferences(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.maximumComparedIDs = 4
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withTemporaryDirectory { root in
         let devices = try openDevices(
           2, root: root, transport: { _ in InProcessTransport(server: server) },
@@ -116,10 +121,12 @@ struct RepairTests {
     }
   }
 
-  @Test("An imported event stamped beyond the server's skew bound waits; the rest is repaired")
-  func futureImportIsDeferred() async throws {
+  @Test(
+    "An imported event stamped beyond the server's skew bound waits; the rest is repaired",
+    arguments: Backend.allCases)
+  func futureImportIsDeferred(backend: Backend) async throws {
     let serverClock = ManualClock()
-    try await withServer(clock: serverClock) { server in
+    try await withServer(backend: backend, clock: serverClock) { server in
       try await withTemporaryDirectory { root in
         let device = try openDevice(
           0, root: root, transport: InProcessTransport(server: server), credentials: Self.ann,

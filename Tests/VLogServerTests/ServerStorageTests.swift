@@ -29,7 +29,7 @@ struct ServerStorageTests {
       try await server.store.createAccount(named: "ann", password: password)
       let events = [Self.event(1, text: "plain"), Self.event(2, text: "MARKER-5e1c-payload")]
       _ = try await server.store.sync(account: 1, pushing: events, after: 0, limit: 10)
-      #expect(try server.verify().faults.isEmpty)
+      #expect(try await server.verify().faults.isEmpty)
       server.close()
 
       let file = URL(fileURLWithPath: directory + "/data.mdb")
@@ -45,7 +45,7 @@ struct ServerStorageTests {
       server = try SyncServer.open(
         dataDirectory: directory, configuration: .testing, logger: quietLogger)
       defer { server.close() }
-      let verification = try server.verify()
+      let verification = try await server.verify()
       #expect(verification.accounts == 1 && verification.events == 2)
       let faults = verification.faults
       #expect(faults.map(\.kind) == [.corruptEvent])
@@ -94,8 +94,9 @@ struct ServerStorageTests {
       #expect(outcome.events == events)
       #expect(outcome.head.sequence == 2)
       #expect(outcome.head.digest == digest)
-      let log = server.store.eventLog(of: 1)
-      #expect(try server.store.environment.read { try log.verify(in: $0) }.isEmpty)
+      let storage = try #require(server.store as? LMDBStorage)
+      let log = storage.eventLog(of: 1)
+      #expect(try storage.environment.read { try log.verify(in: $0) }.isEmpty)
     }
   }
 
@@ -118,9 +119,10 @@ struct ServerStorageTests {
       _ = try await server.store.sync(
         account: 1, pushing: [created, canary, gone, deleted], after: 0, limit: 10)
       // Make it what format 3 wrote: account, object id, then sequence (0 for a marker).
-      let objects = try server.store.environment.openDatabase(named: "objects", flags: [])
-      let meta = try server.store.environment.openDatabase(named: "meta", flags: [])
-      try server.store.environment.write { transaction in
+      let storage = try #require(server.store as? LMDBStorage)
+      let objects = try storage.environment.openDatabase(named: "objects", flags: [])
+      let meta = try storage.environment.openDatabase(named: "meta", flags: [])
+      try storage.environment.write { transaction in
         var entries: [([UInt8], [UInt8])] = []
         try transaction.forEach(in: objects) { key, value in
           entries.append((Array(key), Array(value)))
@@ -139,13 +141,13 @@ struct ServerStorageTests {
       server = try SyncServer.open(
         dataDirectory: directory, configuration: .testing, logger: quietLogger)
       defer { server.close() }
-      #expect(try server.verify().faults.isEmpty)
+      #expect(try await server.verify().faults.isEmpty)
       let deletion = Event(stamp: Self.event(4, text: "").stamp, change: .noteDeleted(note))
       let outcome = try await server.store.sync(
         account: 1, pushing: [deletion], after: 0, limit: 10)
       #expect(outcome.events.count == 4)  // all but the one just pushed
       #expect(!outcome.events.contains { $0.description.contains("CANARY") })
-      #expect(try server.verify().faults.isEmpty)
+      #expect(try await server.verify().faults.isEmpty)
     }
   }
 }

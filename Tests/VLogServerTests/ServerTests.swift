@@ -98,15 +98,17 @@ func stalledExchange(port: Int, _ request: TransportRequest) async throws -> Tra
 
 @Suite("Sync server")
 struct ServerTests {
-  @Test("Every documented response is produced by the live server and matches the document")
-  func openAPITour() async throws {
+  @Test(
+    "Every documented response is produced by the live server and matches the document",
+    arguments: Backend.allCases)
+  func openAPITour(backend: Backend) async throws {
     // One password check at a time, each slow enough to be caught in the act: a second at
     // once is refused with 429. Bodies must arrive within 300 ms.
     let configuration = SyncServer.Configuration(
       maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10,
       passwordCost: PasswordCost(logRounds: 14), durability: .noSync,
       concurrentPasswordChecks: 1, bodyTimeout: .milliseconds(300))
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       let problemsAndMissing = try await withLiveServer(server) { baseURL in
         let transport = try CheckedTransport(HTTPTransport(baseURL: baseURL))
         let caller = APICaller(transport: transport)
@@ -244,9 +246,9 @@ struct ServerTests {
     }
   }
 
-  @Test("Unknown user and wrong password get the same 401")
-  func wrongPassword() async throws {
-    try await withServer { server in
+  @Test("Unknown user and wrong password get the same 401", arguments: Backend.allCases)
+  func wrongPassword(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let transport = InProcessTransport(server: server)
       let caller = APICaller(transport: transport)
       _ = try await signUp(caller, "ann")
@@ -261,30 +263,36 @@ struct ServerTests {
     }
   }
 
-  @Test("Signing out revokes the token at once; tokens are stored only as hashes")
-  func signOut() async throws {
-    try await withServer { server in
+  @Test(
+    "Signing out revokes the token at once; tokens are stored only as hashes",
+    arguments: Backend.allCases)
+  func signOut(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let caller = APICaller(transport: InProcessTransport(server: server))
       let token = try await signUp(caller, "ann")
       #expect(await caller.sync(SyncPush(cursor: 0, events: []), token: token).status == 200)
       _ = try await caller.signOut(token: token).get()
       let after = await caller.sync(SyncPush(cursor: 0, events: []), token: token)
       #expect(after.status == 401 && after.error?.body?.code == .unauthorized)
-      // The data file never holds the token itself.
+      // The data never holds the token itself.
       let token2 = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
         .get().token
-      let file = try Data(contentsOf: URL(fileURLWithPath: server.dataDirectory + "/data.mdb"))
+      let file = try await storedBytes(of: server)
+      #expect(file.range(of: Data("ann".utf8)) != nil, "the search can find what is stored")
       #expect(file.range(of: Data(token2.utf8)) == nil)
       #expect(file.range(of: Data("correct horse".utf8)) == nil)
     }
   }
 
-  @Test("An expired token makes the account sign in again once, and the sync succeeds")
-  func expiredToken() async throws {
+  @Test(
+    "An expired token makes the account sign in again once, and the sync succeeds",
+    arguments: Backend.allCases)
+  func expiredToken(backend: Backend) async throws {
     let serverClock = ManualClock()
     var configuration = SyncServer.Configuration.testing
     configuration.tokenLifetime = .seconds(60)
-    try await withServer(configuration: configuration, clock: serverClock) { server in
+    try await withServer(backend: backend, configuration: configuration, clock: serverClock) {
+      server in
       try await withTemporaryDirectory { root in
         let transport = try CheckedTransport(InProcessTransport(server: server))
         let device = try openDevice(
@@ -308,10 +316,10 @@ struct ServerTests {
   }
 
   @Test(
-    "A wrong method answers 405 with Allow, HEAD answers like GET without a body, a sync body without a Content-Type 415"
-  )
-  func methodsAndMediaTypes() async throws {
-    try await withServer { server in
+    "A wrong method answers 405 with Allow, HEAD answers like GET without a body, a sync body without a Content-Type 415",
+    arguments: Backend.allCases)
+  func methodsAndMediaTypes(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let transport = InProcessTransport(server: server)
       let token = try await signUp(APICaller(transport: transport), "ann")
       let cases: [(String, String, String)] = [
@@ -349,12 +357,14 @@ struct ServerTests {
     }
   }
 
-  @Test("Password checks past the concurrency limit get 429 with Retry-After, not a queue")
-  func concurrentSignIns() async throws {
+  @Test(
+    "Password checks past the concurrency limit get 429 with Retry-After, not a queue",
+    arguments: Backend.allCases)
+  func concurrentSignIns(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.passwordCost = .standard
     configuration.concurrentPasswordChecks = 1
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       let transport = InProcessTransport(server: server)
       let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
         for index in 0..<8 {
@@ -374,10 +384,12 @@ struct ServerTests {
     }
   }
 
-  @Test("Repeated failed sign-ins for one name wait longer each time; a success forgets them")
-  func failedSignInsSlowDown() async throws {
+  @Test(
+    "Repeated failed sign-ins for one name wait longer each time; a success forgets them",
+    arguments: Backend.allCases)
+  func failedSignInsSlowDown(backend: Backend) async throws {
     let clock = ManualClock()
-    try await withServer(clock: clock) { server in
+    try await withServer(backend: backend, clock: clock) { server in
       let transport = InProcessTransport(server: server)
       _ = try await signUp(APICaller(transport: transport), "ann")
       let wrong = #"{"username":"ann","password":"wrong horse"}"#
@@ -400,9 +412,9 @@ struct ServerTests {
     }
   }
 
-  @Test("Every shape of credentials gets 400 or 401, never 500")
-  func credentialShapes() async throws {
-    try await withServer { server in
+  @Test("Every shape of credentials gets 400 or 401, never 500", arguments: Backend.allCases)
+  func credentialShapes(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let transport = InProcessTransport(server: server)
       _ = try await signUp(APICaller(transport: transport), "ann")
       let long = String(repeating: "a", count: 600)
@@ -424,11 +436,13 @@ struct ServerTests {
     }
   }
 
-  @Test("Malformed JSON is refused with 400 naming the field; an oversized body with 413")
-  func malformedBodies() async throws {
+  @Test(
+    "Malformed JSON is refused with 400 naming the field; an oversized body with 413",
+    arguments: Backend.allCases)
+  func malformedBodies(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.maximumBodyBytes = 4096
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       let transport = InProcessTransport(server: server)
       let token = try await signUp(APICaller(transport: transport), "ann")
       let valid =
@@ -471,10 +485,11 @@ struct ServerTests {
   }
 
   @Test(
-    "A device whose clock is a day ahead is told so, with the server's time, and records the skew")
-  func clockADayAhead() async throws {
+    "A device whose clock is a day ahead is told so, with the server's time, and records the skew",
+    arguments: Backend.allCases)
+  func clockADayAhead(backend: Backend) async throws {
     let serverClock = ManualClock()
-    try await withServer(clock: serverClock) { server in
+    try await withServer(backend: backend, clock: serverClock) { server in
       try await withTemporaryDirectory { root in
         let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
         let device = try openDevice(
@@ -498,11 +513,11 @@ struct ServerTests {
   }
 
   @Test(
-    "Once the device's clock is set right, its refused outbox gets new stamps and syncs; another device agrees"
-  )
-  func refusedOutboxRecovers() async throws {
+    "Once the device's clock is set right, its refused outbox gets new stamps and syncs; another device agrees",
+    arguments: Backend.allCases)
+  func refusedOutboxRecovers(backend: Backend) async throws {
     let serverClock = ManualClock()
-    try await withServer(clock: serverClock) { server in
+    try await withServer(backend: backend, clock: serverClock) { server in
       try await withTemporaryDirectory { root in
         let credentials = Credentials(username: "ann", password: "correct horse")
         let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
@@ -621,10 +636,10 @@ struct ServerTests {
   }()
 
   @Test(
-    "The document's rules are the server's: what it says is valid is taken, what it says is invalid is refused with 400"
-  )
-  func documentRulesAreEnforced() async throws {
-    try await withServer { server in
+    "The document's rules are the server's: what it says is valid is taken, what it says is invalid is refused with 400",
+    arguments: Backend.allCases)
+  func documentRulesAreEnforced(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let transport = InProcessTransport(server: server)
       let token = try await signUp(APICaller(transport: transport), "ann")
       let validator = try OpenAPIValidator()

@@ -81,13 +81,17 @@ struct SimulationOutcome: Equatable {
 /// Five devices of one account and a server in one process, over the in-process transport with
 /// faults, on manual clocks: random edits, syncs, restarts, clock steps and late deliveries, then
 /// a healed network and syncs until nothing moves.
-func simulate(seed: UInt64, mergeRule: MergeRule = .stamps, steps: Int = 60) async throws
+func simulate(
+  seed: UInt64, backend: Backend = .lmdb, mergeRule: MergeRule = .stamps, steps: Int = 60
+) async throws
   -> SimulationOutcome
 {
   let serverClock = ManualClock()
   var configuration = SyncServer.Configuration.testing
   configuration.tokenLifetime = .seconds(90)
-  return try await withServer(configuration: configuration, clock: serverClock, seed: seed) {
+  return try await withServer(
+    backend: backend, configuration: configuration, clock: serverClock, seed: seed
+  ) {
     server in
     try await withTemporaryDirectory { root in
       var generator = SeededGenerator(seed: seed)
@@ -169,28 +173,33 @@ struct SimulationTests {
     0..<UInt64(
       ProcessInfo.processInfo.environment["VLOG_SIMULATION_SEEDS"].flatMap(Int.init) ?? 200))
 
-  @Test("Five devices with faults, skewed clocks and restarts converge", arguments: seeds)
-  func converges(seed: UInt64) async throws {
-    let outcome = try await simulate(seed: seed)
+  @Test(
+    "Five devices with faults, skewed clocks and restarts converge",
+    arguments: Backend.allCases, seeds)
+  func converges(backend: Backend, seed: UInt64) async throws {
+    let outcome = try await simulate(seed: seed, backend: backend)
     #expect(outcome.converged, "seed \(seed): \(outcome.deviceDigests) \(outcome.trace)")
     #expect(outcome.trace.contains { $0.contains("sync pushed") })
   }
 
-  @Test("The same seed replays identically")
-  func replays() async throws {
+  @Test("The same seed replays identically", arguments: Backend.allCases)
+  func replays(backend: Backend) async throws {
     for seed: UInt64 in [3, 4] {
-      let first = try await simulate(seed: seed)
-      let second = try await simulate(seed: seed)
+      let first = try await simulate(seed: seed, backend: backend)
+      let second = try await simulate(seed: seed, backend: backend)
       #expect(first == second)
       #expect(first.trace.contains { $0.contains("failed") }, "faults were injected")
     }
   }
 
-  @Test("The simulation catches a planted bug (a merge that compares wall time only)")
-  func catchesPlantedBug() async throws {
+  @Test(
+    "The simulation catches a planted bug (a merge that compares wall time only)",
+    arguments: Backend.allCases)
+  func catchesPlantedBug(backend: Backend) async throws {
     var diverged = 0
     for seed: UInt64 in 0..<20 {
-      if !(try await simulate(seed: seed, mergeRule: .wallTimeOnly)).converged { diverged += 1 }
+      let outcome = try await simulate(seed: seed, backend: backend, mergeRule: .wallTimeOnly)
+      if !outcome.converged { diverged += 1 }
     }
     #expect(diverged > 0)
   }

@@ -35,17 +35,30 @@ let quietLogger: Logger = {
   return logger
 }()
 
-/// Opens a server on a temporary data directory, with a manual clock and seeded randomness.
+/// Opens a server on `backend` — a temporary data directory, or a new database in the test
+/// cluster — with a manual clock and seeded randomness.
 func withServer<R>(
-  configuration: SyncServer.Configuration = .testing, clock: ManualClock = ManualClock(),
-  seed: UInt64 = 1, _ body: (SyncServer) async throws -> R
+  backend: Backend = .lmdb, configuration: SyncServer.Configuration = .testing,
+  clock: ManualClock = ManualClock(), seed: UInt64 = 1, logger: Logger = quietLogger,
+  _ body: (SyncServer) async throws -> R
 ) async throws -> R {
-  try await withTemporaryDirectory { root in
-    let bytes = SeededBytes(seed: seed)
-    let server = try SyncServer.open(
-      dataDirectory: root + "/server", configuration: configuration,
-      dependencies: .init(now: { clock.now }, randomBytes: { bytes.next($0) }),
-      logger: quietLogger)
+  let bytes = SeededBytes(seed: seed)
+  let dependencies = SyncServer.Dependencies(
+    now: { clock.now }, randomBytes: { bytes.next($0) })
+  switch backend {
+  case .lmdb:
+    return try await withTemporaryDirectory { root in
+      let server = try SyncServer.open(
+        dataDirectory: root + "/server", configuration: configuration,
+        dependencies: dependencies, logger: logger)
+      defer { server.close() }
+      return try await body(server)
+    }
+  case .postgres:
+    let url = try await TestCluster.shared.newDatabase()
+    let server = try await SyncServer.open(
+      database: url, maximumConnections: 8, configuration: configuration,
+      dependencies: dependencies, logger: logger)
     defer { server.close() }
     return try await body(server)
   }

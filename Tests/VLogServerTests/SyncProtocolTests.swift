@@ -77,9 +77,11 @@ struct SlowSyncCalls: Transport {
 struct SyncProtocolTests {
   static let ann = Credentials(username: "ann", password: "correct horse")
 
-  @Test("A push whose response is lost after the server committed is applied once when retried")
-  func lostResponse() async throws {
-    try await withServer { server in
+  @Test(
+    "A push whose response is lost after the server committed is applied once when retried",
+    arguments: Backend.allCases)
+  func lostResponse(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let lossy = LoseFirstSyncResponse(InProcessTransport(server: server))
         let sender = try openDevice(
@@ -107,11 +109,13 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("90 offline edits of a 100 KB note sync through a server with the default body limit")
-  func largeOutbox() async throws {
+  @Test(
+    "90 offline edits of a 100 KB note sync through a server with the default body limit",
+    arguments: Backend.allCases)
+  func largeOutbox(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.maximumBodyBytes = SyncServer.Configuration().maximumBodyBytes
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withTemporaryDirectory { root in
         let devices = try openDevices(
           2, root: root, transport: { _ in InProcessTransport(server: server) },
@@ -134,11 +138,13 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("A sync answer holds at most the configured bytes of events, and at least one event")
-  func pagesBoundedByBytes() async throws {
+  @Test(
+    "A sync answer holds at most the configured bytes of events, and at least one event",
+    arguments: Backend.allCases)
+  func pagesBoundedByBytes(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.maximumPageBytes = 250_000
-    try await withServer(configuration: configuration) { server in
+    try await withServer(backend: backend, configuration: configuration) { server in
       try await withTemporaryDirectory { root in
         let sizes = SyncAnswerSizes(InProcessTransport(server: server))
         let devices = try openDevices(
@@ -167,9 +173,11 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("Overlapping sync calls on one account run one at a time: nothing is pushed twice")
-  func overlappingSyncs() async throws {
-    try await withServer { server in
+  @Test(
+    "Overlapping sync calls on one account run one at a time: nothing is pushed twice",
+    arguments: Backend.allCases)
+  func overlappingSyncs(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let device = try openDevice(
           0, root: root, transport: SlowSyncCalls(base: InProcessTransport(server: server)),
@@ -190,9 +198,11 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("An account falls back to JSON for good when the server refuses the binary encoding")
-  func binaryFallback() async throws {
-    try await withServer { server in
+  @Test(
+    "An account falls back to JSON for good when the server refuses the binary encoding",
+    arguments: Backend.allCases)
+  func binaryFallback(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let device = try openDevice(
           0, root: root, transport: JSONOnlyServer(base: InProcessTransport(server: server)),
@@ -212,9 +222,11 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("Stale and overlapping cursors give no gaps and no duplicates; a bad cursor is a 4xx")
-  func cursors() async throws {
-    try await withServer { server in
+  @Test(
+    "Stale and overlapping cursors give no gaps and no duplicates; a bad cursor is a 4xx",
+    arguments: Backend.allCases)
+  func cursors(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let transport = InProcessTransport(server: server)
         let sender = try openDevice(
@@ -278,9 +290,11 @@ struct SyncProtocolTests {
     }
   }
 
-  @Test("Accounts push in any order: the first account's log grows after the second's has")
-  func accountsInterleave() async throws {
-    try await withServer { server in
+  @Test(
+    "Accounts push in any order: the first account's log grows after the second's has",
+    arguments: Backend.allCases)
+  func accountsInterleave(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       let caller = APICaller(transport: InProcessTransport(server: server))
       let first = try await signUp(caller, "ann")
       let second = try await signUp(caller, "bob")
@@ -303,13 +317,15 @@ struct SyncProtocolTests {
           #expect(page.stored == 5 && page.cursor == UInt64(round * 5 + 5))
         }
       }
-      #expect(try server.verify().faults.isEmpty)
+      #expect(try await server.verify().faults.isEmpty)
     }
   }
 
-  @Test("A second account naming the first's ids on every endpoint is refused and sees none of it")
-  func isolation() async throws {
-    try await withServer { server in
+  @Test(
+    "A second account naming the first's ids on every endpoint is refused and sees none of it",
+    arguments: Backend.allCases)
+  func isolation(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let transport = try CheckedTransport(InProcessTransport(server: server))
         let first = try openDevice(

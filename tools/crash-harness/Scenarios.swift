@@ -197,7 +197,7 @@ func crashServer(
   let server = try SyncServer.open(
     dataDirectory: data, configuration: .init(passwordCost: .testing), logger: logger)
   defer { server.close() }
-  let verification = try server.verify()
+  let verification = try await server.verify()
   guard verification.faults.isEmpty else { throw Failure("verify: \(verification.faults)") }
   let local = APICaller(transport: InProcessTransport(server: server))
   for (index, credentials) in accounts.enumerated() {

@@ -43,13 +43,17 @@ struct Verify: StoreCommand {
     abstract:
       "Check every event's checksum, the index, the blobs, and the projections against a fresh replay; exit 1 on any fault.",
     discussion:
-      "With --data DIR, checks a sync server's data directory instead: every account's event log."
+      "With --data DIR or --database URL, checks a sync server's data instead: every account's event log."
   )
   @OptionGroup var options: StoreOptions
   @Option(
     name: .long, help: "A sync server's data directory to verify instead of a store.",
     completion: .directory)
   var data: String?
+
+  @Option(
+    name: .long, help: "A sync server's PostgreSQL database (URL) to verify instead of a store.")
+  var database: String?
 
   struct Output: Encodable {
     let ok: Bool
@@ -88,16 +92,22 @@ struct Verify: StoreCommand {
   }
 
   /// Verifies a server's data directory.
-  func verifyServer(at directory: String) throws -> CommandOutput {
-    guard FileManager.default.fileExists(atPath: directory + "/data.mdb") else {
-      throw CLIError(
-        "no server data at '\(directory)'; check the path given to 'vlog serve --data'")
-    }
+  func verifyServer(at directory: String?, database: String?) async throws -> CommandOutput {
     var logger = Logger(label: "vlog")
     logger.logLevel = .error
-    let server = try SyncServer.open(dataDirectory: directory, logger: logger)
+    let server: SyncServer
+    if let database {
+      server = try await SyncServer.open(database: database, maximumConnections: 2, logger: logger)
+    } else {
+      let directory = directory ?? ""
+      guard FileManager.default.fileExists(atPath: directory + "/data.mdb") else {
+        throw CLIError(
+          "no server data at '\(directory)'; check the path given to 'vlog serve --data'")
+      }
+      server = try SyncServer.open(dataDirectory: directory, logger: logger)
+    }
     defer { server.close() }
-    let result = try server.verify()
+    let result = try await server.verify()
     return Self.report(
       result.faults, events: result.events,
       healthy:
@@ -107,8 +117,8 @@ struct Verify: StoreCommand {
 
   func run() async throws {
     let output: CommandOutput
-    if let data {
-      output = try verifyServer(at: data)
+    if data != nil || database != nil {
+      output = try await verifyServer(at: data, database: database)
     } else {
       let store = try options.open()
       defer { store.close() }

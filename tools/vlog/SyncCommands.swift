@@ -20,8 +20,21 @@ struct Serve: AsyncParsableCommand {
       Logs one line per request to standard error.
       """)
 
-  @Option(name: .long, help: "The server's data directory (created if needed).")
-  var data: String
+  @Option(name: .long, help: "The server's LMDB data directory (created if needed).")
+  var data: String?
+
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "A PostgreSQL database to keep the data in instead, shared by any number of servers.",
+      discussion:
+        "postgres://user:password@host:5432/database (?sslmode=require for TLS), or "
+        + "postgres://user@/database?host=/socket/directory. The schema is created or migrated at start.",
+      valueName: "url"))
+  var database: String?
+
+  @Option(name: .long, help: "The most connections to the PostgreSQL database.")
+  var databaseConnections = 16
 
   @Option(name: .long, help: "The address to listen on.")
   var host = "127.0.0.1"
@@ -73,6 +86,15 @@ struct Serve: AsyncParsableCommand {
 
   func validate() throws {
     _ = try retentionPeriod
+    guard (data == nil) != (database == nil) else {
+      throw ValidationError(
+        data == nil
+          ? "give --data DIR (LMDB) or --database URL (PostgreSQL)"
+          : "give --data or --database, not both")
+    }
+    guard databaseConnections >= 1 else {
+      throw ValidationError("--database-connections: \(databaseConnections) is not at least 1")
+    }
     guard idleTimeout >= 1 else {
       throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
     }
@@ -99,13 +121,19 @@ struct Serve: AsyncParsableCommand {
     var logger = Logger(label: "vlog.serve") { label in StreamLogHandler.standardError(label: label)
     }
     logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-    let server = try SyncServer.open(
-      dataDirectory: data,
-      configuration: .init(
-        passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
-        idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
-        bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod),
-      logger: logger)
+    let configuration = SyncServer.Configuration(
+      passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
+      idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
+      bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod)
+    let server: SyncServer
+    if let database {
+      server = try await SyncServer.open(
+        database: database, maximumConnections: databaseConnections,
+        configuration: configuration, logger: logger)
+    } else {
+      server = try SyncServer.open(
+        dataDirectory: data ?? "", configuration: configuration, logger: logger)
+    }
     defer { server.close() }
     try await server.run(host: host, port: port) { [host] port in
       FileHandle.standardOutput.write(Data("vlog: serving on http://\(host):\(port)\n".utf8))

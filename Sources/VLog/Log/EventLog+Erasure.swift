@@ -149,7 +149,7 @@ extension EventLog {
 
   /// The id under which the object index files a tag's events: the first 16 bytes of the
   /// SHA-256 of `tag`, a zero byte and the tag's id.
-  static func tagObject(_ tag: TagID) -> Identifier {
+  package static func tagObject(_ tag: TagID) -> Identifier {
     let digest = Array(SHA256.hash(data: Array("tag".utf8) + [0] + Array(tag.rawValue.utf8)))
     return digest.withUnsafeBytes { Identifier(bytes: UnsafeRawBufferPointer(rebasing: $0[..<16])) }
   }
@@ -392,7 +392,7 @@ extension Change {
   /// of a note's change, the note and the attachment of an `attachmentAdded`, the attachment
   /// of an `attachmentDeleted`.
   /// ``objectIDs`` without an array: the first and the second, if any.
-  var objects: (Identifier?, Identifier?) {
+  package var objects: (Identifier?, Identifier?) {
     switch self {
     case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
       .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
@@ -405,14 +405,14 @@ extension Change {
     }
   }
 
-  var objectIDs: [Identifier] {
+  package var objectIDs: [Identifier] {
     let (first, second) = objects
     return [first, second].compactMap { $0 }
   }
 
   /// The tags a change names, as the object index files them (see ``EventLog/tagObject(_:)``):
   /// the tags of a tags change, the tag of a rename.
-  var tagObjectIDs: [Identifier] {
+  package var tagObjectIDs: [Identifier] {
     switch self {
     case .tagsSet(_, let tags):
       var seen = Set<TagID>()
@@ -424,7 +424,7 @@ extension Change {
   }
 
   /// The object a deletion deletes.
-  var deletedObject: Identifier? {
+  package var deletedObject: Identifier? {
     switch self {
     case .noteDeleted(let id): id.identifier
     case .attachmentDeleted(let id): id.identifier
@@ -435,7 +435,7 @@ extension Change {
 
 extension Event {
   /// The blob an `attachmentAdded` event names, unless it is redacted.
-  var referencedBlob: BlobHash? {
+  package var referencedBlob: BlobHash? {
     guard !isRedacted, case .attachmentAdded(let attachment) = change else { return nil }
     return attachment.blobHash
   }

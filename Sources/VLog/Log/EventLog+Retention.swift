@@ -57,7 +57,7 @@ extension EventLog {
   }
 
   /// Whether a change replaced at `milliseconds` is due for redaction at `now`.
-  static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
+  package static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
     let period = retention.wholeMilliseconds
     guard period > 0 else { return true }
     let (due, overflow) = milliseconds.addingReportingOverflow(period)
@@ -187,7 +187,7 @@ extension EventLog.Appender {
 
 extension Change {
   /// The note field a change sets: 1 text, 2 archived, 3 sort date, 4 tags, 5 attachments.
-  var field: UInt8? {
+  package var field: UInt8? {
     switch self {
     case .textSet: 1
     case .archivedSet: 2
@@ -199,12 +199,12 @@ extension Change {
   }
 
   /// Every note field, as ``field`` numbers them.
-  static let fields: [UInt8] = [1, 2, 3, 4, 5]
+  package static let fields: [UInt8] = [1, 2, 3, 4, 5]
 }
 
 extension Duration {
   /// The duration in whole milliseconds, 0 for negative durations, saturating.
-  var wholeMilliseconds: UInt64 {
+  package var wholeMilliseconds: UInt64 {
     let (seconds, attoseconds) = components
     guard seconds >= 0 else { return 0 }
     let (milliseconds, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1000)

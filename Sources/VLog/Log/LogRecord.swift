@@ -7,7 +7,7 @@ internal import LMDB
 package enum LogRecord {
   package static let headerSize = 4
 
-  static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
+  package static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
     UInt32(truncatingIfNeeded: Hash.xxh3(event))
   }
 
@@ -22,7 +22,7 @@ package enum LogRecord {
   /// The event bytes of a log entry, after checking its checksum.
   ///
   /// - Throws: ``VLogError/Code/corruptStore`` naming the entry.
-  static func event(
+  package static func event(
     in entry: UnsafeRawBufferPointer, sequence: UInt64
   ) throws(VLogError) -> UnsafeRawBufferPointer {
     guard entry.count >= headerSize else {

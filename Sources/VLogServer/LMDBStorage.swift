@@ -34,7 +34,7 @@ internal import VLogWire
 ///
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
-final class ServerStore: Sendable {
+final class LMDBStorage: ServerStorage {
   static let formatVersion: UInt32 = 4
 
   let environment: Environment
@@ -69,12 +69,12 @@ final class ServerStore: Sendable {
   }
 
   /// Opens or creates the server's data directory.
-  static func open(at path: String, durability: Environment.Durability) throws -> ServerStore {
+  static func open(at path: String, durability: Environment.Durability) throws -> LMDBStorage {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     let environment = try Environment.open(
       at: path, configuration: configuration(durability: durability))
     do {
-      let store = try ServerStore(environment: environment)
+      let store = try LMDBStorage(environment: environment)
       try store.checkFormat()
       return store
     } catch {
@@ -84,6 +84,8 @@ final class ServerStore: Sendable {
   }
 
   func close() { environment.close() }
+
+  func isReady() async -> Bool { true }
 
   /// The LMDB configuration of a data directory.
   static func configuration(durability: Environment.Durability) -> Environment.Configuration {
@@ -254,7 +256,7 @@ final class ServerStore: Sendable {
   }
 
   /// The account stored under a normalised user name.
-  func account(named name: String) throws -> (number: UInt64, password: PasswordHash)? {
+  func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)? {
     try environment.read { transaction in
       guard let record = try transaction.value(forKey: Array(name.utf8), in: accounts),
         record.count > 8, let number = BigEndian.read(UInt64.self, from: record),
@@ -276,7 +278,7 @@ final class ServerStore: Sendable {
   }
 
   /// The account and expiry of a token, by the token's hash.
-  func token(hash: [UInt8]) throws -> (account: UInt64, expiresAt: Int64)? {
+  func token(hash: [UInt8]) async throws -> (account: UInt64, expiresAt: Int64)? {
     try environment.read { transaction in
       guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
         let account = BigEndian.read(UInt64.self, from: record, at: 0),
@@ -295,26 +297,6 @@ final class ServerStore: Sendable {
   }
 
   // MARK: - Event logs
-
-  /// The last sequence number and event-set digest of an account's log.
-  struct Head: Sendable {
-    var sequence: UInt64 = 0
-    var digest = EventSetDigest.empty
-  }
-
-  /// What one sync call did.
-  struct SyncOutcome: Sendable {
-    /// The events after the cursor, without the pushed ones, at most `limit`.
-    var events: [Event]
-    /// The sequence of the last entry the page covers.
-    var cursor: UInt64
-    /// Whether entries remain after `cursor`.
-    var more: Bool
-    /// How many pushed events were new.
-    var stored: Int
-    /// The account's head after the push.
-    var head: Head
-  }
 
   /// Stores the pushed events not yet in the account's log, in one transaction, redacts the
   /// replaced changes whose `retention` period has passed, then reads the page after `cursor`.
@@ -349,7 +331,7 @@ final class ServerStore: Sendable {
         try appender.applyRetention(retention.period, now: retention.now, in: transaction)
         try appender.commit(in: transaction)
         // Blobs that only erased events used go with them.
-        for hash in appender.releasedBlobs {
+        for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
           _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
         }
         return try page(
@@ -392,7 +374,9 @@ final class ServerStore: Sendable {
 
   /// The ids the account's log holds in the buckets whose digests differ from `client`'s, up
   /// to `limit` ids (whole buckets, but at least one), and whether that is all of them.
-  func compare(account: UInt64, with client: EventSetBuckets, limit: Int) throws -> Comparison {
+  func compare(account: UInt64, with client: EventSetBuckets, limit: Int) async throws
+    -> Comparison
+  {
     let log = eventLog(of: account)
     return try environment.read { transaction in
       let digest = try log.state(in: transaction).digest
@@ -420,7 +404,7 @@ final class ServerStore: Sendable {
 
   /// The events of the account's log with these ids, in the order asked, as many as fit in
   /// `maximumBytes` of encoded events (at least one); ids the log does not hold are skipped.
-  func events(account: UInt64, ids: [Stamp], maximumBytes: Int) throws -> [Event] {
+  func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event] {
     let log = eventLog(of: account)
     return try environment.read { transaction in
       var events: [Event] = []
@@ -451,7 +435,7 @@ final class ServerStore: Sendable {
   }
 
   /// An account's blob.
-  func blob(_ hash: BlobHash, account: UInt64) throws -> [UInt8]? {
+  func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]? {
     try environment.read { transaction in
       try transaction.value(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
     }

@@ -1,0 +1,116 @@
+internal import VLog
+internal import VLogWire
+
+/// Where a sync server keeps its data: accounts, sign-in tokens, and per account an event log
+/// and its blobs.
+///
+/// Two implementations keep the same promises: ``LMDBStorage`` (one environment in a data
+/// directory, one server process) and ``PostgresStorage`` (one PostgreSQL database, any number
+/// of server processes). Both
+///
+/// - number each account's events 1, 2, 3… in commit order, with no gaps: a reader that sees
+///   number n sees every number before it, so a cursor never skips an event;
+/// - store a push all or nothing, each event id at most once per account;
+/// - erase what was deleted in the transaction that stores the deletion, and redact replaced
+///   changes past the retention period on each push (see `EventLog+Erasure.swift` and
+///   `EventLog+Retention.swift` in the engine: the same rules, the same redacted bytes);
+/// - keep each account's event-set digest equal to the digest of the ids its log holds.
+///
+/// The server's tests run against both (`Backend` in the test support).
+protocol ServerStorage: Sendable {
+  /// Creates an account.
+  ///
+  /// - Throws: ``ServerError`` `accountExists` if the name is taken.
+  func createAccount(named name: String, password: PasswordHash) async throws
+
+  /// The account stored under a normalised user name.
+  func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)?
+
+  /// Stores the hash of a new token.
+  func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws
+
+  /// The account and expiry of a token, by the token's hash.
+  func token(hash: [UInt8]) async throws -> (account: UInt64, expiresAt: Int64)?
+
+  /// Revokes a token. Returns whether it existed.
+  @discardableResult
+  func deleteToken(hash: [UInt8]) async throws -> Bool
+
+  /// Stores the pushed events not yet in the account's log, in one transaction, redacts the
+  /// replaced changes whose `retention` period has passed, then reads the page after `cursor`:
+  /// at most `limit` events and `maximumBytes` of encoded events (but at least one), without
+  /// the pushed ones.
+  ///
+  /// - Throws: ``ServerError`` `invalidCursor` for a cursor past the end of the log; nothing is
+  ///   stored then.
+  func sync(
+    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
+    maximumBytes: Int, retention: (period: Duration?, now: UInt64)
+  ) async throws -> SyncOutcome
+
+  /// The ids the account's log holds in the buckets whose digests differ from `client`'s, up
+  /// to `limit` ids (whole buckets, but at least one), and whether that is all of them.
+  func compare(account: UInt64, with client: EventSetBuckets, limit: Int) async throws
+    -> Comparison
+
+  /// The events of the account's log with these ids, in the order asked, as many as fit in
+  /// `maximumBytes` of encoded events (at least one); ids the log does not hold are skipped.
+  func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event]
+
+  /// Stores an account's blob. Returns false if it was already stored.
+  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool
+
+  /// An account's blob.
+  func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]?
+
+  /// Redacts, in every account's log, the replaced changes whose retention period has passed
+  /// at `now` (wall-clock milliseconds), and removes the blobs that only they used.
+  ///
+  /// - Returns: The number of changes redacted.
+  @discardableResult
+  func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int
+
+  /// Checks every account's event log: checksums and encodings, dense sequence numbers, the
+  /// id index, digests, erasure, and with a retention period, that no change replaced longer
+  /// ago keeps its values.
+  func verify(retention: (period: Duration?, now: UInt64)) async throws -> ServerVerification
+
+  /// Whether the storage can serve requests now (the database answers).
+  func isReady() async -> Bool
+
+  /// Releases the storage (a database's connections close in the background). Requests after
+  /// this fail.
+  func close()
+}
+
+/// The last sequence number and event-set digest of an account's log.
+struct Head: Sendable, Hashable {
+  var sequence: UInt64 = 0
+  var digest = EventSetDigest.empty
+}
+
+/// What one sync call did.
+struct SyncOutcome: Sendable {
+  /// The events after the cursor, without the pushed ones, at most `limit`.
+  var events: [Event]
+  /// The sequence of the last entry the page covers.
+  var cursor: UInt64
+  /// Whether entries remain after `cursor`.
+  var more: Bool
+  /// How many pushed events were new.
+  var stored: Int
+  /// The account's head after the push.
+  var head: Head
+}
+
+extension ServerStorage {
+  /// ``sync(account:pushing:after:limit:maximumBytes:retention:)`` without a byte limit or
+  /// retention.
+  func sync(account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int)
+    async throws -> SyncOutcome
+  {
+    try await sync(
+      account: account, pushing: events, after: cursor, limit: limit, maximumBytes: .max,
+      retention: (nil, 0))
+  }
+}
