@@ -23,6 +23,9 @@ final class ConnectionCounter: Sendable {
 
   /// Gives back a connection's place.
   func release() { open.subtract(1, ordering: .relaxed) }
+
+  /// The connections open now.
+  var openCount: Int { open.load(ordering: .relaxed) }
 }
 
 /// Closes a connection at once when the server already has as many as its cap allows, so that

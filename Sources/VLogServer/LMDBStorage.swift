@@ -87,6 +87,8 @@ final class LMDBStorage: ServerStorage {
 
   func isReady() async -> Bool { true }
 
+  var backend: String { "lmdb" }
+
   /// The LMDB configuration of a data directory.
   static func configuration(durability: Environment.Durability) -> Environment.Configuration {
     .init(

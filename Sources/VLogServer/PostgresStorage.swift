@@ -3,6 +3,7 @@ internal import Logging
 internal import NIOCore
 internal import NIOSSL
 internal import PostgresNIO
+internal import Synchronization
 internal import VLog
 internal import VLogWire
 
@@ -78,6 +79,8 @@ final class PostgresStorage: ServerStorage {
   }
 
   func close() { runner.cancel() }
+
+  var backend: String { "postgres" }
 
   func isReady() async -> Bool {
     do {
@@ -169,7 +172,7 @@ final class PostgresStorage: ServerStorage {
         continue
       }
     }
-    try await transaction { connection in
+    try await transaction { [self] connection in
       let rows = try await connection.query(
         "SELECT version FROM vlog_schema FOR UPDATE", logger: logger)
       var version: Int32 = 0
@@ -196,9 +199,9 @@ final class PostgresStorage: ServerStorage {
   /// Runs `body` in a transaction on one connection: committed if it returns, rolled back if
   /// it throws (its error is what this throws).
   private func transaction<R: Sendable>(
-    _ body: (PostgresConnection) async throws -> R
+    _ body: @escaping @Sendable (PostgresConnection) async throws -> R
   ) async throws -> R {
-    try await client.withConnection { connection in
+    try await withConnection { [self] connection in
       try await connection.query("BEGIN", logger: logger)
       do {
         let result = try await body(connection)
@@ -211,10 +214,72 @@ final class PostgresStorage: ServerStorage {
     }
   }
 
+  /// How long a request waits for a connection before it is answered 503 `unavailable`.
+  static let acquireTimeout: Duration = .seconds(5)
+
+  /// Runs `body` on a connection of the pool. Fails with ``ServerError`` `unavailable` when no
+  /// connection can be had within ``acquireTimeout`` (the database is down or unreachable) or
+  /// the connection fails, so that a request during an outage is answered at once and
+  /// retried, instead of waiting for the pool's reconnection backoff.
+  private func withConnection<R: Sendable>(
+    _ body: @escaping @Sendable (PostgresConnection) async throws -> R
+  ) async throws -> R {
+    let acquired = Flag()
+    do {
+      return try await withThrowingTaskGroup(of: R?.self) { [client] group in
+        group.addTask {
+          try await client.withConnection { connection in
+            acquired.set()
+            return try await body(connection)
+          }
+        }
+        group.addTask {
+          try? await Task.sleep(for: Self.acquireTimeout)
+          guard Task.isCancelled || acquired.isSet else {
+            throw ServerError.unavailable(
+              "the database did not answer within \(Self.acquireTimeout)")
+          }
+          return nil
+        }
+        while let result = try await group.next() {
+          if let value = result {
+            group.cancelAll()
+            return value
+          }
+        }
+        throw ServerError.unavailable("the database did not answer")
+      }
+    } catch {
+      throw Self.availability(error)
+    }
+  }
+
+  /// `error`, or ``ServerError`` `unavailable` if it says the database cannot be reached:
+  /// a connection that failed or closed, or PostgreSQL's connection, operator-intervention and
+  /// resource errors (SQLSTATE classes 08, 57, 53) and an unknown or closed database.
+  static func availability(_ error: any Error) -> any Error {
+    guard let psql = error as? PSQLError else { return error }
+    switch psql.code {
+    case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed,
+      .uncleanShutdown:
+      return ServerError.unavailable("the database connection failed: \(psql.code)")
+    default:
+      break
+    }
+    if let state = psql.serverInfo?[.sqlState],
+      ["08", "57", "53"].contains(String(state.prefix(2))) || state == "3D000"
+        || state == "55000"
+    {
+      return ServerError.unavailable(
+        "the database refused: \(psql.serverInfo?[.message] ?? state)")
+    }
+    return error
+  }
+
   // MARK: - Accounts and tokens
 
   func createAccount(named name: String, password: PasswordHash) async throws {
-    try await transaction { connection in
+    try await transaction { [self] connection in
       let rows = try await connection.query(
         """
         INSERT INTO vlog_accounts (name, password)
@@ -233,45 +298,53 @@ final class PostgresStorage: ServerStorage {
   }
 
   func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)? {
-    let rows = try await client.query(
-      "SELECT number, password FROM vlog_accounts WHERE name = \(name)", logger: logger)
-    for try await (number, password) in rows.decode((Int64, ByteBuffer).self) {
-      guard let number = UInt64(exactly: number),
-        let hash = PasswordHash(decoding: Array(password.readableBytesView))
-      else { return nil }
-      return (number, hash)
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT number, password FROM vlog_accounts WHERE name = \(name)", logger: logger)
+      for try await (number, password) in rows.decode((Int64, ByteBuffer).self) {
+        guard let number = UInt64(exactly: number),
+          let hash = PasswordHash(decoding: Array(password.readableBytesView))
+        else { return nil }
+        return (number, hash)
+      }
+      return nil
     }
-    return nil
   }
 
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws {
-    try await client.query(
-      """
-      INSERT INTO vlog_tokens (hash, account, expires_at)
-      VALUES (\(ByteBuffer(bytes: hash)), \(Int64(clamping: account)), \(milliseconds))
-      ON CONFLICT (hash) DO UPDATE SET account = EXCLUDED.account, expires_at = EXCLUDED.expires_at
-      """, logger: logger)
+    _ = try await withConnection { [self] connection in
+      try await connection.query(
+        """
+        INSERT INTO vlog_tokens (hash, account, expires_at)
+        VALUES (\(ByteBuffer(bytes: hash)), \(Int64(clamping: account)), \(milliseconds))
+        ON CONFLICT (hash) DO UPDATE SET account = EXCLUDED.account, expires_at = EXCLUDED.expires_at
+        """, logger: logger)
+    }
   }
 
   func token(hash: [UInt8]) async throws -> (account: UInt64, expiresAt: Int64)? {
-    let rows = try await client.query(
-      "SELECT account, expires_at FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash))",
-      logger: logger)
-    for try await (account, expiry) in rows.decode((Int64, Int64).self) {
-      guard let account = UInt64(exactly: account) else { return nil }
-      return (account, expiry)
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT account, expires_at FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash))",
+        logger: logger)
+      for try await (account, expiry) in rows.decode((Int64, Int64).self) {
+        guard let account = UInt64(exactly: account) else { return nil }
+        return (account, expiry)
+      }
+      return nil
     }
-    return nil
   }
 
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool {
-    let rows = try await client.query(
-      "DELETE FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash)) RETURNING account",
-      logger: logger)
-    var deleted = false
-    for try await _ in rows { deleted = true }
-    return deleted
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "DELETE FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash)) RETURNING account",
+        logger: logger)
+      var deleted = false
+      for try await _ in rows { deleted = true }
+      return deleted
+    }
   }
 
   // MARK: - Event logs
@@ -282,14 +355,14 @@ final class PostgresStorage: ServerStorage {
   ) async throws -> SyncOutcome {
     let number = Int64(clamping: account)
     guard !events.isEmpty else {
-      return try await client.withConnection { connection in
+      return try await withConnection { [self] connection in
         let head = try await self.head(of: number, on: connection, locking: false)
         return try await page(
           number, head: head, after: cursor, limit: (limit, maximumBytes), skipping: [],
           stored: 0, on: connection)
       }
     }
-    return try await transaction { connection in
+    return try await transaction { [self] connection in
       let head = try await self.head(of: number, on: connection, locking: true)
       guard cursor <= head.sequence else {
         throw ServerError.invalidCursor(cursor, head.sequence)
@@ -412,7 +485,7 @@ final class PostgresStorage: ServerStorage {
     -> Comparison
   {
     let number = Int64(clamping: account)
-    return try await transaction { connection in
+    return try await transaction { [self] connection in
       try await connection.query(
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
       let head = try await self.head(of: number, on: connection, locking: false)
@@ -449,64 +522,72 @@ final class PostgresStorage: ServerStorage {
   }
 
   func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event] {
-    guard !ids.isEmpty else { return [] }
-    let number = Int64(clamping: account)
-    let rows = try await client.query(
-      """
-      SELECT sequence, record FROM vlog_events
-      WHERE account = \(number) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
-      """, logger: logger)
-    var found: [Stamp: Event] = [:]
-    for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
-      let event = try PostgresLogWriter.event(
-        record: record, sequence: try PostgresLogWriter.sequence(sequence))
-      found[event.stamp] = event
+    try await withConnection { [self] connection in
+      guard !ids.isEmpty else { return [] }
+      let number = Int64(clamping: account)
+      let rows = try await connection.query(
+        """
+        SELECT sequence, record FROM vlog_events
+        WHERE account = \(number) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
+        """, logger: logger)
+      var found: [Stamp: Event] = [:]
+      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+        let event = try PostgresLogWriter.event(
+          record: record, sequence: try PostgresLogWriter.sequence(sequence))
+        found[event.stamp] = event
+      }
+      var events: [Event] = []
+      var bytes = 0
+      for id in ids {
+        guard let event = found[id] else { continue }
+        let size = event.encoded().count
+        guard events.isEmpty || bytes + size <= maximumBytes else { break }
+        bytes += size
+        events.append(event)
+      }
+      return events
     }
-    var events: [Event] = []
-    var bytes = 0
-    for id in ids {
-      guard let event = found[id] else { continue }
-      let size = event.encoded().count
-      guard events.isEmpty || bytes + size <= maximumBytes else { break }
-      bytes += size
-      events.append(event)
-    }
-    return events
   }
 
   // MARK: - Blobs
 
   func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool {
-    let rows = try await client.query(
-      """
-      INSERT INTO vlog_blobs (account, hash, bytes)
-      VALUES (\(Int64(clamping: account)), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
-      ON CONFLICT DO NOTHING RETURNING account
-      """, logger: logger)
-    var stored = false
-    for try await _ in rows { stored = true }
-    return stored
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        """
+        INSERT INTO vlog_blobs (account, hash, bytes)
+        VALUES (\(Int64(clamping: account)), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
+        ON CONFLICT DO NOTHING RETURNING account
+        """, logger: logger)
+      var stored = false
+      for try await _ in rows { stored = true }
+      return stored
+    }
   }
 
   func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]? {
-    let rows = try await client.query(
-      """
-      SELECT bytes FROM vlog_blobs
-      WHERE account = \(Int64(clamping: account)) AND hash = \(ByteBuffer(bytes: hash.bytes))
-      """, logger: logger)
-    for try await bytes in rows.decode(ByteBuffer.self) { return Array(bytes.readableBytesView) }
-    return nil
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        """
+        SELECT bytes FROM vlog_blobs
+        WHERE account = \(Int64(clamping: account)) AND hash = \(ByteBuffer(bytes: hash.bytes))
+        """, logger: logger)
+      for try await bytes in rows.decode(ByteBuffer.self) { return Array(bytes.readableBytesView) }
+      return nil
+    }
   }
 
   // MARK: - Maintenance
 
   /// The numbers of every account with a log.
   private func accountNumbers() async throws -> [Int64] {
-    let rows = try await client.query(
-      "SELECT account FROM vlog_heads ORDER BY account", logger: logger)
-    var numbers: [Int64] = []
-    for try await number in rows.decode(Int64.self) { numbers.append(number) }
-    return numbers
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT account FROM vlog_heads ORDER BY account", logger: logger)
+      var numbers: [Int64] = []
+      for try await number in rows.decode(Int64.self) { numbers.append(number) }
+      return numbers
+    }
   }
 
   @discardableResult
@@ -514,7 +595,7 @@ final class PostgresStorage: ServerStorage {
     guard retention != nil else { return 0 }
     var redacted = 0
     for account in try await accountNumbers() {
-      redacted += try await transaction { connection in
+      redacted += try await transaction { [self] connection in
         let head = try await self.head(of: account, on: connection, locking: true)
         var writer = PostgresLogWriter(
           account: account, head: head, connection: connection, logger: logger)
@@ -531,7 +612,7 @@ final class PostgresStorage: ServerStorage {
     var faults: [VerificationFault] = []
     var events = 0
     for account in accounts {
-      let (checked, found) = try await transaction { connection in
+      let (checked, found) = try await transaction { [self] connection in
         try await connection.query(
           "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
         return try await PostgresVerifier(account: account, connection: connection, logger: logger)
@@ -631,4 +712,11 @@ struct DatabaseURL: CustomStringConvertible {
     components.password = "…"
     return components.string ?? "(a URL)"
   }
+}
+
+/// A flag set once, read from other tasks.
+final class Flag: Sendable {
+  private let value = Atomic<Bool>(false)
+  func set() { value.store(true, ordering: .releasing) }
+  var isSet: Bool { value.load(ordering: .acquiring) }
 }

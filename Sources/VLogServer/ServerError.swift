@@ -169,6 +169,15 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     )
   }
 
+  /// 503 with `Retry-After: 1`: the database cannot be reached now.
+  static func unavailable(_ message: String) -> ServerError {
+    var error = ServerError(
+      .serviceUnavailable,
+      ErrorBody(code: .unavailable, message: message + "; try again in a moment"))
+    error.headers[.retryAfter] = "1"
+    return error
+  }
+
   static func storage(_ message: String) -> ServerError {
     ServerError(.internalServerError, ErrorBody(code: .storage, message: message))
   }

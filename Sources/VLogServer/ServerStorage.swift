@@ -18,6 +18,9 @@ internal import VLogWire
 ///
 /// The server's tests run against both (`Backend` in the test support).
 protocol ServerStorage: Sendable {
+  /// `lmdb` or `postgres`, for the health answer and logs.
+  var backend: String { get }
+
   /// Creates an account.
   ///
   /// - Throws: ``ServerError`` `accountExists` if the name is taken.

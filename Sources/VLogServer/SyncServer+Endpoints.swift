@@ -1,3 +1,4 @@
+internal import CoreMetrics
 internal import Foundation
 internal import Hummingbird
 internal import Logging
@@ -42,7 +43,10 @@ extension SyncServer {
       try await offLoop { try stored.matches(password) }
     }
     throttle.record(name, succeeded: account != nil && matches)
-    guard let account, matches else { throw ServerError.invalidCredentials }
+    guard let account, matches else {
+      metrics.signInFailures.increment()
+      throw ServerError.invalidCredentials
+    }
     let token = Self.base64URL(dependencies.randomBytes(32))
     let expiry = dependencies.now().addingTimeInterval(
       TimeInterval(configuration.tokenLifetime.components.seconds))
@@ -103,6 +107,9 @@ extension SyncServer {
         "returned": "\(outcome.events.count)", "newCursor": "\(outcome.cursor)",
         "more": "\(outcome.more)", "encoding": "\(encoding)",
       ])
+    metrics.eventsStored.increment(by: outcome.stored)
+    metrics.pagesServed.increment()
+    metrics.eventsServed.increment(by: outcome.events.count)
     let page = SyncPage(
       events: outcome.events, cursor: outcome.cursor, more: outcome.more,
       serverTime: dependencies.now(), stored: outcome.stored,
@@ -176,6 +183,36 @@ extension SyncServer {
     headers[.contentType] = "application/octet-stream"
     return Response(
       status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+  }
+
+  // MARK: - Operations
+
+  /// `GET /v1/health`: 200 while the storage answers, 503 while it does not (a database that
+  /// cannot be reached): for load balancers, which should send requests elsewhere then.
+  func health() async throws -> Response {
+    let ready = await store.isReady()
+    return try json(
+      HealthBody(
+        status: ready ? "ready" : "unavailable", live: true, ready: ready,
+        storage: store.backend),
+      status: ready ? .ok : .serviceUnavailable)
+  }
+
+  /// `GET /v1/health/live`: 200 while the process serves requests, whatever the storage does.
+  func liveness() throws -> Response {
+    try json(
+      HealthBody(status: "live", live: true, ready: nil, storage: store.backend), status: .ok)
+  }
+
+  /// `GET /metrics`: the metrics in Prometheus's text format.
+  func metricsResponse() -> Response {
+    var headers = HTTPFields()
+    headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+    return Response(
+      status: .ok, headers: headers,
+      body: .init(
+        byteBuffer: ByteBuffer(
+          bytes: metrics.exposition(openConnections: connections.openCount))))
   }
 
   // MARK: - Helpers
@@ -271,4 +308,15 @@ extension SyncServer {
       .replacingOccurrences(of: "/", with: "_")
       .replacingOccurrences(of: "=", with: "")
   }
+}
+
+/// The answer of `GET /v1/health` and `GET /v1/health/live`.
+struct HealthBody: Encodable {
+  /// `ready`, `unavailable` or `live`.
+  let status: String
+  let live: Bool
+  /// Whether the storage answers (not reported by the liveness check).
+  let ready: Bool?
+  /// `lmdb` or `postgres`.
+  let storage: String
 }

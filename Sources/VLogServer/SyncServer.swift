@@ -1,4 +1,5 @@
 public import Foundation
+internal import HTTPTypes
 public import Hummingbird
 internal import HummingbirdCore
 internal import LMDB
@@ -146,6 +147,8 @@ public final class SyncServer: Sendable {
   let throttle: PasswordThrottle
   /// The open connections of the running application, against the cap.
   let connections: ConnectionCounter
+  /// Request counts and latencies, events stored and served, sign-in failures.
+  let metrics = ServerMetrics()
 
   private init(
     location: String, store: any ServerStorage, configuration: Configuration,
@@ -305,8 +308,11 @@ public final class SyncServer: Sendable {
   /// The routes, behind the middleware that renders errors as JSON and logs each request.
   public func router() -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
-    router.middlewares.add(ServerMiddleware(logger: logger))
+    router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics))
+    router.get("metrics") { _, _ in self.metricsResponse() }
     let v1 = router.group("v1")
+    v1.get("health") { _, _ in try await self.health() }
+    v1.get("health/live") { _, _ in try self.liveness() }
     let document: @Sendable (Request, ServerContext) -> Response = { _, _ in
       var headers = HTTPFields()
       headers[.contentType] = "application/json"
@@ -346,6 +352,9 @@ public struct ServerContext: RequestContext {
 /// The methods each path of the API answers, for `405 Method Not Allowed` and its `Allow`.
 enum Routes {
   static let table: [([String], [HTTPRequest.Method])] = [
+    (["metrics"], [.get]),
+    (["v1", "health"], [.get]),
+    (["v1", "health", "live"], [.get]),
     (["v1", "openapi.json"], [.get, .head]),
     (["v1", "accounts"], [.post]),
     (["v1", "sessions"], [.post]),
@@ -369,12 +378,26 @@ enum Routes {
 /// Renders every error as a JSON ``ErrorBody`` and logs one structured line per request.
 struct ServerMiddleware: RouterMiddleware {
   package let logger: Logger
+  let metrics: ServerMetrics
 
   func handle(
     _ request: Request, context: ServerContext,
     next: (Request, ServerContext) async throws -> Response
   ) async throws -> Response {
     let start = ContinuousClock.now
+    // A request id from the caller (a load balancer's, say) is kept, so one request can be
+    // followed through both logs; otherwise Hummingbird's own.
+    var context = context
+    let requestID: String
+    if let given = request.headers[.requestID], Self.isAcceptableRequestID(given) {
+      requestID = given
+    } else if let own = context.logger[metadataKey: "hb.request.id"] {
+      requestID = own.description
+    } else {
+      // A context made without Hummingbird's application (the in-process transport).
+      requestID = Hex.string((0..<8).map { _ in UInt8.random(in: 0...255) })
+    }
+    context.logger[metadataKey: "hb.request.id"] = .string(requestID)
     var response: Response
     do {
       if request.method == .head {
@@ -409,7 +432,11 @@ struct ServerMiddleware: RouterMiddleware {
         "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
       response = ServerError.internalError.response()
     }
+    response.headers[.requestID] = requestID
     let elapsed = ContinuousClock.now - start
+    metrics.request(
+      method: request.method.rawValue, path: context.endpointPath ?? "unmatched",
+      status: response.status.code, duration: elapsed)
     let microseconds =
       elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
     context.logger.log(
@@ -420,6 +447,23 @@ struct ServerMiddleware: RouterMiddleware {
       ])
     return response
   }
+}
+
+extension ServerMiddleware {
+  /// Whether a caller's request id may be logged and echoed: 1 to 128 letters, digits and
+  /// `-_.:/`.
+  static func isAcceptableRequestID(_ id: String) -> Bool {
+    (1...128).contains(id.utf8.count)
+      && id.utf8.allSatisfy { byte in
+        (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte)
+          || (0x61...0x7A).contains(byte) || "-_.:/".utf8.contains(byte)
+      }
+  }
+}
+
+extension HTTPField.Name {
+  /// `X-Request-ID`: the id under which a request is logged.
+  static let requestID = HTTPField.Name("X-Request-ID")!
 }
 
 /// What ``SyncServer/verify()`` checked and found.

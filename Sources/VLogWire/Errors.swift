@@ -58,6 +58,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let requestTimeout = ErrorCode(rawValue: "requestTimeout")
   /// Another HTTP error of the server's framework, with its status.
   public static let httpError = ErrorCode(rawValue: "httpError")
+  /// 503: the server's database cannot be reached now; the `Retry-After` header says when to
+  /// try again (this server or another).
+  public static let unavailable = ErrorCode(rawValue: "unavailable")
   /// 500: the server's storage failed.
   public static let storage = ErrorCode(rawValue: "storage")
   /// 500: the server failed; the details are in its log.

@@ -214,26 +214,29 @@ struct SlowBodyTests {
   }
 }
 
-/// Keeps the server's log lines, to check what it says about a request.
-final class RecordingLogHandler: LogHandler, Sendable {
+/// Keeps the server's log lines, to check what it says about a request: each logger made
+/// with ``handler`` records into the same lines, with its own metadata.
+final class RecordingLogHandler: Sendable {
   private let lines = Mutex<[String]>([])
-  var logLevel: Logger.Level {
-    get { .info }
-    set {}
-  }
-  var metadata: Logger.Metadata {
-    get { [:] }
-    set {}
-  }
-  subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-    get { nil }
-    set {}
-  }
-  func log(event: LogEvent) {
-    let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-    lines.withLock { $0.append("\(event.level) \(event.message) " + fields.joined(separator: " ")) }
-  }
   var recorded: [String] { lines.withLock { $0 } }
+  func record(_ line: String) { lines.withLock { $0.append(line) } }
+  /// A handler for one logger.
+  var handler: Handler { Handler(recording: self) }
+
+  struct Handler: LogHandler {
+    let recording: RecordingLogHandler
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+      get { metadata[key] }
+      set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+      let all = metadata.merging(event.metadata ?? [:]) { $1 }
+      let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+      recording.record("\(event.level) \(event.message) " + fields.joined(separator: " "))
+    }
+  }
 }
 
 @Suite("Connections going away")
@@ -243,7 +246,7 @@ struct DisconnectTests {
     arguments: Backend.allCases)
   func disconnectMidBody(backend: Backend) async throws {
     let handler = RecordingLogHandler()
-    let logger = Logger(label: "test") { _ in handler }
+    let logger = Logger(label: "test") { _ in handler.handler }
     try await withServer(backend: backend, logger: logger) { server in
       try await withLiveServer(server) { baseURL in
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })

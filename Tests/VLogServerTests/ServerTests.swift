@@ -114,6 +114,9 @@ struct ServerTests {
         let caller = APICaller(transport: transport)
         let big = String(repeating: "x", count: 70 << 10)
         _ = try await transport.send(TransportRequest(method: "GET", path: "/v1/openapi.json"))
+        // Operations (503 of the health check: in "Readiness follows the database").
+        _ = try await transport.send(TransportRequest(method: "GET", path: "/v1/health"))
+        _ = try await transport.send(TransportRequest(method: "GET", path: "/v1/health/live"))
         // Accounts.
         let token = try await signUp(caller, "ann")
         _ = await caller.createAccount(Credentials(username: "ann", password: "other password"))
@@ -237,8 +240,22 @@ struct ServerTests {
         // Sign out, then the token is refused at once.
         _ = try await caller.signOut(token: token).get()
         _ = await caller.signOut(token: token)
+        // The metrics count what happened above.
+        let metrics = try await transport.send(TransportRequest(method: "GET", path: "/metrics"))
+        let text = String(decoding: metrics.body, as: UTF8.self)
+        #expect(text.contains("vlog_http_requests_total{"))
+        #expect(text.contains("path=\"/v1/sessions\""))
+        let failures = text.split(separator: "\n").first {
+          $0.hasPrefix("vlog_sign_in_failures_total ")
+        }
+        #expect(failures.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0 > 0, "\(text)")
+        #expect(text.contains("vlog_http_request_duration_seconds_bucket{"))
+        #expect(text.contains("vlog_events_stored_total"))
         return (
-          transport.problems, transport.validator.documentedResponses.subtracting(transport.seen)
+          transport.problems,
+          // 503 (the database unreachable) is in "Readiness follows the database".
+          transport.validator.documentedResponses.subtracting(transport.seen)
+            .filter { !$0.contains(" 503 ") }
         )
       }
       #expect(problemsAndMissing.0.isEmpty, "\(problemsAndMissing.0)")

@@ -35,6 +35,12 @@ actor TestCluster {
     return try #require(components.string)
   }
 
+  /// Runs a statement as the cluster's superuser, on its `postgres` database.
+  func execute(_ sql: String) async throws {
+    let (_, client) = try await cluster()
+    try await client.query(PostgresQuery(unsafeSQL: sql))
+  }
+
   private func cluster() async throws -> (URLComponents, PostgresClient) {
     if let started { return started }
     let url: String
@@ -74,17 +80,23 @@ actor TestCluster {
     guard let pipe = popen(command, "r") else {
       throw ClusterError("cannot run tools/pg-cluster: errno \(errno)")
     }
-    var output = ""
-    var buffer = [CChar](repeating: 0, count: 4096)
-    while fgets(&buffer, Int32(buffer.count), pipe) != nil {
-      output += String(
-        decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let descriptor = fileno(pipe)
+    while true {
+      let count = read(descriptor, &buffer, buffer.count)
+      if count > 0 {
+        output += buffer[0..<count]
+      } else if count == 0 || errno != EINTR {
+        break
+      }
     }
     let status = pclose(pipe)
+    let text = String(decoding: output, as: UTF8.self)
     guard status == 0,
-      let url = output.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
+      let url = text.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
     else {
-      throw ClusterError("tools/pg-cluster failed (status \(status)): \(output)")
+      throw ClusterError("tools/pg-cluster failed (status \(status)): \(text)")
     }
     return String(url)
   }

@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+import Testing
+import VLogServerTesting
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+@Suite("Operations")
+struct OperationsTests {
+  @Test(
+    "Readiness follows the database: 503 while it cannot be reached, 200 again once it can; liveness stays 200"
+  )
+  func readinessFollowsTheDatabase() async throws {
+    let url = try await TestCluster.shared.newDatabase()
+    let name = try #require(URLComponents(string: url)?.path.dropFirst()).description
+    let server = try await SyncServer.open(
+      database: url, maximumConnections: 2, configuration: .testing, logger: quietLogger)
+    defer { server.close() }
+    let transport = try CheckedTransport(InProcessTransport(server: server))
+    func status(_ path: String) async throws -> Int {
+      try await transport.send(TransportRequest(method: "GET", path: path)).status
+    }
+    #expect(try await status("/v1/health") == 200)
+    // The database refuses connections, and the server's are cut.
+    try await TestCluster.shared.execute("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+    try await TestCluster.shared.execute(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+    #expect(try await status("/v1/health") == 503)
+    #expect(try await status("/v1/health/live") == 200)
+    // A request that needs the database is answered at once: 503, to retry.
+    let caller = APICaller(transport: transport)
+    let start = ContinuousClock.now
+    let refused = await caller.createAccount(
+      Credentials(username: "ann", password: "correct horse"))
+    #expect(refused.status == 503 && refused.error?.body?.code == .unavailable)
+    #expect(ContinuousClock.now - start < .seconds(15))
+    let sync = await caller.sync(SyncPush(cursor: 0, events: []), token: "no-such-token")
+    #expect(sync.status == 503)
+    try await TestCluster.shared.execute("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+    var ready = false
+    // The pool reconnects with a backoff that grows with the outage, up to a minute.
+    for _ in 0..<600 where !ready {
+      ready = try await status("/v1/health") == 200
+      if !ready { try await Task.sleep(for: .milliseconds(100)) }
+    }
+    #expect(ready)
+    _ = try await caller.createAccount(Credentials(username: "ann", password: "correct horse"))
+      .get()
+    #expect(transport.problems.isEmpty, "\(transport.problems)")
+    #expect(transport.seen.contains("GET /v1/health 503 application/json"))
+    #expect(transport.seen.contains("POST /v1/accounts 503 application/json"))
+  }
+
+  @Test(
+    "A caller's request id is logged and echoed; a malformed one is replaced",
+    arguments: Backend.allCases)
+  func requestIDs(backend: Backend) async throws {
+    let handler = RecordingLogHandler()
+    try await withServer(backend: backend, logger: Logger(label: "test") { _ in handler.handler }) {
+      server in
+      let transport = InProcessTransport(server: server)
+      let given = try await transport.send(
+        TransportRequest(
+          method: "GET", path: "/v1/health", headers: ["X-Request-ID": "lb-7f3a.42"]))
+      #expect(given.headers["x-request-id"] == "lb-7f3a.42")
+      #expect(handler.recorded.contains { $0.contains("lb-7f3a.42") && $0.contains("/v1/health") })
+      let odd = try await transport.send(
+        TransportRequest(
+          method: "GET", path: "/v1/health", headers: ["X-Request-ID": "spaces are not ok"]))
+      let replaced = try #require(odd.headers["x-request-id"])
+      #expect(replaced != "spaces are not ok" && !replaced.isEmpty)
+    }
+  }
+}
