@@ -36,11 +36,16 @@ struct Run: AsyncParsableCommand {
     commandName: "run", abstract: "Run crash rounds (the default).")
 
   enum Scenario: String, ExpressibleByArgument, CaseIterable {
-    case writes, `import`, server, all
+    case writes, `import`, server
+    case scaleOut = "scale-out"
+    case all
   }
 
   @Option(help: "Rounds per scenario.") var rounds = 20
-  @Option(help: "writes, import, server or all.") var scenario = Scenario.all
+  @Option(help: "writes, import, server, scale-out or all (scale-out only with --database).")
+  var scenario = Scenario.all
+  @Option(help: "A PostgreSQL database (URL) for the scale-out scenario.") var database: String?
+  @Flag(help: "Say what each round does.") var narrate = false
   @Option(help: "The seed of the kill times.") var seed: UInt64 = 1
   @Option(help: "A bug to plant in the writer: acknowledge-before-commit.") var plant: Plant?
   @Flag(help: "Succeed only if some round fails: for checking a planted bug is caught.")
@@ -50,7 +55,11 @@ struct Run: AsyncParsableCommand {
     var generator = SeededGenerator(seed: seed)
     let tools = try Tools()
     var failures: [String] = []
-    let scenarios = scenario == .all ? [Scenario.writes, .import, .server] : [scenario]
+    var scenarios = scenario == .all ? [Scenario.writes, .import, .server] : [scenario]
+    if scenario == .all, database != nil { scenarios.append(.scaleOut) }
+    if scenarios.contains(.scaleOut), database == nil {
+      throw ValidationError("the scale-out scenario needs --database URL")
+    }
     let start = ContinuousClock.now
     for scenario in scenarios {
       var summary = Summary()
@@ -68,6 +77,10 @@ struct Run: AsyncParsableCommand {
             try await crashImport(root: root, tools: tools, using: &generator, summary: &summary)
           case .server:
             try await crashServer(root: root, tools: tools, using: &generator, summary: &summary)
+          case .scaleOut:
+            try await crashScaleOut(
+              root: root, round: round, tools: tools, database: database ?? "",
+              narrate: narrate, using: &generator, summary: &summary)
           case .all: break
           }
         } catch {

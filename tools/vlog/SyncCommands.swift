@@ -16,9 +16,33 @@ struct Serve: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     abstract: "Run the sync server.",
     discussion: """
-      Serves the HTTP API described at /v1/openapi.json until interrupted (SIGINT or SIGTERM). \
-      Logs one line per request to standard error.
+      Serves the HTTP API described at /v1/openapi.json until interrupted (SIGINT or SIGTERM), \
+      then finishes the requests in flight and exits. Logs one line per request to standard \
+      error, with its request id. Every option may come from the environment instead: \
+      --max-connections from VLOG_MAX_CONNECTIONS, --database from VLOG_DATABASE, and so on; \
+      an option given on the command line wins.
       """)
+
+  /// The options `vlog serve` reads from `VLOG_*` variables when the command line does not give
+  /// them: `--log-level` from `VLOG_LOG_LEVEL`.
+  static let environmentOptions = [
+    "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
+    "idle-timeout", "max-connections", "body-timeout", "retention",
+  ]
+
+  /// The arguments that `environment` adds to a `vlog serve` command line (`given`): one
+  /// `--option value` for each variable set whose option the command line does not give.
+  static func environmentArguments(_ environment: [String: String], given: [String]) -> [String] {
+    var added: [String] = []
+    for option in environmentOptions {
+      let variable = "VLOG_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
+      guard let value = environment[variable], !value.isEmpty,
+        !given.contains(where: { $0 == "--\(option)" || $0.hasPrefix("--\(option)=") })
+      else { continue }
+      added.append("--\(option)=\(value)")
+    }
+    return added
+  }
 
   @Option(name: .long, help: "The server's LMDB data directory (created if needed).")
   var data: String?

@@ -29,7 +29,12 @@ struct VLogCommand: AsyncParsableCommand {
   /// Parses and runs the command, and turns every error into one line and an exit status.
   static func main() async {
     do {
-      var command = try parseAsRoot()
+      var arguments = Array(CommandLine.arguments.dropFirst())
+      if arguments.first == "serve" {
+        arguments += Serve.environmentArguments(
+          ProcessInfo.processInfo.environment, given: arguments)
+      }
+      var command = try parseAsRoot(arguments)
       if var asyncCommand = command as? any AsyncParsableCommand {
         try await asyncCommand.run()
       } else {
