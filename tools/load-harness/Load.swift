@@ -8,26 +8,52 @@ import VLogSync
   import Glibc
 #endif
 
-/// Load on a real `vlog serve` (a release build, a process of its own): `clients` devices
-/// syncing as fast as they can for `seconds`, each pushing a batch of new events and pulling
-/// what the others pushed, on one account each or all on one account. Reports syncs per second,
-/// the latency of a sync call at p50 and p99, the server's memory before and after, and checks
-/// that every event the server acknowledged is in the account's log at the end.
+/// Load on real `vlog serve` processes (release builds): on an LMDB directory, or on one
+/// PostgreSQL database with one or several instances.
+///
+/// - `load`: `clients` devices syncing as fast as they can for `seconds`, each pushing a batch of
+///   new events and pulling what the others pushed, on one account each or all on one account.
+///   Reports syncs per second, the latency of a sync call at p50 and p99, the servers' memory
+///   before and after, and checks that every event acknowledged is in the account's log.
+/// - `round-trip`: one device pushing one edit and pulling, call after call: p50 and p99.
+/// - `initial-sync`: a new device pulling an account of `initial-events` events.
 @main
 struct Load: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "vlog-load", abstract: "Sync load on a live vlog serve; checks nothing is lost.")
+    commandName: "vlog-load", abstract: "Sync load on live vlog serve; checks nothing is lost.")
 
   @Option(help: "Devices syncing at once.") var clients = 16
   @Option(help: "Accounts they are spread over: 1 (all share one) or as many as clients.")
   var accounts = 16
   @Option(help: "Seconds of load.") var seconds = 20
   @Option(help: "Events pushed per sync.") var events = 10
+  @Option(help: "A PostgreSQL database (URL) for the servers, instead of an LMDB directory.")
+  var database: String?
+  @Option(help: "Server processes (on one PostgreSQL database); clients use them in turn.")
+  var instances = 1
+  @Option(help: "load, round-trip, initial-sync, or all.") var measure = Measurement.load
+  @Option(help: "Events in the account of the initial sync.") var initialEvents = 100_000
+  @Option(help: "Sync calls of the round-trip measurement.") var roundTrips = 1000
+
+  enum Measurement: String, ExpressibleByArgument, CaseIterable {
+    case load
+    case roundTrip = "round-trip"
+    case initialSync = "initial-sync"
+    case all
+  }
 
   func validate() throws {
     guard clients >= 1, accounts >= 1, accounts <= clients, seconds >= 1, events >= 1 else {
       throw ValidationError("need clients ≥ accounts ≥ 1, seconds ≥ 1, events ≥ 1")
     }
+    guard instances >= 1, instances == 1 || database != nil else {
+      throw ValidationError("--instances above 1 needs --database (LMDB serves from one process)")
+    }
+  }
+
+  /// What the servers run on, for the report.
+  var backend: String {
+    database == nil ? "LMDB" : "PostgreSQL, \(instances) instance\(instances == 1 ? "" : "s")"
   }
 
   func run() async throws {
@@ -36,34 +62,58 @@ struct Load: AsyncParsableCommand {
     let data = FileManager.default.temporaryDirectory
       .appendingPathComponent("vlog-load-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: data) }
-    let server = Process()
-    server.executableURL = vlog
-    server.arguments = [
-      "serve", "--data", data, "--port", "0", "--password-cost", "10", "--log-level", "error",
-    ]
-    let output = Pipe()
-    server.standardOutput = output
-    try server.run()
+    var servers: [Process] = []
+    var urls: [String] = []
     defer {
-      server.terminate()
-      server.waitUntilExit()
+      for server in servers {
+        server.terminate()
+        server.waitUntilExit()
+      }
     }
-    var banner = ""
-    while !banner.contains("\n") {
-      let chunk = output.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      banner += String(decoding: chunk, as: UTF8.self)
+    for _ in 0..<instances {
+      let server = Process()
+      server.executableURL = vlog
+      let storage = database.map { ["--database", $0] } ?? ["--data", data]
+      server.arguments =
+        ["serve"] + storage + [
+          "--port", "0", "--password-cost", "10", "--log-level", "error",
+          "--database-connections", "\(max(4, 2 * clients / instances))",
+        ]
+      let output = Pipe()
+      server.standardOutput = output
+      try server.run()
+      servers.append(server)
+      var banner = ""
+      while !banner.contains("\n") {
+        let chunk = output.fileHandleForReading.availableData
+        if chunk.isEmpty { break }
+        banner += String(decoding: chunk, as: UTF8.self)
+      }
+      guard
+        let url = banner.split(separator: " ").last?.trimmingCharacters(
+          in: .whitespacesAndNewlines), url.hasPrefix("http")
+      else { throw ValidationError("the server did not start") }
+      urls.append(url)
     }
-    guard
-      let url = banner.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines)
-    else { throw ValidationError("the server did not start") }
 
     var configuration = HTTPClient.Configuration()
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = clients * 2
     let http = HTTPClient(
       eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     do {
-      try await measure(url: url, client: http, server: server.processIdentifier)
+      let callers = urls.map { APICaller(transport: HTTPTransport(baseURL: $0, client: http)) }
+      let pids = servers.map(\.processIdentifier)
+      // Names of this run's own, so that runs can share a database.
+      let run = String(UUID().uuidString.prefix(8)).lowercased()
+      if measure == .roundTrip || measure == .all {
+        try await roundTrip(callers: callers, run: run)
+      }
+      if measure == .initialSync || measure == .all {
+        try await initialSync(callers: callers, run: run)
+      }
+      if measure == .load || measure == .all {
+        try await load(callers: callers, servers: pids, run: run)
+      }
       try await http.shutdown()
     } catch {
       try? await http.shutdown()
@@ -71,16 +121,15 @@ struct Load: AsyncParsableCommand {
     }
   }
 
-  func measure(url: String, client http: HTTPClient, server: Int32) async throws {
-    let caller = APICaller(transport: HTTPTransport(baseURL: url, client: http))
-
+  func load(callers: [APICaller], servers: [Int32], run: String) async throws {
+    let caller = callers[0]
     var tokens: [String] = []
     for account in 0..<accounts {
-      let credentials = Credentials(username: "load\(account)", password: "correct horse")
+      let credentials = Credentials(username: "load\(run)x\(account)", password: "correct horse")
       _ = try await caller.createAccount(credentials).get()
       tokens.append(try await caller.signIn(credentials).get().token)
     }
-    let before = Memory(pid: server)
+    let before = Memory(pids: servers)
 
     let start = ContinuousClock.now
     let deadline = start + .seconds(seconds)
@@ -88,14 +137,17 @@ struct Load: AsyncParsableCommand {
       for client in 0..<clients {
         let token = tokens[client % accounts]
         let batch = events
+        // Each client talks to one instance; the clients spread evenly over them.
+        let instance = callers[client % callers.count]
         group.addTask {
-          try await runClient(client, caller: caller, token: token, events: batch, until: deadline)
+          try await runClient(
+            client, caller: instance, token: token, events: batch, until: deadline)
         }
       }
       return try await group.reduce(into: [ClientResult]()) { $0.append($1) }
     }
     let elapsed = ContinuousClock.now - start
-    let after = Memory(pid: server)
+    let after = Memory(pids: servers)
 
     // Nothing acknowledged is lost: each account's log holds every event acknowledged to it.
     var lost = 0
@@ -119,10 +171,7 @@ struct Load: AsyncParsableCommand {
 
     let latencies = results.flatMap(\.latencies).sorted()
     let syncs = latencies.count
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    func percentile(_ p: Double) -> Double {
-      latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
-    }
+    let seconds = Self.milliseconds(elapsed) / 1000
     let acknowledged = results.reduce(0) { $0 + $1.acknowledged.count }
     #if DEBUG
       let build = "debug build: checks only, no figures"
@@ -131,17 +180,108 @@ struct Load: AsyncParsableCommand {
     #endif
     print(
       """
-      \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
+      \(backend): \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
       \(events) events per sync, \(Int(seconds)) s (\(build), durable commits):
         syncs: \(syncs), \(String(format: "%.0f", Double(syncs) / seconds))/s; events \
       acknowledged: \(acknowledged), \(String(format: "%.0f", Double(acknowledged) / seconds))/s
-        latency of a sync call: p50 \(String(format: "%.1f", percentile(0.5))) ms, \
-      p99 \(String(format: "%.1f", percentile(0.99))) ms
+        latency of a sync call: p50 \(String(format: "%.1f", Self.percentile(latencies, 0.5))) ms, \
+      p99 \(String(format: "%.1f", Self.percentile(latencies, 0.99))) ms
         pulled by the clients: \(results.reduce(0) { $0 + $1.pulled }) events
         server memory: before \(before), after \(after)
         lost: \(lost) of \(acknowledged) acknowledged events (the logs hold \(held))
       """)
     if lost > 0 { throw ExitCode.failure }
+  }
+
+  /// One device alone, pushing one edit and pulling the page after its cursor, `roundTrips`
+  /// times in a row: the latency of a sync call on an idle server.
+  func roundTrip(callers: [APICaller], run: String) async throws {
+    let credentials = Credentials(username: "trip\(run)", password: "correct horse")
+    _ = try await callers[0].createAccount(credentials).get()
+    let token = try await callers[0].signIn(credentials).get().token
+    let replica = ReplicaID(Identifier(high: 0x7819, low: 1))
+    let note = NoteID(Identifier(high: 0x7819, low: 2))
+    var latencies: [Double] = []
+    var cursor: UInt64 = 0
+    for index in 0..<roundTrips {
+      let event = Event(
+        stamp: Stamp(
+          time: HybridTime(
+            milliseconds: UInt64(Date().timeIntervalSince1970 * 1000),
+            counter: UInt16(truncatingIfNeeded: index)),
+          replica: replica),
+        change: .textSet(note, text: "edit \(index) " + String(repeating: "x", count: 80)))
+      let started = ContinuousClock.now
+      let page = try await callers[index % callers.count].sync(
+        SyncPush(cursor: cursor, events: [event], limit: 1000), encoding: .binary, token: token
+      ).get()
+      latencies.append(Self.milliseconds(ContinuousClock.now - started))
+      cursor = page.cursor
+    }
+    latencies.sort()
+    let p50 = String(format: "%.2f", Self.percentile(latencies, 0.5))
+    let p99 = String(format: "%.2f", Self.percentile(latencies, 0.99))
+    print(
+      "\(backend): round trip of one edit (push 1 event, pull the page), \(roundTrips) calls "
+        + "in a row: p50 \(p50) ms, p99 \(p99) ms")
+  }
+
+  /// An account of `initialEvents` events (pushed 1,000 at a time), then a new device pulling
+  /// all of it in pages of 5,000: the time of the pull.
+  func initialSync(callers: [APICaller], run: String) async throws {
+    let credentials = Credentials(username: "initial\(run)", password: "correct horse")
+    _ = try await callers[0].createAccount(credentials).get()
+    let token = try await callers[0].signIn(credentials).get().token
+    let replica = ReplicaID(Identifier(high: 0x1417, low: 1))
+    let base = UInt64(Date().timeIntervalSince1970 * 1000) - 600_000
+    var pushed = 0
+    while pushed < initialEvents {
+      let count = min(1000, initialEvents - pushed)
+      let events = (0..<count).map { offset in
+        let index = pushed + offset
+        return Event(
+          stamp: Stamp(
+            time: HybridTime(
+              milliseconds: base + UInt64(index / 1000), counter: UInt16(index % 1000)),
+            replica: replica),
+          change: .textSet(
+            NoteID(Identifier(high: 0x1417, low: UInt64(index % 10_000))),
+            text: "note \(index) " + String(repeating: "text ", count: 20)))
+      }
+      _ = try await callers[0].sync(
+        SyncPush(cursor: 0, events: events, limit: 1), encoding: .binary, token: token
+      ).get()
+      pushed += count
+    }
+    let started = ContinuousClock.now
+    var cursor: UInt64 = 0
+    var pulled = 0
+    var pages = 0
+    while true {
+      let answer = try await callers[pages % callers.count].sync(
+        SyncPush(cursor: cursor, events: [], limit: 5000), encoding: .binary, token: token
+      ).get()
+      pulled += answer.events.count
+      cursor = answer.cursor
+      pages += 1
+      if !answer.more { break }
+    }
+    let seconds = Self.milliseconds(ContinuousClock.now - started) / 1000
+    guard pulled == initialEvents else {
+      throw ValidationError("the initial sync pulled \(pulled) of \(initialEvents) events")
+    }
+    let rate = String(format: "%.0f", Double(pulled) / seconds)
+    print(
+      "\(backend): initial sync of \(initialEvents) events (\(pages) pages, binary): "
+        + "\(String(format: "%.2f", seconds)) s, \(rate) events/s")
+  }
+
+  static func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+  }
+
+  static func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
   }
 }
 
@@ -178,9 +318,7 @@ func runClient(
     let page = try await caller.sync(
       SyncPush(cursor: cursor, events: events, limit: 1000), encoding: .binary, token: token
     ).get()
-    let took = ContinuousClock.now - started
-    result.latencies.append(
-      Double(took.components.seconds) * 1000 + Double(took.components.attoseconds) / 1e15)
+    result.latencies.append(Load.milliseconds(ContinuousClock.now - started))
     result.acknowledged += events.map(\.stamp)
     result.pulled += page.events.count
     cursor = page.cursor
@@ -191,21 +329,23 @@ func runClient(
   return result
 }
 
-/// A process's resident memory: anonymous (heap) and file-backed (the mapped LMDB file, which
+/// Processes' resident memory: anonymous (heap) and file-backed (the mapped LMDB file, which
 /// the kernel may drop at will), from /proc.
 struct Memory: CustomStringConvertible {
   var anonymous = 0
   var file = 0
 
-  init(pid: Int32) {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else {
-      return
-    }
-    for line in status.split(separator: "\n") {
-      let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-      guard fields.count >= 2, let kilobytes = Int(fields[1]) else { continue }
-      if fields[0] == "RssAnon:" { anonymous = kilobytes }
-      if fields[0] == "RssFile:" { file = kilobytes }
+  /// The sum over several processes.
+  init(pids: [Int32]) {
+    for pid in pids {
+      guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+      else { continue }
+      for line in status.split(separator: "\n") {
+        let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard fields.count >= 2, let kilobytes = Int(fields[1]) else { continue }
+        if fields[0] == "RssAnon:" { anonymous += kilobytes }
+        if fields[0] == "RssFile:" { file += kilobytes }
+      }
     }
   }
 
