@@ -418,7 +418,8 @@ struct PostgresLogWriter {
   // MARK: - Committing
 
   /// Redacts the tags changes a tag deletion left pending, writes everything this transaction
-  /// changed, one statement per table, and returns the blobs no event references any more.
+  /// changed — what erasure and retention changed first, then the appends in one statement —
+  /// and returns the blobs no event references any more.
   mutating func commit() async throws -> Set<BlobHash> {
     let checks = pendingTagsChecks
     pendingTagsChecks.removeAll()
@@ -429,22 +430,6 @@ struct PostgresLogWriter {
         try await redact(at: sequence, reason: .deleted)
       }
     }
-    if !newSequences.isEmpty {
-      var sequences: [Int64] = []
-      var ids: [ByteBuffer] = []
-      var records: [ByteBuffer] = []
-      for sequence in newSequences {
-        guard let event = newEvents[sequence] else { continue }
-        sequences.append(Int64(clamping: sequence))
-        ids.append(ByteBuffer(bytes: event.stamp.bytes))
-        records.append(Self.record(event))
-      }
-      try await connection.query(
-        """
-        INSERT INTO vlog_events (account, sequence, id, record)
-        SELECT \(account), * FROM UNNEST(\(sequences)::int8[], \(ids)::bytea[], \(records)::bytea[])
-        """, logger: logger)
-    }
     if !rewritten.isEmpty {
       let sorted = rewritten.sorted { $0.key < $1.key }
       try await connection.query(
@@ -453,15 +438,6 @@ struct PostgresLogWriter {
         FROM UNNEST(\(sorted.map { Int64(clamping: $0.key) })::int8[],
           \(sorted.map { Self.record($0.value) })::bytea[]) AS u(sequence, record)
         WHERE e.account = \(account) AND e.sequence = u.sequence
-        """, logger: logger)
-    }
-    if !newObjects.isEmpty {
-      try await connection.query(
-        """
-        INSERT INTO vlog_objects (account, object, sequence)
-        SELECT \(account), * FROM UNNEST(\(newObjects.map { ByteBuffer(bytes: $0.object.bytes) })::bytea[],
-          \(newObjects.map { Int64(clamping: $0.sequence) })::int8[])
-        ON CONFLICT DO NOTHING
         """, logger: logger)
     }
     if !newDeletions.isEmpty {
@@ -493,16 +469,6 @@ struct PostgresLogWriter {
         WHERE r.account = \(account) AND r.hash = u.hash AND r.sequence = u.sequence
         """, logger: logger)
     }
-    let added = addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
-    if !added.isEmpty {
-      try await connection.query(
-        """
-        INSERT INTO vlog_blob_references (account, hash, sequence)
-        SELECT \(account), * FROM UNNEST(\(added.map { ByteBuffer(bytes: $0.0.bytes) })::bytea[],
-          \(added.map { Int64(clamping: $0.1) })::int8[])
-        ON CONFLICT DO NOTHING
-        """, logger: logger)
-    }
     let forgotten = forgottenFields.filter { fields[$0]??.dirty != true }
     if !forgotten.isEmpty {
       let list = Array(forgotten)
@@ -514,17 +480,6 @@ struct PostgresLogWriter {
         WHERE f.account = \(account) AND f.note = u.note AND f.field = u.field
         """, logger: logger)
     }
-    let dirty = fields.compactMap { key, value in value.flatMap { $0.dirty ? (key, $0) : nil } }
-    if !dirty.isEmpty {
-      try await connection.query(
-        """
-        INSERT INTO vlog_fields (account, note, field, stamp, sequence)
-        SELECT \(account), * FROM UNNEST(\(dirty.map { ByteBuffer(bytes: $0.0.note.identifier.bytes) })::bytea[],
-          \(dirty.map { Int16($0.0.field) })::int2[], \(dirty.map { ByteBuffer(bytes: $0.1.stamp.bytes) })::bytea[],
-          \(dirty.map { Int64(clamping: $0.1.sequence) })::int8[])
-        ON CONFLICT (account, note, field) DO UPDATE SET stamp = EXCLUDED.stamp, sequence = EXCLUDED.sequence
-        """, logger: logger)
-    }
     if !removedSuperseded.isEmpty {
       try await connection.query(
         """
@@ -534,24 +489,64 @@ struct PostgresLogWriter {
         WHERE s.account = \(account) AND s.replaced_at = u.replaced_at AND s.sequence = u.sequence
         """, logger: logger)
     }
-    if !newSuperseded.isEmpty {
-      try await connection.query(
-        """
+    // The common writes in one statement: the new events and their index entries, the
+    // newest changes, the replaced ones, and the head.
+    var sequences: [Int64] = []
+    var ids: [ByteBuffer] = []
+    var records: [ByteBuffer] = []
+    for sequence in newSequences {
+      guard let event = newEvents[sequence] else { continue }
+      sequences.append(Int64(clamping: sequence))
+      ids.append(ByteBuffer(bytes: event.stamp.bytes))
+      records.append(Self.record(event))
+    }
+    let added = addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
+    let dirty = fields.compactMap { key, value in value.flatMap { $0.dirty ? (key, $0) : nil } }
+    guard
+      head != initialHead || !newObjects.isEmpty || !added.isEmpty || !dirty.isEmpty
+        || !newSuperseded.isEmpty
+    else { return try await releaseBlobs() }
+    try await connection.query(
+      """
+      WITH new_events AS (
+        INSERT INTO vlog_events (account, sequence, id, record)
+        SELECT \(account), * FROM UNNEST(\(sequences)::int8[], \(ids)::bytea[], \(records)::bytea[])
+      ), new_objects AS (
+        INSERT INTO vlog_objects (account, object, sequence)
+        SELECT \(account), * FROM UNNEST(
+          \(newObjects.map { ByteBuffer(bytes: $0.object.bytes) })::bytea[],
+          \(newObjects.map { Int64(clamping: $0.sequence) })::int8[])
+        ON CONFLICT DO NOTHING
+      ), new_references AS (
+        INSERT INTO vlog_blob_references (account, hash, sequence)
+        SELECT \(account), * FROM UNNEST(\(added.map { ByteBuffer(bytes: $0.0.bytes) })::bytea[],
+          \(added.map { Int64(clamping: $0.1) })::int8[])
+        ON CONFLICT DO NOTHING
+      ), new_fields AS (
+        INSERT INTO vlog_fields (account, note, field, stamp, sequence)
+        SELECT \(account), * FROM UNNEST(
+          \(dirty.map { ByteBuffer(bytes: $0.0.note.identifier.bytes) })::bytea[],
+          \(dirty.map { Int16($0.0.field) })::int2[],
+          \(dirty.map { ByteBuffer(bytes: $0.1.stamp.bytes) })::bytea[],
+          \(dirty.map { Int64(clamping: $0.1.sequence) })::int8[])
+        ON CONFLICT (account, note, field)
+        DO UPDATE SET stamp = EXCLUDED.stamp, sequence = EXCLUDED.sequence
+      ), new_superseded AS (
         INSERT INTO vlog_superseded (account, replaced_at, sequence)
-        SELECT \(account), * FROM UNNEST(\(newSuperseded.map { Int64(clamping: $0.milliseconds) })::int8[],
+        SELECT \(account), * FROM UNNEST(
+          \(newSuperseded.map { Int64(clamping: $0.milliseconds) })::int8[],
           \(newSuperseded.map { Int64(clamping: $0.sequence) })::int8[])
         ON CONFLICT DO NOTHING
-        """, logger: logger)
-    }
-    if head != initialHead {
-      try await connection.query(
-        """
-        UPDATE vlog_heads SET last_sequence = \(Int64(clamping: head.sequence)),
-          digest = \(ByteBuffer(bytes: head.digest.bytes))
-        WHERE account = \(account)
-        """, logger: logger)
-    }
-    // The blobs that lost their last reference go with it.
+      )
+      UPDATE vlog_heads SET last_sequence = \(Int64(clamping: head.sequence)),
+        digest = \(ByteBuffer(bytes: head.digest.bytes))
+      WHERE account = \(account)
+      """, logger: logger)
+    return try await releaseBlobs()
+  }
+
+  /// Removes the blobs that lost their last reference in this transaction; returns them.
+  private func releaseBlobs() async throws -> Set<BlobHash> {
     var released: Set<BlobHash> = []
     for hash in releasedCandidates where addedReferences[hash, default: []].isEmpty {
       let excluded = (removedReferences[hash] ?? []).map { Int64(clamping: $0) }

@@ -442,7 +442,7 @@ final class PostgresStorage: ServerStorage {
     // Rows come in batches, so a page of small events takes one round trip and a page of
     // large ones stops reading where the byte limit falls.
     var from = cursor
-    let batch = max(1, min(limit.events, 1000))
+    let batch = max(1, min(limit.events, 5000))
     scan: while from < head.sequence, limit.events > 0 {
       let rows = try await connection.query(
         """
