@@ -9,19 +9,22 @@ internal import ServiceLifecycle
 public import VLog
 internal import VLogWire
 
-/// The sync server: accounts, per-account event logs and blobs in one LMDB environment, served
-/// over HTTP by Hummingbird.
+/// The sync server: accounts, per-account event logs and blobs, in one LMDB environment or in a
+/// PostgreSQL database shared by any number of servers, served over HTTP by Hummingbird.
 ///
-/// Build one with ``open(dataDirectory:configuration:dependencies:logger:)``, then either run
+/// Build one with ``open(dataDirectory:configuration:dependencies:logger:)`` or
+/// ``open(database:maximumConnections:configuration:dependencies:logger:)``, then either run
 /// ``application(host:port:onServerRunning:)`` (what `vlog serve` does), or hand ``router()`` to
 /// Hummingbird's test harness, or talk to it without sockets through `InProcessTransport` (from
 /// the `VLogServerTesting` library).
 ///
-/// Every endpoint is under `/v1`, answers JSON, and is described by the OpenAPI 3.1 document
-/// served at `GET /v1/openapi.json` (``openAPIDocument``).
+/// Every endpoint is under `/v1` (but `GET /metrics`), answers JSON, and is described by the
+/// OpenAPI 3.1 document served at `GET /v1/openapi.json` (``openAPIDocument``).
 ///
-/// Concurrency: writes (new accounts, tokens, pushed events, blobs) run one at a time on a serial
-/// queue; sync calls that push nothing, and blob downloads, read concurrently.
+/// Concurrency: on LMDB, writes (new accounts, tokens, pushed events, blobs) run one at a time
+/// on a serial queue, and sync calls that push nothing, and blob downloads, read concurrently;
+/// on PostgreSQL, pushes to one account wait for one another on its head row, and the rest
+/// runs at once on the connection pool.
 public final class SyncServer: Sendable {
   /// Limits and policies.
   public struct Configuration: Sendable {

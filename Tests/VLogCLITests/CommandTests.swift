@@ -280,3 +280,28 @@ struct DemoTests {
     }
   }
 }
+
+@Suite("vlog serve configuration")
+struct ServeConfigurationTests {
+  @Test("Each vlog serve option comes from VLOG_<NAME> unless the command line gives it")
+  func environment() throws {
+    let environment = [
+      "VLOG_DATABASE": "postgres://vlog@/vlog?host=/run/pg", "VLOG_PORT": "9090",
+      "VLOG_MAX_CONNECTIONS": "64", "VLOG_LOG_LEVEL": "", "VLOG_UNRELATED": "x",
+    ]
+    let added = Serve.environmentArguments(environment, given: ["serve", "--port", "8081"])
+    #expect(
+      added.sorted() == ["--database=postgres://vlog@/vlog?host=/run/pg", "--max-connections=64"])
+    let serve = try Serve.parse(["--port", "8081"] + added)
+    #expect(serve.port == 8081 && serve.maxConnections == 64 && serve.data == nil)
+    #expect(serve.database == "postgres://vlog@/vlog?host=/run/pg")
+    // A bad value is refused, naming the option.
+    let bad = Serve.environmentArguments(["VLOG_PORT": "eighty"], given: ["serve", "--data", "d"])
+    #expect(throws: (any Error).self) { try Serve.parse(["--data", "d"] + bad) }
+    // Both storages at once is a usage error.
+    let both = Serve.environmentArguments(["VLOG_DATA": "/srv/vlog"], given: [])
+    #expect(throws: (any Error).self) {
+      try Serve.parse(["--database", "postgres://x@/y"] + both)
+    }
+  }
+}

@@ -74,4 +74,29 @@ struct OperationsTests {
       #expect(replaced != "spaces are not ok" && !replaced.isEmpty)
     }
   }
+
+  @Test(
+    "Shutting down finishes the request in flight: its body arrives after the shutdown began, and it is answered",
+    arguments: Backend.allCases)
+  func gracefulShutdown(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
+      let body = #"{"username":"late","password":"correct horse"}"#
+      let answer = try await server.serving { port in
+        let connection = try RawConnection(port: port)
+        connection.send(
+          "POST /v1/accounts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n" + String(body.prefix(10)))
+        try await Task.sleep(for: .milliseconds(100))
+        // Leaving this closure starts the graceful shutdown; the rest of the body comes later.
+        return Task.detached {
+          try? await Task.sleep(for: .milliseconds(300))
+          connection.send(String(body.dropFirst(10)))
+          return connection.receive(waiting: 5)
+        }
+      }
+      let response = await answer.value
+      #expect(response.hasPrefix("HTTP/1.1 201"), "\(response)")
+      #expect(response.contains("X-Request-ID") || response.contains("x-request-id"))
+    }
+  }
 }
