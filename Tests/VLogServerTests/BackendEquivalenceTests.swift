@@ -146,4 +146,50 @@ struct BackendEquivalenceTests {
       #expect(other.events != lmdb.events)
     }
   }
+
+  @Test(
+    "A blob whose last attachment is erased stays if the same push names it again, and goes when that one is deleted too",
+    arguments: Backend.allCases)
+  func blobReleasedAndNamedAgain(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
+      let password = try PasswordHash(
+        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
+      try await server.store.createAccount(named: "ann", password: password)
+      let bytes = Array("the same photo".utf8)
+      let hash = try #require(BlobHash(bytes: sha256(bytes)))
+      #expect(try await server.store.storeBlob(bytes, hash: hash, account: 1))
+      let replica = ReplicaID(Identifier(high: 0xB10B, low: 1))
+      var counter: UInt16 = 0
+      func event(_ change: Change) -> Event {
+        counter += 1
+        return Event(
+          stamp: Stamp(
+            time: HybridTime(milliseconds: 1_790_000_000_000, counter: counter),
+            replica: replica),
+          change: change)
+      }
+      let (first, second) = (
+        NoteID(Identifier(high: 1, low: 1)), NoteID(Identifier(high: 1, low: 2))
+      )
+      func attachment(_ low: UInt64, on note: NoteID) -> Change {
+        .attachmentAdded(
+          Attachment(
+            id: AttachmentID(Identifier(high: 2, low: low)), noteID: note, mimeType: "image/png",
+            width: 1, height: 1, blobHash: hash, byteCount: bytes.count))
+      }
+      let push = [
+        event(.noteCreated(first, creationDate: Date(timeIntervalSince1970: 1_790_000_000))),
+        event(attachment(1, on: first)),
+        event(.noteDeleted(first)),
+        event(.noteCreated(second, creationDate: Date(timeIntervalSince1970: 1_790_000_000))),
+        event(attachment(2, on: second)),
+      ]
+      _ = try await server.store.sync(account: 1, pushing: push, after: 0, limit: 10)
+      #expect(try await server.store.blob(hash, account: 1) == bytes)
+      _ = try await server.store.sync(
+        account: 1, pushing: [event(.noteDeleted(second))], after: 0, limit: 10)
+      #expect(try await server.store.blob(hash, account: 1) == nil)
+      #expect(try await server.verify().faults.isEmpty)
+    }
+  }
 }
