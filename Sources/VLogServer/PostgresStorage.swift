@@ -208,6 +208,8 @@ final class PostgresStorage: ServerStorage {
         try await connection.query("COMMIT", logger: logger)
         return result
       } catch {
+        // The body's error is the one to report; a connection whose rollback fails is closed
+        // by the pool, which ends the transaction as well.
         _ = try? await connection.query("ROLLBACK", logger: logger)
         throw error
       }
@@ -234,6 +236,7 @@ final class PostgresStorage: ServerStorage {
           }
         }
         group.addTask {
+          // Cancelled (not an error) when the body finishes first.
           try? await Task.sleep(for: Self.acquireTimeout)
           guard Task.isCancelled || acquired.isSet else {
             throw ServerError.unavailable(

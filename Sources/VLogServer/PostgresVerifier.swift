@@ -66,7 +66,12 @@ struct PostgresVerifier {
             kind: .index, message: "event \(sequence) follows event \(expected - 1)"))
       }
       expected = sequence + 1
-      if let stamp = try? PostgresLogWriter.stamp(id) { digest.add(stamp) }
+      if let stamp = try? PostgresLogWriter.stamp(id) {
+        digest.add(stamp)
+      } else {
+        faults.append(
+          VerificationFault(kind: .index, message: "event \(sequence)'s id is malformed"))
+      }
       let event: Event
       do {
         event = try PostgresLogWriter.event(record: record, sequence: sequence)

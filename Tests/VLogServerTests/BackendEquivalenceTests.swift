@@ -33,6 +33,7 @@ struct BackendEquivalenceTests {
             if generator.next() % 5 == 0,
               try device.store.tags().contains(where: { $0.tag.id == TagID(name: "work") })
             {
+              // Refused when no note has the tag any more: then there is nothing to delete.
               _ = try? await device.store.write { $0.deleteTag(named: "work") }
             }
             _ = try await device.account.sync()

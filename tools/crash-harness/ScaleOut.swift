@@ -118,6 +118,8 @@ func crashScaleOut(
     Task {
       let (store, account) = device
       for step in 0..<15 {
+        // A sync that hits the killed instance fails; the next one goes elsewhere, and the
+        // devices sync to the end after the kill, where failures are checked.
         _ = try? await store.write { $0.createNote(text: "device \(index) note \(step)") }
         _ = try? await account.sync()
       }
