@@ -54,30 +54,44 @@ public struct ChangeSet: Sendable, Hashable {
 
 /// The store's observers: each gets its own stream of change sets, fed after each commit.
 final class Observers: Sendable {
-  private let continuations = Locked<[UInt64: AsyncStream<ChangeSet>.Continuation]>([:])
+  private let continuations = Locked<[UInt64: AsyncStream<ChangeSet>.Continuation]?>([:])
   private let nextID = Atomic<UInt64>(0)
 
-  func stream() -> AsyncStream<ChangeSet> {
-    let (stream, continuation) = AsyncStream<ChangeSet>.makeStream(bufferingPolicy: .unbounded)
+  /// A new stream of change sets; `bufferingPolicy` says what it keeps while its consumer is
+  /// busy (every change set, or only the newest for a consumer that only needs to know that
+  /// something changed). Publishing never waits for a consumer.
+  func stream(
+    bufferingPolicy: AsyncStream<ChangeSet>.Continuation.BufferingPolicy = .unbounded
+  ) -> AsyncStream<ChangeSet> {
+    let (stream, continuation) = AsyncStream<ChangeSet>.makeStream(
+      bufferingPolicy: bufferingPolicy)
     let id = nextID.add(1, ordering: .relaxed).newValue
-    continuations.withLock { $0[id] = continuation }
+    // After the store closed, a new stream is finished at once.
+    let open = continuations.withLock { continuations in
+      continuations?[id] = continuation
+      return continuations != nil
+    }
+    guard open else {
+      continuation.finish()
+      return stream
+    }
     continuation.onTermination = { [weak self] _ in
-      self?.continuations.withLock { _ = $0.removeValue(forKey: id) }
+      self?.continuations.withLock { _ = $0?.removeValue(forKey: id) }
     }
     return stream
   }
 
   /// Sends a change set to every observer. Called after the commit, outside any lock.
   func publish(_ changes: ChangeSet) {
-    let targets = continuations.withLock { Array($0.values) }
+    let targets = continuations.withLock { $0.map { Array($0.values) } ?? [] }
     for continuation in targets { continuation.yield(changes) }
   }
 
-  /// Ends every stream.
+  /// Ends every stream, and every stream asked for later.
   func finish() {
     let targets = continuations.withLock { continuations in
-      defer { continuations.removeAll() }
-      return Array(continuations.values)
+      defer { continuations = nil }
+      return continuations.map { Array($0.values) } ?? []
     }
     for continuation in targets { continuation.finish() }
   }

@@ -28,13 +28,33 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
   public let status: Int?
   /// The server's error body, for ``Code/server``.
   public let body: ErrorBody?
+  /// How long the server asked the client to wait before trying again (its `Retry-After`
+  /// header, in seconds), when it said.
+  public let retryAfter: Duration?
 
   /// Creates an error.
-  public init(_ code: Code, _ message: String, status: Int? = nil, body: ErrorBody? = nil) {
+  public init(
+    _ code: Code, _ message: String, status: Int? = nil, body: ErrorBody? = nil,
+    retryAfter: Duration? = nil
+  ) {
     self.code = code
     self.message = message
     self.status = status
     self.body = body
+    self.retryAfter = retryAfter
+  }
+
+  /// Whether trying the same call again later can succeed without anything else changing: no
+  /// answer arrived, or the server was overloaded, unavailable or failed (408, 429, 5xx). A
+  /// refused request or credentials (other 4xx) fail the same way until something changes.
+  public var isTransient: Bool {
+    switch code {
+    case .transport: return true
+    case .server:
+      guard let status else { return false }
+      return status == 408 || status == 429 || status >= 500
+    default: return false
+    }
   }
 
   /// Whether the server refused the token (expired, revoked or unknown).
@@ -158,9 +178,15 @@ public struct APICaller: Sendable {
       let body: ErrorBody? = try? WireJSON.decode(from: response.body)
       let message =
         body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
+      // Retry-After in delta-seconds; the HTTP-date form is not used by the sync server.
+      let retryAfter = response.headers["retry-after"].flatMap { Int($0) }.map {
+        Duration.seconds(max(0, $0))
+      }
       return APIResult(
         request: outgoing, response: response,
-        error: APIError(.server, message, status: response.status, body: body), value: nil)
+        error: APIError(
+          .server, message, status: response.status, body: body, retryAfter: retryAfter),
+        value: nil)
     }
     do {
       return APIResult(

@@ -1,7 +1,7 @@
 internal import Synchronization
 
 /// A `Clock` whose time moves only when told to: sleepers wake when ``advance(by:)`` passes their
-/// deadline. For testing code that waits, such as `SyncScheduler`, without waiting.
+/// deadline. For testing code that waits, such as `AutomaticSync`, without waiting.
 public final class TestClock: Clock, Sendable {
   /// An instant: a duration since the clock was created.
   public struct Instant: InstantProtocol, Sendable {

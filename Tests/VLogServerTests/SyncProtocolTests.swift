@@ -380,35 +380,4 @@ struct SyncProtocolTests {
       }
     }
   }
-
-  @Test("Triggers in a row run one sync two seconds after the last")
-  func schedulerCoalesces() async throws {
-    let clock = TestClock()
-    let syncs = Mutex(0)
-    let scheduler = SyncScheduler(clock: clock) { syncs.withLock { $0 += 1 } }
-    for _ in 0..<5 {
-      await scheduler.trigger()
-      await waitForSleepers(clock, 1)
-      clock.advance(by: .milliseconds(500))
-    }
-    // 1.5 s after the last trigger: nothing yet.
-    clock.advance(by: .seconds(1))
-    await Task.yield()
-    #expect(syncs.withLock { $0 } == 0)
-    clock.advance(by: .milliseconds(500))
-    try await waitUntil { syncs.withLock { $0 } == 1 }
-    clock.advance(by: .seconds(10))
-    await Task.yield()
-    #expect(syncs.withLock { $0 } == 1)
-    #expect(await scheduler.syncCount == 1)
-  }
-
-  private func waitForSleepers(_ clock: TestClock, _ count: Int) async {
-    for _ in 0..<10_000 where clock.sleeperCount < count { await Task.yield() }
-  }
-
-  private func waitUntil(_ condition: () -> Bool) async throws {
-    for _ in 0..<10_000 where !condition() { await Task.yield() }
-    #expect(condition())
-  }
 }
