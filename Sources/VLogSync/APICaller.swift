@@ -16,6 +16,9 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let invalidResponse = Code("invalidResponse")
     /// The request could not be encoded.
     public static let invalidRequest = Code("invalidRequest")
+    /// The account has no token the server accepts and no password to sign in with: the user
+    /// must sign in (``SyncAccount/signIn(password:)``).
+    public static let signedOut = Code("signedOut")
     /// The name, for messages.
     public var description: String { name }
   }

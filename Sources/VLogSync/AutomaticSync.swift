@@ -294,7 +294,7 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
       let transient = apiError.map { $0.isTransient || $0.body?.code == .clockSkew } ?? false
       let failure = SyncStatus.Failure(
         message: "\(error)", isTransient: transient,
-        needsSignIn: apiError?.status == 401)
+        needsSignIn: apiError?.status == 401 || apiError?.code == .signedOut)
       await refreshStatus()
       publish {
         $0.lastError = failure

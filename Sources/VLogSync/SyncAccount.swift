@@ -88,7 +88,14 @@ public actor SyncAccount {
   /// The store this account syncs.
   public let store: NoteStore
   private let caller: APICaller
-  private let credentials: Credentials
+  /// The account's user name, normalised.
+  public nonisolated let username: String
+  /// The password, in memory only, when the app gave one: for signing in again when the token
+  /// expires. Nil when the account was restored from a credential store.
+  private var password: String?
+  private let credentialStore: (any CredentialStore)?
+  /// The token as last written to the credential store.
+  private var storedToken: String?
   private let stateFile: String?
   private let now: @Sendable () -> Date
   private let pageSize: Int
@@ -112,6 +119,8 @@ public actor SyncAccount {
   ///   - store: The store to sync.
   ///   - transport: How to reach the server.
   ///   - credentials: The user name and password (kept in memory only).
+  ///   - credentialStore: Where the session token is kept across launches, if anywhere; a
+  ///     token kept there is used at once.
   ///   - stateFile: Where to keep the cursor and status; nil keeps them in memory.
   ///   - now: The device's clock, to measure skew; by default the clock the store stamps events
   ///     with.
@@ -122,16 +131,58 @@ public actor SyncAccount {
   ///     gets half as much on the next try, down to one event, so a sync always progresses.
   ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
   ///     account falls back to JSON for good if the server refuses it (415).
-  /// - Throws: When the state file exists but cannot be read.
+  /// - Throws: When the state file exists but cannot be read, or the credential store refuses
+  ///   to be read (``CredentialStoreError``).
   public init(
     store: NoteStore, transport: any Transport, credentials: Credentials,
+    credentialStore: (any CredentialStore)? = nil,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
     encoding: SyncEncoding = .binary
   ) throws {
+    try self.init(
+      store: store, transport: transport, username: credentials.username,
+      password: credentials.password, credentialStore: credentialStore, stateFile: stateFile,
+      now: now, pageSize: pageSize, pushSize: pushSize, pushBytes: pushBytes, encoding: encoding)
+  }
+
+  /// Restores an account after a restart from the token in a credential store, without the
+  /// password: ``isSignedIn`` says whether a token was found. If there is none, or the server
+  /// no longer accepts it, syncs fail with ``APIError/Code/signedOut`` until
+  /// ``signIn(password:)``.
+  ///
+  /// See ``init(store:transport:credentials:credentialStore:stateFile:now:pageSize:pushSize:pushBytes:encoding:)``
+  /// for the other parameters.
+  ///
+  /// - Throws: When the state file exists but cannot be read, or the credential store refuses
+  ///   to be read (``CredentialStoreError``).
+  public init(
+    store: NoteStore, transport: any Transport, username: String,
+    credentialStore: any CredentialStore,
+    stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
+    pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
+    encoding: SyncEncoding = .binary
+  ) throws {
+    try self.init(
+      store: store, transport: transport, username: username, password: nil,
+      credentialStore: credentialStore, stateFile: stateFile, now: now, pageSize: pageSize,
+      pushSize: pushSize, pushBytes: pushBytes, encoding: encoding)
+  }
+
+  private init(
+    store: NoteStore, transport: any Transport, username: String, password: String?,
+    credentialStore: (any CredentialStore)?, stateFile: String?, now: (@Sendable () -> Date)?,
+    pageSize: Int, pushSize: Int, pushBytes: Int, encoding: SyncEncoding
+  ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
-    self.credentials = credentials
+    let normalized = Credentials(username: username, password: "").normalizedUsername
+    self.username = normalized
+    self.password = password
+    self.credentialStore = credentialStore
+    let stored = try credentialStore?.token(for: normalized)
+    self.storedToken = stored
+    self.token = stored
     self.stateFile = stateFile
     self.now = now ?? store.wallClock
     self.pageSize = pageSize
@@ -140,7 +191,7 @@ public actor SyncAccount {
     self.encoding = encoding
     self.state =
       try stateFile.flatMap { try Self.loadState(from: $0) }
-      ?? SyncState(username: credentials.normalizedUsername)
+      ?? SyncState(username: normalized)
   }
 
   /// Reads a state file, or nil if there is none.
@@ -165,23 +216,62 @@ public actor SyncAccount {
   /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
   ///   password.
   public func createAccount() async throws(APIError) {
-    _ = try await caller.createAccount(credentials).get()
+    _ = try await caller.createAccount(try credentials()).get()
   }
 
-  /// Signs in now, replacing any token.
-  public func signIn() async throws(APIError) {
-    token = try await caller.signIn(credentials).get().token
+  /// Signs in now with the password the account was made with, replacing any token (and
+  /// keeping the new one in the credential store).
+  ///
+  /// - Throws: ``APIError`` from the server (`invalidCredentials`), ``APIError/Code/signedOut``
+  ///   if the account has no password, or ``CredentialStoreError``.
+  public func signIn() async throws {
+    token = try await caller.signIn(try credentials()).get().token
+    try saveToken()
   }
 
-  /// Revokes the token on the server and forgets it.
-  public func signOut() async throws(APIError) {
+  /// Signs in with `password`, which the account then keeps in memory to sign in again when
+  /// the token expires (never in the credential store).
+  ///
+  /// - Throws: ``APIError`` from the server (`invalidCredentials`), or ``CredentialStoreError``.
+  public func signIn(password: String) async throws {
+    let token = try await caller.signIn(Credentials(username: username, password: password))
+      .get().token
+    self.password = password
+    self.token = token
+    try saveToken()
+  }
+
+  /// Revokes the token on the server and forgets it, here and in the credential store. The
+  /// token is forgotten even if the server cannot be reached (then it stays valid until it
+  /// expires).
+  public func signOut() async throws {
     guard let token else { return }
     self.token = nil
+    try saveToken()
     _ = try await caller.signOut(token: token).get()
   }
 
   /// The current token, if signed in.
   public var currentToken: String? { token }
+
+  /// Whether the account holds a token (which the server may still refuse as expired).
+  public var isSignedIn: Bool { token != nil }
+
+  /// The user name and password, or ``APIError/Code/signedOut`` without a password.
+  private func credentials() throws(APIError) -> Credentials {
+    guard let password else {
+      throw APIError(
+        .signedOut, "signed out: the session for '\(username)' ended; sign in with the password")
+    }
+    return Credentials(username: username, password: password)
+  }
+
+  /// Writes the token to the credential store if it changed since it was last written.
+  private func saveToken() throws {
+    guard let credentialStore, token != storedToken else { return }
+    try credentialStore.setToken(token, for: username)
+    storedToken = token
+  }
 
   /// Replaces the token (to test how the account handles a token the server no longer accepts).
   public func useToken(_ token: String?) { self.token = token }
@@ -220,12 +310,14 @@ public actor SyncAccount {
       state.lastError = nil
       state.lastSync = now()
       try saveState()
+      try saveToken()
       return report
     } catch {
       state.lastError = "\(error)"
       // If the state cannot be saved either, that is the failure to report: no sync can
       // record its progress until it is fixed.
       try saveState()
+      try saveToken()
       throw error
     }
   }
@@ -473,9 +565,18 @@ public actor SyncAccount {
     _ send: @escaping @Sendable (APICaller, String) async -> APIResult<Value>
   ) async throws(APIError) -> Value {
     let caller = self.caller
-    let credentials = self.credentials
+    let credentials = Result { () throws(APIError) in try self.credentials() }
     let (result, token) = await APICall { token in await send(caller, token) }.run(
-      token: token, signIn: { await caller.signIn(credentials) })
+      token: token,
+      signIn: {
+        switch credentials {
+        case .success(let credentials): return await caller.signIn(credentials)
+        case .failure(let error):
+          return APIResult(
+            request: TransportRequest(method: "POST", path: "/v1/sessions"), response: nil,
+            error: error, value: nil)
+        }
+      })
     self.token = token
     if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,
       let milliseconds = ISO8601.parse(time)

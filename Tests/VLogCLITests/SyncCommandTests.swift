@@ -62,6 +62,23 @@ struct SyncCommandTests {
           try await SyncCommand.execute(
             on: phone, server: url, user: "ann", password: "wrong password")
         }
+
+        // The token kept in the store's credentials file (mode 0600, no password in it)
+        // syncs without the password.
+        let file = phone.path + "/credentials.json"
+        let attributes = try FileManager.default.attributesOfItem(atPath: file)
+        #expect(attributes[.posixPermissions] as? Int == 0o600)
+        #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("correct horse"))
+        try await phone.write { $0.createNote(text: "no password needed") }
+        let kept = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: nil)
+        #expect(kept.text.contains("pushed 2 events"))
+        // Without a kept token, it says what to do.
+        try FileCredentialStore(path: file).setToken(nil, for: "ann")
+        let error = await #expect(throws: CLIError.self) {
+          try await SyncCommand.execute(on: phone, server: url, user: "ann", password: nil)
+        }
+        #expect(error?.description.contains("sign in with the password") == true)
       }
     }
   }

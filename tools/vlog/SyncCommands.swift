@@ -243,7 +243,9 @@ struct SyncCommand: AsyncParsableCommand {
     abstract: "Sync a store with a server: push its outbox, pull everything new.",
     discussion: """
       The server and user are remembered in the store's sync-state.json, so later syncs need \
-      neither. The password comes from VLOG_PASSWORD or a prompt, never from an argument.
+      neither. The password comes from VLOG_PASSWORD or a prompt, never from an argument; the \
+      session token it gets is kept in the store's credentials.json (mode 0600), so later \
+      syncs need no password until the token expires or is revoked.
       """)
 
   @OptionGroup var options: StoreOptions
@@ -259,16 +261,25 @@ struct SyncCommand: AsyncParsableCommand {
     guard let user = server.user ?? state?.username else {
       throw ValidationError("this store has not synced yet: pass --user NAME")
     }
-    let output = try await Self.execute(
-      on: store, server: url, user: user, password: try readPassword())
+    // A kept token for this user and server spares the password, unless one is given.
+    let sameAccount =
+      state.map { $0.username == user.lowercased() && $0.server == url } ?? false
+    let kept =
+      sameAccount ? try FileCredentialStore.file(for: store).token(for: user.lowercased()) : nil
+    let given = ProcessInfo.processInfo.environment["VLOG_PASSWORD"].flatMap {
+      $0.isEmpty ? nil : $0
+    }
+    let password = kept == nil || given != nil ? try readPassword() : nil
+    let output = try await Self.execute(on: store, server: url, user: user, password: password)
     try options.emit(output)
   }
 
+  /// Syncs `store`; without a password, with the token kept in the store's credentials file.
   static func execute(
-    on store: NoteStore, server: String, user: String, password: String,
+    on store: NoteStore, server: String, user: String, password: String?,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    let credentials = Credentials(username: user, password: password)
+    let credentials = Credentials(username: user, password: password ?? "")
     let stateFile = SyncAccount.stateFile(for: store)
     var state = try SyncAccount.loadState(from: stateFile)
     if let existing = state,
@@ -279,10 +290,31 @@ struct SyncCommand: AsyncParsableCommand {
     }
     try SyncAccountState.write(
       state ?? SyncState(username: credentials.normalizedUsername, server: server), to: stateFile)
-    let account = try SyncAccount(
-      store: store, transport: transport ?? HTTPTransport(baseURL: server),
-      credentials: credentials, stateFile: stateFile)
-    let report = try await account.sync()
+    let transport = transport ?? HTTPTransport(baseURL: server)
+    let tokens = FileCredentialStore.file(for: store)
+    if state == nil {
+      // Another account or server: its token, if any, is not this one's.
+      try tokens.setToken(nil, for: credentials.normalizedUsername)
+    }
+    let account =
+      if let password {
+        try SyncAccount(
+          store: store, transport: transport,
+          credentials: Credentials(username: user, password: password), credentialStore: tokens,
+          stateFile: stateFile)
+      } else {
+        try SyncAccount(
+          store: store, transport: transport, username: user, credentialStore: tokens,
+          stateFile: stateFile)
+      }
+    // A password given is used: it signs in afresh, replacing the kept token.
+    if password != nil { try await account.signIn() }
+    let report: SyncReport
+    do {
+      report = try await account.sync()
+    } catch let error as APIError where error.code == .signedOut {
+      throw CLIError("\(error.message): run `VLOG_PASSWORD=… vlog sync` or run it in a terminal")
+    }
     let after = await account.state
     struct JSON: Encodable {
       let server: String
