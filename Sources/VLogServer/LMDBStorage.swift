@@ -15,7 +15,9 @@ internal import VLogWire
 /// |---|---|---|
 /// | `meta` | `format`, `nextAccount` | UInt32 format, UInt64 next account number |
 /// | `accounts` | normalised user name | number, scrypt parameters, salt, hash |
+/// | `accountNames` | account | normalised user name |
 /// | `tokens` | SHA-256 of the token | account number, expiry (ms) |
+/// | `accountTokens` | account + SHA-256 of the token | nothing: each account's tokens |
 /// | `log` | account + sequence | the log record: checksum + the event in the engine's encoding |
 /// | `eventIDs` | account + stamp (24 bytes) | sequence |
 /// | `heads` | account + `logState` | the log's state: its event-set digest, clock and counters |
@@ -26,8 +28,8 @@ internal import VLogWire
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
 /// had no object index and kept deleted notes' content; format 3 keyed the object index by
-/// object first. Opening such a directory migrates it to format 4 in one transaction, erasing
-/// what was deleted.
+/// object first; format 4 had no `accountNames` and `accountTokens`. Opening such a directory
+/// migrates it to format 5 in one transaction, erasing what was deleted.
 ///
 /// Deleted means gone here too: storing a note's or attachment's deletion redacts the object's
 /// events in the same transaction, and removes the blobs no event that is not redacted uses.
@@ -35,12 +37,14 @@ internal import VLogWire
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
 final class LMDBStorage: ServerStorage {
-  static let formatVersion: UInt32 = 4
+  static let formatVersion: UInt32 = 5
 
   let environment: Environment
   private let meta: Database
   private let accounts: Database
+  private let accountNames: Database
   private let tokens: Database
+  private let accountTokens: Database
   private let log: Database
   private let eventIDs: Database
   private let heads: Database
@@ -57,7 +61,9 @@ final class LMDBStorage: ServerStorage {
     }
     meta = try open("meta")
     accounts = try open("accounts")
+    accountNames = try open("accountNames")
     tokens = try open("tokens")
+    accountTokens = try open("accountTokens")
     log = try open("log")
     eventIDs = try open("eventIDs")
     heads = try open("heads")
@@ -110,9 +116,10 @@ final class LMDBStorage: ServerStorage {
       }
       guard version < Self.formatVersion else { return }
       if version == 1 { try migrateFromFormat1(in: transaction) }
+      if version < 5 { try buildAccountIndexes(in: transaction) }
       if version < 3 {
         try buildErasureIndexes(in: transaction)
-      } else {
+      } else if version < 4 {
         for account in try logAccounts(in: transaction) {
           try eventLog(of: account).rebuildObjectIndex(in: transaction)
         }
@@ -139,6 +146,26 @@ final class LMDBStorage: ServerStorage {
       try transaction.delete(forKey: BigEndian.bytes(account), in: heads)
       try eventLog(of: account).recoverState(in: transaction)
     }
+  }
+
+  /// Indexes accounts by number and tokens by account.
+  private func buildAccountIndexes(in transaction: borrowing WriteTransaction) throws {
+    var names: [(UInt64, [UInt8])] = []
+    try transaction.forEach(in: accounts) { key, record in
+      if let number = BigEndian.read(UInt64.self, from: record) {
+        names.append((number, Array(key)))
+      }
+    }
+    for (number, name) in names {
+      try transaction.put(name, forKey: BigEndian.bytes(number), in: accountNames)
+    }
+    var owned: [[UInt8]] = []
+    try transaction.forEach(in: tokens) { key, record in
+      if record.count == 16, let account = BigEndian.read(UInt64.self, from: record) {
+        owned.append(BigEndian.bytes(account) + Array(key))
+      }
+    }
+    for key in owned { try transaction.put([], forKey: key, in: accountTokens) }
   }
 
   /// Indexes every account's log by object and blob, erasing the content of what was deleted
@@ -253,8 +280,103 @@ final class LMDBStorage: ServerStorage {
         try transaction.put(BigEndian.bytes(number + 1), forKey: counterKey, in: meta)
         try transaction.put(
           BigEndian.bytes(number) + password.encoded, forKey: key, in: accounts)
+        try transaction.put(key, forKey: BigEndian.bytes(number), in: accountNames)
       }
     }
+  }
+
+  /// The name and password of an account, by number.
+  func account(number: UInt64) async throws -> (name: String, password: PasswordHash)? {
+    try environment.read { transaction in
+      guard let name = try transaction.value(forKey: BigEndian.bytes(number), in: accountNames),
+        let record = try transaction.value(forKey: name, in: accounts), record.count > 8,
+        let password = PasswordHash(decoding: record[8...])
+      else { return nil }
+      return (String(decoding: name, as: UTF8.self), password)
+    }
+  }
+
+  /// The hashes and expiries of an account's tokens.
+  func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)] {
+    try environment.read { transaction in
+      var hashes: [[UInt8]] = []
+      try transaction.forEach(in: accountTokens, range: .prefix(BigEndian.bytes(account))) {
+        key, _ in
+        if key.count == 40 { hashes.append(Array(key[8...])) }
+      }
+      return try hashes.compactMap { hash in
+        guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
+          let expiry = BigEndian.read(Int64.self, from: record, at: 8)
+        else { return nil }
+        return (hash, expiry)
+      }
+    }
+  }
+
+  /// Replaces an account's password and revokes every token of it but `keeping`.
+  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+    try await onWriter { [self] in
+      try environment.write { transaction in
+        let name = try self.name(of: account, in: transaction)
+        try transaction.put(
+          BigEndian.bytes(account) + password.encoded, forKey: name, in: accounts)
+        for hash in try tokenHashes(of: account, in: transaction) where hash != keeping {
+          _ = try transaction.delete(forKey: hash, in: tokens)
+          _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash, in: accountTokens)
+        }
+      }
+    }
+  }
+
+  /// Deletes an account and everything of it — its log and indexes, blobs, tokens, name — in one
+  /// transaction. Its number is never given again.
+  func deleteAccount(_ account: UInt64) async throws {
+    try await onWriter { [self] in
+      try environment.write { transaction in
+        let name = try self.name(of: account, in: transaction)
+        let prefix = BigEndian.bytes(account)
+        for hash in try tokenHashes(of: account, in: transaction) {
+          _ = try transaction.delete(forKey: hash, in: tokens)
+        }
+        for database in [
+          accountTokens, log, eventIDs, heads, objects, blobReferences, fields, superseded,
+          blobs,
+        ] {
+          var keys: [[UInt8]] = []
+          try transaction.forEach(in: database, range: .prefix(prefix)) { key, _ in
+            keys.append(Array(key))
+          }
+          for key in keys { _ = try transaction.delete(forKey: key, in: database) }
+        }
+        _ = try transaction.delete(forKey: prefix, in: accountNames)
+        _ = try transaction.delete(forKey: name, in: accounts)
+      }
+    }
+  }
+
+  /// The stored name of an account that exists.
+  ///
+  /// - Throws: ``ServerError`` `unauthorized` when it does not (deleted by another request
+  ///   after this one's token was checked).
+  private func name(of account: UInt64, in transaction: borrowing some Transaction & ~Copyable)
+    throws -> [UInt8]
+  {
+    guard let name = try transaction.value(forKey: BigEndian.bytes(account), in: accountNames)
+    else { throw ServerError.unauthorized }
+    return name
+  }
+
+  private func tokenHashes(
+    of account: UInt64, in transaction: borrowing some Transaction & ~Copyable
+  )
+    throws -> [[UInt8]]
+  {
+    var hashes: [[UInt8]] = []
+    try transaction.forEach(in: accountTokens, range: .prefix(BigEndian.bytes(account))) {
+      key, _ in
+      if key.count == 40 { hashes.append(Array(key[8...])) }
+    }
+    return hashes
   }
 
   /// The account stored under a normalised user name.
@@ -272,9 +394,11 @@ final class LMDBStorage: ServerStorage {
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws {
     try await onWriter { [self] in
       try environment.write { transaction in
+        _ = try name(of: account, in: transaction)
         try transaction.put(
           BigEndian.bytes(account) + BigEndian.bytes(milliseconds), forKey: hash,
           in: tokens)
+        try transaction.put([], forKey: BigEndian.bytes(account) + hash, in: accountTokens)
       }
     }
   }
@@ -294,7 +418,13 @@ final class LMDBStorage: ServerStorage {
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool {
     try await onWriter { [self] in
-      try environment.write { transaction in try transaction.delete(forKey: hash, in: tokens) }
+      try environment.write { transaction in
+        guard let record = try transaction.value(forKey: hash, in: tokens) else { return false }
+        if record.count == 16, let account = BigEndian.read(UInt64.self, from: record) {
+          _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash, in: accountTokens)
+        }
+        return try transaction.delete(forKey: hash, in: tokens)
+      }
     }
   }
 
@@ -319,6 +449,8 @@ final class LMDBStorage: ServerStorage {
     }
     return try await onWriter { [self] in
       try environment.write { transaction in
+        // An account deleted after the request's token was checked takes nothing more.
+        _ = try name(of: account, in: transaction)
         var appender = try log.appender(in: transaction)
         let last = appender.state.lastSequence
         guard cursor <= last else { throw ServerError.invalidCursor(cursor, last) }
@@ -428,6 +560,7 @@ final class LMDBStorage: ServerStorage {
   func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool {
     try await onWriter { [self] in
       try environment.write { transaction in
+        _ = try name(of: account, in: transaction)
         let key = BigEndian.bytes(account) + hash.bytes
         guard try !transaction.containsValue(forKey: key, in: blobs) else { return false }
         try transaction.put(bytes, forKey: key, in: blobs)

@@ -35,7 +35,7 @@ internal import VLogWire
 /// refuses a database whose schema is newer than it knows.
 final class PostgresStorage: ServerStorage {
   /// The schema version this server writes.
-  static let schemaVersion: Int32 = 1
+  static let schemaVersion: Int32 = 2
 
   let client: PostgresClient
   private let runner: Task<Void, Never>
@@ -150,7 +150,16 @@ final class PostgresStorage: ServerStorage {
         account bigint NOT NULL, hash bytea NOT NULL, bytes bytea NOT NULL,
         PRIMARY KEY (account, hash))
       """,
-    ]
+    ],
+    // Account deletion: an account's tokens by account, and no blob stored for an account
+    // being deleted (the key-share lock of the reference waits for the deletion).
+    2: [
+      "CREATE INDEX vlog_tokens_account ON vlog_tokens (account)",
+      """
+      ALTER TABLE vlog_blobs ADD CONSTRAINT vlog_blobs_account
+        FOREIGN KEY (account) REFERENCES vlog_accounts ON DELETE CASCADE
+      """,
+    ],
   ]
 
   /// Creates the schema, or brings it to ``schemaVersion``, in one transaction.
@@ -257,6 +266,15 @@ final class PostgresStorage: ServerStorage {
     }
   }
 
+  /// A foreign-key violation (SQLSTATE 23503) means the account was deleted after the
+  /// request's token was checked: answered like a revoked token.
+  static func deletedAccount(_ error: any Error) -> any Error {
+    guard let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == "23503" else {
+      return error
+    }
+    return ServerError.unauthorized
+  }
+
   /// `error`, or ``ServerError`` `unavailable` if it says the database cannot be reached:
   /// a connection that failed or closed, or PostgreSQL's connection, operator-intervention and
   /// resource errors (SQLSTATE classes 08, 57, 53) and an unknown or closed database.
@@ -316,12 +334,17 @@ final class PostgresStorage: ServerStorage {
 
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws {
     _ = try await withConnection { [self] connection in
-      try await connection.query(
-        """
-        INSERT INTO vlog_tokens (hash, account, expires_at)
-        VALUES (\(ByteBuffer(bytes: hash)), \(Int64(clamping: account)), \(milliseconds))
-        ON CONFLICT (hash) DO UPDATE SET account = EXCLUDED.account, expires_at = EXCLUDED.expires_at
-        """, logger: logger)
+      do {
+        let rows = try await connection.query(
+          """
+          INSERT INTO vlog_tokens (hash, account, expires_at)
+          VALUES (\(ByteBuffer(bytes: hash)), \(Int64(clamping: account)), \(milliseconds))
+          ON CONFLICT (hash) DO UPDATE SET account = EXCLUDED.account, expires_at = EXCLUDED.expires_at
+          """, logger: logger)
+        for try await _ in rows {}
+      } catch {
+        throw Self.deletedAccount(error)
+      }
     }
   }
 
@@ -335,6 +358,82 @@ final class PostgresStorage: ServerStorage {
         return (account, expiry)
       }
       return nil
+    }
+  }
+
+  func account(number: UInt64) async throws -> (name: String, password: PasswordHash)? {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT name, password FROM vlog_accounts WHERE number = \(Int64(clamping: number))",
+        logger: logger)
+      for try await (name, password) in rows.decode((String, ByteBuffer).self) {
+        guard let hash = PasswordHash(decoding: Array(password.readableBytesView)) else {
+          return nil
+        }
+        return (name, hash)
+      }
+      return nil
+    }
+  }
+
+  func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)] {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT hash, expires_at FROM vlog_tokens WHERE account = \(Int64(clamping: account))",
+        logger: logger)
+      var tokens: [(hash: [UInt8], expiresAt: Int64)] = []
+      for try await (hash, expiry) in rows.decode((ByteBuffer, Int64).self) {
+        tokens.append((Array(hash.readableBytesView), expiry))
+      }
+      return tokens
+    }
+  }
+
+  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+    let number = Int64(clamping: account)
+    try await transaction { [self] connection in
+      let rows = try await connection.query(
+        """
+        UPDATE vlog_accounts SET password = \(ByteBuffer(bytes: password.encoded))
+        WHERE number = \(number) RETURNING number
+        """, logger: logger)
+      var updated = false
+      for try await _ in rows { updated = true }
+      guard updated else { throw ServerError.unauthorized }
+      try await connection.query(
+        """
+        DELETE FROM vlog_tokens
+        WHERE account = \(number) AND hash IS DISTINCT FROM \(keeping.map { ByteBuffer(bytes: $0) })
+        """, logger: logger)
+    }
+  }
+
+  func deleteAccount(_ account: UInt64) async throws {
+    let number = Int64(clamping: account)
+    try await transaction { [self] connection in
+      // The head row's lock waits for a push in progress and makes the next one find no
+      // account; the account row's, for a blob being stored.
+      try await connection.query(
+        "SELECT 1 FROM vlog_heads WHERE account = \(number) FOR UPDATE", logger: logger)
+      for table in [
+        "vlog_events", "vlog_objects", "vlog_deletions", "vlog_blob_references", "vlog_fields",
+        "vlog_superseded", "vlog_blobs",
+      ] {
+        try await connection.query(
+          PostgresQuery(
+            unsafeSQL: "DELETE FROM \(table) WHERE account = $1",
+            binds: {
+              var binds = PostgresBindings()
+              binds.append(number)
+              return binds
+            }()), logger: logger)
+      }
+      // Tokens and the head go with the account row (ON DELETE CASCADE).
+      let rows = try await connection.query(
+        "DELETE FROM vlog_accounts WHERE number = \(number) RETURNING number", logger: logger)
+      var deleted = false
+      for try await _ in rows { deleted = true }
+      guard deleted else { throw ServerError.unauthorized }
     }
   }
 
@@ -405,12 +504,17 @@ final class PostgresStorage: ServerStorage {
         return Head(sequence: try PostgresLogWriter.sequence(sequence), digest: digest)
       }
       guard locking else { return Head() }
-      try await connection.query(
+      let created = try await connection.query(
         """
         INSERT INTO vlog_heads (account, last_sequence, digest)
-        VALUES (\(account), 0, \(ByteBuffer(bytes: EventSetDigest.empty.bytes)))
-        ON CONFLICT DO NOTHING
+        SELECT number, 0, \(ByteBuffer(bytes: EventSetDigest.empty.bytes))
+        FROM vlog_accounts WHERE number = \(account)
+        ON CONFLICT DO NOTHING RETURNING account
         """, logger: logger)
+      var exists = false
+      for try await _ in created { exists = true }
+      // Deleted after the request's token was checked: it takes nothing more.
+      guard exists else { throw ServerError.unauthorized }
     }
     throw ServerError.storage("account \(account) has no head")
   }
@@ -556,15 +660,19 @@ final class PostgresStorage: ServerStorage {
 
   func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool {
     try await withConnection { [self] connection in
-      let rows = try await connection.query(
-        """
-        INSERT INTO vlog_blobs (account, hash, bytes)
-        VALUES (\(Int64(clamping: account)), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
-        ON CONFLICT DO NOTHING RETURNING account
-        """, logger: logger)
-      var stored = false
-      for try await _ in rows { stored = true }
-      return stored
+      do {
+        let rows = try await connection.query(
+          """
+          INSERT INTO vlog_blobs (account, hash, bytes)
+          VALUES (\(Int64(clamping: account)), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
+          ON CONFLICT DO NOTHING RETURNING account
+          """, logger: logger)
+        var stored = false
+        for try await _ in rows { stored = true }
+        return stored
+      } catch {
+        throw Self.deletedAccount(error)
+      }
     }
   }
 

@@ -60,6 +60,18 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     .unauthorized,
     ErrorBody(code: .invalidCredentials, message: "the user name or the password is wrong"))
 
+  static let wrongPassword = ServerError(
+    .forbidden,
+    ErrorBody(
+      code: .invalidCredentials, message: "the password is wrong; nothing was changed",
+      field: "password"))
+
+  static func sessionNotFound(_ id: String) -> ServerError {
+    ServerError(
+      .notFound,
+      ErrorBody(code: .notFound, message: "this account has no session \(id)", field: "id"))
+  }
+
   static let unauthorized = ServerError(
     .unauthorized,
     ErrorBody(

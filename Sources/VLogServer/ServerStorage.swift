@@ -29,7 +29,28 @@ protocol ServerStorage: Sendable {
   /// The account stored under a normalised user name.
   func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)?
 
+  /// The name and password of an account, by number.
+  func account(number: UInt64) async throws -> (name: String, password: PasswordHash)?
+
+  /// Replaces an account's password and revokes every token of it but the one whose hash is
+  /// `keeping`, in one transaction.
+  ///
+  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
+  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws
+
+  /// Deletes an account and everything of it — events and their indexes, blobs, tokens, the
+  /// account record — in one transaction. Pushes and uploads that were authorised before and
+  /// arrive after it store nothing. The account's number is never given again.
+  ///
+  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
+  func deleteAccount(_ account: UInt64) async throws
+
+  /// The hashes and expiries of an account's tokens, expired ones included.
+  func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)]
+
   /// Stores the hash of a new token.
+  ///
+  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws
 
   /// The account and expiry of a token, by the token's hash.

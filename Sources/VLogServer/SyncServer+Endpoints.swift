@@ -64,6 +64,94 @@ extension SyncServer {
     return Response(status: .noContent)
   }
 
+  // MARK: - Account lifecycle
+
+  func changePassword(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, tokenHash) = try await authenticate(request)
+    let body = try await decode(PasswordChange.self, from: request)
+    let change = try checked { () throws(WireError) in try body.validated() }
+    try await confirmPassword(change.currentPassword, of: account)
+    let salt = dependencies.randomBytes(PasswordHash.saltCount)
+    let cost = configuration.passwordCost
+    let newPassword = change.newPassword
+    let hash = try await throttle.hash(for: nil) {
+      try await offLoop { try PasswordHash(hashing: newPassword, cost: cost, salt: salt) }
+    }
+    try await store.setPassword(account: account, password: hash, keeping: tokenHash)
+    context.logger.info("password changed", metadata: ["account": "\(account)"])
+    return Response(status: .noContent)
+  }
+
+  func deleteAccount(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try await authenticate(request)
+    let body = try await decode(AccountDeletion.self, from: request)
+    let deletion = try checked { () throws(WireError) in try body.validated() }
+    try await confirmPassword(deletion.password, of: account)
+    try await store.deleteAccount(account)
+    context.logger.notice("account deleted", metadata: ["account": "\(account)"])
+    return Response(status: .noContent)
+  }
+
+  func sessions(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, tokenHash) = try await authenticate(request)
+    let now = dependencies.now().milliseconds
+    let sessions = try await store.tokens(of: account)
+      .filter { $0.expiresAt > now }
+      .sorted {
+        $0.expiresAt != $1.expiresAt
+          ? $0.expiresAt < $1.expiresAt : $0.hash.lexicographicallyPrecedes($1.hash)
+      }
+      .map { token in
+        SessionInfo(
+          id: Self.sessionID(token.hash),
+          expiresAt: ISO8601.format(milliseconds: token.expiresAt),
+          current: token.hash == tokenHash)
+      }
+    return try json(SessionList(sessions: sessions), status: .ok)
+  }
+
+  func revokeSession(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try await authenticate(request)
+    let id = context.parameters.get("id") ?? ""
+    guard id.utf8.count == 16, id.utf8.allSatisfy({ Self.lowercaseHex.contains($0) }) else {
+      throw ServerError.invalid(
+        WireError("id", "'\(id)' is not a session id of 16 lowercase hexadecimal digits"))
+    }
+    var revoked = 0
+    for token in try await store.tokens(of: account) where Self.sessionID(token.hash) == id {
+      if try await store.deleteToken(hash: token.hash) { revoked += 1 }
+    }
+    guard revoked > 0 else { throw ServerError.sessionNotFound(id) }
+    context.logger.info("session revoked", metadata: ["account": "\(account)", "session": "\(id)"])
+    return Response(status: .noContent)
+  }
+
+  private static let lowercaseHex = Set("0123456789abcdef".utf8)
+
+  /// A session's public id: the first 8 bytes of its token's SHA-256, in hex. It names the
+  /// session without revealing the token.
+  static func sessionID(_ tokenHash: [UInt8]) -> String {
+    Hex.string(Array(tokenHash.prefix(8)))
+  }
+
+  /// Checks an account's password again before a change that needs it, with the sign-in's
+  /// throttle.
+  ///
+  /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
+  private func confirmPassword(_ password: String, of account: UInt64) async throws {
+    guard let stored = try await store.account(number: account) else {
+      throw ServerError.unauthorized
+    }
+    let matches = try await throttle.hash(for: stored.name) {
+      try await offLoop { try stored.password.matches(password) }
+    }
+    throttle.record(stored.name, succeeded: matches)
+    guard matches else {
+      metrics.signInFailures.increment()
+      throw ServerError.wrongPassword
+    }
+  }
+
   // MARK: - Sync
 
   func sync(_ request: Request, _ context: ServerContext) async throws -> Response {

@@ -328,6 +328,14 @@ public final class SyncServer: Sendable {
     v1.post("accounts") { request, context in try await self.createAccount(request, context) }
     v1.post("sessions") { request, context in try await self.signIn(request, context) }
     v1.delete("sessions/current") { request, context in try await self.signOut(request, context) }
+    v1.get("sessions") { request, context in try await self.sessions(request, context) }
+    v1.delete("sessions/:id") { request, context in try await self.revokeSession(request, context) }
+    v1.delete("accounts/current") { request, context in
+      try await self.deleteAccount(request, context)
+    }
+    v1.put("accounts/current/password") { request, context in
+      try await self.changePassword(request, context)
+    }
     v1.post("sync") { request, context in try await self.sync(request, context) }
     v1.post("sync/compare") { request, context in try await self.compare(request, context) }
     v1.post("sync/fetch") { request, context in try await self.fetch(request, context) }
@@ -360,8 +368,11 @@ enum Routes {
     (["v1", "health", "live"], [.get]),
     (["v1", "openapi.json"], [.get, .head]),
     (["v1", "accounts"], [.post]),
-    (["v1", "sessions"], [.post]),
+    (["v1", "accounts", "current"], [.delete]),
+    (["v1", "accounts", "current", "password"], [.put]),
+    (["v1", "sessions"], [.get, .post]),
     (["v1", "sessions", "current"], [.delete]),
+    (["v1", "sessions", ":id"], [.delete]),
     (["v1", "sync"], [.post]),
     (["v1", "sync", "compare"], [.post]),
     (["v1", "sync", "fetch"], [.post]),

@@ -124,6 +124,28 @@ public struct APICaller: Sendable {
     await send(Endpoints.SignOut(), token: token)
   }
 
+  /// `PUT /v1/accounts/current/password`.
+  public func changePassword(_ change: PasswordChange, token: String) async -> APIResult<
+    NoContent
+  > {
+    await send(Endpoints.ChangePassword(change), token: token)
+  }
+
+  /// `DELETE /v1/accounts/current`.
+  public func deleteAccount(password: String, token: String) async -> APIResult<NoContent> {
+    await send(Endpoints.DeleteAccount(password: password), token: token)
+  }
+
+  /// `GET /v1/sessions`.
+  public func sessions(token: String) async -> APIResult<SessionList> {
+    await send(Endpoints.Sessions(), token: token)
+  }
+
+  /// `DELETE /v1/sessions/{id}`.
+  public func revokeSession(id: String, token: String) async -> APIResult<NoContent> {
+    await send(Endpoints.RevokeSession(id: id), token: token)
+  }
+
   /// `POST /v1/sync`, in the given encoding.
   public func sync(_ push: SyncPush, encoding: SyncEncoding = .json, token: String) async
     -> APIResult<SyncPage>

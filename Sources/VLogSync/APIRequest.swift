@@ -104,6 +104,82 @@ public enum Endpoints {
     public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
   }
 
+  /// `PUT /v1/accounts/current/password`: changes the password, revoking every other token.
+  public struct ChangePassword: APIRequest {
+    /// The password now and the new one.
+    public var change: PasswordChange
+    /// Creates the request.
+    public init(_ change: PasswordChange) { self.change = change }
+    /// `PUT`.
+    public var method: String { "PUT" }
+    /// `/v1/accounts/current/password`.
+    public var path: String { "/v1/accounts/current/password" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The passwords as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(change)) }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
+  /// `DELETE /v1/accounts/current`: erases the account and everything of it.
+  public struct DeleteAccount: APIRequest {
+    /// The account's password, checked again.
+    public var deletion: AccountDeletion
+    /// Creates the request.
+    public init(password: String) { deletion = AccountDeletion(password: password) }
+    /// `DELETE`.
+    public var method: String { "DELETE" }
+    /// `/v1/accounts/current`.
+    public var path: String { "/v1/accounts/current" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The password as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(deletion)) }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
+  /// `GET /v1/sessions`: the account's sessions.
+  public struct Sessions: APIRequest {
+    /// Creates the request.
+    public init() {}
+    /// `GET`.
+    public var method: String { "GET" }
+    /// `/v1/sessions`.
+    public var path: String { "/v1/sessions" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// The sessions.
+    public func value(from body: [UInt8]) throws -> SessionList { try WireJSON.decode(from: body) }
+  }
+
+  /// `DELETE /v1/sessions/{id}`: revokes one session of the account.
+  public struct RevokeSession: APIRequest {
+    /// The session's id, from ``Sessions``.
+    public var id: String
+    /// Creates the request.
+    public init(id: String) { self.id = id }
+    /// `DELETE`.
+    public var method: String { "DELETE" }
+    /// `/v1/sessions/{id}`, the id percent-encoded.
+    public var path: String {
+      "/v1/sessions/" + (id.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+    }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
   /// `POST /v1/sync`: pushes events and pulls the page after the cursor.
   public struct Sync: APIRequest {
     /// The events and the cursor.

@@ -251,6 +251,48 @@ public actor SyncAccount {
     _ = try await caller.signOut(token: token).get()
   }
 
+  /// Changes the account's password. Every other session is signed out (their tokens
+  /// revoked); this one stays signed in, and later sign-ins use the new password.
+  ///
+  /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
+  ///   (400) for a new password of the wrong length.
+  public func changePassword(from current: String, to new: String) async throws {
+    let change = PasswordChange(currentPassword: current, newPassword: new)
+    _ = try await call { caller, token in await caller.changePassword(change, token: token) }
+    password = new
+    try saveToken()
+  }
+
+  /// Deletes the account on the server: every event, blob, token and record of it is erased
+  /// there. This store keeps its notes (as a store that never synced, with nothing
+  /// acknowledged); the account forgets its token, cursor and status.
+  ///
+  /// - Throws: ``APIError``: `invalidCredentials` (403) if `password` is wrong.
+  public func deleteAccount(password: String) async throws {
+    _ = try await call { caller, token in
+      await caller.deleteAccount(password: password, token: token)
+    }
+    token = nil
+    self.password = nil
+    state = SyncState(username: username, server: state.server)
+    try saveToken()
+    try saveState()
+  }
+
+  /// The account's sessions whose tokens have not expired; ``SessionInfo/current`` marks this
+  /// one.
+  public func sessions() async throws(APIError) -> [SessionInfo] {
+    try await call { caller, token in await caller.sessions(token: token) }.sessions
+  }
+
+  /// Signs out one session of the account (another device, say) by its id from
+  /// ``sessions()``.
+  ///
+  /// - Throws: ``APIError``: `notFound` (404) for an id the account has no session with.
+  public func revokeSession(id: String) async throws(APIError) {
+    _ = try await call { caller, token in await caller.revokeSession(id: id, token: token) }
+  }
+
   /// The current token, if signed in.
   public var currentToken: String? { token }
 

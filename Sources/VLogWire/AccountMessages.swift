@@ -98,3 +98,123 @@ public struct SessionBody: Codable, Sendable, Hashable {
     expiresAt = try container.decode(String.self, forKey: .expiresAt)
   }
 }
+
+/// The body of `PUT /v1/accounts/current/password`: the password now, and the new one.
+public struct PasswordChange: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The account's password now, which the server checks again.
+  public var currentPassword: String
+  /// The new password, 8 to 1024 characters.
+  public var newPassword: String
+
+  /// Creates the body.
+  public init(currentPassword: String, newPassword: String) {
+    self.currentPassword = currentPassword
+    self.newPassword = newPassword
+  }
+
+  enum CodingKeys: String, CodingKey { case currentPassword, newPassword }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["currentPassword", "newPassword"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    currentPassword = try container.decode(String.self, forKey: .currentPassword)
+    newPassword = try container.decode(String.self, forKey: .newPassword)
+  }
+
+  /// Checks both passwords' lengths.
+  ///
+  /// - Throws: ``WireError`` naming `currentPassword` or `newPassword`.
+  public func validated() throws(WireError) -> PasswordChange {
+    guard Credentials.passwordLengths.contains(currentPassword.unicodeScalars.count) else {
+      throw WireError("currentPassword", "a password is 8 to 1024 characters long")
+    }
+    guard Credentials.passwordLengths.contains(newPassword.unicodeScalars.count) else {
+      throw WireError("newPassword", "a password is 8 to 1024 characters long")
+    }
+    return self
+  }
+
+  /// The passwords are not shown.
+  public var description: String { "password change (passwords hidden)" }
+}
+
+/// The body of `DELETE /v1/accounts/current`: the password, checked again before everything of
+/// the account is erased.
+public struct AccountDeletion: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The account's password.
+  public var password: String
+
+  /// Creates the body.
+  public init(password: String) { self.password = password }
+
+  enum CodingKeys: String, CodingKey { case password }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["password"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    password = try container.decode(String.self, forKey: .password)
+  }
+
+  /// Checks the password's length.
+  ///
+  /// - Throws: ``WireError`` naming `password`.
+  public func validated() throws(WireError) -> AccountDeletion {
+    guard Credentials.passwordLengths.contains(password.unicodeScalars.count) else {
+      throw WireError("password", "a password is 8 to 1024 characters long")
+    }
+    return self
+  }
+
+  /// The password is not shown.
+  public var description: String { "account deletion (password hidden)" }
+}
+
+/// One signed-in session of an account, as `GET /v1/sessions` lists it.
+public struct SessionInfo: Codable, Sendable, Hashable {
+  /// The session's id: 16 hex digits derived from its token (not the token, which the server
+  /// does not keep), for `DELETE /v1/sessions/{id}`.
+  public var id: String
+  /// When its token stops working, ISO 8601 with milliseconds.
+  public var expiresAt: String
+  /// Whether it is the session of the token the request was made with.
+  public var current: Bool
+
+  /// Creates an entry.
+  public init(id: String, expiresAt: String, current: Bool) {
+    self.id = id
+    self.expiresAt = expiresAt
+    self.current = current
+  }
+
+  enum CodingKeys: String, CodingKey { case id, expiresAt, current }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["id", "expiresAt", "current"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    id = try container.decode(String.self, forKey: .id)
+    expiresAt = try container.decode(String.self, forKey: .expiresAt)
+    current = try container.decode(Bool.self, forKey: .current)
+  }
+}
+
+/// The answer to `GET /v1/sessions`: the account's sessions whose tokens have not expired,
+/// the soonest to expire first.
+public struct SessionList: Codable, Sendable, Hashable {
+  /// The sessions.
+  public var sessions: [SessionInfo]
+
+  /// Creates the body.
+  public init(sessions: [SessionInfo]) { self.sessions = sessions }
+
+  enum CodingKeys: String, CodingKey { case sessions }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["sessions"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    sessions = try container.decode([SessionInfo].self, forKey: .sessions)
+  }
+}

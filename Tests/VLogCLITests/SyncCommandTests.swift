@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Logging
 import Testing
@@ -81,6 +82,62 @@ struct SyncCommandTests {
         #expect(error?.description.contains("sign in with the password") == true)
       }
     }
+  }
+
+  @Test("vlog account sessions, password and delete: each says what it did and leaves no session")
+  func accountLifecycle() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        let phone = try NoteStore.open(at: root + "/phone")
+        defer { phone.close() }
+        try await phone.write { $0.createNote(text: "on the phone") }
+        _ = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: "correct horse")
+
+        // The phone's session is listed; the command's own is not, and ends with it.
+        let listed = try await SessionsCommand.execute(
+          server: url, user: "ann", password: "correct horse")
+        let sessions = listed.text.split(separator: "\n")
+        #expect(sessions.count == 1 && listed.text.contains("expires"))
+        let id = String(try #require(sessions.first?.prefix(16)))
+        let revoked = try await SessionsCommand.execute(
+          server: url, user: "ann", password: "correct horse", revoke: id)
+        #expect(revoked.text == "signed out session \(id)")
+        let none = try await SessionsCommand.execute(
+          server: url, user: "ann", password: "correct horse")
+        #expect(none.text == "no sessions of 'ann' on \(url)")
+
+        await #expect(throws: APIError.self) {
+          try await ChangePassword.execute(
+            server: url, user: "ann", current: "wrong password", new: "new password!")
+        }
+        let changed = try await ChangePassword.execute(
+          server: url, user: "ann", current: "correct horse", new: "new password!")
+        #expect(changed.text.contains("changed the password of 'ann'"))
+        await #expect(throws: APIError.self) {
+          try await SessionsCommand.execute(server: url, user: "ann", password: "correct horse")
+        }
+
+        let deleted = try await DeleteAccount.execute(
+          server: url, user: "ann", password: "new password!")
+        #expect(deleted.text == "deleted account 'ann' and everything of it on \(url)")
+        await #expect(throws: APIError.self) {
+          try await SessionsCommand.execute(server: url, user: "ann", password: "new password!")
+        }
+        // The name is free again.
+        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+      }
+    }
+  }
+
+  @Test("vlog account delete without --yes refuses and says why")
+  func deleteNeedsConfirmation() {
+    let arguments = ["account", "delete", "--server", "http://127.0.0.1:1", "--user", "Ann"]
+    let error = #expect(throws: (any Error).self) { try VLogCommand.parseAsRoot(arguments) }
+    let message = error.map { VLogCommand.message(for: $0) } ?? ""
+    #expect(message.contains("every note of 'ann'") && message.contains("--yes"))
+    #expect(throws: Never.self) { try VLogCommand.parseAsRoot(arguments + ["--yes"]) }
   }
 
   @Test("a store whose clock is a day ahead: the sync is refused and status shows the skew")

@@ -33,7 +33,7 @@ extension AutomaticSync {
   var progress: (Int, SyncStatus.Activity) { (syncCount, status.activity) }
 }
 
-@Suite("Automatic sync", .timeLimit(.minutes(1)))
+@Suite("Automatic sync", .timeLimit(.minutes(5)))
 struct AutomaticSyncTests {
   static let ann = Credentials(username: "ann", password: "correct horse")
   /// The default back-off without its randomness, so waits are exact.

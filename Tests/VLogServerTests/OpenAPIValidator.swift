@@ -32,14 +32,16 @@ struct OpenAPIValidator: Sendable {
     return result
   }
 
-  /// The documented path template that `path` matches.
+  /// The documented path template that `path` matches: a concrete path before a templated
+  /// one (`/v1/sessions/current` before `/v1/sessions/{id}`), as OpenAPI says.
   func template(for path: String) -> String? {
     let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-    return paths.keys.first { template in
+    let matching = paths.keys.filter { template in
       let templateParts = template.split(separator: "/", omittingEmptySubsequences: false)
       return templateParts.count == parts.count
         && zip(templateParts, parts).allSatisfy { $0.hasPrefix("{") || $0 == $1 }
     }
+    return matching.min { $0.filter { $0 == "{" }.count < $1.filter { $0 == "{" }.count }
   }
 
   /// Checks one response; returns its key (`METHOD template status media-type`) and the problems

@@ -116,6 +116,10 @@ struct ServerStorageTests {
       let deleted = Event(
         stamp: Self.event(3, text: "").stamp,
         change: .noteDeleted(NoteID(Identifier(high: 1, low: 2))))
+      try await server.store.createAccount(
+        named: "ann",
+        password: try PasswordHash(
+          hashing: "correct horse", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
       _ = try await server.store.sync(
         account: 1, pushing: [created, canary, gone, deleted], after: 0, limit: 10)
       // Make it what format 3 wrote: account, object id, then sequence (0 for a marker).

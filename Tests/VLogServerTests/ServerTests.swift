@@ -50,12 +50,13 @@ final class CheckedTransport: Transport {
 
 /// Sends a request with a JSON body written by hand.
 func post(
-  _ transport: any Transport, _ path: String, _ json: String, token: String? = nil
+  _ transport: any Transport, _ path: String, _ json: String, token: String? = nil,
+  method: String = "POST"
 ) async throws -> TransportResponse {
   var headers = ["content-type": "application/json"]
   if let token { headers["authorization"] = "Bearer \(token)" }
   return try await transport.send(
-    TransportRequest(method: "POST", path: path, headers: headers, body: Array(json.utf8)))
+    TransportRequest(method: method, path: path, headers: headers, body: Array(json.utf8)))
 }
 
 /// The error body of a response.
@@ -194,7 +195,8 @@ struct ServerTests {
         // A method no path answers: 405 and Allow, as the document's paths say.
         for path in [
           "/v1/openapi.json", "/v1/accounts", "/v1/sessions", "/v1/sessions/current", "/v1/sync",
-          "/v1/sync/compare", "/v1/sync/fetch", "/v1/blobs/\(hash)",
+          "/v1/sync/compare", "/v1/sync/fetch", "/v1/blobs/\(hash)", "/v1/accounts/current",
+          "/v1/accounts/current/password", "/v1/sessions/0123456789abcdef",
         ] {
           let response = try await transport.send(TransportRequest(method: "PATCH", path: path))
           #expect(response.status == 405, "\(path)")
@@ -204,6 +206,7 @@ struct ServerTests {
         for (method, path) in [
           ("POST", "/v1/accounts"), ("POST", "/v1/sessions"), ("POST", "/v1/sync"),
           ("POST", "/v1/sync/compare"), ("POST", "/v1/sync/fetch"), ("PUT", "/v1/blobs/\(hash)"),
+          ("PUT", "/v1/accounts/current/password"), ("DELETE", "/v1/accounts/current"),
         ] {
           let request = TransportRequest(
             method: method, path: path,
@@ -237,6 +240,47 @@ struct ServerTests {
           refusedAtOnce = statuses.contains(429)
         }
         #expect(refusedAtOnce)
+        // Account lifecycle: sessions listed and one revoked, a password changed, an account
+        // deleted; each refused for a wrong password (403), a bad body (400), an unknown or
+        // malformed session (404, 400), no token (401), a body too large (413), and after
+        // five wrong passwords in a row (429).
+        let dave = try await signUp(caller, "dave")
+        let daveOther = try await caller.signIn(
+          Credentials(username: "dave", password: "correct horse")
+        ).get().token
+        let sessions = try await caller.sessions(token: dave).get().sessions
+        #expect(sessions.count == 2 && sessions.filter(\.current).count == 1)
+        _ = await caller.sessions(token: "nonsense")
+        let otherID = try #require(sessions.first { !$0.current }?.id)
+        _ = try await caller.revokeSession(id: otherID, token: dave).get()
+        _ = await caller.revokeSession(id: otherID, token: dave)
+        _ = await caller.revokeSession(id: "XYZ", token: dave)
+        _ = await caller.revokeSession(id: otherID, token: "nonsense")
+        #expect(await caller.sessions(token: daveOther).status == 401)
+        let wrongChange = PasswordChange(
+          currentPassword: "wrong password", newPassword: "new password!")
+        _ = await caller.changePassword(wrongChange, token: dave)
+        _ = await caller.changePassword(wrongChange, token: "nonsense")
+        _ = try await post(
+          transport, "/v1/accounts/current/password", #"{"currentPassword":"correct horse"}"#,
+          token: dave, method: "PUT")
+        _ = try await post(
+          transport, "/v1/accounts/current/password", big, token: dave, method: "PUT")
+        _ = try await caller.changePassword(
+          PasswordChange(currentPassword: "correct horse", newPassword: "new password!"),
+          token: dave
+        ).get()
+        _ = await caller.deleteAccount(password: "wrong password", token: dave)
+        _ = await caller.deleteAccount(password: "new password!", token: "nonsense")
+        _ = try await post(
+          transport, "/v1/accounts/current", #"{"pass":"x"}"#, token: dave, method: "DELETE")
+        _ = try await post(transport, "/v1/accounts/current", big, token: dave, method: "DELETE")
+        for _ in 0..<4 { _ = await caller.deleteAccount(password: "wrong password", token: dave) }
+        #expect(await caller.deleteAccount(password: "new password!", token: dave).status == 429)
+        #expect(await caller.changePassword(wrongChange, token: dave).status == 429)
+        let erin = try await signUp(caller, "erin")
+        _ = try await caller.deleteAccount(password: "correct horse", token: erin).get()
+        #expect(await caller.sessions(token: erin).status == 401)
         // Sign out, then the token is refused at once.
         _ = try await caller.signOut(token: token).get()
         _ = await caller.signOut(token: token)

@@ -180,14 +180,16 @@ struct ServerOptions: ParsableArguments {
   }
 }
 
-/// Reads the password from `VLOG_PASSWORD`, or asks for it without echo on a terminal. It is
-/// never an argument, so it never shows in the process list.
-func readPassword(prompt: String = "Password: ") throws -> String {
-  if let password = ProcessInfo.processInfo.environment["VLOG_PASSWORD"], !password.isEmpty {
+/// Reads the password from `variable` (`VLOG_PASSWORD`), or asks for it without echo on a
+/// terminal. It is never an argument, so it never shows in the process list.
+func readPassword(prompt: String = "Password: ", variable: String = "VLOG_PASSWORD") throws
+  -> String
+{
+  if let password = ProcessInfo.processInfo.environment[variable], !password.isEmpty {
     return password
   }
   guard isatty(STDIN_FILENO) != 0 else {
-    throw CLIError("no password: set VLOG_PASSWORD, or run in a terminal to be asked for it")
+    throw CLIError("no password: set \(variable), or run in a terminal to be asked for it")
   }
   guard let password = getpass(prompt) else { throw CLIError("could not read the password") }
   return String(cString: password)
@@ -197,7 +199,9 @@ func readPassword(prompt: String = "Password: ") throws -> String {
 struct AccountCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "account", abstract: "Manage accounts on a sync server.",
-    subcommands: [CreateAccount.self])
+    subcommands: [
+      CreateAccount.self, DeleteAccount.self, ChangePassword.self, SessionsCommand.self,
+    ])
 }
 
 /// `vlog account create`.

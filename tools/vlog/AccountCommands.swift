@@ -1,0 +1,176 @@
+import ArgumentParser
+import Foundation
+import VLog
+import VLogSync
+import VLogWire
+
+/// Signs in as `user`, runs `body` with the token, then signs that session out again, so a
+/// command leaves no session behind.
+private func withSession<R>(
+  server: String, user: String, password: String, transport: (any Transport)?,
+  _ body: (APICaller, String) async throws -> R
+) async throws -> R {
+  let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
+  let token = try await caller.signIn(Credentials(username: user, password: password)).get()
+    .token
+  let result = try await body(caller, token)
+  // After a deletion or a revocation of this very session the token is already gone: the
+  // answer (401) says nothing the command did not already report.
+  _ = await caller.signOut(token: token)
+  return result
+}
+
+/// The server URL and user name, both required.
+private func required(_ server: ServerOptions, _ command: String) throws -> (String, String) {
+  guard let url = server.server, let user = server.user else {
+    throw ValidationError("account \(command) needs --server URL and --user NAME")
+  }
+  return (url, user)
+}
+
+/// `vlog account delete`.
+struct DeleteAccount: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "delete",
+    abstract: "Delete an account and everything of it on the server.",
+    discussion: """
+      Erases the account's events, attachments, sessions and record on the server; stores \
+      that synced with it keep their notes. The password comes from VLOG_PASSWORD or a \
+      prompt. Nothing is deleted without --yes.
+      """)
+
+  @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Confirm: delete the account and everything of it.")
+  var yes = false
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func validate() throws {
+    let (url, user) = try required(server, "delete")
+    guard yes else {
+      throw ValidationError(
+        "this erases every note of '\(user.lowercased())' on \(url) for good; pass --yes to confirm"
+      )
+    }
+  }
+
+  func run() async throws {
+    let (url, user) = try required(server, "delete")
+    let output = try await Self.execute(server: url, user: user, password: try readPassword())
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(
+    server: String, user: String, password: String, transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    try await withSession(server: server, user: user, password: password, transport: transport) {
+      caller, token in
+      _ = try await caller.deleteAccount(password: password, token: token).get()
+    }
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+      let deleted: Bool
+    }
+    let name = user.lowercased()
+    return CommandOutput(
+      text: "deleted account '\(name)' and everything of it on \(server)",
+      json: JSON(server: server, username: name, deleted: true))
+  }
+}
+
+/// `vlog account password`.
+struct ChangePassword: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "password",
+    abstract: "Change an account's password, signing out every session.",
+    discussion: """
+      The password now comes from VLOG_PASSWORD or a prompt, the new one from \
+      VLOG_NEW_PASSWORD or a second prompt. Every session of the account is signed out: \
+      devices sign in again with the new password.
+      """)
+
+  @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func run() async throws {
+    let (url, user) = try required(server, "password")
+    let current = try readPassword()
+    let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
+    let output = try await Self.execute(server: url, user: user, current: current, new: new)
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(
+    server: String, user: String, current: String, new: String,
+    transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    try await withSession(server: server, user: user, password: current, transport: transport) {
+      caller, token in
+      let change = PasswordChange(currentPassword: current, newPassword: new)
+      _ = try await caller.changePassword(change, token: token).get()
+    }
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+      let changed: Bool
+    }
+    let name = user.lowercased()
+    return CommandOutput(
+      text: "changed the password of '\(name)' on \(server); every session was signed out",
+      json: JSON(server: server, username: name, changed: true))
+  }
+}
+
+/// `vlog account sessions`.
+struct SessionsCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "sessions",
+    abstract: "List an account's sessions, or sign one out with --revoke ID.",
+    discussion: """
+      Each device signed in is a session, named by an id. The password comes from \
+      VLOG_PASSWORD or a prompt; the command's own session is signed out when it ends.
+      """)
+
+  @OptionGroup var server: ServerOptions
+
+  @Option(name: .long, help: "Sign out the session with this id.")
+  var revoke: String?
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func run() async throws {
+    let (url, user) = try required(server, "sessions")
+    let output = try await Self.execute(
+      server: url, user: user, password: try readPassword(), revoke: revoke)
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(
+    server: String, user: String, password: String, revoke: String? = nil,
+    transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    try await withSession(server: server, user: user, password: password, transport: transport) {
+      caller, token in
+      if let revoke {
+        _ = try await caller.revokeSession(id: revoke, token: token).get()
+        struct JSON: Encodable { let revoked: String }
+        return CommandOutput(text: "signed out session \(revoke)", json: JSON(revoked: revoke))
+      }
+      // The command's own session is left out: it ends with the command.
+      let sessions = try await caller.sessions(token: token).get().sessions.filter { !$0.current }
+      let lines = sessions.map { "\($0.id)  expires \($0.expiresAt)" }
+      let text =
+        sessions.isEmpty
+        ? "no sessions of '\(user.lowercased())' on \(server)"
+        : lines.joined(separator: "\n")
+      struct JSON: Encodable { let sessions: [SessionInfo] }
+      return CommandOutput(text: text, json: JSON(sessions: sessions))
+    }
+  }
+}
