@@ -40,6 +40,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    // Documentation only (`tools/docs`): a command plugin, linked into nothing.
+    .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
   targets: [
     .systemLibrary(

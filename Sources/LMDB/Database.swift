@@ -51,7 +51,7 @@ public struct Database: Sendable, Hashable, CustomStringConvertible {
   }
 }
 
-/// How ``WriteTransaction/put(_:forKey:in:options:)`` stores a value.
+/// How ``WriteTransaction/put(_:forKey:in:options:)-(ContiguousBytes,_,_,_)`` stores a value.
 public struct PutOptions: OptionSet, Sendable, Hashable {
   /// The raw `MDB_*` flag bits.
   public let rawValue: UInt32

@@ -140,7 +140,9 @@ extension Environment {
   /// pages the given databases, the main database and the two meta pages use. Free pages
   /// (reused by later writes, never returned to the file system) make up the difference.
   ///
-  /// - Parameter databases: Every named database of the environment.
+  /// - Parameters:
+  ///   - databases: Every named database of the environment.
+  ///   - transaction: A transaction of the environment, whose snapshot is measured.
   public func reclaimableBytes(
     databases: [Database], in transaction: borrowing some Transaction & ~Copyable
   ) throws -> Int {

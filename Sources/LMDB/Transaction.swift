@@ -319,7 +319,7 @@ extension WriteTransaction {
   ///   - key: The key's bytes.
   ///   - count: The value's size in bytes.
   ///   - database: Where to store it.
-  ///   - options: As for ``put(_:forKey:in:options:)``.
+  ///   - options: As for ``put(_:forKey:in:options:)-(ContiguousBytes,_,_,_)``.
   ///   - body: Writes exactly `count` bytes into the buffer it receives, which is valid only
   ///     inside `body`. If it throws, the transaction must be aborted.
   public func put(

@@ -13,7 +13,7 @@ public struct IngestResult: Sendable, Hashable {
   public let changes: ChangeSet
 }
 
-/// An outbox event given a new stamp by ``NoteStore/restampOutbox(after:)-(Date)``.
+/// An outbox event given a new stamp by `NoteStore.restampOutbox(after:)`.
 public struct RestampedEvent: Sendable, Hashable {
   /// The stamp it had: too far ahead of the server's clock.
   public let old: Stamp
@@ -86,7 +86,7 @@ extension NoteStore {
   }
 
   /// Ingests events from another replica on the store's writer queue. See
-  /// ``ingest(_:acknowledgingThrough:)``.
+  /// ``ingest(_:acknowledgingThrough:)-4kd7k``.
   @discardableResult
   public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil)
     async throws -> IngestResult
@@ -170,7 +170,7 @@ extension NoteStore {
   }
 
   /// Restamps ahead-of-time outbox events on the store's writer queue. See
-  /// ``restampOutbox(after:)-(Date)``.
+  /// `restampOutbox(after:)`.
   @discardableResult
   public func restampOutbox(after date: Date) async throws -> [RestampedEvent] {
     try await onWriter { try self.restampOutbox(after: date) }

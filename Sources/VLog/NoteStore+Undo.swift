@@ -4,7 +4,7 @@ internal import LMDB
 /// Undo and redo of this process's user changes, as an app's Undo menu offers them.
 ///
 /// Undo is local, as the design of VLog's sync says: it is not synced and not kept across
-/// launches. Each ``NoteStore/write(_:)`` is one undoable group. Undoing it is a new user
+/// launches. Each ``NoteStore/write(_:)-6pmy5`` is one undoable group. Undoing it is a new user
 /// change, synced like any other, that puts back what the group changed: the previous values
 /// of the fields it set; for a note it deleted, a new note (a deletion is final) with a new id
 /// and the same text, dates, archive state, tags and attachments (new attachments with the same
@@ -169,7 +169,7 @@ extension NoteStore {
   /// Whether there is an undone change group to redo.
   public var canRedo: Bool { undoHistory.canRedo }
 
-  /// Undoes the last user change group of this process (see ``write(_:)``): a new change that
+  /// Undoes the last user change group of this process (see ``write(_:)-6pmy5``): a new change that
   /// puts back what it changed. A deleted note comes back as a new note with a new id.
   ///
   /// - Returns: Whether there was a group to undo.

@@ -33,7 +33,7 @@ extension NoteStore {
 
   /// Makes user changes in one durable transaction, on the store's writer queue.
   ///
-  /// See ``write(_:)``.
+  /// See ``write(_:)-6pmy5``.
   @discardableResult
   public func write<R: Sendable>(_ body: (inout Changes) throws -> R) async throws -> R {
     var changes = Changes(dependencies: dependencies)

@@ -20,7 +20,7 @@ internal import Synchronization
 /// ## Concurrency
 ///
 /// 1. The store is `Sendable`; share one instance. A path is open at most once per process.
-/// 2. Writes — ``write(_:)``, ``ingest(_:)`` — are serialised: one transaction at a time. The
+/// 2. Writes — ``write(_:)-6pmy5``, ``ingest(_:acknowledgingThrough:)-4kd7k`` — are serialised: one transaction at a time. The
 ///    `async` overloads run the transaction on the store's own serial queue, never on the
 ///    cooperative thread pool; the synchronous ones run on the caller's thread.
 /// 3. Reads run concurrently with each other and with the writer, each on its own snapshot.

@@ -3,7 +3,7 @@ public import Hummingbird
 internal import VLog
 public import VLogWire
 
-/// An error the server answers with: an HTTP status and an ``ErrorBody`` rendered as JSON.
+/// An error the server answers with: an HTTP status and an `ErrorBody` rendered as JSON.
 ///
 /// Every failure a client can cause maps to one of these; anything else is logged and answered
 /// with a 500 that reveals nothing of the server's internals.

@@ -78,7 +78,7 @@ public final class SyncServer: Sendable {
     /// 30 days.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
-    /// of ``Limits/textBytes``) fits in a body even as escaped JSON, and every attachment the
+    /// of `Limits/textBytes`) fits in a body even as escaped JSON, and every attachment the
     /// engine accepts fits in a blob.
     public init(
       maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = Limits.attachmentBytes,
@@ -197,6 +197,9 @@ public final class SyncServer: Sendable {
   ///   - database: `postgres://user:password@host:5432/database` (`?sslmode=require` for TLS),
   ///     or `postgres://user@/database?host=/socket/directory` for a Unix socket.
   ///   - maximumConnections: The most connections this server opens to the database.
+  ///   - configuration: Limits, password cost, token lifetime, retention.
+  ///   - dependencies: The clock and the source of random bytes.
+  ///   - logger: Where the server logs.
   /// - Throws: ``ServerError`` for a malformed URL, a database that cannot be reached, or a
   ///   schema newer than this server's.
   public static func open(
@@ -217,7 +220,7 @@ public final class SyncServer: Sendable {
 
   /// Checks every account's event log: each event's checksum and encoding, the index of event
   /// ids and the event-set digest against the log — the same checks as a store's
-  /// ``NoteStore/verify(progress:)`` makes of its log.
+  /// `NoteStore/verify(progress:)` makes of its log.
   ///
   /// - Returns: What was checked, and the faults found, each naming its account.
   public func verify() async throws -> ServerVerification {

@@ -7,7 +7,7 @@ internal import Synchronization
 public import VLogServer
 public import VLogSync
 
-/// A transport that hands requests straight to a ``SyncServer``'s router in the same process:
+/// A transport that hands requests straight to a `SyncServer`'s router in the same process:
 /// the same routes, middleware and JSON as over HTTP, without sockets.
 ///
 /// For simulations and tests that run many replicas and a server in one process; wrap it to

@@ -22,12 +22,12 @@ public protocol APIRequest: Sendable {
   func body() throws -> [UInt8]
   /// Reads a successful (2xx) response body.
   ///
-  /// - Throws: ``WireError`` naming the field of a malformed body.
+  /// - Throws: `WireError` naming the field of a malformed body.
   func value(from body: [UInt8]) throws -> Value
   /// Reads a successful (2xx) response, for requests whose reading depends on its headers (its
-  /// `Content-Type`); by default, ``value(from:)-(_:[UInt8])`` of the body.
+  /// `Content-Type`); by default, ``value(from:)-([UInt8])`` of the body.
   ///
-  /// - Throws: ``WireError`` naming the field of a malformed body.
+  /// - Throws: `WireError` naming the field of a malformed body.
   func value(from response: TransportResponse) throws -> Value
 }
 

@@ -279,7 +279,7 @@ public actor SyncAccount {
     try saveState()
   }
 
-  /// The account's sessions whose tokens have not expired; ``SessionInfo/current`` marks this
+  /// The account's sessions whose tokens have not expired; `SessionInfo/current` marks this
   /// one.
   public func sessions() async throws(APIError) -> [SessionInfo] {
     try await call { caller, token in await caller.sessions(token: token) }.sessions

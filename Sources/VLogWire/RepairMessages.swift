@@ -8,7 +8,7 @@ public import VLog
 
 /// The body of `POST /v1/sync/compare`: the client's event-set digest in buckets.
 public struct CompareRequest: Codable, Sendable, Hashable {
-  /// The 256 bucket digests (see ``EventSetBuckets``), each 32 hexadecimal digits.
+  /// The 256 bucket digests (see `EventSetBuckets`), each 32 hexadecimal digits.
   public var buckets: [String]
 
   enum CodingKeys: String, CodingKey { case buckets }
@@ -70,7 +70,7 @@ public struct CompareResponse: Codable, Sendable, Hashable {
   public struct Bucket: Codable, Sendable, Hashable {
     /// The bucket's number, 0 to 255.
     public var bucket: Int
-    /// The server's event ids in the bucket, each 48 hexadecimal digits (see ``VLog/Stamp/hex``).
+    /// The server's event ids in the bucket, each 48 hexadecimal digits (see `VLog/Stamp/hex`).
     public var ids: [String]
 
     enum CodingKeys: String, CodingKey { case bucket, ids }

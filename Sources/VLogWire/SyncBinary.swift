@@ -9,7 +9,7 @@ internal import VLog
 /// JSON to a client that does not ask. Errors are JSON whatever the encoding.
 ///
 /// The binary encoding is the protocol-buffers wire format, with each event in the encoding the
-/// log stores (``VLog/Event/encoded()``):
+/// log stores (`VLog/Event/encoded()`):
 ///
 /// ```proto
 /// message SyncPush {            // the request

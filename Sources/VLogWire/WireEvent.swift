@@ -6,7 +6,7 @@ public import VLog
 /// JSON is first decoded into this type, which checks the JSON types (null becomes nil, keys it
 /// does not know are refused); ``event()`` then checks the values (dates, ids, required and
 /// forbidden fields per kind) and converts them. Merge code only ever sees the resulting
-/// ``Event``. Every error names the path of the field at fault.
+/// `Event`. Every error names the path of the field at fault.
 ///
 /// ```json
 /// {"time":"2026-11-22T05:33:47.507Z","counter":1,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84",
@@ -16,7 +16,7 @@ public import VLog
 /// Kinds and fields from newer versions travel as `"kind":"unknown"` with `kindNumber`, and as
 /// `extra` (the base64 of the encoded fields this version does not know).
 ///
-/// A redacted event (see ``Event/redaction``) carries `"redacted":"deleted"` or
+/// A redacted event (see `Event/redaction`) carries `"redacted":"deleted"` or
 /// `"redacted":"superseded"` and its ids only: `note`, and for `attachmentAdded` an
 /// `attachment` with its `id` alone.
 public struct WireEvent: Codable, Sendable, Hashable {
@@ -130,7 +130,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     }
   }
 
-  /// Checks the values and converts them into an ``Event``.
+  /// Checks the values and converts them into an `Event`.
   ///
   /// - Throws: ``WireError`` naming the field at fault.
   public func event() throws(WireError) -> Event {
