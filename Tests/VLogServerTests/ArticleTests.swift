@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+import VLogServerTesting
+import VLogSync
+import VLogTesting
+
+@testable import VLog
+@testable import VLogServer
+
+/// The documentation articles' code, compiled and run. The blocks between the `// Article:`
+/// markers are the articles' Swift code blocks, verbatim; `articlesMatchTheirTests` checks that
+/// every Swift block of each article is here, so an article cannot drift from what compiles.
+@Suite("Documentation articles")
+struct ArticleTests {
+  /// The package's root directory.
+  static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent()
+
+  static let articles = [
+    "Sources/VLog/VLog.docc/EmbedVLogInANotesApp.md",
+    "Sources/VLogServer/VLogServer.docc/RunTheSyncServer.md",
+  ]
+
+  /// Each line trimmed, blank lines and imports dropped: what must match.
+  static func normalised(_ text: some StringProtocol) -> String {
+    text.split(separator: "\n", omittingEmptySubsequences: false)
+      .map { $0.trimmingCharacters(in: .whitespaces) }
+      .filter { !$0.isEmpty && !$0.hasPrefix("import ") }
+      .joined(separator: "\n")
+  }
+
+  /// The Swift code blocks of a Markdown file.
+  static func swiftBlocks(of markdown: String) -> [String] {
+    var blocks: [String] = []
+    var current: [Substring]?
+    for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+      if current == nil, line.trimmingCharacters(in: .whitespaces) == "```swift" {
+        current = []
+      } else if current != nil, line.trimmingCharacters(in: .whitespaces) == "```" {
+        blocks.append(current!.joined(separator: "\n"))
+        current = nil
+      } else if current != nil {
+        current!.append(line)
+      }
+    }
+    return blocks
+  }
+
+  @Test("every Swift block of the articles is compiled and run by these tests")
+  func articlesMatchTheirTests() throws {
+    let tests = Self.normalised(
+      try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8))
+    for article in Self.articles {
+      let text = try String(contentsOf: Self.root.appendingPathComponent(article), encoding: .utf8)
+      let blocks = Self.swiftBlocks(of: text)
+      #expect(!blocks.isEmpty, "\(article) has no Swift blocks")
+      for block in blocks {
+        #expect(tests.contains(Self.normalised(block)), "not compiled by a test:\n\(block)")
+      }
+    }
+    // The check can fail: a block that is not here is found missing.
+    let absent = "let store = try NoteStore.open(at: " + "elsewhere)"
+    #expect(!tests.contains(Self.normalised(absent)))
+  }
+
+  @Test("Embed VLog in a notes app: open, write, observe, sync automatically, restore, test")
+  func embedInANotesApp() async throws {
+    // The store stamps with the real clock: so does the server.
+    try await withServer(clock: ManualClock(start: Date())) { server in
+      try await withLiveServer(server) { serverURL in
+        try await withTemporaryDirectory { root in
+          let directory = root + "/notes"
+          let password = "correct horse"
+          // Article: open the store and write.
+          let store = try NoteStore.open(at: directory)
+          let trip = try await store.write { changes in
+            changes.createNote(text: "Trip to Paris", tags: ["Travel"])
+          }
+          try await store.write { $0.setArchived(true, of: trip) }
+          // Article: live query.
+          let timeline = Task {
+            for try await notes in store.observe({ try $0.timeline(limit: 50) }) {
+              print(notes.map(\.truncatedText))  // a view model sets its property here
+            }
+          }
+          // Article: sync automatically.
+          let account = try SyncAccount(
+            store: store,
+            transport: HTTPTransport(baseURL: serverURL),
+            credentials: Credentials(username: "ann", password: password),
+            credentialStore: FileCredentialStore.file(for: store),
+            stateFile: SyncAccount.stateFile(for: store))
+          try await account.createAccount()  // once; on another device, skip this: sync signs in
+          let sync = AutomaticSync(account: account)
+          await sync.start()
+          let indicator = Task {
+            for await status in await sync.statusUpdates() {
+              print(status.activity, status.pendingChanges, status.lastError?.message ?? "")
+            }
+          }
+          await sync.trigger(.foreground)  // also .networkAvailable, .manual
+          // End of the article's block: the sync happened by itself.
+          var synced = false
+          for _ in 0..<1000 where !synced {
+            try await Task.sleep(for: .milliseconds(10))
+            let status = await sync.status
+            synced = status.isInSync && status.activity == .idle
+          }
+          #expect(synced)
+          await sync.stop()
+          timeline.cancel()
+          indicator.cancel()
+          // Article: the next launch.
+          let restored = try SyncAccount(
+            store: store, transport: HTTPTransport(baseURL: serverURL), username: "ann",
+            credentialStore: FileCredentialStore.file(for: store),
+            stateFile: SyncAccount.stateFile(for: store))
+          if await !restored.isSignedIn {
+            try await restored.signIn(password: password)  // ask the user
+          }
+          // End of the article's block: restored without the password, and in sync.
+          #expect(try await restored.sync().inSync)
+          let other = try NoteStore.open(at: root + "/other")
+          defer { other.close() }
+          let laptop = try SyncAccount(
+            store: other, transport: HTTPTransport(baseURL: serverURL),
+            credentials: Credentials(username: "ann", password: password))
+          _ = try await laptop.sync()
+          #expect(try other.note(trip)?.text == "Trip to Paris")
+          #expect(try other.note(trip)?.isArchived == true)
+          store.close()
+        }
+      }
+    }
+    // Article: test it.
+    let clock = ManualClock()
+    let options = NoteStore.Options(
+      durability: .noSync, dependencies: .testing(clock: clock, seed: 1))
+    try await withTemporaryDirectory { directory in
+      let store = try NoteStore.open(at: directory, options: options)
+      defer { store.close() }
+      let id = try await store.write { $0.createNote(text: "first") }
+      clock.advance(by: 60)
+      try await store.write { $0.setText("edited", of: id) }
+      #expect(try store.note(id)?.text == "edited")
+      #expect(try store.note(id)?.creationDate == clock.now.addingTimeInterval(-60))
+    }
+  }
+
+  @Test("Run the sync server: on LMDB and on PostgreSQL, verified")
+  func runTheSyncServer() async throws {
+    try await withTemporaryDirectory { root in
+      let dataDirectory = root + "/server"
+      let databaseURL = try await TestCluster.shared.newDatabase()
+      // Article: embedded.
+      let local = try SyncServer.open(dataDirectory: dataDirectory)
+      defer { local.close() }
+      let shared = try await SyncServer.open(database: databaseURL, maximumConnections: 16)
+      defer { shared.close() }
+      let verification = try await shared.verify()
+      print(verification.accounts, verification.events, verification.faults.isEmpty)
+      // End of the article's block.
+      #expect(verification.faults.isEmpty && verification.accounts == 0)
+      #expect(try await local.verify().faults.isEmpty)
+      #expect(local.location == dataDirectory)
+    }
+  }
+}
