@@ -1,6 +1,8 @@
 import Foundation
 import LMDB
 import Testing
+import VLogServerTesting
+import VLogSync
 import VLogTesting
 
 @testable import VLog
@@ -151,6 +153,45 @@ struct ServerStorageTests {
         account: 1, pushing: [deletion], after: 0, limit: 10)
       #expect(outcome.events.count == 4)  // all but the one just pushed
       #expect(!outcome.events.contains { $0.description.contains("CANARY") })
+      #expect(try await server.verify().faults.isEmpty)
+    }
+  }
+
+  @Test(
+    "a format 4 data directory gets its account and token indexes: sessions list, deletion erases")
+  func migrateFormat4() async throws {
+    try await withTemporaryDirectory { root in
+      let directory = root + "/server"
+      var server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      let caller = APICaller(transport: InProcessTransport(server: server))
+      let token = try await signUp(caller, "ann")
+      _ = try await signUp(caller, "bob")
+      _ = try await caller.sync(
+        SyncPush(cursor: 0, events: [Self.event(1, text: "x")]), token: token
+      )
+      .get()
+      // Make it what format 4 wrote: no account-name or account-token index.
+      let storage = try #require(server.store as? LMDBStorage)
+      let indexes = try ["accountNames", "accountTokens"].map {
+        try storage.environment.openDatabase(named: $0, flags: [])
+      }
+      let meta = try storage.environment.openDatabase(named: "meta", flags: [])
+      try storage.environment.write { transaction in
+        for index in indexes { try transaction.removeAll(in: index) }
+        try transaction.put(BigEndian.bytes(UInt32(4)), forKey: Array("format".utf8), in: meta)
+      }
+      server.close()
+      server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      defer { server.close() }
+      let migrated = APICaller(transport: InProcessTransport(server: server))
+      let sessions = try await migrated.sessions(token: token).get().sessions
+      #expect(sessions.count == 1 && sessions[0].current)
+      _ = try await migrated.deleteAccount(password: "correct horse", token: token).get()
+      #expect(try await server.store.account(number: 1) == nil)
+      #expect(try await server.store.tokens(of: 1).isEmpty)
+      #expect(try await server.store.account(number: 2)?.name == "bob")
       #expect(try await server.verify().faults.isEmpty)
     }
   }
