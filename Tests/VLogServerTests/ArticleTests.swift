@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Testing
 import VLogServerTesting
 import VLogSync
@@ -19,6 +20,9 @@ struct ArticleTests {
   static let articles = [
     "Sources/VLog/VLog.docc/EmbedVLogInANotesApp.md",
     "Sources/VLogServer/VLogServer.docc/RunTheSyncServer.md",
+    "Sources/LMDB/LMDB.docc/StoreBytesWithLMDB.md",
+    "Sources/VLogSync/VLogSync.docc/KeepAStoreInSync.md",
+    "Sources/VLogTesting/VLogTesting.docc/TestCodeThatUsesVLog.md",
   ]
 
   /// Each line trimmed, blank lines and imports dropped: what must match.
@@ -163,6 +167,142 @@ struct ArticleTests {
       #expect(verification.faults.isEmpty && verification.accounts == 0)
       #expect(try await local.verify().faults.isEmpty)
       #expect(local.location == dataDirectory)
+    }
+  }
+
+  @Test("Store bytes with LMDB: open, write in order, read a range")
+  func storeBytesWithLMDB() throws {
+    try withTemporaryDirectory { directory in
+      // Article: open.
+      let environment = try Environment.open(
+        at: directory, configuration: Environment.Configuration(durability: .durable))
+      defer { environment.close() }
+      let people = try environment.openDatabase(named: "people", flags: .create)
+      // Article: write.
+      func key(_ number: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: number.bigEndian) { Array($0) }
+      }
+      try environment.write { transaction in
+        for (number, name) in [(2, "Bob"), (1, "Ann"), (3, "Cy")] {
+          try transaction.put(Array(name.utf8), forKey: key(UInt64(number)), in: people)
+        }
+      }
+      // Article: read.
+      let names = try environment.read { transaction in
+        var names: [String] = []
+        try transaction.forEach(in: people, range: .from(key(2))) { _, value in
+          names.append(String(decoding: value, as: UTF8.self))
+        }
+        return names
+      }
+      // ["Bob", "Cy"]: from key 2 on, in key order
+      #expect(names == ["Bob", "Cy"])
+    }
+  }
+
+  @Test("Keep a store in sync: a report, errors, automatic sync, sessions")
+  func keepAStoreInSync() async throws {
+    try await withServer(clock: ManualClock(start: Date())) { server in
+      try await withLiveServer(server) { serverURL in
+        try await withTemporaryDirectory { root in
+          let store = try NoteStore.open(at: root + "/store")
+          defer { store.close() }
+          let password = "correct horse"
+          let newPassword = "new password!"
+          try await store.write { $0.createNote(text: "to sync") }
+          // Article: sync by hand.
+          let account = try SyncAccount(
+            store: store, transport: HTTPTransport(baseURL: serverURL),
+            credentials: Credentials(username: "ann", password: password),
+            stateFile: SyncAccount.stateFile(for: store))
+          try await account.createAccount()
+          let report = try await account.sync()
+          print(report.pushed, report.applied, report.inSync)
+          #expect(report.inSync && report.pushed > 0)
+          // Article: what can go wrong.
+          do {
+            try await account.sync()
+          } catch let error as APIError where error.isTransient {
+            print("later:", error.message, error.retryAfter ?? .zero)  // no network, 429, 5xx
+          } catch let error as APIError where error.code == .signedOut || error.status == 401 {
+            print("sign in again:", error.message)
+          } catch let error as APIError where error.body?.code == .clockSkew {
+            let skew = await account.state.clockSkewMilliseconds ?? 0
+            print("this device's clock is off by \(skew) ms")
+          }
+          // Article: automatic.
+          let automatic = AutomaticSync(account: account)
+          await automatic.start()
+          await automatic.trigger(.networkAvailable)
+          let status = await automatic.status
+          print(status.activity, status.pendingChanges, status.lastError?.needsSignIn ?? false)
+          await automatic.stop()
+          // Article: sessions.
+          for session in try await account.sessions() where !session.current {
+            try await account.revokeSession(id: session.id)
+          }
+          try await account.changePassword(from: password, to: newPassword)
+          // End of the article's blocks.
+          #expect(try await account.sessions().count == 1)
+          let caller = APICaller(transport: HTTPTransport(baseURL: serverURL))
+          #expect(
+            await caller.signIn(Credentials(username: "ann", password: password)).status == 401)
+        }
+      }
+    }
+  }
+
+  @Test("Test code that uses VLog: deterministic stores, convergence, a test clock")
+  func testCodeThatUsesVLog() async throws {
+    // Article: deterministic.
+    let clock = ManualClock()
+    let options = NoteStore.Options(
+      durability: .noSync, dependencies: .testing(clock: clock, seed: 7))
+    try await withTemporaryStore(options: options) { store in
+      let id = try await store.write { $0.createNote(text: "Buy bread") }
+      clock.advance(by: 60)
+      try await store.write { $0.setArchived(true, of: id) }
+      #expect(try store.archivedNotes().map(\.id) == [id])
+    }
+    // Article: convergence.
+    try await withTemporaryDirectory { directory in
+      let phone = try NoteStore.open(at: directory + "/phone")
+      let laptop = try NoteStore.open(at: directory + "/laptop")
+      defer {
+        phone.close()
+        laptop.close()
+      }
+      let id = try await phone.write { $0.createNote(text: "draft") }
+      try await laptop.ingest(try phone.events().map(\.event))
+      try await laptop.write { $0.setText("edited on the laptop", of: id) }
+      try await phone.write { $0.setArchived(true, of: id) }
+      try await phone.ingest(try laptop.events().map(\.event))
+      try await laptop.ingest(try phone.events().map(\.event))
+      #expect(try phone.stateDigest() == laptop.stateDigest())
+    }
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let device = try openDevice(
+          0, root: root, transport: InProcessTransport(server: server),
+          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          clock: ManualClock())
+        defer { device.store.close() }
+        let account = device.account
+        try await account.createAccount()
+        // Article: time without waiting.
+        let testClock = TestClock()
+        let automatic = AutomaticSync(account: account, clock: testClock)
+        await automatic.start()
+        testClock.advance(by: .seconds(2))  // the start's sync runs now, not in two seconds
+        // End of the article's block.
+        var synced = false
+        for _ in 0..<1000 where !synced {
+          try await Task.sleep(for: .milliseconds(10))
+          synced = await automatic.progress == (1, .idle)
+        }
+        #expect(synced)
+        await automatic.stop()
+      }
     }
   }
 }
