@@ -53,6 +53,11 @@ extension SyncServer {
     try await store.storeToken(
       hash: sha256(Array(token.utf8)), account: account.number,
       expiresAt: expiry.milliseconds)
+    // The account's expired tokens go now, so its sessions stay as many as are alive.
+    let now = dependencies.now().milliseconds
+    for expired in try await store.tokens(of: account.number) where expired.expiresAt <= now {
+      try await store.deleteToken(hash: expired.hash)
+    }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     return try json(SessionBody(token: token, expiresAt: expiry), status: .ok)
   }

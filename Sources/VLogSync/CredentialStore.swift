@@ -79,11 +79,23 @@ public struct FileCredentialStore: CredentialStore {
     try write(file)
   }
 
-  /// The file's contents, or nil if there is no file; checks its owner and mode first.
+  /// The file's contents, or nil if there is no file; checks its owner and mode first, on the
+  /// file opened (not followed through a link), so the file checked is the file read.
   private func read() throws -> File? {
+    let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    guard descriptor >= 0 else {
+      switch errno {
+      case ENOENT: return nil
+      case ELOOP:
+        throw CredentialStoreError(
+          "'\(path)' is not a regular file; refusing to read a token from it")
+      default:
+        throw CredentialStoreError("cannot read '\(path)': \(String(cString: strerror(errno)))")
+      }
+    }
+    let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     var status = stat()
-    guard lstat(path, &status) == 0 else {
-      if errno == ENOENT { return nil }
+    guard fstat(descriptor, &status) == 0 else {
       throw CredentialStoreError("cannot read '\(path)': \(String(cString: strerror(errno)))")
     }
     guard status.st_mode & S_IFMT == S_IFREG else {
@@ -101,7 +113,12 @@ public struct FileCredentialStore: CredentialStore {
           + "its tokens may have been read: sign in again after `chmod 600 '\(path)'`, "
           + "or remove the file")
     }
-    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    let data: Data
+    do {
+      data = try handle.readToEnd() ?? Data()
+    } catch {
+      throw CredentialStoreError("cannot read '\(path)': \(error)")
+    }
     do {
       return try JSONDecoder().decode(File.self, from: data)
     } catch {
@@ -114,7 +131,8 @@ public struct FileCredentialStore: CredentialStore {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     let bytes = Array(try encoder.encode(file))
-    let temporary = path + ".\(getpid()).tmp"
+    // A name of its own, so a file left by a crash never blocks the next write.
+    let temporary = path + ".\(UUID().uuidString).tmp"
     let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
     guard descriptor >= 0 else {
       throw CredentialStoreError(

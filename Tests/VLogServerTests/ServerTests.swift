@@ -372,6 +372,9 @@ struct ServerTests {
         #expect(transport.count(of: "/v1/sessions") == 2)
         #expect(transport.count(of: "/v1/sync") == 3)
         #expect(transport.problems.isEmpty, "\(transport.problems)")
+        // The expired token was removed at the new sign-in: one token, one session.
+        #expect(try await server.store.tokens(of: 1).count == 1)
+        #expect(try await device.account.sessions().count == 1)
       }
     }
   }
