@@ -151,8 +151,10 @@ struct ConnectionTests {
         let watched = connections
         let lived = await offPool { lifetimes(of: watched, limit: 10) }.compactMap { $0 }
         #expect(lived.count == 3)
-        #expect(lived.filter { $0 < 2.5 }.count >= 1, "\(lived)")
+        // Idle ones never close before the timeout; one past the cap closes well before them
+        // (compared with each other, since a loaded machine delays both alike).
         #expect(lived.filter { $0 >= 2.5 }.count >= 1, "\(lived)")
+        #expect((lived.min() ?? 0) + 1.5 < (lived.max() ?? 0), "\(lived)")
 
         let slowHeader = try RawConnection(port: port)
         slowHeader.send("POST /v1/sync HTT")

@@ -86,12 +86,15 @@ struct OperationsTests {
         connection.send(
           "POST /v1/accounts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\n\r\n" + String(body.prefix(10)))
-        try await Task.sleep(for: .milliseconds(100))
+        // Time for the server to read the request's head, even on a loaded machine (or under
+        // ThreadSanitizer): a connection whose request has not begun is idle, and closed.
+        try await Task.sleep(for: .seconds(1))
         // Leaving this closure starts the graceful shutdown; the rest of the body comes later.
         return Task.detached {
           try? await Task.sleep(for: .milliseconds(300))
           connection.send(String(body.dropFirst(10)))
-          return connection.receive(waiting: 5)
+          // On a thread of its own: a blocked thread of the pool would slow the server.
+          return await offPool { connection.receive(waiting: 30) }
         }
       }
       let response = await answer.value
