@@ -194,7 +194,7 @@ public struct SyncResponse: Codable, Sendable, Hashable {
       }
     }
     guard let milliseconds = ISO8601.parse(serverTime) else {
-      throw WireError("serverTime", "'\(serverTime)' is not a time like 2026-03-14T09:30:00.000Z")
+      throw WireError("serverTime", ISO8601.problem(with: serverTime))
     }
     guard let digest = EventSetDigest(hex: eventSetDigest) else {
       throw WireError("eventSetDigest", "'\(eventSetDigest)' is not 32 hexadecimal digits")

@@ -136,7 +136,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public func event() throws(WireError) -> Event {
     guard let milliseconds = ISO8601.parse(time), milliseconds >= 0,
       UInt64(milliseconds) <= HybridTime.maximumMilliseconds
-    else { throw WireError("time", "'\(time)' is not a time like 2026-03-14T09:30:00.000Z") }
+    else { throw WireError("time", ISO8601.problem(with: time)) }
     guard (0...Int(UInt16.max)).contains(counter) else {
       throw WireError("counter", "\(counter) is not between 0 and 65535")
     }
@@ -281,7 +281,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   private func requiredDate() throws(WireError) -> Date {
     guard let date else { throw WireError("date", "required for \(kind)") }
     guard let milliseconds = ISO8601.parse(date) else {
-      throw WireError("date", "'\(date)' is not a date like 2026-03-14T09:30:00.000Z")
+      throw WireError("date", ISO8601.problem(with: date, noun: "date"))
     }
     return Date(milliseconds: milliseconds)
   }

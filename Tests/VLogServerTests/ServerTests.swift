@@ -346,6 +346,52 @@ struct ServerTests {
   }
 
   @Test(
+    "Times in any RFC 3339 form of a whole millisecond are taken and answered canonically; finer ones are refused, saying so",
+    arguments: Backend.allCases)
+  func rfc3339Times(backend: Backend) async throws {
+    try await withServer(
+      backend: backend, clock: ManualClock(start: Date(milliseconds: 1_795_460_215_477))
+    ) {
+      server in
+      let transport = InProcessTransport(server: server)
+      let token = try await signUp(APICaller(transport: transport), "ann")
+      let note = "24bd364a-c001-66ab-8fd2-03bee860ff22"
+      let replica = "d7a73666-0946-1e71-5ffe-d556129c8a84"
+      func push(time: String, date: String, counter: Int = 0) async throws -> TransportResponse {
+        try await post(
+          transport, "/v1/sync",
+          #"{"cursor":0,"events":[{"counter":\#(counter),"kind":"sortDateSet","note":"\#(note)","#
+            + #""replica":"\#(replica)","time":"\#(time)","date":"\#(date)"}]}"#, token: token)
+      }
+      // As a generated client sends them: microseconds of zeros and an offset.
+      let offset = try await push(
+        time: "2026-11-23T18:56:55.477000+00:00", date: "2026-03-14T10:30:00.000+01:00")
+      #expect(offset.status == 200, "\(String(decoding: offset.body, as: UTF8.self))")
+      #expect(try JSONDecoder().decode(SyncResponse.self, from: Data(offset.body)).stored == 1)
+      // The same instant in the canonical form is the same event: not stored again.
+      let canonical = try await push(
+        time: "2026-11-23T18:56:55.477Z", date: "2026-03-14T09:30:00.000Z")
+      #expect(try JSONDecoder().decode(SyncResponse.self, from: Data(canonical.body)).stored == 0)
+      // Answered in the one canonical form.
+      let page = try await post(transport, "/v1/sync", #"{"cursor":0,"events":[]}"#, token: token)
+      let text = String(decoding: page.body, as: UTF8.self)
+      #expect(text.contains(#""time":"2026-11-23T18:56:55.477Z""#), "\(text)")
+      #expect(text.contains(#""date":"2026-03-14T09:30:00.000Z""#), "\(text)")
+      #expect(!text.contains("+00:00") && !text.contains("+01:00"))
+      // Finer than a millisecond would change the event's id: refused, naming the field.
+      let finer = try await push(
+        time: "2026-11-23T18:56:55.477001+00:00", date: "2026-03-14T09:30:00Z", counter: 1)
+      #expect(finer.status == 400)
+      let body = try errorBody(finer)
+      #expect(body.field == "events[0].time")
+      #expect(body.message.contains("finer than a millisecond"), "\(body.message)")
+      let finerDate = try await push(
+        time: "2026-11-23T18:56:55.478Z", date: "2026-03-14T09:30:00.0001Z", counter: 2)
+      #expect(try errorBody(finerDate).field == "events[0].date")
+    }
+  }
+
+  @Test(
     "An expired token makes the account sign in again once, and the sync succeeds",
     arguments: Backend.allCases)
   func expiredToken(backend: Backend) async throws {

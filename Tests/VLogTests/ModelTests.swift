@@ -44,12 +44,30 @@ struct ModelTests {
     }
     #expect(ISO8601.parse("2026-01-01T00:00:00Z") == 1_767_225_600_000)
     #expect(ISO8601.parse("2026-01-01T00:00:00.5+00:00") == 1_767_225_600_500)
+    // Every RFC 3339 form of a whole millisecond: offsets, either case, trailing zeros.
+    let instant: Int64 = 1_795_460_215_477  // 2026-11-23T18:56:55.477Z
+    for good in [
+      "2026-11-23T18:56:55.477Z", "2026-11-23t18:56:55.477z", "2026-11-23T18:56:55.477000+00:00",
+      "2026-11-23T18:56:55.4770-00:00", "2026-11-23T19:56:55.477+01:00",
+      "2026-11-23T13:26:55.477000000-05:30", "2026-11-24T18:55:55.477+23:59",
+    ] {
+      #expect(ISO8601.parse(good) == instant, "\(good)")
+    }
+    #expect(ISO8601.format(milliseconds: instant) == "2026-11-23T18:56:55.477Z")
+    // Finer than a millisecond: refused, and said so.
+    for finer in ["2026-11-23T18:56:55.4771Z", "2026-11-23T18:56:55.477000001+00:00"] {
+      #expect(ISO8601.parseChecked(finer) == .failure(.finerThanMillisecond), "\(finer)")
+      #expect(ISO8601.problem(with: finer).contains("finer than a millisecond"))
+    }
     for bad in [
       "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01 00:00:00Z",
-      "2026-01-01T24:00:00Z", "2026-01-01T00:00:00.1234Z", "2026-01-01T00:00:00",
-      "2026-01-01T00:00:00+01:00", "yesterday",
+      "2026-01-01T24:00:00Z", "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00",
+      "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60", "2026-01-01T00:00:00+0100",
+      "2026-01-01T00:00:00+01:00Z", "2026-01-01T00:00:00Zz", "2026-02-30T00:00:00.0001Z",
+      "yesterday",
     ] {
-      #expect(ISO8601.parse(bad) == nil, "accepted \(bad)")
+      #expect(ISO8601.parseChecked(bad) == .failure(.malformed), "accepted \(bad)")
+      #expect(ISO8601.problem(with: bad).contains("is not a time like"))
     }
   }
 

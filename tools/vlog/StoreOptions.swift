@@ -62,7 +62,7 @@ extension NoteID: ExpressibleByArgument {
 /// Parses an ISO 8601 date argument.
 func parseDate(_ text: String, option: String) throws -> Date {
   guard let milliseconds = ISO8601.parse(text) else {
-    throw ValidationError("\(option): '\(text)' is not a date like 2026-03-14T09:30:00.000Z")
+    throw ValidationError("\(option): " + ISO8601.problem(with: text, noun: "date"))
   }
   return Date(milliseconds: milliseconds)
 }
