@@ -96,6 +96,7 @@ extension Environment {
     let dataFile = directory + "/data.mdb"
     let before = try fileSize(dataFile)
     let staging = directory + "/compacting"
+    // A copy left by an interrupted compaction, if any; when there is none, nothing to remove.
     try? FileManager.default.removeItem(atPath: staging)
     var configuration = configuration
     configuration.isReadOnly = false
@@ -106,6 +107,7 @@ extension Environment {
       environment.close()
     } catch {
       environment.close()
+      // The copy's error is the one to report; a staging copy left behind is removed next time.
       try? FileManager.default.removeItem(atPath: staging)
       throw error
     }
@@ -114,6 +116,7 @@ extension Environment {
       throw makeError(errno, "replace the data file with its compacted copy", path: directory)
     }
     try flush(directory)
+    // The compaction is done and durable; an empty staging directory left is removed next time.
     try? FileManager.default.removeItem(atPath: staging)
     lock.release()
     return CompactionResult(bytesBefore: before, bytesAfter: try fileSize(dataFile))

@@ -34,7 +34,8 @@ package enum ISO8601 {
   ///
   /// - Returns: Milliseconds since 1970, or nil if `text` is not such a timestamp.
   package static func parse(_ text: some StringProtocol) -> Int64? {
-    try? parseChecked(text).get()
+    guard case .success(let milliseconds) = parseChecked(text) else { return nil }
+    return milliseconds
   }
 
   /// ``parse(_:)``, saying why a text is refused.

@@ -299,12 +299,7 @@ final class LMDBStorage: ServerStorage {
   /// The hashes and expiries of an account's tokens.
   func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)] {
     try environment.read { transaction in
-      var hashes: [[UInt8]] = []
-      try transaction.forEach(in: accountTokens, range: .prefix(BigEndian.bytes(account))) {
-        key, _ in
-        if key.count == 40 { hashes.append(Array(key[8...])) }
-      }
-      return try hashes.compactMap { hash in
+      try tokenHashes(of: account, in: transaction).compactMap { hash in
         guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
           let expiry = BigEndian.read(Int64.self, from: record, at: 8)
         else { return nil }

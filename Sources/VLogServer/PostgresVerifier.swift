@@ -44,6 +44,7 @@ struct PostgresVerifier {
     let fields = try await connection.query(
       "SELECT note, field, stamp FROM vlog_fields WHERE account = \(account)", logger: logger)
     for try await (note, field, stamp) in fields.decode((ByteBuffer, Int16, ByteBuffer).self) {
+      // A malformed stamp is a fault to report, not an error that stops the check.
       guard let stamp = try? PostgresLogWriter.stamp(stamp) else {
         faults.append(VerificationFault(kind: .index, message: "a field record is malformed"))
         continue
@@ -66,6 +67,7 @@ struct PostgresVerifier {
             kind: .index, message: "event \(sequence) follows event \(expected - 1)"))
       }
       expected = sequence + 1
+      // A malformed id is reported as a fault below, and the check goes on.
       if let stamp = try? PostgresLogWriter.stamp(id) {
         digest.add(stamp)
       } else {

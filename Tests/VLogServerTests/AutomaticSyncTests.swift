@@ -43,6 +43,7 @@ struct AutomaticSyncTests {
   private func eventually(_ condition: () async -> Bool) async -> Bool {
     for _ in 0..<1000 {
       if await condition() { return true }
+      // Cancelled only when the test ends: the poll stops early, and says what it saw.
       try? await Task.sleep(for: .milliseconds(10))
     }
     return await condition()
@@ -51,6 +52,7 @@ struct AutomaticSyncTests {
   /// Lets the scheduler's tasks run after the clock moved, without expecting anything.
   private func settle() async {
     for _ in 0..<200 { await Task.yield() }
+    // A pause, not a wait for anything: cancellation only shortens it.
     try? await Task.sleep(for: .milliseconds(20))
   }
 

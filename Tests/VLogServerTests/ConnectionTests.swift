@@ -22,7 +22,7 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 }
 
 /// A raw TCP connection to the loopback server, to behave as no HTTP client would.
-final class RawConnection: @unchecked Sendable {
+final class RawConnection: Sendable {
   let descriptor: Int32
   /// When the connection was made.
   let opened = Date()

@@ -24,16 +24,7 @@ struct ErasureSyncTests {
   func canaryIsGone(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
       let serverDirectory = root + "/server"
-      let server =
-        switch backend {
-        case .lmdb:
-          try SyncServer.open(
-            dataDirectory: serverDirectory, configuration: .testing, logger: quietLogger)
-        case .postgres:
-          try await SyncServer.open(
-            database: try await TestCluster.shared.newDatabase(), configuration: .testing,
-            logger: quietLogger)
-        }
+      let server = try await openServer(backend: backend, directory: serverDirectory)
       let canary = Data(Self.canary.utf8)
       let storePaths = try await withLiveServer(server) { baseURL in
         do {

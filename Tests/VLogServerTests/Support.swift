@@ -64,6 +64,20 @@ func withServer<R>(
   }
 }
 
+/// Opens a server with the test configuration on `backend`: LMDB in `directory` (which the
+/// caller keeps, to compact or inspect it after closing), or a new database in the test cluster.
+/// The caller closes it.
+func openServer(backend: Backend, directory: String) async throws -> SyncServer {
+  switch backend {
+  case .lmdb:
+    try SyncServer.open(dataDirectory: directory, configuration: .testing, logger: quietLogger)
+  case .postgres:
+    try await SyncServer.open(
+      database: try await TestCluster.shared.newDatabase(), configuration: .testing,
+      logger: quietLogger)
+  }
+}
+
 /// Runs `server` on a real loopback socket (port 0) for the duration of `body`, which gets the
 /// base URL.
 func withLiveServer<R: Sendable>(
