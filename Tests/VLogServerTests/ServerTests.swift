@@ -297,9 +297,10 @@ struct ServerTests {
         #expect(text.contains("vlog_events_stored_total"))
         return (
           transport.problems,
-          // 503 (the database unreachable) is in "Readiness follows the database".
+          // 503 (the database unreachable) is in "Readiness follows the database"; 500 (the
+          // server or its storage failed) is what no request of a working server gets.
           transport.validator.documentedResponses.subtracting(transport.seen)
-            .filter { !$0.contains(" 503 ") }
+            .filter { !$0.contains(" 503 ") && !$0.contains(" 500 ") }
         )
       }
       #expect(problemsAndMissing.0.isEmpty, "\(problemsAndMissing.0)")
@@ -682,6 +683,15 @@ struct ServerTests {
     return [
       (#"{\#(head),"kind":"textSet",\#(note),"text":"hello"}"#, true),
       (#"{\#(head),"kind":"textSet",\#(note)}"#, false),
+      // Any RFC 3339 form of a whole millisecond; nothing finer.
+      (
+        #"{"time":"2026-01-01T01:00:00.120000+01:00","counter":1,"replica":"00000000-0000-0000-0000-000000000001","kind":"textSet",\#(note),"text":"a"}"#,
+        true
+      ),
+      (
+        #"{"time":"2026-01-01T00:00:00.0001Z","counter":2,"replica":"00000000-0000-0000-0000-000000000001","kind":"textSet",\#(note),"text":"a"}"#,
+        false
+      ),
       (#"{\#(head),"kind":"textSet",\#(note),"text":"a","archived":true}"#, false),
       (#"{\#(head),"kind":"archivedSet",\#(note),"archived":true}"#, true),
       (#"{\#(head),"kind":"noteCreated",\#(note),"date":"2026-01-01T00:00:00.000Z"}"#, true),
@@ -744,6 +754,38 @@ struct ServerTests {
       ),
     ]
   }()
+
+  @Test("The document's limits are the defaults of the server's configuration")
+  func documentedLimits() throws {
+    let validator = try OpenAPIValidator()
+    let info = try #require(validator.document["info"] as? [String: Any])
+    let limits = try #require(info["x-vlog-limits"] as? [String: Any])
+    let defaults = SyncServer.Configuration()
+    let expected: [String: Int] = [
+      "maximumBodyBytes": defaults.maximumBodyBytes,
+      "maximumBlobBytes": defaults.maximumBlobBytes,
+      "maximumEventsPerPush": defaults.maximumEventsPerPush,
+      "maximumPageSize": defaults.maximumPageSize,
+      "defaultPageSize": defaults.defaultPageSize,
+      "maximumPageBytes": defaults.maximumPageBytes,
+      "maximumComparedIDs": defaults.maximumComparedIDs,
+      "maximumClockSkewSeconds": Int(defaults.maximumClockSkew.components.seconds),
+      "tokenLifetimeSeconds": Int(defaults.tokenLifetime.components.seconds),
+      "bodyTimeoutSeconds": Int(defaults.bodyTimeout.components.seconds),
+      "idleTimeoutSeconds": Int(defaults.idleTimeout.components.seconds),
+    ]
+    for (name, value) in expected {
+      #expect(limits[name] as? Int == value, "x-vlog-limits.\(name)")
+    }
+    #expect(Set(limits.keys) == Set(expected.keys).union(["description"]))
+    // And the schema keywords that state them.
+    let schemas = try #require(
+      (validator.document["components"] as? [String: Any])?["schemas"] as? [String: Any])
+    let push = try #require(
+      ((schemas["SyncRequest"] as? [String: Any])?["properties"] as? [String: Any])?["events"]
+        as? [String: Any])
+    #expect(push["maxItems"] as? Int == defaults.maximumEventsPerPush)
+  }
 
   @Test(
     "The document's rules are the server's: what it says is valid is taken, what it says is invalid is refused with 400",
