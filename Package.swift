@@ -40,6 +40,10 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    // The test of a client generated from the OpenAPI document (OpenAPIClientTests) only.
+    .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+    .package(
+      url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
     // Documentation only (`tools/docs`): a command plugin, linked into nothing.
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
@@ -164,6 +168,16 @@ let package = Package(
       path: "tools/load-harness",
       swiftSettings: swiftSettings
     ),
+    // What the server test targets share: the PostgreSQL cluster of a test run.
+    .target(
+      name: "ServerTestSupport",
+      dependencies: [
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+      ],
+      path: "Tests/ServerTestSupport",
+      swiftSettings: swiftSettings
+    ),
     .testTarget(
       name: "LMDBTests",
       dependencies: ["LMDB", "VLogTesting"],
@@ -181,10 +195,27 @@ let package = Package(
       name: "VLogServerTests",
       dependencies: [
         "VLogServer", "VLogServerTesting", "VLogSync", "VLogWire", "VLog", "VLogTesting", "LMDB",
+        "ServerTestSupport",
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
       ],
+      swiftSettings: swiftSettings
+    ),
+    // A client generated from the OpenAPI document by swift-openapi-generator
+    // (tools/generate-openapi-client), against a live server on each backend.
+    .testTarget(
+      name: "OpenAPIClientTests",
+      dependencies: [
+        "VLog", "VLogServer", "VLogTesting", "ServerTestSupport",
+        .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
+        .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+        .product(name: "HummingbirdTesting", package: "hummingbird"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      exclude: ["openapi-generator-config.yaml"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

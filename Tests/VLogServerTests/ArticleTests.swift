@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import ServerTestSupport
 import Testing
 import VLogServerTesting
 import VLogSync

@@ -1,4 +1,5 @@
 import Foundation
+import ServerTestSupport
 import Testing
 import VLogServerTesting
 import VLogSync

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServerTestSupport
 import Synchronization
 import Testing
 import VLogServer

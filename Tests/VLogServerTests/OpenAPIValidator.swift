@@ -53,7 +53,8 @@ struct OpenAPIValidator: Sendable {
     guard let template = template(for: path) else {
       return ("\(request.method) \(path) \(response.status)", ["undocumented path \(path)"])
     }
-    let mediaType = response.headers["content-type"] ?? "none"
+    // A HEAD answer has GET's headers but no body: documented without content.
+    let mediaType = request.method == "HEAD" ? "none" : response.headers["content-type"] ?? "none"
     let key = "\(request.method) \(template) \(response.status) \(mediaType)"
     let methods = Set((paths[template] ?? [:]).keys.filter { $0 != "parameters" })
     guard methods.contains(request.method.lowercased()) else {

@@ -1,4 +1,5 @@
 import Foundation
+import ServerTestSupport
 import Synchronization
 import Testing
 import VLogServer

@@ -1,16 +1,13 @@
 import Foundation
 import Logging
 import PostgresNIO
-import Testing
-
-@testable import VLogServer
 
 /// Where a test server keeps its data: every server test runs on both.
-enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+package enum Backend: String, CaseIterable, Sendable, CustomStringConvertible {
   case lmdb
   case postgres
 
-  var testDescription: String { rawValue }
+  package var description: String { rawValue }
 }
 
 /// The PostgreSQL cluster of a test run, and a new database in it for each test server.
@@ -18,25 +15,28 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// `VLOG_TEST_POSTGRES` may name a server to use (a URL whose user may create databases);
 /// otherwise the first test that needs one starts a throwaway cluster with `tools/pg-cluster`,
 /// watched so that it is stopped and removed once this process exits, however it exits.
-actor TestCluster {
-  static let shared = TestCluster()
+package actor TestCluster {
+  package static let shared = TestCluster()
 
   private var started: (url: URLComponents, client: PostgresClient)?
   private var count = 0
 
   /// The URL of a new, empty database.
-  func newDatabase() async throws -> String {
+  package func newDatabase() async throws -> String {
     let (url, client) = try await cluster()
     count += 1
     let name = "vlog_test_\(getpid())_\(count)"
     try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
     var components = url
     components.path = "/" + name
-    return try #require(components.string)
+    guard let string = components.string else {
+      throw ClusterError("the cluster's URL cannot name database \(name)")
+    }
+    return string
   }
 
   /// Runs a statement as the cluster's superuser, on its `postgres` database.
-  func execute(_ sql: String) async throws {
+  package func execute(_ sql: String) async throws {
     let (_, client) = try await cluster()
     try await client.query(PostgresQuery(unsafeSQL: sql))
   }
@@ -49,7 +49,9 @@ actor TestCluster {
     } else {
       url = try Self.startCluster()
     }
-    let components = try #require(URLComponents(string: url))
+    guard let components = URLComponents(string: url) else {
+      throw ClusterError("not a PostgreSQL URL: \(url)")
+    }
     let socket = components.queryItems?.first { $0.name == "host" }?.value
     let configuration: PostgresClient.Configuration =
       if let socket {
@@ -105,33 +107,4 @@ actor TestCluster {
     let description: String
     init(_ description: String) { self.description = description }
   }
-}
-
-/// Every byte of data a server holds: its LMDB data file, or every text and bytea value of its
-/// PostgreSQL tables, concatenated — for tests that look for what must not be stored.
-func storedBytes(of server: SyncServer) async throws -> Data {
-  guard let storage = server.store as? PostgresStorage else {
-    return try Data(contentsOf: URL(fileURLWithPath: server.location + "/data.mdb"))
-  }
-  var columns: [(table: String, column: String, type: String)] = []
-  let rows = try await storage.client.query(
-    """
-    SELECT table_name::text, column_name::text, data_type::text FROM information_schema.columns
-    WHERE table_name LIKE 'vlog_%' AND data_type IN ('bytea', 'text')
-    """)
-  for try await column in rows.decode((String, String, String).self) { columns.append(column) }
-  #expect(columns.count >= 10)
-  var bytes = Data()
-  for (table, column, type) in columns {
-    let values = try await storage.client.query(
-      PostgresQuery(unsafeSQL: "SELECT \(column) FROM \(table) WHERE \(column) IS NOT NULL"))
-    if type == "bytea" {
-      for try await value in values.decode(ByteBuffer.self) {
-        bytes.append(contentsOf: value.readableBytesView)
-      }
-    } else {
-      for try await value in values.decode(String.self) { bytes.append(contentsOf: value.utf8) }
-    }
-  }
-  return bytes
 }
