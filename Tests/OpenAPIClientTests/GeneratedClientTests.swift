@@ -9,6 +9,7 @@ import ServerTestSupport
 import Synchronization
 import Testing
 import VLogServer
+import VLogTesting
 
 /// A client generated from `GET /v1/openapi.json` by swift-openapi-generator, as a developer
 /// of another app would generate one, used as it comes against a live server on loopback.
@@ -48,7 +49,7 @@ struct API: Sendable {
   let url: URL
   /// The name of the server's PostgreSQL database; nil on LMDB.
   let database: String?
-  let clock: TestClock
+  let clock: ManualClock
   let sent: SentBodies
 
   /// A generated client; with a token, a middleware sends it as the bearer credential. Every

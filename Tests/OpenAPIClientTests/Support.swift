@@ -15,7 +15,7 @@ import VLogTesting
 func withGeneratedClient(
   backend: Backend, _ body: @escaping @Sendable (API) async throws -> Void
 ) async throws {
-  let clock = TestClock(now: Date())
+  let clock = ManualClock(start: Date())
   // Small limits, so that a 413 and a 408 take little to provoke.
   let configuration = SyncServer.Configuration(
     maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10, passwordCost: .testing,
@@ -47,19 +47,6 @@ func withGeneratedClient(
       try await SyncServer.open(
         database: url, configuration: configuration, dependencies: dependencies, logger: logger),
       name)
-  }
-}
-
-/// The server's wall clock, moved by the test.
-final class TestClock: Sendable {
-  private let time: Mutex<Date>
-
-  init(now: Date) { time = Mutex(now) }
-
-  var now: Date { time.withLock { $0 } }
-
-  func advance(by seconds: TimeInterval) {
-    time.withLock { $0 = $0.addingTimeInterval(seconds) }
   }
 }
 
