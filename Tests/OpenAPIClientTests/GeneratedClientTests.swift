@@ -1,12 +1,9 @@
 import Crypto
 import Foundation
 import HTTPTypes
-import HummingbirdTesting
-import Logging
 import OpenAPIAsyncHTTPClient
 import OpenAPIRuntime
 import ServerTestSupport
-import Synchronization
 import Testing
 import VLogServer
 import VLogTesting
@@ -15,7 +12,7 @@ import VLogTesting
 /// of another app would generate one, used as it comes against a live server on loopback.
 @Suite("A client generated from the OpenAPI document")
 struct GeneratedClientTests {
-  @Test("The generated client generated from the committed document")
+  @Test("The committed client is what the document as it is generates")
   func generatedFromThisDocument() throws {
     let digest = SHA256.hash(data: SyncServer.openAPIDocument)
       .map { String(format: "%02x", $0) }.joined()
@@ -209,11 +206,11 @@ struct API: Sendable {
     let unknown = try await client(token: "not-a-token").listSessions().unauthorized.body.json
     #expect(unknown.code == .unauthorized)
     let anonymous = client()
-    let session2 = try await anonymous.signIn(
+    // (The name is still throttled: the right password waits too.)
+    let waiting = try await anonymous.signIn(
       body: .json(.init(username: "generated", password: "correct horse"))
-    )
-    // (The name is still throttled: a right password waits too.)
-    #expect(try session2.tooManyRequests.body.json.code == .tooManyRequests)
+    ).tooManyRequests
+    #expect(try waiting.body.json.code == .tooManyRequests)
     clock.advance(by: 31 * 86400)
     let expired = try await api.listSessions().unauthorized.body.json
     #expect(expired.code == .tokenExpired)
