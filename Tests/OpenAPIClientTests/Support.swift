@@ -112,6 +112,7 @@ struct StallingBody: ClientMiddleware {
     let (stream, continuation) = AsyncStream<HTTPBody.ByteChunk>.makeStream()
     continuation.yield(ArraySlice(#"{"cursor":0,"#.utf8))
     let end = Task {
+      // Cancelled once the answer is in: either way the stream ends here.
       try? await Task.sleep(for: .seconds(10))
       continuation.finish()
     }
