@@ -417,3 +417,20 @@ extension WriteTransaction {
     try handle.check(mdb_drop(handle.pointer, database.dbi, 1), "drop \(database)")
   }
 }
+
+/// The reads of an open transaction as a copyable value, for code that must keep them in a
+/// value rather than take the transaction as a parameter (the engine's log rules look facts up
+/// through a protocol whose conformers are values).
+///
+/// Valid only while the transaction it was made from is open, on the task that holds it: make
+/// one inside the closure the transaction is lent to, and let it go before the closure
+/// returns. It has no writes, and ending it ends nothing.
+package struct TransactionReads: Transaction {
+  /// The underlying LMDB transaction.
+  package let handle: TransactionHandle
+
+  /// The reads of `transaction`, valid while it is open.
+  package init(_ transaction: borrowing some Transaction & ~Copyable) {
+    handle = transaction.handle
+  }
+}

@@ -110,9 +110,10 @@ struct WriteSession {
     log.enqueueReplaced(projector.takeReplaced())
     let wall = UInt64(clamping: max(0, now().milliseconds))
     try log.applyRetention(retention, now: wall, in: transaction)
-    try NoteStore.recordReleasedBlobs(log.releasedBlobs, schema: schema, in: transaction)
     log.countUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
+    // The log releases blobs as it finishes its batch, in `commit`.
+    try NoteStore.recordReleasedBlobs(log.releasedBlobs, schema: schema, in: transaction)
     return projector.changes.build(source: source, eventCount: log.appended)
   }
 

@@ -4,14 +4,12 @@ internal import PostgresNIO
 internal import VLog
 
 /// Writes to one account's event log on PostgreSQL inside the transaction that holds the
-/// account's head row (`SELECT … FOR UPDATE`): the engine's appender (`EventLog.Appender`) over
-/// tables instead of LMDB databases, with the same rules — the same events stored, the same
-/// redactions, the same replaced-change queue — so that a log holds the same bytes on either
-/// backend (a property test pushes the same events to both and compares).
-///
-/// Reads go to the database in batches: before the appends, the deletion markers and newest
-/// field changes of every object the events name; while erasing, each object's events at once.
-/// Writes are kept in memory until ``commit()`` sends one statement per table.
+/// account's head row (`SELECT … FOR UPDATE`): a shell around the engine's ``LogBatch``, which
+/// decides everything — what is stored, redacted, indexed, queued and released — so that a log
+/// holds the same bytes on either backend. This type only reads the facts the batch asks for
+/// (``PostgresLogFacts``, in batches: before the appends, the deletion markers and newest
+/// field changes of everything the events name; while finishing, each round of what is
+/// missing at once) and writes what it decided, in one statement per table at ``commit()``.
 struct PostgresLogWriter {
   let account: Int64
   let connection: PostgresConnection
@@ -22,54 +20,12 @@ struct PostgresLogWriter {
   /// Events appended so far.
   private(set) var appended = 0
   /// Events redacted so far.
-  private(set) var redactedCount = 0
+  var redactedCount: Int { batch.redactedCount }
 
-  /// The events appended in this transaction, in order, as they will be stored.
-  private var newEvents: [UInt64: Event] = [:]
-  private var newSequences: [UInt64] = []
-  /// Stored events this transaction redacted, and stored events it read.
-  private var rewritten: [UInt64: Event] = [:]
-  private var loaded: [UInt64: Event] = [:]
-  /// Whether each note or attachment looked up is deleted; the deletions to mark.
-  private var deleted: [Identifier: Bool] = [:]
-  private var newDeletions: [(object: Identifier, sequence: UInt64)] = []
-  /// Each tag object's latest deletion, looked up (nil: none); the ones to write.
-  private var tagDeletions: [Identifier: Stamp?] = [:]
-  private var newTagDeletions: [Identifier: Stamp] = [:]
-  /// Object index entries of the appended events, in order, and by object.
-  private var newObjects: [(object: Identifier, sequence: UInt64)] = []
-  private var newObjectSequences: [Identifier: [UInt64]] = [:]
-  /// Blob references added (of appended events) and removed (of stored events).
-  private var addedReferences: [BlobHash: Set<UInt64>] = [:]
-  private var removedReferences: [BlobHash: Set<UInt64>] = [:]
-  private var releasedCandidates: Set<BlobHash> = []
-  /// Each note field's newest change looked up (nil: none), `dirty` ones to write; fields of
-  /// deleted notes to remove.
-  private var fields: [NoteField: FieldChange?] = [:]
-  private var forgottenFields: Set<NoteField> = []
-  /// Replaced changes queued (by this transaction) and dequeued (stored ones).
-  private var newSuperseded: [Superseded] = []
-  private var removedSuperseded: [Superseded] = []
-  /// Tags changes naming a deleted tag, to redact at commit if a newer tags change of their
-  /// note replaced them.
-  private var pendingTagsChecks: [(sequence: UInt64, note: NoteID, stamp: Stamp)] = []
-
-  /// A note's field, as `vlog_fields` keys it.
-  struct NoteField: Hashable {
-    let note: NoteID
-    let field: UInt8
-  }
-
-  struct FieldChange {
-    var stamp: Stamp
-    var sequence: UInt64
-    var dirty: Bool
-  }
-
-  struct Superseded: Hashable {
-    var milliseconds: UInt64
-    var sequence: UInt64
-  }
+  /// The log's rules for this transaction, and what they decided.
+  private var batch: LogBatch
+  /// What the batch asked for, as read.
+  private var facts = PostgresLogFacts()
 
   init(account: Int64, head: Head, connection: PostgresConnection, logger: Logger) {
     self.account = account
@@ -77,63 +33,100 @@ struct PostgresLogWriter {
     self.initialHead = head
     self.connection = connection
     self.logger = logger
+    self.batch = LogBatch(lastSequence: head.sequence, tracksFields: true)
   }
 
   // MARK: - Appending
 
-  /// Reads, in a few statements, what appending `events` will look up: the deletion markers
-  /// of the objects and tags they name, and the newest changes of their notes' fields.
+  /// Reads, in a few statements, what appending `events` will look up.
   mutating func prefetch(for events: [Event]) async throws {
-    var objects = Set<Identifier>()
-    var notes = Set<NoteID>()
-    for event in events {
-      let (first, second) = event.change.objects
-      if let first { objects.insert(first) }
-      if let second { objects.insert(second) }
-      switch event.change {
-      case .tagsSet, .tagRenamed: objects.formUnion(event.change.tagObjectIDs)
-      default: break
-      }
-      if case .tagRenamed(let name) = event.change {
-        objects.insert(EventLog.tagObject(TagID(name: name)))
-      }
-      if case .tagDeleted(let name) = event.change {
-        objects.insert(EventLog.tagObject(TagID(name: name)))
-      }
-      if event.change.field != nil, let note = event.change.noteID { notes.insert(note) }
+    try await read(batch.factsToAppend(events))
+  }
+
+  /// Appends an event the log does not hold (``LogBatch/append(_:facts:)``).
+  mutating func append(_ event: Event) async throws {
+    // The batch looks everything up before it changes anything: run it in place.
+    let logged = try await resolve(inPlace: true) { batch, facts in
+      try batch.append(event, facts: &facts)
     }
-    objects.subtract(deleted.keys)
-    if !objects.isEmpty {
-      let list = objects.map { ByteBuffer(bytes: $0.bytes) }
+    head.sequence = logged.sequence
+    head.digest.add(logged.event.stamp)
+    appended += 1
+  }
+
+  /// Redacts the replaced changes whose period has passed at `now`
+  /// (``LogBatch/applyRetention(_:now:stored:facts:)``).
+  @discardableResult
+  mutating func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int {
+    guard let retention else { return 0 }
+    var due: [ReplacedChange] = []
+    if let latest = LogBatch.latestDueTime(retention: retention, now: now) {
+      let rows = try await connection.query(
+        """
+        SELECT replaced_at, sequence FROM vlog_superseded
+        WHERE account = \(account) AND replaced_at <= \(Int64(clamping: latest))
+        """, logger: logger)
+      for try await (milliseconds, sequence) in rows.decode((Int64, Int64).self) {
+        due.append(
+          ReplacedChange(
+            milliseconds: try Self.sequence(milliseconds), sequence: try Self.sequence(sequence)))
+      }
+    }
+    return try await resolve(inPlace: false) { batch, facts in
+      try batch.applyRetention(retention, now: now, stored: due, facts: &facts)
+    }
+  }
+
+  /// Runs a step of the batch until the facts it needs are read: each round reads everything
+  /// the step found missing at once. A step that may throw after changing the batch runs on a
+  /// copy, kept only when it completes.
+  private mutating func resolve<T>(
+    inPlace: Bool, _ step: (inout LogBatch, inout PostgresLogFacts) throws -> T
+  ) async throws -> T {
+    // Each round reads facts the step did not have; a step asks for a bounded chain of them
+    // (sequences, then events, then newest changes and references).
+    for _ in 0..<16 {
+      do {
+        if inPlace { return try step(&batch, &facts) }
+        var attempt = batch
+        let result = try step(&attempt, &facts)
+        batch = attempt
+        return result
+      } catch let missing as MissingLogFacts {
+        try await read(missing)
+      }
+    }
+    throw ServerError.storage("account \(account): the log's facts could not be read")
+  }
+
+  /// Reads the facts `missing` names, in one statement per kind.
+  private mutating func read(_ missing: MissingLogFacts) async throws {
+    if !missing.deletions.isEmpty {
+      let objects = Array(missing.deletions)
+      for object in objects { facts.deletions[object] = (nil, nil) }
       let rows = try await connection.query(
         """
         SELECT object, sequence, stamp FROM vlog_deletions
-        WHERE account = \(account) AND object = ANY(\(list))
+        WHERE account = \(account) AND object = ANY(\(objects.map { ByteBuffer(bytes: $0.bytes) }))
         """, logger: logger)
-      var found: [Identifier: (UInt64?, Stamp?)] = [:]
       for try await (object, sequence, stamp) in rows.decode(
         (ByteBuffer, Int64?, ByteBuffer?).self)
       {
-        found[try Self.identifier(object)] = (
+        facts.deletions[try Self.identifier(object)] = (
           try sequence.map(Self.sequence), try stamp.map(Self.stamp)
         )
       }
-      for object in objects {
-        let marker = found[object]
-        deleted[object] = marker?.0 != nil
-        tagDeletions[object] = .some(marker?.1)
-      }
     }
-    let unknownNotes = notes.filter { fields[NoteField(note: $0, field: 1)] == nil }
-    if !unknownNotes.isEmpty {
-      let list = unknownNotes.map { ByteBuffer(bytes: $0.identifier.bytes) }
-      for note in unknownNotes {
-        for field in Change.fields { fields[NoteField(note: note, field: field)] = .some(nil) }
+    if !missing.fields.isEmpty {
+      // Every field of each note at once: a push that sets one usually sets others.
+      let notes = Array(Set(missing.fields.map(\.note)))
+      for note in notes {
+        for field in Change.fields { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
       }
       let rows = try await connection.query(
         """
         SELECT note, field, stamp, sequence FROM vlog_fields
-        WHERE account = \(account) AND note = ANY(\(list))
+        WHERE account = \(account) AND note = ANY(\(notes.map { ByteBuffer(bytes: $0.identifier.bytes) }))
         """, logger: logger)
       for try await (note, field, stamp, sequence) in rows.decode(
         (ByteBuffer, Int16, ByteBuffer, Int64).self)
@@ -141,295 +134,60 @@ struct PostgresLogWriter {
         guard let field = UInt8(exactly: field) else {
           throw ServerError.storage("vlog_fields holds field \(field)")
         }
-        fields[NoteField(note: NoteID(try Self.identifier(note)), field: field)] = FieldChange(
-          stamp: try Self.stamp(stamp), sequence: try Self.sequence(sequence), dirty: false)
+        facts.fields[FieldKey(note: NoteID(try Self.identifier(note)), field: field)] =
+          FieldChange(stamp: try Self.stamp(stamp), sequence: try Self.sequence(sequence))
       }
     }
-  }
-
-  /// Appends an event the log does not hold: stored redacted if it changes a deleted object;
-  /// a deletion redacts the object's other events.
-  mutating func append(_ pushed: Event) async throws {
-    let event = try await erasing(pushed)
-    let sequence = head.sequence + 1
-    head.sequence = sequence
-    head.digest.add(event.stamp)
-    newEvents[sequence] = event
-    newSequences.append(sequence)
-    appended += 1
-    try await indexObjects(of: event, at: sequence)
-    try await trackReplacement(of: event, at: sequence)
-  }
-
-  /// The form in which `event` is stored (`EventLog.Appender.erasing`).
-  private mutating func erasing(_ event: Event) async throws -> Event {
-    guard !event.isRedacted, event.change.deletedObject == nil else { return event }
-    if case .tagRenamed(let name) = event.change,
-      let deletion = try await tagDeletion(of: EventLog.tagObject(TagID(name: name))),
-      event.stamp < deletion
-    {
-      return event.redacted(.deleted)
-    }
-    let (first, second) = event.change.objects
-    if let first, try await isDeleted(first) { return event.redacted(.deleted) }
-    if let second, try await isDeleted(second) { return event.redacted(.deleted) }
-    return event
-  }
-
-  private mutating func isDeleted(_ object: Identifier) async throws -> Bool {
-    if let known = deleted[object] { return known }
-    let rows = try await connection.query(
-      """
-      SELECT sequence FROM vlog_deletions
-      WHERE account = \(account) AND object = \(ByteBuffer(bytes: object.bytes))
-        AND sequence IS NOT NULL
-      """, logger: logger)
-    var found = false
-    for try await _ in rows { found = true }
-    deleted[object] = found
-    return found
-  }
-
-  private mutating func tagDeletion(of object: Identifier) async throws -> Stamp? {
-    if let known = tagDeletions[object] { return known }
-    let rows = try await connection.query(
-      """
-      SELECT stamp FROM vlog_deletions
-      WHERE account = \(account) AND object = \(ByteBuffer(bytes: object.bytes))
-      """, logger: logger)
-    var found: Stamp?
-    for try await stamp in rows.decode(ByteBuffer?.self) {
-      found = try stamp.map(Self.stamp)
-    }
-    tagDeletions[object] = .some(found)
-    return found
-  }
-
-  /// `EventLog.Appender.indexObjects`.
-  private mutating func indexObjects(of event: Event, at sequence: UInt64) async throws {
-    let (first, second) = event.change.objects
-    if let first { index(first, sequence) }
-    if let second { index(second, sequence) }
-    switch event.change {
-    case .tagsSet, .tagRenamed:
-      for object in event.change.tagObjectIDs { index(object, sequence) }
-    default: break
-    }
-    if let hash = event.referencedBlob { addedReferences[hash, default: []].insert(sequence) }
-    if case .tagDeleted(let name) = event.change {
-      try await eraseTag(TagID(name: name), deletedAt: event.stamp)
-    }
-    if let object = event.change.deletedObject, try await !isDeleted(object) {
-      newDeletions.append((object, sequence))
-      deleted[object] = true
-      try await erase(object, isNote: event.change.kind == .noteDeleted)
-    }
-  }
-
-  private mutating func index(_ object: Identifier, _ sequence: UInt64) {
-    newObjects.append((object, sequence))
-    newObjectSequences[object, default: []].append(sequence)
-  }
-
-  /// `EventLog.Appender.eraseTag`.
-  private mutating func eraseTag(_ tag: TagID, deletedAt stamp: Stamp) async throws {
-    let object = EventLog.tagObject(tag)
-    if let latest = try await tagDeletion(of: object), latest >= stamp { return }
-    tagDeletions[object] = .some(stamp)
-    newTagDeletions[object] = stamp
-    let sequences = try await sequences(of: object)
-    try await load(sequences)
-    for sequence in sequences {
-      guard let event = try await event(at: sequence), !event.isRedacted, event.stamp < stamp
-      else { continue }
-      switch event.change {
-      case .tagRenamed:
-        try await redact(at: sequence, reason: .deleted)
-      case .tagsSet(let note, _):
-        pendingTagsChecks.append((sequence, note, event.stamp))
-      default: break
-      }
-    }
-  }
-
-  /// `EventLog.Appender.erase`: redacts every event of a deleted object but its deletions.
-  private mutating func erase(_ object: Identifier, isNote: Bool) async throws {
-    if isNote {
-      for field in Change.fields {
-        let key = NoteField(note: NoteID(object), field: field)
-        fields[key] = .some(nil)
-        forgottenFields.insert(key)
-      }
-    }
-    let sequences = try await sequences(of: object)
-    try await load(sequences)
-    for sequence in sequences { try await redact(at: sequence, reason: .deleted) }
-  }
-
-  /// The sequence numbers of the events that change an object, in log order.
-  private func sequences(of object: Identifier) async throws -> [UInt64] {
-    let rows = try await connection.query(
-      """
-      SELECT sequence FROM vlog_objects
-      WHERE account = \(account) AND object = \(ByteBuffer(bytes: object.bytes))
-      ORDER BY sequence
-      """, logger: logger)
-    var sequences: [UInt64] = []
-    for try await sequence in rows.decode(Int64.self) {
-      sequences.append(try Self.sequence(sequence))
-    }
-    return sequences + (newObjectSequences[object] ?? [])
-  }
-
-  /// Reads the stored events among `sequences` that this transaction has not read yet.
-  private mutating func load(_ sequences: [UInt64]) async throws {
-    let missing = sequences.filter {
-      newEvents[$0] == nil && rewritten[$0] == nil && loaded[$0] == nil
-    }
-    guard !missing.isEmpty else { return }
-    let rows = try await connection.query(
-      """
-      SELECT sequence, record FROM vlog_events
-      WHERE account = \(account) AND sequence = ANY(\(missing.map { Int64(clamping: $0) }))
-      """, logger: logger)
-    for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
-      let sequence = try Self.sequence(sequence)
-      loaded[sequence] = try Self.event(record: record, sequence: sequence)
-    }
-  }
-
-  /// The event at `sequence`, as this transaction sees it.
-  private mutating func event(at sequence: UInt64) async throws -> Event? {
-    if let event = newEvents[sequence] ?? rewritten[sequence] ?? loaded[sequence] {
-      return event
-    }
-    try await load([sequence])
-    return loaded[sequence]
-  }
-
-  /// `EventLog.Appender.redact`: replaces the event at `sequence` with its redacted form.
-  @discardableResult
-  private mutating func redact(at sequence: UInt64, reason: Event.Redaction) async throws -> Bool {
-    guard let event = try await event(at: sequence) else {
-      throw ServerError.storage(
-        "account \(account): the object index names event \(sequence), which is missing")
-    }
-    let redacted = event.redacted(reason)
-    guard redacted.isRedacted, !event.isRedacted else { return false }
-    if newEvents[sequence] != nil {
-      newEvents[sequence] = redacted
-    } else {
-      rewritten[sequence] = redacted
-      loaded[sequence] = nil
-    }
-    if let hash = event.referencedBlob {
-      if addedReferences[hash]?.remove(sequence) == nil {
-        removedReferences[hash, default: []].insert(sequence)
-      }
-      releasedCandidates.insert(hash)
-    }
-    redactedCount += 1
-    return true
-  }
-
-  /// `EventLog.Appender.trackReplacement`.
-  private mutating func trackReplacement(of event: Event, at sequence: UInt64) async throws {
-    guard let field = event.change.field, let note = event.change.noteID,
-      event.redaction != .deleted
-    else { return }
-    let key = NoteField(note: note, field: field)
-    guard let newest = try await newestChange(key) else {
-      fields[key] = FieldChange(stamp: event.stamp, sequence: sequence, dirty: true)
-      return
-    }
-    if event.stamp > newest.stamp {
-      fields[key] = FieldChange(stamp: event.stamp, sequence: sequence, dirty: true)
-      newSuperseded.append(
-        Superseded(milliseconds: event.stamp.time.milliseconds, sequence: newest.sequence))
-    } else if !event.isRedacted {
-      newSuperseded.append(
-        Superseded(milliseconds: newest.stamp.time.milliseconds, sequence: sequence))
-    }
-  }
-
-  private mutating func newestChange(_ key: NoteField) async throws -> FieldChange? {
-    if let known = fields[key] { return known }
-    let rows = try await connection.query(
-      """
-      SELECT stamp, sequence FROM vlog_fields
-      WHERE account = \(account) AND note = \(ByteBuffer(bytes: key.note.identifier.bytes))
-        AND field = \(Int16(key.field))
-      """, logger: logger)
-    var found: FieldChange?
-    for try await (stamp, sequence) in rows.decode((ByteBuffer, Int64).self) {
-      found = FieldChange(
-        stamp: try Self.stamp(stamp), sequence: try Self.sequence(sequence), dirty: false)
-    }
-    fields[key] = .some(found)
-    return found
-  }
-
-  /// `EventLog.Appender.applyRetention`: redacts the replaced changes whose period has passed
-  /// at `now`, each checked against its field's newest change first.
-  @discardableResult
-  mutating func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int {
-    guard let retention else { return 0 }
-    let period = retention.wholeMilliseconds
-    var due: [(entry: Superseded, stored: Bool)] = []
-    if period == 0 || now >= period {
-      let latest = period == 0 ? Int64.max : Int64(clamping: now - period)
+    if !missing.sequences.isEmpty {
+      let objects = Array(missing.sequences)
+      for object in objects { facts.sequences[object] = [] }
       let rows = try await connection.query(
         """
-        SELECT replaced_at, sequence FROM vlog_superseded
-        WHERE account = \(account) AND replaced_at <= \(latest)
+        SELECT object, sequence FROM vlog_objects
+        WHERE account = \(account) AND object = ANY(\(objects.map { ByteBuffer(bytes: $0.bytes) }))
         """, logger: logger)
-      for try await (milliseconds, sequence) in rows.decode((Int64, Int64).self) {
-        let entry = Superseded(
-          milliseconds: try Self.sequence(milliseconds), sequence: try Self.sequence(sequence))
-        due.append((entry, true))
+      for try await (object, sequence) in rows.decode((ByteBuffer, Int64).self) {
+        facts.sequences[try Self.identifier(object), default: []].append(
+          try Self.sequence(sequence))
       }
     }
-    let stillQueued = newSuperseded.filter {
-      !EventLog.isDue($0.milliseconds, retention: retention, now: now)
+    if !missing.events.isEmpty {
+      let sequences = Array(missing.events)
+      for sequence in sequences { facts.events[sequence] = .some(nil) }
+      let rows = try await connection.query(
+        """
+        SELECT sequence, record FROM vlog_events
+        WHERE account = \(account) AND sequence = ANY(\(sequences.map { Int64(clamping: $0) }))
+        """, logger: logger)
+      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+        let sequence = try Self.sequence(sequence)
+        facts.events[sequence] = try Self.event(record: record, sequence: sequence)
+      }
     }
-    for entry in newSuperseded
-    where EventLog.isDue(entry.milliseconds, retention: retention, now: now) {
-      due.append((entry, false))
+    for (hash, excluded) in missing.references {
+      let rows = try await connection.query(
+        """
+        SELECT 1 FROM vlog_blob_references
+        WHERE account = \(account) AND hash = \(ByteBuffer(bytes: hash.bytes))
+          AND sequence <> ALL(\(excluded.map { Int64(clamping: $0) })::int8[])
+        LIMIT 1
+        """, logger: logger)
+      var referenced = false
+      for try await _ in rows { referenced = true }
+      facts.references[hash] = (excluded, referenced)
     }
-    newSuperseded = stillQueued
-    guard !due.isEmpty else { return 0 }
-    due.sort {
-      ($0.entry.milliseconds, $0.entry.sequence) < ($1.entry.milliseconds, $1.entry.sequence)
-    }
-    try await load(due.map(\.entry.sequence))
-    var redacted = 0
-    for (entry, stored) in due {
-      if stored { removedSuperseded.append(entry) }
-      guard let event = try await event(at: entry.sequence), !event.isRedacted,
-        let field = event.change.field, let note = event.change.noteID,
-        let newest = try await newestChange(NoteField(note: note, field: field)),
-        newest.stamp > event.stamp
-      else { continue }
-      if try await redact(at: entry.sequence, reason: .superseded) { redacted += 1 }
-    }
-    return redacted
   }
 
   // MARK: - Committing
 
-  /// Redacts the tags changes a tag deletion left pending, writes everything this transaction
-  /// changed — what erasure and retention changed first, then the appends in one statement —
-  /// and returns the blobs no event references any more.
+  /// Finishes the batch (``LogBatch/finish(facts:)``), writes everything it decided — what
+  /// erasure and retention changed first, then the appends in one statement — and removes and
+  /// returns the blobs no event references any more.
   mutating func commit() async throws -> Set<BlobHash> {
-    let checks = pendingTagsChecks
-    pendingTagsChecks.removeAll()
-    for (sequence, note, stamp) in checks {
-      if let newest = try await newestChange(NoteField(note: note, field: 4)),
-        newest.stamp > stamp
-      {
-        try await redact(at: sequence, reason: .deleted)
-      }
-    }
+    try await resolve(inPlace: false) { batch, facts in try batch.finish(facts: &facts) }
+    let changes = batch.changes
+    let firstAppended = changes.appended.first?.sequence ?? .max
+    let rewritten = changes.redacted.filter { $0.key < firstAppended }
     if !rewritten.isEmpty {
       let sorted = rewritten.sorted { $0.key < $1.key }
       try await connection.query(
@@ -440,7 +198,8 @@ struct PostgresLogWriter {
         WHERE e.account = \(account) AND e.sequence = u.sequence
         """, logger: logger)
     }
-    if !newDeletions.isEmpty {
+    if !changes.deletions.isEmpty {
+      let newDeletions = changes.deletions
       try await connection.query(
         """
         INSERT INTO vlog_deletions (account, object, sequence)
@@ -449,8 +208,8 @@ struct PostgresLogWriter {
         ON CONFLICT (account, object) DO UPDATE SET sequence = COALESCE(vlog_deletions.sequence, EXCLUDED.sequence)
         """, logger: logger)
     }
-    if !newTagDeletions.isEmpty {
-      let deletions = Array(newTagDeletions)
+    if !changes.tagDeletions.isEmpty {
+      let deletions = Array(changes.tagDeletions)
       try await connection.query(
         """
         INSERT INTO vlog_deletions (account, object, stamp)
@@ -459,7 +218,9 @@ struct PostgresLogWriter {
         ON CONFLICT (account, object) DO UPDATE SET stamp = EXCLUDED.stamp
         """, logger: logger)
     }
-    let removed = removedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
+    let removed = changes.removedReferences.flatMap { hash, sequences in
+      sequences.map { (hash, $0) }
+    }
     if !removed.isEmpty {
       try await connection.query(
         """
@@ -469,9 +230,8 @@ struct PostgresLogWriter {
         WHERE r.account = \(account) AND r.hash = u.hash AND r.sequence = u.sequence
         """, logger: logger)
     }
-    let forgotten = forgottenFields.filter { fields[$0]??.dirty != true }
-    if !forgotten.isEmpty {
-      let list = Array(forgotten)
+    if !changes.forgottenFields.isEmpty {
+      let list = Array(changes.forgottenFields)
       try await connection.query(
         """
         DELETE FROM vlog_fields AS f
@@ -480,7 +240,8 @@ struct PostgresLogWriter {
         WHERE f.account = \(account) AND f.note = u.note AND f.field = u.field
         """, logger: logger)
     }
-    if !removedSuperseded.isEmpty {
+    if !changes.dequeued.isEmpty {
+      let removedSuperseded = changes.dequeued
       try await connection.query(
         """
         DELETE FROM vlog_superseded AS s
@@ -494,18 +255,20 @@ struct PostgresLogWriter {
     var sequences: [Int64] = []
     var ids: [ByteBuffer] = []
     var records: [ByteBuffer] = []
-    for sequence in newSequences {
-      guard let event = newEvents[sequence] else { continue }
-      sequences.append(Int64(clamping: sequence))
+    for logged in changes.appended {
+      let event = changes.redacted[logged.sequence] ?? logged.event
+      sequences.append(Int64(clamping: logged.sequence))
       ids.append(ByteBuffer(bytes: event.stamp.bytes))
       records.append(Self.record(event))
     }
-    let added = addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
-    let dirty = fields.compactMap { key, value in value.flatMap { $0.dirty ? (key, $0) : nil } }
+    let added = changes.addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
+    let dirty = Array(changes.fields)
+    let newObjects = changes.objects
+    let newSuperseded = changes.replaced
     guard
       head != initialHead || !newObjects.isEmpty || !added.isEmpty || !dirty.isEmpty
         || !newSuperseded.isEmpty
-    else { return try await releaseBlobs() }
+    else { return try await releaseBlobs(changes.releasedBlobs) }
     try await connection.query(
       """
       WITH new_events AS (
@@ -542,25 +305,11 @@ struct PostgresLogWriter {
         digest = \(ByteBuffer(bytes: head.digest.bytes))
       WHERE account = \(account)
       """, logger: logger)
-    return try await releaseBlobs()
+    return try await releaseBlobs(changes.releasedBlobs)
   }
 
   /// Removes the blobs that lost their last reference in this transaction; returns them.
-  private func releaseBlobs() async throws -> Set<BlobHash> {
-    var released: Set<BlobHash> = []
-    for hash in releasedCandidates where addedReferences[hash, default: []].isEmpty {
-      let excluded = (removedReferences[hash] ?? []).map { Int64(clamping: $0) }
-      let rows = try await connection.query(
-        """
-        SELECT 1 FROM vlog_blob_references
-        WHERE account = \(account) AND hash = \(ByteBuffer(bytes: hash.bytes))
-          AND sequence <> ALL(\(excluded)::int8[])
-        LIMIT 1
-        """, logger: logger)
-      var referenced = false
-      for try await _ in rows { referenced = true }
-      if !referenced { released.insert(hash) }
-    }
+  private func releaseBlobs(_ released: Set<BlobHash>) async throws -> Set<BlobHash> {
     if !released.isEmpty {
       try await connection.query(
         """
@@ -611,5 +360,70 @@ struct PostgresLogWriter {
         "the database holds a negative number (\(value)) where a count belongs")
     }
     return sequence
+  }
+}
+
+/// The facts a ``PostgresLogWriter``'s batch asked for, as read from the database before this
+/// transaction wrote anything: a lookup it has not read throws ``MissingLogFacts``, which the
+/// writer reads (with everything else missing) before running the step again.
+struct PostgresLogFacts: LogFacts {
+  /// Each object's deletion marker: a note's or attachment's first deletion, a tag's latest.
+  var deletions: [Identifier: (sequence: UInt64?, stamp: Stamp?)] = [:]
+  var fields: [FieldKey: FieldChange?] = [:]
+  var sequences: [Identifier: [UInt64]] = [:]
+  var events: [UInt64: Event?] = [:]
+  /// Whether each blob is referenced by an event but those excluded.
+  var references: [BlobHash: (excluded: Set<UInt64>, referenced: Bool)] = [:]
+
+  func isDeleted(_ object: Identifier) throws -> Bool {
+    guard let marker = deletions[object] else { throw missing(\.deletions, [object]) }
+    return marker.sequence != nil
+  }
+
+  func tagDeletion(of tagObject: Identifier) throws -> Stamp? {
+    guard let marker = deletions[tagObject] else { throw missing(\.deletions, [tagObject]) }
+    return marker.stamp
+  }
+
+  func newestChanges(to keys: [FieldKey]) throws -> [FieldKey: FieldChange] {
+    let unknown = keys.filter { fields[$0] == nil }
+    guard unknown.isEmpty else { throw missing(\.fields, Set(unknown)) }
+    return Dictionary(keys.compactMap { key in fields[key]?.map { (key, $0) } }) { a, _ in a }
+  }
+
+  func sequences(of objects: [Identifier]) throws -> [Identifier: [UInt64]] {
+    let unknown = objects.filter { sequences[$0] == nil }
+    guard unknown.isEmpty else { throw missing(\.sequences, Set(unknown)) }
+    return Dictionary(objects.map { ($0, sequences[$0] ?? []) }) { a, _ in a }
+  }
+
+  func events(at wanted: [UInt64]) throws -> [UInt64: Event] {
+    let unknown = wanted.filter { events[$0] == nil }
+    guard unknown.isEmpty else { throw missing(\.events, Set(unknown)) }
+    return Dictionary(wanted.compactMap { sequence in events[sequence]?.map { (sequence, $0) } }) {
+      a, _ in a
+    }
+  }
+
+  func referenced(_ blobs: [BlobHash: Set<UInt64>]) throws -> [BlobHash: Bool] {
+    var found: [BlobHash: Bool] = [:]
+    var unknown = MissingLogFacts()
+    for (hash, excluded) in blobs {
+      if let known = references[hash], known.excluded == excluded {
+        found[hash] = known.referenced
+      } else {
+        unknown.references[hash] = excluded
+      }
+    }
+    guard unknown.isEmpty else { throw unknown }
+    return found
+  }
+
+  private func missing<T>(_ path: WritableKeyPath<MissingLogFacts, Set<T>>, _ values: Set<T>)
+    -> MissingLogFacts
+  {
+    var missing = MissingLogFacts()
+    missing[keyPath: path] = values
+    return missing
   }
 }

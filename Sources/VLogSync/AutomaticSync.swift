@@ -1,5 +1,5 @@
 public import Foundation
-public import VLog
+internal import VLog
 internal import VLogWire
 
 /// What calls for a sync.

@@ -26,22 +26,14 @@ extension EventLog {
     private let initial: LogState
     /// Events appended so far.
     package internal(set) var appended = 0
+    /// The log's rules for this transaction, with what they decided that is not written yet:
+    /// records are written at each append, index entries and the rest at the next flush.
+    var batch: LogBatch
     /// Events redacted so far, as their object was deleted or by retention.
-    package internal(set) var redactedCount = 0
-    /// Blobs that lost their last reference in this transaction (see `EventLog+Erasure.swift`).
+    package var redactedCount: Int { batch.redactedCount }
+    /// Blobs that lost their last reference in this transaction (see `LogBatch.swift`), known
+    /// once ``commit(in:)`` has run.
     package internal(set) var releasedBlobs: Set<BlobHash> = []
-    /// Object index entries and replaced changes to write, sorted, at the next flush: sorted
-    /// writes touch each page once.
-    var pendingObjects: [(object: Identifier, sequence: UInt64)] = []
-    var pendingSuperseded: [(milliseconds: UInt64, sequence: UInt64)] = []
-    /// The newest change of each note field this transaction read or set; `dirty` ones are
-    /// written at the next flush.
-    var fieldCache: [FieldKey: (stamp: Stamp, sequence: UInt64, dirty: Bool)] = [:]
-    /// Tags changes naming a deleted tag, to redact at commit if a newer tags change of their
-    /// note replaced them.
-    var pendingTagsChecks: [(sequence: UInt64, note: NoteID, stamp: Stamp)] = []
-    /// Whether each object this transaction looked up is deleted.
-    var deletionCache: [Identifier: Bool] = [:]
     /// The latest time the clock may take from an appended event: the wall clock plus the
     /// skew bound, for a store; unlimited by default.
     package var clockLimit = HybridTime(rawValue: .max)
@@ -53,6 +45,7 @@ extension EventLog {
       self.log = log
       self.state = state
       self.initial = state
+      self.batch = LogBatch(lastSequence: state.lastSequence, tracksFields: log.fieldIndex == nil)
     }
 
     /// The stamp for a new local event of `replica`: later than every stamp this replica
@@ -84,13 +77,17 @@ extension EventLog {
     package mutating func append(
       _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
     ) throws -> LoggedEvent {
-      let event = try erasing(event, in: transaction)
+      var facts = log.facts(in: transaction)
+      let logged = try batch.append(event, facts: &facts)
+      // The record is written now: the batch need not hold it, and reads find it here.
+      batch.changes.appended.removeAll(keepingCapacity: true)
+      let event = logged.event
       var writer = WireWriter()
       writer.buffer.reserveCapacity(96 + event.unknownFields.count)
       EventCodec.encode(event, into: &writer)
       let bytes = writer.buffer
-      let sequence = state.nextSequence
-      state.nextSequence += 1
+      let sequence = logged.sequence
+      state.nextSequence = sequence + 1
       let log = self.log
       try log.withKey(sequence: sequence) { sequenceKey in
         // A log alone in its database appends at the end of it; a log under a prefix (an
@@ -119,51 +116,84 @@ extension EventLog {
       if lastID.map({ $0 < event.stamp }) ?? true { lastID = event.stamp }
       if local { state.pendingLocal += 1 }
       appended += 1
-      try indexObjects(of: event, at: sequence, in: transaction)
-      try trackReplacement(of: event, at: sequence, in: transaction)
-      return LoggedEvent(sequence: sequence, event: event)
+      return logged
     }
 
-    /// Writes the pending object index entries, replaced changes and newest changes, each in
-    /// key order.
+    /// Writes what the batch decided and this shell has not written yet: redacted records,
+    /// deletion markers, object and blob index entries, newest changes and the retention
+    /// queue, each in key order (sorted writes touch each page once).
     mutating func flushPending(in transaction: borrowing WriteTransaction) throws {
       let log = self.log
+      var changes = batch.changes
+      batch.changes = LogChanges()
+      for (sequence, event) in changes.redacted.sorted(by: { $0.key < $1.key }) {
+        let bytes = event.encoded()
+        try log.withKey(sequence: sequence) { key in
+          try transaction.put(
+            forKey: key, reservingCount: LogRecord.headerSize + bytes.count, in: log.entries
+          ) { buffer in
+            LogRecord.write(bytes, into: buffer)
+          }
+        }
+      }
+      for (object, sequence) in changes.deletions {
+        try transaction.put(
+          BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
+      }
+      for (object, stamp) in changes.tagDeletions {
+        try transaction.put(
+          stamp.bytes, forKey: log.objectKey(object, sequence: 0), in: log.objects)
+      }
       // One key buffer, rewritten for each entry.
       var key = log.prefix
       key.reserveCapacity(log.prefix.count + 24)
       let empty: [UInt8] = []
-      if !pendingObjects.isEmpty {
+      if !changes.objects.isEmpty {
         let bits = EventLog.objectBucketBits
-        pendingObjects.sort {
+        changes.objects.sort {
           ($0.sequence >> bits, $0.object, $0.sequence) < (
             $1.sequence >> bits, $1.object, $1.sequence
           )
         }
-        for (object, sequence) in pendingObjects {
+        for (object, sequence) in changes.objects {
           key.removeSubrange(log.prefix.count...)
           log.appendObjectKey(object, sequence: sequence, to: &key)
           try transaction.put(empty, forKey: key, in: log.objects)
         }
-        pendingObjects.removeAll(keepingCapacity: true)
       }
-      if !pendingSuperseded.isEmpty {
-        pendingSuperseded.sort { ($0.milliseconds, $0.sequence) < ($1.milliseconds, $1.sequence) }
-        for (milliseconds, sequence) in pendingSuperseded {
+      for (hash, sequences) in changes.addedReferences {
+        for sequence in sequences {
+          try transaction.put(
+            empty, forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
+        }
+      }
+      for (hash, sequences) in changes.removedReferences {
+        for sequence in sequences {
+          _ = try transaction.delete(
+            forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
+        }
+      }
+      for field in changes.forgottenFields {
+        _ = try transaction.delete(forKey: log.fieldKey(field.note, field.field), in: log.fields)
+      }
+      for (field, newest) in changes.fields.sorted(by: { $0.key < $1.key }) {
+        try transaction.put(
+          Self.fieldValue(newest.stamp, newest.sequence),
+          forKey: log.fieldKey(field.note, field.field), in: log.fields)
+      }
+      if !changes.replaced.isEmpty {
+        changes.replaced.sort()
+        for entry in changes.replaced {
           key.removeSubrange(log.prefix.count...)
-          BigEndian.append(milliseconds, to: &key)
-          BigEndian.append(sequence, to: &key)
+          BigEndian.append(entry.milliseconds, to: &key)
+          BigEndian.append(entry.sequence, to: &key)
           try transaction.put(empty, forKey: key, in: log.superseded)
         }
-        pendingSuperseded.removeAll(keepingCapacity: true)
       }
-      let dirty = fieldCache.filter(\.value.dirty).keys.sorted()
-      for key in dirty {
-        guard let entry = fieldCache[key] else { continue }
-        try transaction.put(
-          Self.fieldValue(entry.stamp, entry.sequence), forKey: log.fieldKey(key.note, key.field),
-          in: log.fields)
-        fieldCache[key] = (entry.stamp, entry.sequence, false)
+      for entry in changes.dequeued {
+        _ = try transaction.delete(forKey: log.supersededKey(entry), in: log.superseded)
       }
+      releasedBlobs.formUnion(changes.releasedBlobs)
     }
 
     /// Counts events of kinds this version does not know, seen since the last commit.
@@ -176,25 +206,18 @@ extension EventLog {
       state.unknownEvents = UInt64(count)
     }
 
-    /// Writes what the appends left pending (index entries, newest changes) and the log's
+    /// Finishes the batch (erasure, the tags changes a tag deletion left to check, released
+    /// blobs: see ``LogBatch/finish(facts:)``), writes what it decided, and writes the log's
     /// state if this transaction changed it. While nothing is pending, the outbox watermark
     /// follows the end of the log.
     package mutating func commit(in transaction: borrowing WriteTransaction) throws {
       try flushPending(in: transaction)
-      try redactReplacedTagsChanges(in: transaction)
+      var facts = log.facts(in: transaction)
+      try batch.finish(facts: &facts)
+      try flushPending(in: transaction)
       if state.pendingLocal == 0 { state.acknowledged = state.lastSequence }
       guard state != initial else { return }
       try log.write(state, in: transaction)
     }
-  }
-}
-
-/// A note's field, as the appender's cache of newest changes keys it; sorted as `fields` is.
-struct FieldKey: Hashable, Comparable {
-  let note: NoteID
-  let field: UInt8
-
-  static func < (a: FieldKey, b: FieldKey) -> Bool {
-    (a.note.identifier, a.field) < (b.note.identifier, b.field)
   }
 }

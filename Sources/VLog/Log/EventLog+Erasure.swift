@@ -158,9 +158,15 @@ extension EventLog {
   package func tagDeletion(
     of tag: TagID, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> Stamp? {
-    try transaction.withValue(
-      forKey: objectKey(Self.tagObject(tag), sequence: 0), in: objects
-    ) { value throws -> Stamp? in
+    try tagDeletion(ofObject: Self.tagObject(tag), in: transaction)
+  }
+
+  /// The stamp of the latest deletion of the tag filed as `object`, if the log holds one.
+  func tagDeletion(
+    ofObject object: Identifier, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Stamp? {
+    try transaction.withValue(forKey: objectKey(object, sequence: 0), in: objects) {
+      value throws -> Stamp? in
       guard let value else { return nil }
       guard value.count == Stamp.byteCount else {
         throw VLogError(.corruptStore, "a tag deletion record is \(value.count) bytes")
@@ -173,45 +179,35 @@ extension EventLog {
   package func references(
     _ hash: BlobHash, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> Bool {
-    try transaction.withEntries(in: blobReferences, range: .prefix(prefix + hash.bytes)) {
+    try references(hash, excluding: [], in: transaction)
+  }
+
+  /// Whether an event not redacted, other than those at the excluded sequence numbers, adds an
+  /// attachment with these bytes.
+  func references(
+    _ hash: BlobHash, excluding excluded: Set<UInt64>,
+    in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Bool {
+    let prefixCount = prefix.count + hash.bytes.count
+    return try transaction.withEntries(in: blobReferences, range: .prefix(prefix + hash.bytes)) {
       entries throws -> Bool in
-      try entries.next { _, _ in true } ?? false
+      while let sequence = try entries.next({ key, _ in
+        BigEndian.read(UInt64.self, from: key, at: prefixCount) ?? 0
+      }) {
+        if !excluded.contains(sequence) { return true }
+      }
+      return false
     }
   }
 
   /// Builds the object and blob indexes of a log that has none (a store or server of an
-  /// earlier format), then erases what its deletions say: one pass over the log, then one
-  /// redaction pass per deleted object.
+  /// earlier format), then erases what its deletions say: one pass over the log, filing each
+  /// event as an append would (``LogBatch/index(_:facts:)``), then the batch's erasure.
   ///
   /// - Returns: The number of events redacted.
   package func buildErasureIndexes(in transaction: borrowing WriteTransaction) throws -> Int {
-    var deleted: [(object: Identifier, isNote: Bool)] = []
-    var deletedTags: [(TagID, Stamp)] = []
-    var batch: [LoggedEvent] = []
     var appender = try appender(in: transaction)
-    func index(_ batch: [LoggedEvent]) throws {
-      for logged in batch {
-        try appender.trackReplacement(of: logged.event, at: logged.sequence, in: transaction)
-        for object in logged.event.change.objectIDs + logged.event.change.tagObjectIDs {
-          try transaction.put(
-            [UInt8](), forKey: objectKey(object, sequence: logged.sequence), in: objects)
-        }
-        if case .tagDeleted(let name) = logged.event.change {
-          deletedTags.append((TagID(name: name), logged.event.stamp))
-        }
-        if let hash = logged.event.referencedBlob {
-          try transaction.put(
-            [UInt8](), forKey: blobKey(hash, sequence: logged.sequence), in: blobReferences)
-        }
-        if let object = logged.event.change.deletedObject,
-          try deletion(of: object, in: transaction) == nil
-        {
-          try transaction.put(
-            BigEndian.bytes(logged.sequence), forKey: objectKey(object, sequence: 0), in: objects)
-          deleted.append((object, logged.event.change.kind == .noteDeleted))
-        }
-      }
-    }
+    var batch: [LoggedEvent] = []
     // In batches: a write inside a read of the same database is not allowed.
     var after: UInt64 = 0
     repeat {
@@ -220,170 +216,13 @@ extension EventLog {
         batch.append(logged)
         return batch.count < 10_000
       }
-      try index(batch)
+      var facts = facts(in: transaction)
+      for logged in batch { try appender.batch.index(logged, facts: &facts) }
+      try appender.flushPending(in: transaction)
       after = batch.last?.sequence ?? after
     } while batch.count == 10_000
-    var redacted = 0
-    for (object, isNote) in deleted {
-      redacted += try appender.erase(object, isNote: isNote, in: transaction)
-    }
-    for (tag, stamp) in deletedTags {
-      try appender.eraseTag(tag, deletedAt: stamp, in: transaction)
-    }
-    redacted = max(redacted, appender.redactedCount)
     try appender.commit(in: transaction)
-    return redacted
-  }
-}
-
-extension EventLog.Appender {
-  /// The form in which `event` is stored: redacted if it changes an object the log holds a
-  /// deletion of, or renames a tag deleted after it.
-  mutating func erasing(_ event: Event, in transaction: borrowing WriteTransaction) throws
-    -> Event
-  {
-    guard !event.isRedacted, event.change.deletedObject == nil else { return event }
-    if case .tagRenamed(let name) = event.change,
-      let deleted = try log.tagDeletion(of: TagID(name: name), in: transaction),
-      event.stamp < deleted
-    {
-      return event.redacted(.deleted)
-    }
-    let (first, second) = event.change.objects
-    if let first, try isDeleted(first, in: transaction) { return event.redacted(.deleted) }
-    if let second, try isDeleted(second, in: transaction) { return event.redacted(.deleted) }
-    return event
-  }
-
-  /// Whether the log holds a deletion of the object, remembered for the transaction.
-  mutating func isDeleted(_ object: Identifier, in transaction: borrowing WriteTransaction)
-    throws -> Bool
-  {
-    if let known = deletionCache[object] { return known }
-    let deleted = try log.deletion(of: object, in: transaction) != nil
-    deletionCache[object] = deleted
-    return deleted
-  }
-
-  /// Indexes a stored event under its objects and blob; for a first deletion, marks the object
-  /// and redacts its other events.
-  mutating func indexObjects(
-    of event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
-  ) throws {
-    let log = self.log
-    let (first, second) = event.change.objects
-    if let first { pendingObjects.append((first, sequence)) }
-    if let second { pendingObjects.append((second, sequence)) }
-    switch event.change {
-    case .tagsSet, .tagRenamed:
-      for object in event.change.tagObjectIDs { pendingObjects.append((object, sequence)) }
-    default: break
-    }
-    if let hash = event.referencedBlob {
-      try transaction.put(
-        [UInt8](), forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
-    }
-    if case .tagDeleted(let name) = event.change {
-      try eraseTag(TagID(name: name), deletedAt: event.stamp, in: transaction)
-    }
-    if let object = event.change.deletedObject, try !isDeleted(object, in: transaction) {
-      try transaction.put(
-        BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
-      deletionCache[object] = true
-      try erase(object, isNote: event.change.kind == .noteDeleted, in: transaction)
-    }
-  }
-
-  /// Records a tag's deletion (the latest one counts) and erases what it says: the tag's
-  /// renames made before it, and the tags changes that named the tag and that a newer tags
-  /// change of their note has replaced. A tags change still in force keeps the tag: its note
-  /// has it (a device that tagged the note without knowing of the deletion).
-  mutating func eraseTag(
-    _ tag: TagID, deletedAt stamp: Stamp, in transaction: borrowing WriteTransaction
-  ) throws {
-    let object = EventLog.tagObject(tag)
-    if let latest = try log.tagDeletion(of: tag, in: transaction), latest >= stamp { return }
-    try flushPending(in: transaction)
-    try transaction.put(stamp.bytes, forKey: log.objectKey(object, sequence: 0), in: log.objects)
-    for sequence in try log.sequences(of: object, in: transaction) {
-      guard let logged = try log.event(at: sequence, in: transaction),
-        !logged.event.isRedacted, logged.event.stamp < stamp
-      else { continue }
-      switch logged.event.change {
-      case .tagRenamed:
-        try redact(at: sequence, reason: .deleted, in: transaction)
-      case .tagsSet(let note, _):
-        // Whether a newer tags change replaced it is known once the transaction's changes
-        // are all applied: at ``commit(in:)``.
-        pendingTagsChecks.append((sequence, note, logged.event.stamp))
-      default: break
-      }
-    }
-  }
-
-  /// Redacts the tags changes naming a deleted tag that a newer tags change of their note
-  /// replaced (see ``eraseTag(_:deletedAt:in:)``).
-  mutating func redactReplacedTagsChanges(in transaction: borrowing WriteTransaction) throws {
-    guard !pendingTagsChecks.isEmpty else { return }
-    let checks = pendingTagsChecks
-    pendingTagsChecks.removeAll()
-    for (sequence, note, stamp) in checks {
-      if let newest = try log.newestChange(to: note, field: 4, in: transaction),
-        newest.stamp > stamp
-      {
-        try redact(at: sequence, reason: .deleted, in: transaction)
-      }
-    }
-  }
-
-  /// Redacts every event of a deleted object but its deletions; a note's fields are
-  /// forgotten too.
-  ///
-  /// - Returns: The number of events redacted.
-  @discardableResult
-  mutating func erase(
-    _ object: Identifier, isNote: Bool, in transaction: borrowing WriteTransaction
-  ) throws -> Int {
-    try flushPending(in: transaction)
-    if isNote { try forgetFields(of: NoteID(object), in: transaction) }
-    var redacted = 0
-    for sequence in try log.sequences(of: object, in: transaction) {
-      if try redact(at: sequence, reason: .deleted, in: transaction) { redacted += 1 }
-    }
-    return redacted
-  }
-
-  /// Replaces the event at `sequence` with its redacted form, keeping its id: the index and the
-  /// event-set digest do not change. An event already redacted, or of a kind that is never
-  /// redacted (deletions, unknown kinds), is left as it is.
-  ///
-  /// - Returns: Whether the event was redacted now.
-  @discardableResult
-  package mutating func redact(
-    at sequence: UInt64, reason: Event.Redaction, in transaction: borrowing WriteTransaction
-  ) throws -> Bool {
-    guard let logged = try log.event(at: sequence, in: transaction) else {
-      throw VLogError(.corruptStore, "the object index names event \(sequence), which is missing")
-    }
-    let event = logged.event
-    let redacted = event.redacted(reason)
-    guard redacted.isRedacted, !event.isRedacted else { return false }
-    let bytes = redacted.encoded()
-    let log = self.log
-    try log.withKey(sequence: sequence) { key in
-      try transaction.put(
-        forKey: key, reservingCount: LogRecord.headerSize + bytes.count, in: log.entries
-      ) { buffer in
-        LogRecord.write(bytes, into: buffer)
-      }
-    }
-    if let hash = event.referencedBlob {
-      _ = try transaction.delete(
-        forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
-      if try !log.references(hash, in: transaction) { releasedBlobs.insert(hash) }
-    }
-    redactedCount += 1
-    return true
+    return appender.redactedCount
   }
 }
 

@@ -6,6 +6,11 @@ public struct LoggedEvent: Sendable, Hashable {
   public let sequence: UInt64
   /// The event.
   public let event: Event
+
+  package init(sequence: UInt64, event: Event) {
+    self.sequence = sequence
+    self.event = event
+  }
 }
 
 extension EventLog {

@@ -41,63 +41,39 @@ extension EventLog {
     }
   }
 
-  /// Whether a change is replaced, and has been for longer than `retention` at `now`: its
-  /// values should be redacted. Uses the newest change's time, an upper bound of when it was
-  /// replaced.
-  func isPastRetention(
-    _ logged: LoggedEvent, retention: Duration, now: UInt64,
-    in transaction: borrowing some Transaction & ~Copyable
-  ) throws -> Bool {
-    guard !logged.event.isRedacted, let field = logged.event.change.field,
-      let note = logged.event.change.noteID,
-      let newest = try newestChange(to: note, field: field, in: transaction),
-      newest.stamp > logged.event.stamp
-    else { return false }
-    return Self.isDue(newest.stamp.time.milliseconds, retention: retention, now: now)
+  /// The key of a queued replaced change.
+  func supersededKey(_ entry: ReplacedChange) -> [UInt8] {
+    var key = prefix
+    BigEndian.append(entry.milliseconds, to: &key)
+    BigEndian.append(entry.sequence, to: &key)
+    return key
   }
 
-  /// Whether a change replaced at `milliseconds` is due for redaction at `now`.
-  package static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
-    let period = retention.wholeMilliseconds
-    guard period > 0 else { return true }
-    let (due, overflow) = milliseconds.addingReportingOverflow(period)
-    return !overflow && due <= now
+  /// The queued replaced changes that are due at `now`: those replaced at or before the
+  /// latest due time (``LogBatch/latestDueTime(retention:now:)``), in queue order.
+  func dueReplacedChanges(
+    retention: Duration, now: UInt64, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [ReplacedChange] {
+    guard let latest = LogBatch.latestDueTime(retention: retention, now: now) else { return [] }
+    var due: [ReplacedChange] = []
+    let prefixCount = prefix.count
+    try transaction.withEntries(in: superseded, range: ownKeys) { entries throws in
+      while let entry = try entries.next({ key, _ throws -> ReplacedChange in
+        guard key.count == prefixCount + 16,
+          let time = BigEndian.read(UInt64.self, from: key, at: prefixCount),
+          let sequence = BigEndian.read(UInt64.self, from: key, at: prefixCount + 8)
+        else { throw VLogError(.corruptStore, "a superseded key is \(key.count) bytes") }
+        return ReplacedChange(milliseconds: time, sequence: sequence)
+      }) {
+        guard entry.milliseconds <= latest else { return }
+        due.append(entry)
+      }
+    }
+    return due
   }
 }
 
 extension EventLog.Appender {
-  /// Records a change to a field: the newest change stays in `fields`; the older one goes to
-  /// the queue of replaced changes.
-  mutating func trackReplacement(
-    of event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
-  ) throws {
-    guard log.fieldIndex == nil, let field = event.change.field, let note = event.change.noteID,
-      event.redaction != .deleted
-    else { return }
-    let key = FieldKey(note: note, field: field)
-    guard let newest = try newestChange(key, in: transaction) else {
-      fieldCache[key] = (event.stamp, sequence, true)
-      return
-    }
-    if event.stamp > newest.stamp {
-      fieldCache[key] = (event.stamp, sequence, true)
-      enqueue(newest.sequence, replacedAt: event.stamp)
-    } else if !event.isRedacted {
-      enqueue(sequence, replacedAt: newest.stamp)
-    }
-  }
-
-  /// The newest change to a note's field: from this transaction's cache, else from `fields`.
-  private mutating func newestChange(
-    _ key: FieldKey, in transaction: borrowing WriteTransaction
-  ) throws -> (stamp: Stamp, sequence: UInt64)? {
-    if let cached = fieldCache[key] { return (cached.stamp, cached.sequence) }
-    guard let stored = try log.newestChange(to: key.note, field: key.field, in: transaction)
-    else { return nil }
-    fieldCache[key] = (stored.stamp, stored.sequence, false)
-    return stored
-  }
-
   static func fieldValue(_ stamp: Stamp, _ sequence: UInt64) -> [UInt8] {
     var value = stamp.bytes
     BigEndian.append(sequence, to: &value)
@@ -109,20 +85,7 @@ extension EventLog.Appender {
   package mutating func enqueueReplaced(
     _ replaced: [(milliseconds: UInt64, sequence: UInt64)]
   ) {
-    pendingSuperseded.append(contentsOf: replaced)
-  }
-
-  private mutating func enqueue(_ sequence: UInt64, replacedAt stamp: Stamp) {
-    pendingSuperseded.append((stamp.time.milliseconds, sequence))
-  }
-
-  /// Forgets a deleted note's fields: its changes are all redacted.
-  mutating func forgetFields(of note: NoteID, in transaction: borrowing WriteTransaction) throws {
-    guard log.fieldIndex == nil else { return }
-    for field in Change.fields {
-      fieldCache[FieldKey(note: note, field: field)] = nil
-      _ = try transaction.delete(forKey: log.fieldKey(note, field), in: log.fields)
-    }
+    batch.enqueueReplaced(replaced.map { ReplacedChange(milliseconds: $0.0, sequence: $0.1) })
   }
 
   /// Finds the newest change to a note's field again from the note's events: after restamping
@@ -132,7 +95,6 @@ extension EventLog.Appender {
   ) throws {
     guard log.fieldIndex == nil else { return }
     try flushPending(in: transaction)
-    fieldCache[FieldKey(note: note, field: field)] = nil
     var newest: (Stamp, UInt64)?
     for sequence in try log.sequences(of: note.identifier, in: transaction) {
       guard let logged = try log.event(at: sequence, in: transaction),
@@ -146,11 +108,11 @@ extension EventLog.Appender {
     } else {
       _ = try transaction.delete(forKey: key, in: log.fields)
     }
+    batch.forgetNewestChange(of: FieldKey(note: note, field: field))
   }
 
   /// Redacts the replaced changes whose retention period has passed at `now` (wall-clock
-  /// milliseconds); with no retention (nil), does nothing. Each is checked against the newest
-  /// change to its field before it is redacted.
+  /// milliseconds); with no retention (nil), does nothing (``LogBatch/applyRetention(_:now:stored:facts:)``).
   ///
   /// - Returns: The number of changes redacted.
   @discardableResult
@@ -159,28 +121,10 @@ extension EventLog.Appender {
   ) throws -> Int {
     guard let retention else { return 0 }
     try flushPending(in: transaction)
-    let log = self.log
-    var due: [(key: [UInt8], sequence: UInt64)] = []
-    try transaction.withEntries(in: log.superseded, range: log.ownKeys) { entries throws in
-      while let entry = try entries.next({ key, _ throws -> ([UInt8], UInt64, UInt64) in
-        guard key.count == log.prefix.count + 16,
-          let time = BigEndian.read(UInt64.self, from: key, at: log.prefix.count),
-          let sequence = BigEndian.read(UInt64.self, from: key, at: log.prefix.count + 8)
-        else { throw VLogError(.corruptStore, "a superseded key is \(key.count) bytes") }
-        return (Array(key), time, sequence)
-      }) {
-        guard EventLog.isDue(entry.1, retention: retention, now: now) else { return }
-        due.append((entry.0, entry.2))
-      }
-    }
-    var redacted = 0
-    for (key, sequence) in due {
-      _ = try transaction.delete(forKey: key, in: log.superseded)
-      guard let logged = try log.event(at: sequence, in: transaction),
-        try log.isPastRetention(logged, retention: .zero, now: now, in: transaction)
-      else { continue }
-      if try redact(at: sequence, reason: .superseded, in: transaction) { redacted += 1 }
-    }
+    let due = try log.dueReplacedChanges(retention: retention, now: now, in: transaction)
+    var facts = log.facts(in: transaction)
+    let redacted = try batch.applyRetention(retention, now: now, stored: due, facts: &facts)
+    try flushPending(in: transaction)
     return redacted
   }
 }

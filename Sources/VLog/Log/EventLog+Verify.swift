@@ -48,7 +48,7 @@ extension EventLog {
     retention: (period: Duration?, now: UInt64) = (nil, 0),
     progress: ((_ checked: Int, _ total: Int) -> Void)? = nil
   ) throws -> [VerificationFault] {
-    var faults: [VerificationFault] = []
+    var checks = LogChecks(retention: retention)
     let state: LogState
     do {
       state = try self.state(in: transaction)
@@ -56,108 +56,58 @@ extension EventLog {
       return [VerificationFault(kind: .corruptEvent, message: error.message)]
     }
     let total = Int(clamping: state.lastSequence)
-    var checked = 0
-    var expected: UInt64 = 1
     try transaction.forEach(in: entries, range: ownKeys) { key, value in
-      checked += 1
-      if checked % 10_000 == 0 { progress?(checked, total) }
+      if (checks.checked + 1) % 10_000 == 0 { progress?(checks.checked + 1, total) }
       let logged: LoggedEvent
       do throws(VLogError) {
         logged = try decode(key: key, value: value)
       } catch {
-        faults.append(VerificationFault(kind: .corruptEvent, message: error.message))
-        expected += 1
+        checks.unreadable(error.message)
         return
       }
-      if logged.sequence != expected {
-        faults.append(
-          VerificationFault(
-            kind: .index, message: "event \(logged.sequence) follows event \(expected - 1)"))
-      }
-      expected = logged.sequence + 1
+      checks.entry(at: logged.sequence)
       let indexed = try sequence(of: logged.event.stamp, in: transaction)
       if indexed != logged.sequence {
-        faults.append(
+        checks.report(
           VerificationFault(
             kind: .index,
             message: "event \(logged.sequence) (\(logged.event.stamp)) is indexed as "
               + (indexed.map { "event \($0)" } ?? "missing")))
       }
-      faults += try erasureFaults(of: logged, in: transaction)
-      if let period = retention.period,
-        try isPastRetention(logged, retention: period, now: retention.now, in: transaction)
-      {
-        faults.append(
-          VerificationFault(
-            kind: .erasure,
-            message: "event \(logged.sequence) (\(logged.event.stamp) "
-              + "\(logged.event.change.kind)) was replaced longer ago than the retention period "
-              + "and keeps its values"))
-      }
+      try checks.check(
+        logged,
+        isFiled: { object in
+          try transaction.containsValue(
+            forKey: objectKey(object, sequence: logged.sequence), in: objects)
+        },
+        isDeleted: { object in try deletion(of: object, in: transaction) != nil },
+        isReferenced: { hash in
+          try transaction.containsValue(
+            forKey: blobKey(hash, sequence: logged.sequence), in: blobReferences)
+        },
+        newestChange: { key in
+          try newestChange(to: key.note, field: key.field, in: transaction)?.stamp
+        })
     }
-    var indexed = 0
+    var indexed: UInt64 = 0
     var digest = EventSetDigest.empty
     try transaction.forEach(in: index, range: ownKeys) { key, _ in
       indexed += 1
       guard key.count == prefix.count + Stamp.byteCount else {
-        faults.append(
+        checks.report(
           VerificationFault(kind: .index, message: "an index key is \(key.count) bytes"))
         return
       }
       digest.add(eventID: UnsafeRawBufferPointer(rebasing: key[prefix.count...]))
     }
-    if indexed != checked {
-      faults.append(
-        VerificationFault(
-          kind: .index, message: "the index has \(indexed) entries for \(checked) events"))
-    }
-    if digest != state.digest {
-      faults.append(
-        VerificationFault(
-          kind: .index,
-          message: "the log state's event-set digest is \(state.digest); the index's is \(digest)"
-        ))
-    }
-    return faults
-  }
-
-  /// The faults of one event against the object index: filed under each of its objects, and
-  /// redacted if one of them is deleted.
-  private func erasureFaults(
-    of logged: LoggedEvent, in transaction: borrowing some Transaction & ~Copyable
-  ) throws -> [VerificationFault] {
-    var faults: [VerificationFault] = []
-    let event = logged.event
-    for object in event.change.objectIDs {
-      let filed = try transaction.containsValue(
-        forKey: objectKey(object, sequence: logged.sequence), in: objects)
-      if !filed {
-        faults.append(
-          VerificationFault(
-            kind: .index,
-            message: "event \(logged.sequence) (\(event.stamp)) is not in the object index "
-              + "under \(object)"))
-      }
-      if !event.isRedacted, event.change.deletedObject == nil,
-        event.change.withoutPayload != nil,
-        try deletion(of: object, in: transaction) != nil
-      {
-        faults.append(
-          VerificationFault(
-            kind: .erasure,
-            message: "event \(logged.sequence) (\(event.stamp) \(event.change.kind)) keeps the "
-              + "content of \(object), which was deleted"))
-      }
-    }
-    if let hash = event.referencedBlob,
-      try !transaction.containsValue(
-        forKey: blobKey(hash, sequence: logged.sequence), in: blobReferences)
-    {
-      faults.append(
-        VerificationFault(
-          kind: .index,
-          message: "event \(logged.sequence) (\(event.stamp)) is not in the blob index"))
-    }
-    return faults
+    checks.checkTotals(
+      count: indexed, digest: digest, recordedDigest: state.digest,
+      describe: (
+        count: { indexed, checked in "the index has \(indexed) entries for \(checked) events" },
+        digest: { recorded, computed in
+          "the log state's event-set digest is \(recorded); the index's is \(computed)"
+        }
+      ))
+    return checks.faults
   }
 }

@@ -1,0 +1,491 @@
+/// The log's rules for one write transaction, written once for every storage: given the events
+/// appended and the facts a ``LogFacts`` looks up, it decides what is stored and in what form,
+/// what is redacted, what the object, blob and field indexes gain and lose, what enters and
+/// leaves the retention queue, and which blobs are released. It does no I/O: the storage (a
+/// store's or a server's LMDB log through ``EventLog/Appender``, an account's log on
+/// PostgreSQL through the server's writer) looks the facts up and writes ``changes``.
+///
+/// The rules, each stated here and nowhere else:
+///
+/// 1. **Deleted means gone.** An event of a deleted note or attachment is stored redacted
+///    (``Event/Redaction/deleted``), and so is a tag rename made before the tag's latest
+///    deletion. A note's or attachment's first deletion marks the object and redacts every
+///    other event filed under it; a note's fields are forgotten.
+/// 2. **A deleted tag's name goes.** A tag deletion (the latest counts) redacts the tag's
+///    earlier renames, and the earlier tags changes naming it that a newer tags change of their
+///    note replaced (a tags change still in force keeps the tag: its note has it).
+/// 3. **Every event is filed** under the note, attachment and tags it changes, and an
+///    `attachmentAdded` that is not redacted references its blob; a blob that loses its last
+///    reference is released.
+/// 4. **Bounded history.** Each note field's newest change is kept; the change it replaces
+///    enters the retention queue with the replacing change's time, and once the retention
+///    period has passed since then, it is redacted (``Event/Redaction/superseded``) if a newer
+///    change still replaces it. Replacement is decided by stamps alone, so every replica
+///    decides the same for the same events.
+///
+/// In a transaction: the appends (each decided at once), then — at ``applyRetention(_:now:stored:facts:)``
+/// or ``finish(facts:)`` — the erasure the appended deletions call for, retention, the tags
+/// changes rule 2 left to check, and the release of blobs.
+///
+/// Every method looks up what it needs before it changes anything it cannot redo, so a
+/// ``LogFacts`` that throws ``MissingLogFacts`` may read what is missing and call again:
+/// ``append(_:facts:)`` at once, the others on a copy of the batch taken before the call.
+package struct LogBatch: Sendable {
+  /// The sequence number the next appended event gets.
+  package private(set) var nextSequence: UInt64
+  /// Whether the batch keeps each note field's newest change and queues the changes they
+  /// replace (rule 4); false when the log's owner does (a store's projections).
+  package let tracksFields: Bool
+  /// What the batch decided that the storage has not written yet. The storage writes what it
+  /// takes from here and removes it; ``LogFacts`` answers include what was removed.
+  package var changes = LogChanges()
+  /// Events redacted so far.
+  package private(set) var redactedCount = 0
+
+  /// Facts looked up, with this batch's decisions: whether each object is deleted, each tag
+  /// object's latest deletion, each note field's newest change.
+  private var deleted: [Identifier: Bool] = [:]
+  private var tagDeletions: [Identifier: Stamp?] = [:]
+  private var newest: [FieldKey: FieldChange?] = [:]
+  /// Stored events read, as they were read.
+  private var loaded: [UInt64: Event] = [:]
+  /// Objects whose first deletion this batch appended, and tags it deleted: erased at the next
+  /// ``applyRetention(_:now:stored:facts:)`` or ``finish(facts:)``.
+  private var pendingErasures: [(object: Identifier, isNote: Bool)] = []
+  private var pendingTagErasures: [Identifier] = []
+  /// Tags changes naming a deleted tag: redacted at ``finish(facts:)`` if a newer tags change
+  /// of their note replaced them.
+  private var pendingTagsChecks: [(sequence: UInt64, note: NoteID, stamp: Stamp)] = []
+  /// Blobs that lost a reference.
+  private var releaseCandidates: Set<BlobHash> = []
+
+  /// A batch appending after `lastSequence`.
+  package init(lastSequence: UInt64, tracksFields: Bool) {
+    nextSequence = lastSequence + 1
+    self.tracksFields = tracksFields
+  }
+
+  /// The field a tags change sets (``Change/field``).
+  static let tagsField: UInt8 = 4
+
+  // MARK: - Appending
+
+  /// Appends an event the log does not hold: decides its stored form (rule 1) and its
+  /// sequence number, files it (rule 3), records what a deletion deletes, and keeps the
+  /// newest change of its field (rule 4).
+  ///
+  /// - Returns: The event as stored, with its sequence number (also in ``changes``).
+  /// - Throws: What `facts` throws, before anything changed.
+  package mutating func append(_ event: Event, facts: inout some LogFacts) throws -> LoggedEvent {
+    let stored = try storedForm(of: event, facts: &facts)
+    try lookUpIndexFacts(of: stored, facts: &facts)
+    let logged = LoggedEvent(sequence: nextSequence, event: stored)
+    nextSequence += 1
+    changes.appended.append(logged)
+    try index(logged, facts: &facts)
+    return logged
+  }
+
+  /// What appending `events` looks up, for a storage that reads facts in batches to read
+  /// before the appends: the deletion markers of the objects and tags they name, and the
+  /// newest changes of the fields they set.
+  package func factsToAppend(_ events: [Event]) -> MissingLogFacts {
+    var needed = MissingLogFacts()
+    for event in events {
+      let (first, second) = event.change.objects
+      if let first { needed.deletions.insert(first) }
+      if let second { needed.deletions.insert(second) }
+      switch event.change {
+      case .tagRenamed(let name), .tagDeleted(let name):
+        needed.deletions.insert(EventLog.tagObject(TagID(name: name)))
+      default: break
+      }
+      if tracksFields, let key = event.change.fieldKey { needed.fields.insert(key) }
+    }
+    needed.deletions = needed.deletions.filter { deleted[$0] == nil && tagDeletions[$0] == nil }
+    needed.fields = needed.fields.filter { newest[$0] == nil }
+    return needed
+  }
+
+  /// Files a stored event as ``append(_:facts:)`` files an appended one: for a log whose
+  /// indexes are being built from its events.
+  package mutating func index(_ logged: LoggedEvent, facts: inout some LogFacts) throws {
+    let event = logged.event
+    let sequence = logged.sequence
+    let (first, second) = event.change.objects
+    if let first { changes.objects.append((first, sequence)) }
+    if let second { changes.objects.append((second, sequence)) }
+    switch event.change {
+    case .tagsSet, .tagRenamed:
+      for object in event.change.tagObjectIDs { changes.objects.append((object, sequence)) }
+    default: break
+    }
+    if let hash = event.referencedBlob {
+      changes.addedReferences[hash, default: []].insert(sequence)
+    }
+    if case .tagDeleted(let name) = event.change {
+      try recordDeletion(of: TagID(name: name), at: event.stamp, facts: &facts)
+    }
+    if let object = event.change.deletedObject, try !isDeleted(object, facts: &facts) {
+      changes.deletions.append((object, sequence))
+      deleted[object] = true
+      pendingErasures.append((object, event.change.kind == .noteDeleted))
+    }
+    try trackReplacement(of: event, at: sequence, facts: &facts)
+  }
+
+  /// The form in which `event` is stored: redacted if it changes a deleted note or attachment,
+  /// or renames a tag deleted after it (rule 1).
+  private mutating func storedForm(of event: Event, facts: inout some LogFacts) throws -> Event {
+    guard !event.isRedacted, event.change.deletedObject == nil else { return event }
+    if case .tagRenamed(let name) = event.change,
+      let deletion = try tagDeletion(of: EventLog.tagObject(TagID(name: name)), facts: &facts),
+      event.stamp < deletion
+    {
+      return event.redacted(.deleted)
+    }
+    let (first, second) = event.change.objects
+    if let first, try isDeleted(first, facts: &facts) { return event.redacted(.deleted) }
+    if let second, try isDeleted(second, facts: &facts) { return event.redacted(.deleted) }
+    return event
+  }
+
+  /// Looks up what filing `event` reads, so that ``index(_:facts:)`` cannot throw a missing
+  /// fact after it began.
+  private mutating func lookUpIndexFacts(of event: Event, facts: inout some LogFacts) throws {
+    if case .tagDeleted(let name) = event.change {
+      _ = try tagDeletion(of: EventLog.tagObject(TagID(name: name)), facts: &facts)
+    }
+    if let object = event.change.deletedObject { _ = try isDeleted(object, facts: &facts) }
+    if tracksFields, let field = event.change.field, let note = event.change.noteID {
+      _ = try newestChange(to: FieldKey(note: note, field: field), facts: &facts)
+    }
+  }
+
+  /// Records a tag's deletion, if it is the latest (rule 2): erased later.
+  private mutating func recordDeletion(
+    of tag: TagID, at stamp: Stamp, facts: inout some LogFacts
+  ) throws {
+    let object = EventLog.tagObject(tag)
+    if let latest = try tagDeletion(of: object, facts: &facts), latest >= stamp { return }
+    tagDeletions[object] = .some(stamp)
+    changes.tagDeletions[object] = stamp
+    if !pendingTagErasures.contains(object) { pendingTagErasures.append(object) }
+  }
+
+  /// Keeps the newest change of a note field; queues the change it replaces (rule 4).
+  private mutating func trackReplacement(
+    of event: Event, at sequence: UInt64, facts: inout some LogFacts
+  ) throws {
+    guard tracksFields, let field = event.change.field, let note = event.change.noteID,
+      event.redaction != .deleted
+    else { return }
+    let key = FieldKey(note: note, field: field)
+    let change = FieldChange(stamp: event.stamp, sequence: sequence)
+    guard let newest = try newestChange(to: key, facts: &facts) else {
+      setNewest(change, of: key)
+      return
+    }
+    if event.stamp > newest.stamp {
+      setNewest(change, of: key)
+      changes.replaced.append(
+        ReplacedChange(milliseconds: event.stamp.time.milliseconds, sequence: newest.sequence))
+    } else if !event.isRedacted {
+      changes.replaced.append(
+        ReplacedChange(milliseconds: newest.stamp.time.milliseconds, sequence: sequence))
+    }
+  }
+
+  private mutating func setNewest(_ change: FieldChange, of key: FieldKey) {
+    newest[key] = .some(change)
+    changes.fields[key] = change
+    changes.forgottenFields.remove(key)
+  }
+
+  /// Forgets what the batch knows of a field's newest change: after its storage found it
+  /// again (restamping).
+  package mutating func forgetNewestChange(of key: FieldKey) {
+    newest[key] = nil
+    changes.fields[key] = nil
+  }
+
+  /// Queues replaced changes that the log's owner found (when it keeps the fields itself).
+  package mutating func enqueueReplaced(_ replaced: [ReplacedChange]) {
+    changes.replaced.append(contentsOf: replaced)
+  }
+
+  // MARK: - Erasing, retention, finishing
+
+  /// Erases what the deletions appended since the last call delete (rules 1 and 2).
+  package mutating func eraseDeleted(facts: inout some LogFacts) throws {
+    guard !pendingErasures.isEmpty || !pendingTagErasures.isEmpty else { return }
+    let objects = pendingErasures.map(\.object) + pendingTagErasures
+    let sequences = try self.sequences(of: objects, facts: &facts)
+    try load(sequences.values.flatMap { $0 }, facts: &facts)
+    for (object, isNote) in pendingErasures {
+      if isNote { forgetFields(of: NoteID(object)) }
+      for sequence in sequences[object] ?? [] {
+        try redact(at: sequence, reason: .deleted)
+      }
+    }
+    for object in pendingTagErasures {
+      guard let deletion = tagDeletions[object] ?? nil else { continue }
+      for sequence in sequences[object] ?? [] {
+        guard let event = current(at: sequence), !event.isRedacted, event.stamp < deletion
+        else { continue }
+        switch event.change {
+        case .tagRenamed:
+          try redact(at: sequence, reason: .deleted)
+        case .tagsSet(let note, _):
+          pendingTagsChecks.append((sequence, note, event.stamp))
+        default: break
+        }
+      }
+    }
+    pendingErasures.removeAll()
+    pendingTagErasures.removeAll()
+  }
+
+  /// Redacts the replaced changes whose retention period has passed at `now` (wall-clock
+  /// milliseconds), each only if a newer change to its field is still in the log; with no
+  /// retention (nil), does nothing. Erases what appended deletions delete first.
+  ///
+  /// - Parameter stored: The storage's queued changes that are due (``latestDueTime(retention:now:)``);
+  ///   each is dequeued (``LogChanges/dequeued``). Those this batch queued are taken from
+  ///   ``changes`` when they are due.
+  /// - Returns: The number of changes redacted.
+  @discardableResult
+  package mutating func applyRetention(
+    _ retention: Duration?, now: UInt64, stored: [ReplacedChange], facts: inout some LogFacts
+  ) throws -> Int {
+    guard let retention else { return 0 }
+    try eraseDeleted(facts: &facts)
+    let isDue = { (entry: ReplacedChange) in
+      Self.isDue(entry.milliseconds, retention: retention, now: now)
+    }
+    var due = stored.filter(isDue).map { (entry: $0, stored: true) }
+    due += changes.replaced.filter(isDue).map { (entry: $0, stored: false) }
+    guard !due.isEmpty else { return 0 }
+    changes.replaced.removeAll(where: isDue)
+    due.sort { $0.entry < $1.entry }
+    try load(due.map(\.entry.sequence), facts: &facts)
+    var keys: [FieldKey] = []
+    for (entry, _) in due {
+      if let event = current(at: entry.sequence), let key = event.change.fieldKey {
+        keys.append(key)
+      }
+    }
+    let newest = try newestChanges(to: keys, facts: &facts)
+    var redacted = 0
+    for (entry, stored) in due {
+      if stored { changes.dequeued.append(entry) }
+      guard let event = current(at: entry.sequence), !event.isRedacted,
+        let key = event.change.fieldKey, let replacement = newest[key],
+        replacement.stamp > event.stamp
+      else { continue }
+      if try redact(at: entry.sequence, reason: .superseded) { redacted += 1 }
+    }
+    return redacted
+  }
+
+  /// Ends the batch: erases what appended deletions delete, redacts the tags changes rule 2
+  /// left to check, and releases the blobs no event references any more
+  /// (``LogChanges/releasedBlobs``).
+  package mutating func finish(facts: inout some LogFacts) throws {
+    try eraseDeleted(facts: &facts)
+    if !pendingTagsChecks.isEmpty {
+      let newest = try newestChanges(
+        to: pendingTagsChecks.map { FieldKey(note: $0.note, field: Self.tagsField) },
+        facts: &facts)
+      for (sequence, note, stamp) in pendingTagsChecks {
+        if let replacement = newest[FieldKey(note: note, field: Self.tagsField)],
+          replacement.stamp > stamp
+        {
+          try redact(at: sequence, reason: .deleted)
+        }
+      }
+      pendingTagsChecks.removeAll()
+    }
+    let candidates = releaseCandidates.filter {
+      changes.addedReferences[$0, default: []].isEmpty
+    }
+    if !candidates.isEmpty {
+      let referenced = try facts.referenced(
+        Dictionary(
+          uniqueKeysWithValues: candidates.map { ($0, changes.removedReferences[$0] ?? []) }))
+      for hash in candidates where referenced[hash] != true {
+        changes.releasedBlobs.insert(hash)
+      }
+    }
+    releaseCandidates.removeAll()
+  }
+
+  // MARK: - Redacting
+
+  /// Replaces the event at `sequence` with its redacted form, keeping its id: the index and the
+  /// event-set digest do not change. An event already redacted, or of a kind that is never
+  /// redacted (deletions, unknown kinds), is left as it is.
+  ///
+  /// - Returns: Whether the event was redacted now.
+  /// - Throws: ``VLogError/Code/corruptStore`` if the log does not hold the event (read it
+  ///   with ``load(_:facts:)`` first).
+  @discardableResult
+  private mutating func redact(at sequence: UInt64, reason: Event.Redaction) throws -> Bool {
+    guard let event = current(at: sequence) else {
+      throw VLogError(.corruptStore, "the object index names event \(sequence), which is missing")
+    }
+    let redacted = event.redacted(reason)
+    guard redacted.isRedacted, !event.isRedacted else { return false }
+    changes.redacted[sequence] = redacted
+    // What the batch read stays current after the storage takes the change.
+    loaded[sequence] = redacted
+    if let hash = event.referencedBlob {
+      if changes.addedReferences[hash]?.remove(sequence) == nil {
+        changes.removedReferences[hash, default: []].insert(sequence)
+      }
+      releaseCandidates.insert(hash)
+    }
+    redactedCount += 1
+    return true
+  }
+
+  /// Forgets a deleted note's fields: its changes are all redacted.
+  private mutating func forgetFields(of note: NoteID) {
+    guard tracksFields else { return }
+    for field in Change.fields {
+      let key = FieldKey(note: note, field: field)
+      newest[key] = .some(nil)
+      changes.fields[key] = nil
+      changes.forgottenFields.insert(key)
+    }
+  }
+
+  // MARK: - Facts
+
+  private mutating func isDeleted(_ object: Identifier, facts: inout some LogFacts) throws -> Bool {
+    if let known = deleted[object] { return known }
+    let found = try facts.isDeleted(object)
+    deleted[object] = found
+    return found
+  }
+
+  private mutating func tagDeletion(of object: Identifier, facts: inout some LogFacts) throws
+    -> Stamp?
+  {
+    if let known = tagDeletions[object] { return known }
+    let found = try facts.tagDeletion(of: object)
+    tagDeletions[object] = .some(found)
+    return found
+  }
+
+  private mutating func newestChange(to key: FieldKey, facts: inout some LogFacts) throws
+    -> FieldChange?
+  {
+    if let known = newest[key] { return known }
+    return try newestChanges(to: [key], facts: &facts)[key]
+  }
+
+  private mutating func newestChanges(to keys: [FieldKey], facts: inout some LogFacts) throws
+    -> [FieldKey: FieldChange]
+  {
+    let unknown = Array(Set(keys.filter { newest[$0] == nil }))
+    if !unknown.isEmpty {
+      let found = try facts.newestChanges(to: unknown)
+      for key in unknown { newest[key] = .some(found[key]) }
+    }
+    var result: [FieldKey: FieldChange] = [:]
+    for key in keys { if let change = newest[key] ?? nil { result[key] = change } }
+    return result
+  }
+
+  /// The sequence numbers filed under each object, stored and appended, in log order.
+  private mutating func sequences(of objects: [Identifier], facts: inout some LogFacts) throws
+    -> [Identifier: [UInt64]]
+  {
+    let stored = try facts.sequences(of: objects)
+    let wanted = Set(objects)
+    var all: [Identifier: Set<UInt64>] = [:]
+    for (object, sequences) in stored where wanted.contains(object) {
+      all[object, default: []].formUnion(sequences)
+    }
+    for (object, sequence) in changes.objects where wanted.contains(object) {
+      all[object, default: []].insert(sequence)
+    }
+    return all.mapValues { $0.sorted() }
+  }
+
+  /// Reads the stored events among `sequences` that the batch does not hold yet.
+  private mutating func load(_ sequences: [UInt64], facts: inout some LogFacts) throws {
+    let missing = sequences.filter {
+      changes.redacted[$0] == nil && appendedEvent(at: $0) == nil && loaded[$0] == nil
+    }
+    guard !missing.isEmpty else { return }
+    loaded.merge(try facts.events(at: missing)) { _, new in new }
+  }
+
+  /// The event at `sequence` as this batch sees it, among those it holds or read.
+  private func current(at sequence: UInt64) -> Event? {
+    changes.redacted[sequence] ?? appendedEvent(at: sequence) ?? loaded[sequence]
+  }
+
+  private func appendedEvent(at sequence: UInt64) -> Event? {
+    guard let first = changes.appended.first?.sequence, sequence >= first,
+      sequence - first < UInt64(changes.appended.count)
+    else { return nil }
+    return changes.appended[Int(sequence - first)].event
+  }
+
+  // MARK: - Retention times
+
+  /// Whether a change replaced at `milliseconds` is due for redaction at `now`.
+  package static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
+    let period = retention.wholeMilliseconds
+    guard period > 0 else { return true }
+    let (due, overflow) = milliseconds.addingReportingOverflow(period)
+    return !overflow && due <= now
+  }
+
+  /// The latest replacement time that is due at `now`, for a storage to select the queued
+  /// changes to hand to ``applyRetention(_:now:stored:facts:)``; nil if none can be.
+  package static func latestDueTime(retention: Duration, now: UInt64) -> UInt64? {
+    let period = retention.wholeMilliseconds
+    guard period > 0 else { return .max }
+    return now >= period ? now - period : nil
+  }
+}
+
+/// What a ``LogBatch`` decided that its storage writes.
+package struct LogChanges: Sendable {
+  /// Events appended, as stored, in order (a storage that writes each at once removes it).
+  package var appended: [LoggedEvent] = []
+  /// Events to store in their redacted form, by sequence number: stored ones, and appended
+  /// ones (which are stored in this form in their place).
+  package var redacted: [UInt64: Event] = [:]
+  /// Object index entries to add.
+  package var objects: [(object: Identifier, sequence: UInt64)] = []
+  /// Deletion markers to add: a note's or attachment's first deletion.
+  package var deletions: [(object: Identifier, sequence: UInt64)] = []
+  /// Tag deletion markers to set: each tag object's latest deletion.
+  package var tagDeletions: [Identifier: Stamp] = [:]
+  /// Blob references to add and to remove, by blob.
+  package var addedReferences: [BlobHash: Set<UInt64>] = [:]
+  package var removedReferences: [BlobHash: Set<UInt64>] = [:]
+  /// Newest field changes to write, and fields to forget (of deleted notes).
+  package var fields: [FieldKey: FieldChange] = [:]
+  package var forgottenFields: Set<FieldKey> = []
+  /// Replaced changes to queue, and queued ones to remove.
+  package var replaced: [ReplacedChange] = []
+  package var dequeued: [ReplacedChange] = []
+  /// Blobs that no event references any more: for the blobs' owner to remove.
+  package var releasedBlobs: Set<BlobHash> = []
+
+  package init() {}
+}
+
+extension Change {
+  /// The note field a change sets, as a key.
+  package var fieldKey: FieldKey? {
+    guard let field, let note = noteID else { return nil }
+    return FieldKey(note: note, field: field)
+  }
+}

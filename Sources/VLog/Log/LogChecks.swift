@@ -1,0 +1,125 @@
+/// The checks `verify` makes of a stored log, written once for every storage: the storage
+/// reads its entries in order and hands each to ``check(_:isFiled:isDeleted:isReferenced:newestChange:)``
+/// with lookups into its indexes, then the totals to ``checkTotals(count:digest:recordedDigest:describe:)``.
+///
+/// What a sound log satisfies (the rules of ``LogBatch``, seen from the stored result):
+/// 1. Sequence numbers are dense from 1, and every entry decodes with its checksum.
+/// 2. Every event is filed in the object index under each note and attachment it changes, and
+///    an `attachmentAdded` that is not redacted in the blob index.
+/// 3. No event of a deleted object keeps its content.
+/// 4. Given a retention period and the time, no change replaced for longer than the period
+///    keeps its values.
+/// 5. The recorded event count and event-set digest are those of the entries.
+package struct LogChecks: Sendable {
+  /// The faults found so far.
+  package private(set) var faults: [VerificationFault] = []
+  /// The entries checked so far.
+  package private(set) var checked = 0
+  private var expected: UInt64 = 1
+  private let retention: (period: Duration?, now: UInt64)
+
+  /// Checks with a retention period (nil: none) at `now` (wall-clock milliseconds).
+  package init(retention: (period: Duration?, now: UInt64) = (nil, 0)) {
+    self.retention = retention
+  }
+
+  /// Records a fault the storage found itself.
+  package mutating func report(_ fault: VerificationFault) {
+    faults.append(fault)
+  }
+
+  /// Counts an entry that could not be read (its checksum or encoding is bad), at the next
+  /// sequence number or at `sequence` if known.
+  package mutating func unreadable(at sequence: UInt64? = nil, _ message: String) {
+    if let sequence { entry(at: sequence) } else { checked += 1 }
+    expected = (sequence ?? expected) + 1
+    faults.append(VerificationFault(kind: .corruptEvent, message: message))
+  }
+
+  /// Counts the entry at `sequence` and checks that it follows the one before.
+  package mutating func entry(at sequence: UInt64) {
+    checked += 1
+    if sequence != expected {
+      faults.append(
+        VerificationFault(kind: .index, message: "event \(sequence) follows event \(expected - 1)"))
+    }
+    expected = sequence + 1
+  }
+
+  /// Checks a decoded event against the storage's indexes (``entry(at:)`` counted it).
+  ///
+  /// - Parameters:
+  ///   - isFiled: Whether the object index files the event under an object.
+  ///   - isDeleted: Whether the log holds a deletion of an object.
+  ///   - isReferenced: Whether the blob index holds the event's reference to a blob.
+  ///   - newestChange: The stamp of the newest change to a note field (asked only with a
+  ///     retention period).
+  package mutating func check(
+    _ logged: LoggedEvent,
+    isFiled: (Identifier) throws -> Bool,
+    isDeleted: (Identifier) throws -> Bool,
+    isReferenced: (BlobHash) throws -> Bool,
+    newestChange: (FieldKey) throws -> Stamp?
+  ) rethrows {
+    let event = logged.event
+    let sequence = logged.sequence
+    for object in event.change.objectIDs {
+      if try !isFiled(object) {
+        faults.append(
+          VerificationFault(
+            kind: .index,
+            message: "event \(sequence) (\(event.stamp)) is not in the object index under \(object)"
+          ))
+      }
+      if !event.isRedacted, event.change.deletedObject == nil,
+        event.change.withoutPayload != nil, try isDeleted(object)
+      {
+        faults.append(
+          VerificationFault(
+            kind: .erasure,
+            message: "event \(sequence) (\(event.stamp) \(event.change.kind)) keeps the "
+              + "content of \(object), which was deleted"))
+      }
+    }
+    if let hash = event.referencedBlob, try !isReferenced(hash) {
+      faults.append(
+        VerificationFault(
+          kind: .index, message: "event \(sequence) (\(event.stamp)) is not in the blob index"))
+    }
+    if let period = retention.period, !event.isRedacted, let key = event.change.fieldKey,
+      let replacement = try newestChange(key), replacement > event.stamp,
+      LogBatch.isDue(replacement.time.milliseconds, retention: period, now: retention.now)
+    {
+      faults.append(
+        VerificationFault(
+          kind: .erasure,
+          message: "event \(sequence) (\(event.stamp) \(event.change.kind)) was replaced longer "
+            + "ago than the retention period and keeps its values"))
+    }
+  }
+
+  /// Checks the totals: the entries the storage counts another way (its id index, its head)
+  /// against the entries checked, and the event-set digest it records against the digest of
+  /// the ids it holds.
+  ///
+  /// - Parameters:
+  ///   - count: How many entries the storage's other record says there are.
+  ///   - digest: The digest of the ids the storage holds.
+  ///   - recordedDigest: The digest the storage records.
+  ///   - describe: The fault messages, given the two counts, and the two digests.
+  package mutating func checkTotals(
+    count: UInt64, digest: EventSetDigest, recordedDigest: EventSetDigest,
+    describe: (
+      count: (_ recorded: UInt64, _ checked: Int) -> String,
+      digest: (_ recorded: EventSetDigest, _ computed: EventSetDigest) -> String
+    )
+  ) {
+    if count != UInt64(checked) {
+      faults.append(VerificationFault(kind: .index, message: describe.count(count, checked)))
+    }
+    if digest != recordedDigest {
+      faults.append(
+        VerificationFault(kind: .index, message: describe.digest(recordedDigest, digest)))
+    }
+  }
+}
