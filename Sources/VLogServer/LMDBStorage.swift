@@ -53,9 +53,12 @@ final class LMDBStorage: ServerStorage {
   private let fields: Database
   private let superseded: Database
   private let blobs: Database
+  /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
+  private let logRules: LogRules
 
-  private init(environment: Environment) throws {
+  private init(environment: Environment, logRules: LogRules) throws {
     self.environment = environment
+    self.logRules = logRules
     func open(_ name: String) throws -> Database {
       try environment.openDatabase(named: name, flags: .create)
     }
@@ -75,12 +78,14 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// Opens or creates the server's data directory.
-  static func open(at path: String, durability: Environment.Durability) throws -> LMDBStorage {
+  static func open(
+    at path: String, durability: Environment.Durability, logRules: LogRules = .standard
+  ) throws -> LMDBStorage {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     let environment = try Environment.open(
       at: path, configuration: configuration(durability: durability))
     do {
-      let store = try LMDBStorage(environment: environment)
+      let store = try LMDBStorage(environment: environment, logRules: logRules)
       try store.checkFormat()
       return store
     } catch {
@@ -210,10 +215,12 @@ final class LMDBStorage: ServerStorage {
 
   /// The event log of an account.
   func eventLog(of account: UInt64) -> EventLog {
-    EventLog(
+    var log = EventLog(
       entries: log, index: eventIDs, state: heads, objects: objects,
       blobReferences: blobReferences, fields: fields, superseded: superseded,
       prefix: BigEndian.bytes(account))
+    log.rules = logRules
+    return log
   }
 
   /// Redacts, in every account's log, the replaced changes whose retention period has passed

@@ -27,13 +27,16 @@ struct PostgresLogWriter {
   /// What the batch asked for, as read.
   private var facts = PostgresLogFacts()
 
-  init(account: Int64, head: Head, connection: PostgresConnection, logger: Logger) {
+  init(
+    account: Int64, head: Head, rules: LogRules = .standard, connection: PostgresConnection,
+    logger: Logger
+  ) {
     self.account = account
     self.head = head
     self.initialHead = head
     self.connection = connection
     self.logger = logger
-    self.batch = LogBatch(lastSequence: head.sequence, tracksFields: true)
+    self.batch = LogBatch(lastSequence: head.sequence, tracksFields: true, rules: rules)
   }
 
   // MARK: - Appending

@@ -42,9 +42,14 @@ final class PostgresStorage: ServerStorage {
   private let logger: Logger
   /// A description of the database for messages, without the password.
   let location: String
+  /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
+  private let logRules: LogRules
 
-  private init(client: PostgresClient, runner: Task<Void, Never>, location: String, logger: Logger)
-  {
+  private init(
+    client: PostgresClient, runner: Task<Void, Never>, location: String, logRules: LogRules,
+    logger: Logger
+  ) {
+    self.logRules = logRules
     self.client = client
     self.runner = runner
     self.location = location
@@ -55,9 +60,9 @@ final class PostgresStorage: ServerStorage {
   ///
   /// - Throws: ``ServerError`` for a URL that is not a PostgreSQL URL, a database that cannot
   ///   be reached, or a schema newer than this server's.
-  static func open(url: String, maximumConnections: Int, logger: Logger) async throws
-    -> PostgresStorage
-  {
+  static func open(
+    url: String, maximumConnections: Int, logRules: LogRules = .standard, logger: Logger
+  ) async throws -> PostgresStorage {
     let location = try DatabaseURL(url)
     var configuration = location.configuration
     configuration.options.maximumConnections = max(1, maximumConnections)
@@ -67,7 +72,8 @@ final class PostgresStorage: ServerStorage {
     let client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
     let runner = Task { await client.run() }
     let storage = PostgresStorage(
-      client: client, runner: runner, location: location.description, logger: logger)
+      client: client, runner: runner, location: location.description, logRules: logRules,
+      logger: logger)
     do {
       try await storage.migrate()
       return storage
@@ -475,7 +481,7 @@ final class PostgresStorage: ServerStorage {
       let known = try await storedIDs(of: number, among: fresh.map(\.stamp), on: connection)
       fresh.removeAll { known.contains($0.stamp) }
       var writer = PostgresLogWriter(
-        account: number, head: head, connection: connection, logger: logger)
+        account: number, head: head, rules: logRules, connection: connection, logger: logger)
       try await writer.prefetch(for: fresh)
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)
@@ -709,7 +715,7 @@ final class PostgresStorage: ServerStorage {
       redacted += try await transaction { [self] connection in
         let head = try await self.head(of: account, on: connection, locking: true)
         var writer = PostgresLogWriter(
-          account: account, head: head, connection: connection, logger: logger)
+          account: account, head: head, rules: logRules, connection: connection, logger: logger)
         let count = try await writer.applyRetention(retention, now: now)
         _ = try await writer.commit()
         return count

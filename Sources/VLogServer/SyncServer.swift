@@ -4,6 +4,7 @@ public import Hummingbird
 internal import HummingbirdCore
 internal import LMDB
 public import Logging
+internal import NIOCore
 internal import NIOHTTP1
 internal import ServiceLifecycle
 public import VLog
@@ -61,6 +62,9 @@ public final class SyncServer: Sendable {
     /// How long a connection may go without receiving anything — between requests, while its
     /// headers arrive, or in the middle of a body — before the server closes it.
     public var idleTimeout: Duration
+    /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests that plant a
+    /// wrong one to show both backends follow the engine's.
+    package var logRules = LogRules.standard
     /// The most connections open at once; a connection past it is closed at once.
     public var maximumConnections: Int
     /// How long a request's whole body may take to arrive, however steadily it trickles in;
@@ -178,7 +182,8 @@ public final class SyncServer: Sendable {
     dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
   ) throws -> SyncServer {
     let store = try LMDBStorage.open(
-      at: dataDirectory, durability: configuration.durability.environment)
+      at: dataDirectory, durability: configuration.durability.environment,
+      logRules: configuration.logRules)
     do {
       return try SyncServer(
         location: dataDirectory, store: store, configuration: configuration,
@@ -207,7 +212,8 @@ public final class SyncServer: Sendable {
     dependencies: Dependencies = .live, logger: Logger = Logger(label: "VLogServer")
   ) async throws -> SyncServer {
     let store = try await PostgresStorage.open(
-      url: database, maximumConnections: maximumConnections, logger: logger)
+      url: database, maximumConnections: maximumConnections, logRules: configuration.logRules,
+      logger: logger)
     do {
       return try SyncServer(
         location: store.location, store: store, configuration: configuration,
@@ -277,7 +283,15 @@ public final class SyncServer: Sendable {
     host: String, port: Int,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
   ) async throws {
-    try await application(host: host, port: port, onServerRunning: onServerRunning).runService()
+    do {
+      try await application(host: host, port: port, onServerRunning: onServerRunning)
+        .runService()
+    } catch let error as IOError where error.errnoCode == EADDRINUSE {
+      throw VLogError(
+        .storage,
+        "cannot listen on \(host):\(port): another process is using the address; "
+          + "stop it, or choose another port")
+    }
   }
 
   /// Serves HTTP on `host` and `port` for the duration of `body`, which receives the port bound
@@ -307,7 +321,11 @@ public final class SyncServer: Sendable {
       }
       var result: R?
       for try await value in tasks where value != nil { result = value }
-      return result!
+      // The second task returns the body's value or throws, and the group waits for it.
+      guard let result else {
+        throw ServerError.storage("the server stopped before the body returned")
+      }
+      return result
     }
   }
 

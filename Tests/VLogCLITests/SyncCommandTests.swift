@@ -175,6 +175,24 @@ struct SyncCommandTests {
 
 @Suite("vlog serve, the built binary")
 struct ServeBinaryTests {
+  @Test("serve on a port in use: one line that says so, exit status 1")
+  func portInUse() async throws {
+    try await withTemporaryDirectory { root in
+      let server = try SyncServer.open(dataDirectory: root + "/first")
+      defer { server.close() }
+      try await server.serving { port in
+        let (status, output, errors) = try BinaryTests().vlog([
+          "serve", "--data", root + "/second", "--port", String(port), "--log-level", "error",
+        ])
+        #expect(status == 1)
+        #expect(output.isEmpty)
+        #expect(
+          errors == "vlog: error: cannot listen on 127.0.0.1:\(port): another process is using "
+            + "the address; stop it, or choose another port\n")
+      }
+    }
+  }
+
   @Test("serve, account create, sync and status between processes; no password argument")
   func serveAndSync() async throws {
     try withTemporaryDirectory { root in

@@ -150,6 +150,58 @@ struct BackendEquivalenceTests {
   }
 
   @Test(
+    "A rule changed in the engine's LogBatch changes what both backends store, alike, and verify reports it on both"
+  )
+  func plantedRuleReachesBothBackends() async throws {
+    let replica = ReplicaID(Identifier(high: 0x91A7, low: 1))
+    let note = NoteID(Identifier(high: 3, low: 1))
+    func event(_ counter: UInt16, _ change: Change) -> Event {
+      Event(
+        stamp: Stamp(
+          time: HybridTime(milliseconds: 1_790_000_000_000, counter: counter), replica: replica),
+        change: change)
+    }
+    // A note deleted on one device while another's edits were still on their way.
+    let pushes = [
+      [
+        event(1, .noteCreated(note, creationDate: Date(timeIntervalSince1970: 1_790_000_000))),
+        event(2, .textSet(note, text: "before the deletion")),
+        event(4, .noteDeleted(note)),
+      ],
+      [event(3, .textSet(note, text: "late")), event(5, .archivedSet(note, archived: true))],
+    ]
+    var planted = SyncServer.Configuration.testing
+    planted.logRules = .keepsLateContent
+    func replay(_ backend: Backend, _ configuration: SyncServer.Configuration) async throws
+      -> (events: [Event], faults: [VerificationFault])
+    {
+      try await withServer(backend: backend, configuration: configuration) { server in
+        let password = try PasswordHash(
+          hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
+        try await server.store.createAccount(named: "ann", password: password)
+        for push in pushes {
+          _ = try await server.store.sync(account: 1, pushing: push, after: 0, limit: 1)
+        }
+        let page = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
+        return (page.events, try await server.verify().faults)
+      }
+    }
+    let standard = try await replay(.lmdb, .testing)
+    let plantedLMDB = try await replay(.lmdb, planted)
+    let plantedPostgres = try await replay(.postgres, planted)
+    // The standard rules store the late edits redacted; the planted one as they came, on both
+    // backends alike.
+    #expect(standard.events.filter(\.isRedacted).count == 4)
+    #expect(plantedLMDB.events.filter(\.isRedacted).count == 2)
+    #expect(plantedLMDB.events.map { $0.encoded() } == plantedPostgres.events.map { $0.encoded() })
+    // The checks, also the engine's, find what the plant kept, on both.
+    #expect(standard.faults.isEmpty)
+    #expect(plantedLMDB.faults.count == 2)
+    #expect(plantedLMDB.faults.allSatisfy { $0.kind == .erasure })
+    #expect(plantedPostgres.faults.map(\.kind) == plantedLMDB.faults.map(\.kind))
+  }
+
+  @Test(
     "A blob whose last attachment is erased stays if the same push names it again, and goes when that one is deleted too",
     arguments: Backend.allCases)
   func blobReleasedAndNamedAgain(backend: Backend) async throws {

@@ -174,3 +174,48 @@ struct SessionsCommand: AsyncParsableCommand {
     }
   }
 }
+
+/// `vlog account …`.
+struct AccountCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "account", abstract: "Manage accounts on a sync server.",
+    subcommands: [
+      CreateAccount.self, DeleteAccount.self, ChangePassword.self, SessionsCommand.self,
+    ])
+}
+
+/// `vlog account create`.
+struct CreateAccount: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "create",
+    abstract: "Create an account on a sync server (password from VLOG_PASSWORD or a prompt).")
+
+  @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func run() async throws {
+    guard let url = server.server, let user = server.user else {
+      throw ValidationError("account create needs --server URL and --user NAME")
+    }
+    let output = try await Self.execute(server: url, user: user, password: try readPassword())
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(server: String, user: String, password: String) async throws
+    -> CommandOutput
+  {
+    let caller = APICaller(transport: HTTPTransport(baseURL: server))
+    let created = try await caller.createAccount(
+      Credentials(username: user, password: password)
+    ).get()
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+    }
+    return CommandOutput(
+      text: "created account '\(created.username)' on \(server)",
+      json: JSON(server: server, username: created.username))
+  }
+}

@@ -254,7 +254,9 @@ struct Tags: StoreCommand {
   static let configuration = CommandConfiguration(
     abstract: "List tags in use with note counts, or delete one.",
     discussion: """
-      --delete NAME takes the tag off every note and erases its name from history (its renames       and the replaced tags changes that named it), on every device once synced. A later change       that names the tag creates it again.
+      --delete NAME takes the tag off every note and erases its name from history (its \
+      renames and the replaced tags changes that named it), on every device once synced. A \
+      later change that names the tag creates it again.
       """)
   @OptionGroup var options: StoreOptions
   @Option(name: .long, help: "Delete this tag from every note, for good.") var delete: String?

@@ -45,7 +45,8 @@ extension EventLog {
       self.log = log
       self.state = state
       self.initial = state
-      self.batch = LogBatch(lastSequence: state.lastSequence, tracksFields: log.fieldIndex == nil)
+      self.batch = LogBatch(
+        lastSequence: state.lastSequence, tracksFields: log.fieldIndex == nil, rules: log.rules)
     }
 
     /// The stamp for a new local event of `replica`: later than every stamp this replica

@@ -49,6 +49,8 @@ package struct EventLog: Sendable {
   let fieldIndex: (any FieldIndex)?
   /// What every key of this log starts with.
   let prefix: [UInt8]
+  /// The rules its appenders follow: ``LogRules/standard`` but in tests.
+  package var rules = LogRules.standard
   let stateKey: [UInt8]
 
   /// A log in three databases, under a key prefix.

@@ -41,6 +41,8 @@ package struct LogBatch: Sendable {
   package var changes = LogChanges()
   /// Events redacted so far.
   package private(set) var redactedCount = 0
+  /// The rules followed: ``LogRules/standard`` but in tests.
+  package let rules: LogRules
 
   /// Facts looked up, with this batch's decisions: whether each object is deleted, each tag
   /// object's latest deletion, each note field's newest change.
@@ -60,9 +62,10 @@ package struct LogBatch: Sendable {
   private var releaseCandidates: Set<BlobHash> = []
 
   /// A batch appending after `lastSequence`.
-  package init(lastSequence: UInt64, tracksFields: Bool) {
+  package init(lastSequence: UInt64, tracksFields: Bool, rules: LogRules = .standard) {
     nextSequence = lastSequence + 1
     self.tracksFields = tracksFields
+    self.rules = rules
   }
 
   /// The field a tags change sets (``Change/field``).
@@ -144,6 +147,7 @@ package struct LogBatch: Sendable {
     {
       return event.redacted(.deleted)
     }
+    guard rules != .keepsLateContent else { return event }
     let (first, second) = event.change.objects
     if let first, try isDeleted(first, facts: &facts) { return event.redacted(.deleted) }
     if let second, try isDeleted(second, facts: &facts) { return event.redacted(.deleted) }
@@ -488,4 +492,16 @@ extension Change {
     guard let field, let note = noteID else { return nil }
     return FieldKey(note: note, field: field)
   }
+}
+
+/// Which rules a ``LogBatch`` follows: the standard ones, or a deliberately wrong variation for
+/// tests that show every storage stores what the batch decides (both server backends take it
+/// from `SyncServer.Configuration`).
+package enum LogRules: Sendable, Hashable {
+  /// The rules of ``LogBatch``.
+  case standard
+  /// A deliberately wrong rule for tests: an event of a deleted note or attachment that
+  /// arrives after the deletion is stored as it came (rule 1 only redacts what the deletion
+  /// finds). `verify` reports what it keeps.
+  case keepsLateContent
 }

@@ -1,0 +1,166 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VLog
+import VLogServer
+import VLogSync
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// `vlog serve`: the sync server.
+struct Serve: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Run the sync server.",
+    discussion: """
+      Serves the HTTP API described at /v1/openapi.json until interrupted (SIGINT or SIGTERM), \
+      then finishes the requests in flight and exits. Logs one line per request to standard \
+      error, with its request id. Every option may come from the environment instead: \
+      --max-connections from VLOG_MAX_CONNECTIONS, --database from VLOG_DATABASE, and so on; \
+      an option given on the command line wins.
+      """)
+
+  /// The options `vlog serve` reads from `VLOG_*` variables when the command line does not give
+  /// them: `--log-level` from `VLOG_LOG_LEVEL`.
+  static let environmentOptions = [
+    "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
+    "idle-timeout", "max-connections", "body-timeout", "retention",
+  ]
+
+  /// The arguments that `environment` adds to a `vlog serve` command line (`given`): one
+  /// `--option value` for each variable set whose option the command line does not give.
+  static func environmentArguments(_ environment: [String: String], given: [String]) -> [String] {
+    var added: [String] = []
+    for option in environmentOptions {
+      let variable = "VLOG_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
+      guard let value = environment[variable], !value.isEmpty,
+        !given.contains(where: { $0 == "--\(option)" || $0.hasPrefix("--\(option)=") })
+      else { continue }
+      added.append("--\(option)=\(value)")
+    }
+    return added
+  }
+
+  @Option(name: .long, help: "The server's LMDB data directory (created if needed).")
+  var data: String?
+
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "A PostgreSQL database to keep the data in instead, shared by any number of servers.",
+      discussion:
+        "postgres://user:password@host:5432/database (?sslmode=require for TLS), or "
+        + "postgres://user@/database?host=/socket/directory. The schema is created or migrated at start.",
+      valueName: "url"))
+  var database: String?
+
+  @Option(name: .long, help: "The most connections to the PostgreSQL database.")
+  var databaseConnections = 16
+
+  @Option(name: .long, help: "The address to listen on.")
+  var host = "127.0.0.1"
+
+  @Option(name: .long, help: "The port to listen on (0 picks a free one).")
+  var port = 8080
+
+  @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+  var logLevel = "info"
+
+  @Option(
+    name: .long,
+    help: "log2 of scrypt's cost N for new password hashes (10 to 20; 15 uses 32 MiB per hash).")
+  var passwordCost = 15
+
+  @Option(
+    name: .long,
+    help:
+      "Seconds a connection may receive nothing (idle, mid-header, mid-body) before it is closed.")
+  var idleTimeout = 60
+
+  @Option(name: .long, help: "The most connections open at once; past it, new ones are closed.")
+  var maxConnections = 1024
+
+  @Option(
+    name: .long,
+    help:
+      "Seconds a request's whole body may take to arrive; past it, 408 and the connection closes.")
+  var bodyTimeout = 120
+
+  @Option(
+    name: .long,
+    help:
+      "Days a value replaced by a newer change keeps its content before it is redacted (0: at once; off: forever)."
+  )
+  var retention = "30"
+
+  /// The retention period `--retention` gives: nil for `off`.
+  var retentionPeriod: Duration? {
+    get throws {
+      if retention == "off" { return nil }
+      guard let days = Int(retention), (0...36500).contains(days) else {
+        throw ValidationError(
+          "--retention: '\(retention)' is not a number of days (0 to 36500) or 'off'")
+      }
+      return .seconds(days * 86400)
+    }
+  }
+
+  func validate() throws {
+    _ = try retentionPeriod
+    guard (data == nil) != (database == nil) else {
+      throw ValidationError(
+        data == nil
+          ? "give --data DIR (LMDB) or --database URL (PostgreSQL)"
+          : "give --data or --database, not both")
+    }
+    guard databaseConnections >= 1 else {
+      throw ValidationError("--database-connections: \(databaseConnections) is not at least 1")
+    }
+    guard idleTimeout >= 1 else {
+      throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
+    }
+    guard bodyTimeout >= 1 else {
+      throw ValidationError("--body-timeout: \(bodyTimeout) is not a number of seconds from 1")
+    }
+    guard maxConnections >= 1 else {
+      throw ValidationError("--max-connections: \(maxConnections) is not at least 1")
+    }
+    guard (0...65535).contains(port) else {
+      throw ValidationError("--port: \(port) is not a port number (0 to 65535)")
+    }
+    guard (10...20).contains(passwordCost) else {
+      throw ValidationError("--password-cost: \(passwordCost) is not from 10 to 20")
+    }
+    guard Logger.Level(rawValue: logLevel) != nil else {
+      throw ValidationError(
+        "--log-level: '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical"
+      )
+    }
+  }
+
+  func run() async throws {
+    var logger = Logger(label: "vlog.serve") { label in StreamLogHandler.standardError(label: label)
+    }
+    logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+    let configuration = SyncServer.Configuration(
+      passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
+      idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
+      bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod)
+    let server: SyncServer
+    if let database {
+      server = try await SyncServer.open(
+        database: database, maximumConnections: databaseConnections,
+        configuration: configuration, logger: logger)
+    } else {
+      server = try SyncServer.open(
+        dataDirectory: data ?? "", configuration: configuration, logger: logger)
+    }
+    defer { server.close() }
+    try await server.run(host: host, port: port) { [host] port in
+      FileHandle.standardOutput.write(Data("vlog: serving on http://\(host):\(port)\n".utf8))
+    }
+  }
+}
