@@ -134,6 +134,8 @@ let package = Package(
     .executableTarget(
       name: "VLogCLI",
       dependencies: [
+        // LMDB: its errors, which reach the tool through the engine, are reported as LMDB's.
+        "LMDB",
         "VLog",
         "VLogSync",
         "VLogServer",

@@ -8,6 +8,10 @@
 /// ThreadSanitizer understands. On Linux, `Mutex` locks with raw futex calls that TSan does not
 /// model, so it reports every correct use of one as a data race; a pthread mutex it does model,
 /// so under `tools/sanitize thread` a report is a real race.
+///
+/// It lives in this module, though it knows nothing of LMDB, because every module that needs
+/// a lock (the engine, the server) already depends on this one, the bottom of the graph: a
+/// module of its own for one small type would add a target and nothing else.
 package final class Locked<Value>: @unchecked Sendable {
   // Guarded by `mutex`.
   private var value: Value

@@ -60,13 +60,13 @@ package enum EventCodec {
   // MARK: Encoding
 
   package static func encode(_ event: Event) -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(64 + event.unknownFields.count)
     encode(event, into: &writer)
     return writer.buffer
   }
 
-  static func encode(_ event: Event, into writer: inout WireWriter) {
+  static func encode(_ event: Event, into writer: inout ProtobufWriter) {
     writer.fixed64(Field.time, event.stamp.time.rawValue)
     writer.identifier(Field.replica, event.stamp.replica.identifier)
     writer.varint(Field.kind, event.change.kind.rawValue)
@@ -139,7 +139,7 @@ package enum EventCodec {
   package static func decode(_ bytes: UnsafeRawBufferPointer, skippingText: Bool)
     throws(VLogError) -> Event
   {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     var fields = DecodedFields()
     fields.skipsText = skippingText
     while !reader.isAtEnd {
@@ -168,7 +168,7 @@ package enum EventCodec {
   package static func textBytes(of bytes: UnsafeRawBufferPointer, stamp: Stamp)
     throws(VLogError) -> UnsafeRawBufferPointer?
   {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     var time: UInt64?
     var replica: Identifier?
     var kind: UInt64?
@@ -220,7 +220,7 @@ package enum EventCodec {
     var present: UInt32 = 0
 
     mutating func read(
-      _ number: Int, _ wireType: WireType, from reader: inout WireReader, fieldStart: Int
+      _ number: Int, _ wireType: WireType, from reader: inout ProtobufReader, fieldStart: Int
     ) throws(VLogError) {
       func expect(_ expected: WireType, _ name: String) throws(VLogError) {
         guard wireType == expected else {
@@ -445,7 +445,7 @@ package enum EventCodec {
       in bytes: UnsafeRawBufferPointer, where keep: (Int) -> Bool
     ) throws(VLogError) -> [UInt8] {
       var result: [UInt8] = []
-      var reader = WireReader(bytes)
+      var reader = ProtobufReader(bytes)
       while !reader.isAtEnd {
         let start = reader.offset
         let (number, wireType) = try reader.tag()
@@ -466,7 +466,7 @@ package enum WireType: UInt8 {
 }
 
 /// Appends protocol-buffers fields to a byte buffer.
-package struct WireWriter {
+package struct ProtobufWriter {
   package var buffer: [UInt8] = []
 
   package init() {}
@@ -521,7 +521,7 @@ package struct WireWriter {
 }
 
 /// Reads protocol-buffers fields from bytes, checking every length against the end.
-package struct WireReader {
+package struct ProtobufReader {
   package let base: UnsafeRawBufferPointer
   package var offset = 0
 

@@ -86,7 +86,7 @@ extension NoteStore {
           ? try transaction.withValue(forKey: key, in: schema.noteTexts) { text in
             try NoteRecord(decoding: value, text: text).canonicalEncoding()
           } : nil
-        var lengths = WireWriter()
+        var lengths = ProtobufWriter()
         lengths.rawVarint(UInt64(key.count))
         lengths.rawVarint(UInt64(canonical?.count ?? value.count))
         hasher.update(data: lengths.buffer)

@@ -79,7 +79,7 @@ struct NoteRecord: Equatable, Sendable {
     var buffer: [UInt8] = []
     buffer.reserveCapacity(34)
     textStamp.append(to: &buffer)
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer = buffer
     writer.rawVarint(textSequence)
     return writer.buffer
@@ -98,7 +98,7 @@ struct NoteRecord: Equatable, Sendable {
   func canonicalEncoding() -> [UInt8] { encoded(canonical: true) }
 
   private func encoded(canonical: Bool) -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(
       168 + tags.reduce(0) { $0 + $1.utf8.count + 1 } + attachments.count * 16)
     writer.buffer.append(canonical ? Self.canonicalVersion : Self.formatVersion)
@@ -136,7 +136,7 @@ struct NoteRecord: Equatable, Sendable {
 
   /// Decodes a record's stored part; its text stamp and sequence number are left zero.
   init(decodingStoredPart bytes: UnsafeRawBufferPointer) throws(VLogError) {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     guard try reader.byte() == Self.formatVersion else {
       throw VLogError(.corruptStore, "a note record has an unknown format version")
     }
@@ -170,7 +170,7 @@ struct NoteRecord: Equatable, Sendable {
   static func decodeText(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> (
     Stamp, UInt64
   ) {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     let stamp = try reader.stamp()
     let sequence = try reader.varint()
     guard reader.isAtEnd else {
@@ -205,7 +205,7 @@ struct TagRecord: Equatable, Sendable {
   var isEmpty: Bool { noteCount == 0 && renameStamp == .zero && spellingStamp == .zero }
 
   func encoded() -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     renameStamp.append(to: &writer.buffer)
     writer.rawString(renameName)
     spellingStamp.append(to: &writer.buffer)
@@ -218,7 +218,7 @@ struct TagRecord: Equatable, Sendable {
   init() {}
 
   init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     renameStamp = try reader.stamp()
     renameName = try reader.rawString("tag name")
     spellingStamp = try reader.stamp()
@@ -243,7 +243,7 @@ struct AttachmentRecord: Equatable, Sendable {
   var isErased: Bool { attachment.blobHash == .erased }
 
   func encoded() -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     stamp.append(to: &writer.buffer)
     attachment.noteID.identifier.append(to: &writer.buffer)
     guard !isErased else { return writer.buffer }
@@ -267,7 +267,7 @@ struct AttachmentRecord: Equatable, Sendable {
   }
 
   init(id: AttachmentID, decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
-    var reader = WireReader(bytes)
+    var reader = ProtobufReader(bytes)
     stamp = try reader.stamp()
     let noteID = NoteID(try reader.fixedIdentifier())
     if reader.isAtEnd {
@@ -314,7 +314,7 @@ struct TombstoneRecord: Equatable, Sendable {
   }
 }
 
-extension WireWriter {
+extension ProtobufWriter {
   mutating func rawSigned(_ value: Int64) {
     rawVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
   }
@@ -328,7 +328,7 @@ extension WireWriter {
   }
 }
 
-extension WireReader {
+extension ProtobufReader {
   mutating func byte() throws(VLogError) -> UInt8 {
     try fixed(1)[0]
   }

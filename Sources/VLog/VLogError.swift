@@ -1,4 +1,4 @@
-public import LMDB
+package import LMDB
 
 /// An error from the VLog engine: a change that cannot be made, bad input, or a store that
 /// cannot be read.
@@ -35,7 +35,7 @@ public struct VLogError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let corruptStore = Code("corruptStore")
     /// The store was written by a newer version of VLog.
     public static let unsupportedFormat = Code("unsupportedFormat")
-    /// LMDB failed; ``VLogError/underlying`` holds its error.
+    /// LMDB failed; the message is LMDB's error, with its operation and path.
     public static let storage = Code("storage")
 
     /// The code's name, for example `noteDeleted`.
@@ -46,11 +46,17 @@ public struct VLogError: Error, Sendable, Hashable, CustomStringConvertible {
   public let code: Code
   /// What failed, on what, and how to fix it.
   public let message: String
-  /// The LMDB error behind a ``Code/storage`` error.
-  public let underlying: LMDBError?
+  /// The LMDB error behind a ``Code/storage`` error. Not public: LMDB is VLog's own
+  /// business, and its error is in ``message``.
+  package let underlying: LMDBError?
 
   /// Creates an error.
-  public init(_ code: Code, _ message: String, underlying: LMDBError? = nil) {
+  public init(_ code: Code, _ message: String) {
+    self.init(code, message, underlying: nil)
+  }
+
+  /// Creates an error with the LMDB error behind it.
+  package init(_ code: Code, _ message: String, underlying: LMDBError?) {
     self.code = code
     self.message = message
     self.underlying = underlying

@@ -115,7 +115,7 @@ final class LMDBStorage: ServerStorage {
       }
       let version = format.count == 4 ? BigEndian.read(UInt32.self, from: format) ?? 0 : .max
       guard version <= Self.formatVersion else {
-        throw ServerError.storage(
+        throw StorageError.unusable(
           "the data directory has format \(version); this server reads up to "
             + "\(Self.formatVersion)")
       }
@@ -271,13 +271,13 @@ final class LMDBStorage: ServerStorage {
 
   /// Creates an account.
   ///
-  /// - Throws: ``ServerError`` `accountExists` if the name is taken.
+  /// - Throws: ``StorageError`` `accountExists` if the name is taken.
   func createAccount(named name: String, password: PasswordHash) async throws {
     try await onWriter { [self] in
       try environment.write { transaction in
         let key = Array(name.utf8)
         guard try !transaction.containsValue(forKey: key, in: accounts) else {
-          throw ServerError.accountExists(name)
+          throw StorageError.accountExists(name)
         }
         let counterKey = Array("nextAccount".utf8)
         let number =
@@ -293,24 +293,25 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// The name and password of an account, by number.
-  func account(number: UInt64) async throws -> (name: String, password: PasswordHash)? {
+  func account(number: UInt64) async throws -> AccountRecord? {
     try environment.read { transaction in
       guard let name = try transaction.value(forKey: BigEndian.bytes(number), in: accountNames),
         let record = try transaction.value(forKey: name, in: accounts), record.count > 8,
         let password = PasswordHash(decoding: record[8...])
       else { return nil }
-      return (String(decoding: name, as: UTF8.self), password)
+      return AccountRecord(
+        number: number, name: String(decoding: name, as: UTF8.self), password: password)
     }
   }
 
-  /// The hashes and expiries of an account's tokens.
-  func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)] {
+  /// An account's tokens.
+  func tokens(of account: UInt64) async throws -> [TokenRecord] {
     try environment.read { transaction in
       try tokenHashes(of: account, in: transaction).compactMap { hash in
         guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
           let expiry = BigEndian.read(Int64.self, from: record, at: 8)
         else { return nil }
-        return (hash, expiry)
+        return TokenRecord(hash: hash, account: account, expiresAt: expiry)
       }
     }
   }
@@ -358,13 +359,13 @@ final class LMDBStorage: ServerStorage {
 
   /// The stored name of an account that exists.
   ///
-  /// - Throws: ``ServerError`` `unauthorized` when it does not (deleted by another request
+  /// - Throws: ``StorageError`` `accountDeleted` when it does not (deleted by another request
   ///   after this one's token was checked).
   private func name(of account: UInt64, in transaction: borrowing some Transaction & ~Copyable)
     throws -> [UInt8]
   {
     guard let name = try transaction.value(forKey: BigEndian.bytes(account), in: accountNames)
-    else { throw ServerError.unauthorized }
+    else { throw StorageError.accountDeleted }
     return name
   }
 
@@ -382,13 +383,13 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// The account stored under a normalised user name.
-  func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)? {
+  func account(named name: String) async throws -> AccountRecord? {
     try environment.read { transaction in
       guard let record = try transaction.value(forKey: Array(name.utf8), in: accounts),
         record.count > 8, let number = BigEndian.read(UInt64.self, from: record),
         let password = PasswordHash(decoding: record[8...])
       else { return nil }
-      return (number, password)
+      return AccountRecord(number: number, name: name, password: password)
     }
   }
 
@@ -406,13 +407,13 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// The account and expiry of a token, by the token's hash.
-  func token(hash: [UInt8]) async throws -> (account: UInt64, expiresAt: Int64)? {
+  func token(hash: [UInt8]) async throws -> TokenRecord? {
     try environment.read { transaction in
       guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
         let account = BigEndian.read(UInt64.self, from: record, at: 0),
         let expiry = BigEndian.read(Int64.self, from: record, at: 8)
       else { return nil }
-      return (account, expiry)
+      return TokenRecord(hash: hash, account: account, expiresAt: expiry)
     }
   }
 
@@ -435,7 +436,7 @@ final class LMDBStorage: ServerStorage {
   /// Stores the pushed events not yet in the account's log, in one transaction, redacts the
   /// replaced changes whose `retention` period has passed, then reads the page after `cursor`.
   ///
-  /// - Throws: ``ServerError`` `invalidCursor` for a cursor past the end of the log; nothing is
+  /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
@@ -455,7 +456,7 @@ final class LMDBStorage: ServerStorage {
         _ = try name(of: account, in: transaction)
         var appender = try log.appender(in: transaction)
         let last = appender.state.lastSequence
-        guard cursor <= last else { throw ServerError.invalidCursor(cursor, last) }
+        guard cursor <= last else { throw StorageError.invalidCursor(cursor, last) }
         var pushed = Set<Stamp>()
         pushed.reserveCapacity(events.count)
         for event in events {
@@ -485,7 +486,7 @@ final class LMDBStorage: ServerStorage {
     in transaction: borrowing some Transaction & ~Copyable
   ) throws -> SyncOutcome {
     let head = Head(sequence: state.lastSequence, digest: state.digest)
-    guard cursor <= head.sequence else { throw ServerError.invalidCursor(cursor, head.sequence) }
+    guard cursor <= head.sequence else { throw StorageError.invalidCursor(cursor, head.sequence) }
     var events: [Event] = []
     var bytes = 0
     var last = cursor

@@ -99,7 +99,7 @@ struct PostgresLogWriter {
         try await read(missing)
       }
     }
-    throw ServerError.storage("account \(account): the log's facts could not be read")
+    throw StorageError.damaged("account \(account): the log's facts could not be read")
   }
 
   /// Reads the facts `missing` names, in one statement per kind.
@@ -135,7 +135,7 @@ struct PostgresLogWriter {
         (ByteBuffer, Int16, ByteBuffer, Int64).self)
       {
         guard let field = UInt8(exactly: field) else {
-          throw ServerError.storage("vlog_fields holds field \(field)")
+          throw StorageError.damaged("vlog_fields holds field \(field)")
         }
         facts.fields[FieldKey(note: NoteID(try Self.identifier(note)), field: field)] =
           FieldChange(stamp: try Self.stamp(stamp), sequence: try Self.sequence(sequence))
@@ -345,21 +345,21 @@ struct PostgresLogWriter {
 
   static func identifier(_ buffer: ByteBuffer) throws -> Identifier {
     guard buffer.readableBytes == 16 else {
-      throw ServerError.storage("an object id in the database is \(buffer.readableBytes) bytes")
+      throw StorageError.damaged("an object id in the database is \(buffer.readableBytes) bytes")
     }
     return buffer.withUnsafeReadableBytes { Identifier(bytes: $0) }
   }
 
   static func stamp(_ buffer: ByteBuffer) throws -> Stamp {
     guard buffer.readableBytes == Stamp.byteCount else {
-      throw ServerError.storage("an event id in the database is \(buffer.readableBytes) bytes")
+      throw StorageError.damaged("an event id in the database is \(buffer.readableBytes) bytes")
     }
     return buffer.withUnsafeReadableBytes { Stamp(bytes: $0) }
   }
 
   static func sequence(_ value: Int64) throws -> UInt64 {
     guard let sequence = UInt64(exactly: value) else {
-      throw ServerError.storage(
+      throw StorageError.damaged(
         "the database holds a negative number (\(value)) where a count belongs")
     }
     return sequence

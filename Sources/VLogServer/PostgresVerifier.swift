@@ -54,6 +54,16 @@ struct PostgresVerifier {
       newest[FieldKey(note: NoteID(note), field: field)] = stamp
     }
 
+    // The retention queue: what waits in it is the next push's work, not a fault.
+    var queued = Set<UInt64>()
+    if retention.period != nil {
+      let rows = try await connection.query(
+        "SELECT sequence FROM vlog_superseded WHERE account = \(account)", logger: logger)
+      for try await sequence in rows.decode(Int64.self) {
+        queued.insert(UInt64(clamping: sequence))
+      }
+    }
+
     var digest = EventSetDigest.empty
     let rows = try await connection.query(
       "SELECT sequence, id, record FROM vlog_events WHERE account = \(account) ORDER BY sequence",
@@ -85,7 +95,8 @@ struct PostgresVerifier {
         isFiled: { objects.contains(Pair($0.bytes, sequence)) },
         isDeleted: { deletedObjects.contains($0.bytes) },
         isReferenced: { references.contains(Pair($0.bytes, sequence)) },
-        newestChange: { newest[$0] })
+        newestChange: { newest[$0] },
+        isQueued: { queued.contains($0) })
     }
     checks.checkTotals(
       count: head.sequence, digest: digest, recordedDigest: head.digest,

@@ -190,13 +190,37 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     return error
   }
 
-  static func storage(_ message: String) -> ServerError {
-    ServerError(.internalServerError, ErrorBody(code: .storage, message: message))
+  /// The answer to a storage failure: what the client caused or can wait out says so (409,
+  /// 401, 400, 503); what it cannot act on is a 500 that names the request's id and nothing
+  /// of the storage, whose message goes to the log.
+  init(_ error: StorageError, requestID: String) {
+    switch error.code {
+    case .accountExists:
+      self = .accountExists(error.name ?? "")
+    case .accountDeleted:
+      self = .unauthorized
+    case .invalidCursor:
+      self = .invalidCursor(error.cursor?.given ?? 0, error.cursor?.last ?? 0)
+    case .unavailable:
+      self = .unavailable("the server's database cannot be reached now")
+    default:
+      self = ServerError(
+        .internalServerError,
+        ErrorBody(
+          code: .storage,
+          message: "the server's storage failed; its log has the error under request id "
+            + requestID))
+    }
   }
 
-  static let internalError = ServerError(
-    .internalServerError,
-    ErrorBody(code: .`internal`, message: "the server failed; the error is in its log"))
+  /// The answer to any other failure: a 500 that names the request's id and nothing else.
+  static func internalError(requestID: String) -> ServerError {
+    ServerError(
+      .internalServerError,
+      ErrorBody(
+        code: .`internal`,
+        message: "the server failed; its log has the error under request id \(requestID)"))
+  }
 
   /// The error for one of Hummingbird's own `HTTPError`s (unknown route, oversized body, …).
   static func http(_ error: HTTPError) -> ServerError {

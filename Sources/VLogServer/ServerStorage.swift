@@ -23,38 +23,38 @@ protocol ServerStorage: Sendable {
 
   /// Creates an account.
   ///
-  /// - Throws: ``ServerError`` `accountExists` if the name is taken.
+  /// - Throws: ``StorageError`` `accountExists` if the name is taken.
   func createAccount(named name: String, password: PasswordHash) async throws
 
   /// The account stored under a normalised user name.
-  func account(named name: String) async throws -> (number: UInt64, password: PasswordHash)?
+  func account(named name: String) async throws -> AccountRecord?
 
-  /// The name and password of an account, by number.
-  func account(number: UInt64) async throws -> (name: String, password: PasswordHash)?
+  /// An account, by number.
+  func account(number: UInt64) async throws -> AccountRecord?
 
   /// Replaces an account's password and revokes every token of it but the one whose hash is
   /// `keeping`, in one transaction.
   ///
-  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
+  /// - Throws: ``StorageError`` `accountDeleted` if the account no longer exists.
   func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws
 
   /// Deletes an account and everything of it — events and their indexes, blobs, tokens, the
   /// account record — in one transaction. Pushes and uploads that were authorised before and
   /// arrive after it store nothing. The account's number is never given again.
   ///
-  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
+  /// - Throws: ``StorageError`` `accountDeleted` if the account no longer exists.
   func deleteAccount(_ account: UInt64) async throws
 
-  /// The hashes and expiries of an account's tokens, expired ones included.
-  func tokens(of account: UInt64) async throws -> [(hash: [UInt8], expiresAt: Int64)]
+  /// An account's tokens, expired ones included.
+  func tokens(of account: UInt64) async throws -> [TokenRecord]
 
   /// Stores the hash of a new token.
   ///
-  /// - Throws: ``ServerError`` `unauthorized` if the account no longer exists.
+  /// - Throws: ``StorageError`` `accountDeleted` if the account no longer exists.
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws
 
-  /// The account and expiry of a token, by the token's hash.
-  func token(hash: [UInt8]) async throws -> (account: UInt64, expiresAt: Int64)?
+  /// A token, by its hash.
+  func token(hash: [UInt8]) async throws -> TokenRecord?
 
   /// Revokes a token. Returns whether it existed.
   @discardableResult
@@ -65,7 +65,7 @@ protocol ServerStorage: Sendable {
   /// at most `limit` events and `maximumBytes` of encoded events (but at least one), without
   /// the pushed ones.
   ///
-  /// - Throws: ``ServerError`` `invalidCursor` for a cursor past the end of the log; nothing is
+  /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
@@ -107,6 +107,26 @@ protocol ServerStorage: Sendable {
   func close()
 }
 
+/// An account as storage keeps it.
+struct AccountRecord: Sendable, Equatable {
+  /// The account's number: what every key of its data starts with, never given again.
+  var number: UInt64
+  /// The normalised user name.
+  var name: String
+  /// The password's scrypt hash.
+  var password: PasswordHash
+}
+
+/// A sign-in token as storage keeps it: only its hash.
+struct TokenRecord: Sendable, Hashable {
+  /// The SHA-256 of the token.
+  var hash: [UInt8]
+  /// The account it signs in.
+  var account: UInt64
+  /// When it stops working, in milliseconds since 1970.
+  var expiresAt: Int64
+}
+
 /// The last sequence number and event-set digest of an account's log.
 struct Head: Sendable, Hashable {
   var sequence: UInt64 = 0
@@ -125,16 +145,4 @@ struct SyncOutcome: Sendable {
   var stored: Int
   /// The account's head after the push.
   var head: Head
-}
-
-extension ServerStorage {
-  /// ``sync(account:pushing:after:limit:maximumBytes:retention:)`` without a byte limit or
-  /// retention.
-  func sync(account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int)
-    async throws -> SyncOutcome
-  {
-    try await sync(
-      account: account, pushing: events, after: cursor, limit: limit, maximumBytes: .max,
-      retention: (nil, 0))
-  }
 }

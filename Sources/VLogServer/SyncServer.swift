@@ -229,11 +229,11 @@ public final class SyncServer: Sendable {
   /// `NoteStore/verify(progress:)` makes of its log.
   ///
   /// - Returns: What was checked, and the faults found, each naming its account.
+  ///
+  /// Verifying writes nothing: a replaced change past the retention period that waits in its
+  /// account's retention queue is the next push's work, not a fault.
   public func verify() async throws -> ServerVerification {
-    // Retention runs on each push; bring every account up to date first, as a push would.
     let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
-    // On damaged data this fails; the checks then say what is wrong.
-    _ = try? await store.applyRetention(configuration.retention, now: now)
     return try await store.verify(retention: (configuration.retention, now))
   }
 
@@ -315,7 +315,7 @@ public final class SyncServer: Sendable {
       tasks.addTask {
         defer { Task { await group.triggerGracefulShutdown() } }
         guard let bound = await ports.first(where: { _ in true }) else {
-          throw ServerError.storage("the server stopped before it was listening")
+          throw ServingError("the server stopped before it was listening")
         }
         return try await body(bound)
       }
@@ -323,47 +323,35 @@ public final class SyncServer: Sendable {
       for try await value in tasks where value != nil { result = value }
       // The second task returns the body's value or throws, and the group waits for it.
       guard let result else {
-        throw ServerError.storage("the server stopped before the body returned")
+        throw ServingError("the server stopped before the body returned")
       }
       return result
     }
   }
 
-  /// The routes, behind the middleware that renders errors as JSON and logs each request.
+  /// The routes (``Routes/all``), behind the middleware that renders errors as JSON and logs
+  /// each request.
   public func router() -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
     router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics))
-    router.get("metrics") { _, _ in self.metricsResponse() }
-    let v1 = router.group("v1")
-    v1.get("health") { _, _ in try await self.health() }
-    v1.get("health/live") { _, _ in try self.liveness() }
-    let document: @Sendable (Request, ServerContext) -> Response = { _, _ in
-      var headers = HTTPFields()
-      headers[.contentType] = "application/json"
-      return Response(
-        status: .ok, headers: headers,
-        body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
+    for route in Routes.all {
+      let handler: @Sendable (Request, ServerContext) async throws -> Response = {
+        [self] request, context in try await route.handler(self, request, context)
+      }
+      router.on(RouterPath(route.path), method: route.method, use: handler)
+      // HEAD is GET without the body: the middleware drops it and keeps its length.
+      if route.answersHead { router.on(RouterPath(route.path), method: .head, use: handler) }
     }
-    v1.get("openapi.json", use: document)
-    v1.head("openapi.json", use: document)
-    v1.post("accounts") { request, context in try await self.createAccount(request, context) }
-    v1.post("sessions") { request, context in try await self.signIn(request, context) }
-    v1.delete("sessions/current") { request, context in try await self.signOut(request, context) }
-    v1.get("sessions") { request, context in try await self.sessions(request, context) }
-    v1.delete("sessions/:id") { request, context in try await self.revokeSession(request, context) }
-    v1.delete("accounts/current") { request, context in
-      try await self.deleteAccount(request, context)
-    }
-    v1.put("accounts/current/password") { request, context in
-      try await self.changePassword(request, context)
-    }
-    v1.post("sync") { request, context in try await self.sync(request, context) }
-    v1.post("sync/compare") { request, context in try await self.compare(request, context) }
-    v1.post("sync/fetch") { request, context in try await self.fetch(request, context) }
-    v1.put("blobs/:hash") { request, context in try await self.putBlob(request, context) }
-    v1.get("blobs/:hash") { request, context in try await self.blob(request, context) }
-    v1.head("blobs/:hash") { request, context in try await self.blob(request, context) }
     return router
+  }
+
+  /// The OpenAPI document as an answer.
+  func documentResponse() -> Response {
+    var headers = HTTPFields()
+    headers[.contentType] = "application/json"
+    return Response(
+      status: .ok, headers: headers,
+      body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
   }
 
   /// The OpenAPI 3.1 document of the HTTP API, as served at `GET /v1/openapi.json`.
@@ -381,32 +369,71 @@ public struct ServerContext: RequestContext {
   }
 }
 
-/// The methods each path of the API answers, for `405 Method Not Allowed` and its `Allow`.
+/// The HTTP API, written once: each path, method and handler. ``SyncServer/router()`` registers
+/// them; the middleware answers a known path asked with another method 405 with `Allow` from
+/// them; a `GET` that ``Route/answersHead`` answers `HEAD` too.
 enum Routes {
-  static let table: [([String], [HTTPRequest.Method])] = [
-    (["metrics"], [.get]),
-    (["v1", "health"], [.get]),
-    (["v1", "health", "live"], [.get]),
-    (["v1", "openapi.json"], [.get, .head]),
-    (["v1", "accounts"], [.post]),
-    (["v1", "accounts", "current"], [.delete]),
-    (["v1", "accounts", "current", "password"], [.put]),
-    (["v1", "sessions"], [.get, .post]),
-    (["v1", "sessions", "current"], [.delete]),
-    (["v1", "sessions", ":id"], [.delete]),
-    (["v1", "sync"], [.post]),
-    (["v1", "sync", "compare"], [.post]),
-    (["v1", "sync", "fetch"], [.post]),
-    (["v1", "blobs", ":hash"], [.get, .head, .put]),
+  /// One path and method, and what answers it.
+  struct Route: Sendable {
+    /// The path, its parameters as `:name` segments.
+    let path: String
+    let method: HTTPRequest.Method
+    /// Whether `HEAD` is answered too, as this `GET` without its body.
+    let answersHead: Bool
+    let handler: @Sendable (SyncServer, Request, ServerContext) async throws -> Response
+
+    init(
+      _ path: String, _ method: HTTPRequest.Method, answersHead: Bool = false,
+      _ handler: @escaping @Sendable (SyncServer, Request, ServerContext) async throws -> Response
+    ) {
+      self.path = path
+      self.method = method
+      self.answersHead = answersHead
+      self.handler = handler
+    }
+  }
+
+  static let all: [Route] = [
+    Route("metrics", .get) { server, _, _ in server.metricsResponse() },
+    Route("v1/health", .get) { server, _, _ in try await server.health() },
+    Route("v1/health/live", .get) { server, _, _ in try server.liveness() },
+    Route("v1/openapi.json", .get, answersHead: true) { server, _, _ in
+      server.documentResponse()
+    },
+    Route("v1/accounts", .post) { try await $0.createAccount($1, $2) },
+    Route("v1/accounts/current", .delete) { try await $0.deleteAccount($1, $2) },
+    Route("v1/accounts/current/password", .put) { try await $0.changePassword($1, $2) },
+    Route("v1/sessions", .get) { try await $0.sessions($1, $2) },
+    Route("v1/sessions", .post) { try await $0.signIn($1, $2) },
+    Route("v1/sessions/current", .delete) { try await $0.signOut($1, $2) },
+    Route("v1/sessions/:id", .delete) { try await $0.revokeSession($1, $2) },
+    Route("v1/sync", .post) { try await $0.sync($1, $2) },
+    Route("v1/sync/compare", .post) { try await $0.compare($1, $2) },
+    Route("v1/sync/fetch", .post) { try await $0.fetch($1, $2) },
+    Route("v1/blobs/:hash", .get, answersHead: true) { try await $0.blob($1, $2) },
+    Route("v1/blobs/:hash", .put) { try await $0.putBlob($1, $2) },
   ]
 
-  /// The methods of the route `path` names, or nil if none does.
+  /// The methods of the route `path` names, or nil if none does. A literal segment wins over
+  /// a parameter (`sessions/current` over `sessions/:id`), as in the router.
   static func methods(forPath path: String) -> [HTTPRequest.Method]? {
     let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-    return table.first { pattern, _ in
-      pattern.count == segments.count
+    func matches(_ route: Route) -> Bool {
+      let pattern = route.path.split(separator: "/")
+      return pattern.count == segments.count
         && zip(pattern, segments).allSatisfy { $0.hasPrefix(":") || $0 == $1 }
-    }?.1
+    }
+    let matching = all.filter(matches)
+    guard let best = matching.map(\.path).min(by: { parameters($0) < parameters($1) }) else {
+      return nil
+    }
+    return matching.filter { $0.path == best }.flatMap {
+      $0.answersHead ? [$0.method, .head] : [$0.method]
+    }
+  }
+
+  private static func parameters(_ path: String) -> Int {
+    path.split(separator: "/").filter { $0.hasPrefix(":") }.count
   }
 }
 
@@ -446,6 +473,14 @@ struct ServerMiddleware: RouterMiddleware {
       }
     } catch let error as ServerError {
       response = error.response()
+    } catch let error as StorageError {
+      // What storage says of itself is for the log; the client gets what it can act on.
+      if ![.accountExists, .accountDeleted, .invalidCursor].contains(error.code) {
+        context.logger.log(
+          level: error.code == .unavailable ? .warning : .error, "storage failed",
+          metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+      }
+      response = ServerError(error, requestID: requestID).response()
     } catch let error as HTTPError {
       // No route for the method: a path that exists with other methods is a 405.
       if error.status == .notFound,
@@ -465,7 +500,7 @@ struct ServerMiddleware: RouterMiddleware {
     } catch {
       context.logger.error(
         "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
-      response = ServerError.internalError.response()
+      response = ServerError.internalError(requestID: requestID).response()
     }
     response.headers[.requestID] = requestID
     let elapsed = ContinuousClock.now - start
@@ -509,4 +544,10 @@ public struct ServerVerification: Sendable, Hashable {
   public let events: Int
   /// The faults found, each naming its account; empty for sound data.
   public let faults: [VerificationFault]
+}
+
+/// Why ``SyncServer/serving(host:port:_:)`` ended without the body's value.
+struct ServingError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
 }

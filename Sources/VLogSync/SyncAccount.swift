@@ -2,50 +2,6 @@ public import Foundation
 public import VLog
 public import VLogWire
 
-/// What an account remembers between syncs, kept in a JSON file next to the store.
-public struct SyncState: Codable, Sendable, Hashable {
-  /// The server's base URL, if the account was given one.
-  public var server: String?
-  /// The user name.
-  public var username: String
-  /// The position in the server's log of the account up to which this store has every event.
-  public var cursor: UInt64 = 0
-  /// When the last sync finished successfully.
-  public var lastSync: Date?
-  /// The server's clock minus this device's, in milliseconds, as last measured.
-  public var clockSkewMilliseconds: Int64?
-  /// The last sync's error, cleared by a successful sync.
-  public var lastError: String?
-  /// The server's event-set digest at the last sync.
-  public var serverEventSetDigest: String?
-  /// The last time the server refused this store's outbox as stamped too far ahead of its
-  /// clock and the events were given new stamps; nil if that never happened.
-  public var restamped: Restamp?
-
-  /// Outbox events given new stamps because the server refused them for clock skew.
-  public struct Restamp: Codable, Sendable, Hashable {
-    /// How many events were restamped.
-    public var events: Int
-    /// The latest of their old stamps' times, ISO 8601.
-    public var latestOldTime: String
-    /// When they were restamped (the time their new stamps carry).
-    public var date: Date
-
-    /// Creates a record.
-    public init(events: Int, latestOldTime: String, date: Date) {
-      self.events = events
-      self.latestOldTime = latestOldTime
-      self.date = date
-    }
-  }
-
-  /// Creates the state of an account that has never synced.
-  public init(username: String, server: String? = nil) {
-    self.username = username
-    self.server = server
-  }
-}
-
 /// What one ``SyncAccount/sync()`` did.
 public struct SyncReport: Sendable, Hashable {
   /// Events pushed and acknowledged by the server.
@@ -198,15 +154,7 @@ public actor SyncAccount {
   ///
   /// - Throws: When the file exists but is not a state file.
   public static func loadState(from path: String) throws -> SyncState? {
-    guard FileManager.default.fileExists(atPath: path) else { return nil }
-    let data = try Data(contentsOf: URL(fileURLWithPath: path))
-    do {
-      let decoder = JSONDecoder()
-      decoder.dateDecodingStrategy = .iso8601
-      return try decoder.decode(SyncState.self, from: data)
-    } catch {
-      throw APIError(.invalidResponse, "'\(path)' is not a sync state file: \(error)")
-    }
+    try SyncState.load(from: path)
   }
 
   // MARK: - Account
@@ -367,206 +315,79 @@ public actor SyncAccount {
   /// The encoding sync calls use now.
   public var syncEncoding: SyncEncoding { encoding }
 
+  /// Drives a ``SyncMachine`` through one sync: performs each action it asks for with the
+  /// store and the API, and reports the outcome back, until it finishes or fails.
   private func runSync() async throws -> SyncReport {
-    var report = SyncReport()
-    var budget = PushBudget(events: max(1, pushSize), bytes: max(1, pushBytes))
-    var restamped = false
+    var machine = SyncMachine(
+      cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
+      pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
+    // A server that refused the binary encoding gets JSON from now on, whatever the outcome.
+    defer { encoding = machine.encoding }
+    var action = machine.start()
     while true {
-      let outbox = Self.batch(try store.outbox(limit: budget.events), bytes: budget.bytes)
-      let events = outbox.map(\.event)
-      report.blobsUploaded += try await uploadBlobs(for: events)
-      let page: SyncPage?
-      do throws(APIError) {
-        page = try await push(events, budget: &budget)
-      } catch {
-        // Once per sync: events stamped ahead get new stamps, if that can help.
-        guard !restamped, try await restampOutbox(refusedWith: error) else { throw error }
-        restamped = true
-        report.restamped = state.restamped?.events ?? 0
-        continue
+      switch action {
+      case .readOutbox(let limit):
+        action = machine.outboxRead(try store.outbox(limit: limit))
+      case .uploadBlobs(let events):
+        action = machine.blobsUploaded(try await uploadBlobs(for: events))
+      case .push(let push, let encoding):
+        do {
+          let page = try await call { caller, token in
+            await caller.sync(push, encoding: encoding, token: token)
+          }
+          action = machine.pageReceived(page)
+        } catch {
+          action = machine.pushRefused(error, deviceTime: now().milliseconds)
+        }
+      case .restamp(let time):
+        action = machine.restamped(try await restampOutbox(after: time))
+      case .commit(let page, let sequence):
+        state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+        let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
+        state.cursor = page.cursor
+        state.serverEventSetDigest = page.eventSetDigest.description
+        action = machine.committed(
+          page: page, appended: ingested.appended, outbox: try store.outboxCount())
+        // Progress survives an interruption; the last page's is saved by the caller.
+        if case .readOutbox = action { try saveState() }
+      case .readDigest:
+        action = machine.digestRead(try store.eventSetDigest())
+      case .compare:
+        let local = try store.eventSetBuckets()
+        let comparison = try await call { caller, token in
+          await caller.compare(local, token: token)
+        }
+        state.serverEventSetDigest = comparison.eventSetDigest.description
+        action = machine.compared(
+          comparison, deviceTime: now().milliseconds, skew: state.clockSkewMilliseconds ?? 0)
+      case .readIDs(let buckets):
+        action = machine.idsRead(Set(try store.eventIDs(inBuckets: buckets)))
+      case .readEvents(let ids):
+        action = machine.eventsRead(try store.events(withIDs: ids))
+      case .fetch(let ids):
+        action = machine.fetched(
+          try await call { caller, token in await caller.fetch(ids, token: token) })
+      case .ingest(let events):
+        action = machine.ingested(events, appended: try await store.ingest(events).appended)
+      case .finish(let report):
+        return report
+      case .fail(let error):
+        throw error
       }
-      guard let page else { continue }
-      // The page and the acknowledgement of the pushed events in one commit.
-      try await commit(page, acknowledgingThrough: outbox.last?.sequence, report: &report)
-      report.pushed += outbox.count
-      let pending = try store.outboxCount()
-      if !page.more && pending == 0 { break }
-      // Progress survives an interruption; the last page's is saved by the caller.
-      try saveState()
-    }
-    if try store.eventSetDigest() != report.serverEventSetDigest {
-      try await repair(&report)
-    }
-    report.inSync = try store.eventSetDigest() == report.serverEventSetDigest
-    return report
-  }
-
-  /// How much one push may carry: events and bytes of their binary encoding.
-  private struct PushBudget {
-    var events: Int
-    var bytes: Int
-  }
-
-  /// Pushes `events` and pulls the page after the cursor. A server that takes less than was
-  /// sent (413) halves the budget and gets nil back, for the caller to send less, down to one
-  /// event, so a sync always progresses.
-  private func push(_ events: [Event], budget: inout PushBudget) async throws(APIError)
-    -> SyncPage?
-  {
-    do {
-      return try await syncCall(SyncPush(cursor: state.cursor, events: events, limit: pageSize))
-    } catch {
-      guard error.status == 413, events.count > 1 else { throw error }
-      budget = PushBudget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
-      return nil
     }
   }
 
-  /// After the server refused the outbox as stamped too far ahead of its clock: if this
-  /// device's clock now agrees with the server's (within half the skew bound), the outbox
-  /// events stamped after the present get the stamps of changes made now, and the push can be
-  /// sent again. Returns whether any event was restamped.
+  /// Gives the outbox events stamped after `time` (milliseconds, the later of the server's
+  /// clock and this device's) the stamps of changes made now, and records it in ``state``.
   ///
-  /// If the device's own clock is still wrong, nothing is restamped (new stamps would be
-  /// refused just the same); the error says to set the clock.
-  private func restampOutbox(refusedWith error: APIError) async throws -> Bool {
-    guard error.body?.code == .clockSkew, let text = error.body?.serverTime,
-      let serverTime = ISO8601.parse(text)
-    else { return false }
-    let deviceTime = now().milliseconds
-    let bound = Int64(store.maximumClockSkew.components.seconds) * 1000
-    guard abs(serverTime - deviceTime) <= bound / 2 else { return false }
-    let restamped = try await store.restampOutbox(
-      after: Date(milliseconds: max(serverTime, deviceTime)))
-    guard let latest = restamped.map(\.old.time.milliseconds).max() else { return false }
+  /// - Returns: How many events were restamped.
+  private func restampOutbox(after time: Int64) async throws -> Int {
+    let restamped = try await store.restampOutbox(after: Date(milliseconds: time))
+    guard let latest = restamped.map(\.old.time.milliseconds).max() else { return 0 }
     state.restamped = SyncState.Restamp(
       events: restamped.count, latestOldTime: ISO8601.format(milliseconds: Int64(latest)),
       date: now())
-    return true
-  }
-
-  /// Ingests a page and records where it leaves the cursor, acknowledging the pushed local
-  /// events in the same commit.
-  private func commit(
-    _ page: SyncPage, acknowledgingThrough sequence: UInt64?, report: inout SyncReport
-  ) async throws {
-    report.calls += 1
-    state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
-    let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
-    report.pulled += page.events.count
-    report.applied += ingested.appended
-    state.cursor = page.cursor
-    state.serverEventSetDigest = page.eventSetDigest.description
-    report.serverEventSetDigest = page.eventSetDigest
-  }
-
-  /// The most rounds of comparing one sync repairs for; each round settles every bucket the
-  /// server listed, so more than one is needed only when the differences pass the server's
-  /// limit of ids per comparison.
-  static let repairRounds = 8
-
-  /// Anti-entropy: after the outbox is pushed and the pages pulled, the digests still differ
-  /// when the store holds events that never were in its outbox (imported, say) or lacks events
-  /// behind its cursor. Compares the event-set digest bucket by bucket with the server's,
-  /// pushes the store's events the server lacks and fetches the server's events the store
-  /// lacks, in the buckets that differ only.
-  ///
-  /// An event stamped further ahead of the server's clock than the skew bound is left for a
-  /// later sync (the server would refuse it) and counted in ``SyncReport/deferred``.
-  private func repair(_ report: inout SyncReport) async throws {
-    for _ in 0..<Self.repairRounds {
-      let local = try store.eventSetBuckets()
-      let comparison = try await call { caller, token in
-        await caller.compare(local, token: token)
-      }
-      report.calls += 1
-      report.serverEventSetDigest = comparison.eventSetDigest
-      state.serverEventSetDigest = comparison.eventSetDigest.description
-      guard !comparison.ids.isEmpty else { return }
-      let theirs = Set(comparison.ids.values.joined())
-      let ours = Set(try store.eventIDs(inBuckets: comparison.ids.keys))
-      let serverNow = now().milliseconds + (state.clockSkewMilliseconds ?? 0)
-      let latest = serverNow + Int64(store.maximumClockSkew.components.seconds) * 1000
-      let missing = ours.subtracting(theirs).sorted()
-      let pushable = missing.filter { Int64(clamping: $0.time.milliseconds) <= latest }
-      report.deferred = missing.count - pushable.count
-      let wanted = theirs.subtracting(ours).sorted()
-      try await pushRepaired(pushable, report: &report)
-      try await fetch(wanted, report: &report)
-      if pushable.isEmpty && wanted.isEmpty { return }
-    }
-  }
-
-  /// Pushes events the server lacks, with their attachments' bytes, in batches it accepts.
-  private func pushRepaired(_ ids: [Stamp], report: inout SyncReport) async throws {
-    var remaining = ids[...]
-    var budget = PushBudget(events: max(1, pushSize), bytes: max(1, pushBytes))
-    while !remaining.isEmpty {
-      let events = Self.batch(
-        try store.events(withIDs: Array(remaining.prefix(budget.events))), bytes: budget.bytes)
-      guard !events.isEmpty else { return }
-      report.blobsUploaded += try await uploadBlobs(for: events)
-      guard let page = try await push(events, budget: &budget) else { continue }
-      try await commit(page, acknowledgingThrough: nil, report: &report)
-      report.repaired += page.stored
-      remaining = remaining.dropFirst(events.count)
-    }
-  }
-
-  /// Fetches events the store lacks by id, as many per call as the server sends.
-  private func fetch(_ ids: [Stamp], report: inout SyncReport) async throws {
-    var remaining = ids[...]
-    while !remaining.isEmpty {
-      let asked = Array(remaining.prefix(max(1, pushSize)))
-      let events = try await call { caller, token in await caller.fetch(asked, token: token) }
-      report.calls += 1
-      let ingested = try await store.ingest(events)
-      report.pulled += events.count
-      report.applied += ingested.appended
-      report.fetched += ingested.appended
-      // The server sends what it holds in the order asked, as many as fit: what comes after
-      // the last one sent is asked again; nothing sent means it holds none of them.
-      guard let last = events.last, let position = asked.firstIndex(of: last.stamp) else {
-        return
-      }
-      remaining = remaining.dropFirst(position + 1)
-    }
-  }
-
-  /// The oldest events of `outbox` whose encodings add up to at most `bytes`, and at least
-  /// one, so that every push makes progress.
-  static func batch(_ outbox: [LoggedEvent], bytes: Int) -> [LoggedEvent] {
-    Array(outbox.prefix(count(outbox.map(\.event), fittingIn: bytes)))
-  }
-
-  /// ``batch(_:bytes:)`` of events without log positions.
-  static func batch(_ events: [Event], bytes: Int) -> [Event] {
-    Array(events.prefix(count(events, fittingIn: bytes)))
-  }
-
-  private static func count(_ events: [Event], fittingIn bytes: Int) -> Int {
-    var total = 0
-    var count = 0
-    for event in events {
-      total += event.encoded().count
-      guard count == 0 || total <= bytes else { break }
-      count += 1
-    }
-    return count
-  }
-
-  private func syncCall(_ push: SyncPush) async throws(APIError) -> SyncPage {
-    let encoding = self.encoding
-    do {
-      return try await call { caller, token in
-        await caller.sync(push, encoding: encoding, token: token)
-      }
-    } catch  where error.status == 415 && encoding != .json {
-      self.encoding = .json
-      return try await call { caller, token in
-        await caller.sync(push, encoding: .json, token: token)
-      }
-    }
+    return restamped.count
   }
 
   /// Uploads the bytes of attachments added by `events` that this store holds.
@@ -630,9 +451,6 @@ public actor SyncAccount {
 
   private func saveState() throws {
     guard let stateFile else { return }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    encoder.dateEncodingStrategy = .iso8601
-    try encoder.encode(state).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
+    try state.write(to: stateFile)
   }
 }

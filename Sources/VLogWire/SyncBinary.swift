@@ -83,7 +83,7 @@ private enum PageField {
 extension SyncPush {
   /// The push in the binary encoding (see ``SyncEncoding``).
   public func binaryEncoded() -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(16 + events.count * 96)
     writer.varint(PushField.cursor, cursor)
     for event in events { writer.bytes(PushField.events, event.encoded()) }
@@ -134,7 +134,7 @@ extension SyncPush {
 extension SyncPage {
   /// The page in the binary encoding (see ``SyncEncoding``).
   public func binaryEncoded() -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(64 + events.count * 96)
     for event in events { writer.bytes(PageField.events, event.encoded()) }
     writer.varint(PageField.cursor, cursor)
@@ -198,10 +198,10 @@ extension SyncPage {
 /// Calls `body` with each field's number and wire type; `body` reads or skips the value.
 private func readFields(
   of bytes: [UInt8],
-  _ body: (Int, WireType, inout WireReader) throws(WireError) -> Void
+  _ body: (Int, WireType, inout ProtobufReader) throws(WireError) -> Void
 ) throws(WireError) {
   let result: Result<Void, WireError> = bytes.withUnsafeBytes { buffer in
-    var reader = WireReader(buffer)
+    var reader = ProtobufReader(buffer)
     do throws(WireError) {
       while !reader.isAtEnd {
         let tag: (Int, WireType)
@@ -229,7 +229,8 @@ private func field<T>(
 }
 
 /// Reads the `index`th event.
-private func event(at index: Int, _ type: WireType, _ reader: inout WireReader) throws(WireError)
+private func event(at index: Int, _ type: WireType, _ reader: inout ProtobufReader)
+  throws(WireError)
   -> Event
 {
   let path = "events[\(index)]"
@@ -240,6 +241,7 @@ private func event(at index: Int, _ type: WireType, _ reader: inout WireReader) 
 }
 
 /// Skips a field this version does not know.
-private func skip(_ number: Int, _ type: WireType, _ reader: inout WireReader) throws(WireError) {
+private func skip(_ number: Int, _ type: WireType, _ reader: inout ProtobufReader) throws(WireError)
+{
   do { try reader.skip(type) } catch { throw WireError("", "field \(number): \(error.message)") }
 }

@@ -62,11 +62,11 @@ struct AccountLifecycleTests {
         #expect(try await storedBytes(of: server).range(of: canary) == nil)
       }
       let late = try ann.store.events().map(\.event)
-      await #expect(throws: ServerError.self) {
+      await #expect(throws: StorageError.self) {
         _ = try await server.store.sync(account: 1, pushing: late, after: 0, limit: 10)
       }
       let hash = try #require(BlobHash(bytes: [UInt8](repeating: 7, count: 32)))
-      await #expect(throws: ServerError.self) {
+      await #expect(throws: StorageError.self) {
         _ = try await server.store.storeBlob(Array("late".utf8), hash: hash, account: 1)
       }
       #expect(try await server.store.tokens(of: 1).isEmpty)

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Logging
 import ServerTestSupport
 import Testing
@@ -73,6 +74,45 @@ struct OperationsTests {
           method: "GET", path: "/v1/health", headers: ["X-Request-ID": "spaces are not ok"]))
       let replaced = try #require(odd.headers["x-request-id"])
       #expect(replaced != "spaces are not ok" && !replaced.isEmpty)
+    }
+  }
+
+  @Test(
+    "A damaged log is answered 500 with the request's id and nothing of the storage, which goes to the log"
+  )
+  func storageFailure() async throws {
+    let handler = RecordingLogHandler()
+    try await withServer(logger: Logger(label: "test") { _ in handler.handler }) { server in
+      let transport = InProcessTransport(server: server)
+      let token = try await signUp(APICaller(transport: transport), "ann")
+      let pushed = try await post(
+        transport, "/v1/sync",
+        #"{"cursor":0,"events":[{"time":"2020-01-01T00:00:00.000Z","counter":0,"#
+          + #""replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"textSet","#
+          + #""note":"24bd364a-c001-66ab-8fd2-03bee860ff22","text":"hello"}]}"#, token: token)
+      #expect(pushed.status == 200, "\(String(decoding: pushed.body, as: UTF8.self))")
+      // Flip the stored event's checksum.
+      let storage = try #require(server.store as? LMDBStorage)
+      let log = try storage.environment.openDatabase(named: "log", flags: [])
+      try storage.environment.write { transaction in
+        let key = BigEndian.bytes(UInt64(1)) + BigEndian.bytes(UInt64(1))
+        var record = try #require(try transaction.value(forKey: key, in: log))
+        record[0] ^= 0xFF
+        try transaction.put(record, forKey: key, in: log)
+      }
+      let answer = try await transport.send(
+        TransportRequest(
+          method: "POST", path: "/v1/sync",
+          headers: [
+            "content-type": "application/json", "authorization": "Bearer \(token)",
+            "X-Request-ID": "damaged-42",
+          ],
+          body: Array(#"{"cursor":0,"events":[]}"#.utf8)))
+      #expect(answer.status == 500)
+      let body = try errorBody(answer)
+      #expect(body.message.contains("damaged-42"), "\(body.message)")
+      #expect(!body.message.contains("checksum") && !body.message.contains("event"))
+      #expect(handler.recorded.contains { $0.contains("damaged-42") && $0.contains("checksum") })
     }
   }
 

@@ -5,11 +5,11 @@ import Logging
 import ServerTestSupport
 import Synchronization
 import Testing
-import VLogServer
 import VLogSync
 import VLogTesting
 
 @testable import VLog
+@testable import VLogServer
 
 extension SyncServer.Configuration {
   /// Fast password hashing, no fsync, and room for the concurrent sign-ins of many simulated
@@ -197,4 +197,17 @@ struct Digests: Equatable, CustomStringConvertible {
   }
 
   var description: String { "\(count) events, set \(events), state \(state)" }
+}
+
+/// What most storage tests push: no byte limit, no retention.
+extension ServerStorage {
+  /// ``sync(account:pushing:after:limit:maximumBytes:retention:)`` without a byte limit or
+  /// retention.
+  func sync(account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int)
+    async throws -> SyncOutcome
+  {
+    try await sync(
+      account: account, pushing: events, after: cursor, limit: limit, maximumBytes: .max,
+      retention: (nil, 0))
+  }
 }

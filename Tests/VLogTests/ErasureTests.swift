@@ -359,7 +359,7 @@ struct ErasureTests {
 
   /// A note record as format 4 stored it.
   static func format4Record(_ record: NoteRecord) -> [UInt8] {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.buffer.append(3)
     writer.buffer.append(record.isCreated ? 1 : 0)
     record.creationStamp.append(to: &writer.buffer)

@@ -57,7 +57,7 @@ struct EventCodecTests {
     carrying += [0x2A, 0x01, 0x78]  // field 5 (text), "x"
     #expect(throws: VLogError.self) { try Event(encoded: carrying) }
     // So is a reason of 0.
-    var zero = WireWriter()
+    var zero = ProtobufWriter()
     zero.buffer = Array(bytes.dropLast(2))
     zero.varint(15, 0)
     #expect(throws: VLogError.self) { try Event(encoded: zero.buffer) }
@@ -65,7 +65,7 @@ struct EventCodecTests {
 
   @Test("a deletion marked redacted is refused")
   func redactedDeletion() {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     EventCodec.encode(Event(stamp: Self.stamp, change: .noteDeleted(Self.note)), into: &writer)
     writer.varint(15, 1)
     #expect(throws: VLogError.self) { try Event(encoded: writer.buffer) }
@@ -116,7 +116,7 @@ struct EventCodecTests {
   func unknownFieldsSurvive() throws {
     let known = EventCodec.encode(
       Event(stamp: Self.stamp, change: .archivedSet(Self.note, archived: true)))
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.string(20, "a field from the future")
     writer.varint(21, 300)
     writer.fixed64(22, 0xDEAD_BEEF)
@@ -129,7 +129,7 @@ struct EventCodecTests {
 
   @Test("an event of an unknown kind keeps every field and is written back unchanged")
   func unknownKindSurvives() throws {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.fixed64(1, Self.stamp.time.rawValue)
     writer.identifier(2, Self.stamp.replica.identifier)
     writer.varint(3, 77)
@@ -144,7 +144,7 @@ struct EventCodecTests {
 
   @Test("a known field that this kind does not use is kept as an unknown field")
   func unusedKnownFieldSurvives() throws {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.fixed64(1, Self.stamp.time.rawValue)
     writer.identifier(2, Self.stamp.replica.identifier)
     writer.varint(3, EventKind.noteDeleted.rawValue)
@@ -179,7 +179,7 @@ struct EventCodecTests {
 
   @Test("a known kind missing a required field is refused")
   func missingRequiredField() {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.fixed64(1, Self.stamp.time.rawValue)
     writer.identifier(2, Self.stamp.replica.identifier)
     writer.varint(3, EventKind.sortDateSet.rawValue)
@@ -190,7 +190,7 @@ struct EventCodecTests {
 
   @Test("text that is not UTF-8 is refused")
   func invalidUTF8() {
-    var writer = WireWriter()
+    var writer = ProtobufWriter()
     writer.fixed64(1, Self.stamp.time.rawValue)
     writer.identifier(2, Self.stamp.replica.identifier)
     writer.varint(3, EventKind.textSet.rawValue)

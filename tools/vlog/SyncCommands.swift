@@ -93,8 +93,8 @@ struct SyncCommand: AsyncParsableCommand {
       // Another account or server: start from the beginning of its log.
       state = nil
     }
-    try SyncAccountState.write(
-      state ?? SyncState(username: credentials.normalizedUsername, server: server), to: stateFile)
+    try (state ?? SyncState(username: credentials.normalizedUsername, server: server))
+      .write(to: stateFile)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
     if state == nil {
@@ -169,16 +169,6 @@ struct SyncCommand: AsyncParsableCommand {
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
         clockSkewMilliseconds: after.clockSkewMilliseconds))
-  }
-}
-
-/// Writes a sync state file (pretty JSON, atomically).
-enum SyncAccountState {
-  static func write(_ state: SyncState, to path: String) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    encoder.dateEncodingStrategy = .iso8601
-    try encoder.encode(state).write(to: URL(fileURLWithPath: path), options: .atomic)
   }
 }
 

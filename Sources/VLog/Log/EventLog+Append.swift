@@ -83,7 +83,7 @@ extension EventLog {
       // The record is written now: the batch need not hold it, and reads find it here.
       batch.changes.appended.removeAll(keepingCapacity: true)
       let event = logged.event
-      var writer = WireWriter()
+      var writer = ProtobufWriter()
       writer.buffer.reserveCapacity(96 + event.unknownFields.count)
       EventCodec.encode(event, into: &writer)
       let bytes = writer.buffer

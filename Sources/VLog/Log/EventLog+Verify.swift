@@ -56,6 +56,17 @@ extension EventLog {
       return [VerificationFault(kind: .corruptEvent, message: error.message)]
     }
     let total = Int(clamping: state.lastSequence)
+    // The retention queue, read once: what waits in it is the next commit's work, not a fault.
+    var queued = Set<UInt64>()
+    if retention.period != nil {
+      try transaction.forEach(in: superseded, range: ownKeys) { key, _ in
+        if key.count == prefix.count + 16,
+          let sequence = BigEndian.read(UInt64.self, from: key, at: prefix.count + 8)
+        {
+          queued.insert(sequence)
+        }
+      }
+    }
     try transaction.forEach(in: entries, range: ownKeys) { key, value in
       if (checks.checked + 1) % 10_000 == 0 { progress?(checks.checked + 1, total) }
       let logged: LoggedEvent
@@ -87,7 +98,8 @@ extension EventLog {
         },
         newestChange: { key in
           try newestChange(to: key.note, field: key.field, in: transaction)?.stamp
-        })
+        },
+        isQueued: { queued.contains($0) })
     }
     var indexed: UInt64 = 0
     var digest = EventSetDigest.empty

@@ -8,7 +8,8 @@
 ///    an `attachmentAdded` that is not redacted in the blob index.
 /// 3. No event of a deleted object keeps its content.
 /// 4. Given a retention period and the time, no change replaced for longer than the period
-///    keeps its values.
+///    keeps its values, unless it waits in the retention queue (the next commit redacts it:
+///    verifying writes nothing, so it does not do that work itself).
 /// 5. The recorded event count and event-set digest are those of the entries.
 package struct LogChecks: Sendable {
   /// The faults found so far.
@@ -54,12 +55,15 @@ package struct LogChecks: Sendable {
   ///   - isReferenced: Whether the blob index holds the event's reference to a blob.
   ///   - newestChange: The stamp of the newest change to a note field (asked only with a
   ///     retention period).
+  ///   - isQueued: Whether the retention queue holds the event (asked only of one past the
+  ///     period).
   package mutating func check(
     _ logged: LoggedEvent,
     isFiled: (Identifier) throws -> Bool,
     isDeleted: (Identifier) throws -> Bool,
     isReferenced: (BlobHash) throws -> Bool,
-    newestChange: (FieldKey) throws -> Stamp?
+    newestChange: (FieldKey) throws -> Stamp?,
+    isQueued: (UInt64) throws -> Bool
   ) rethrows {
     let event = logged.event
     let sequence = logged.sequence
@@ -88,13 +92,14 @@ package struct LogChecks: Sendable {
     }
     if let period = retention.period, !event.isRedacted, let key = event.change.fieldKey,
       let replacement = try newestChange(key), replacement > event.stamp,
-      LogBatch.isDue(replacement.time.milliseconds, retention: period, now: retention.now)
+      LogBatch.isDue(replacement.time.milliseconds, retention: period, now: retention.now),
+      try !isQueued(sequence)
     {
       faults.append(
         VerificationFault(
           kind: .erasure,
           message: "event \(sequence) (\(event.stamp) \(event.change.kind)) was replaced longer "
-            + "ago than the retention period and keeps its values"))
+            + "ago than the retention period and keeps its values, and nothing will redact it"))
     }
   }
 

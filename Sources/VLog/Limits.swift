@@ -1,0 +1,23 @@
+public import Foundation
+
+/// The limits on values, the same on every replica so that every replica accepts the same
+/// events.
+public enum Limits {
+  /// The largest text of a note, in bytes of UTF-8: 1 MiB.
+  public static let textBytes = 1 << 20
+  /// The most tags on one note.
+  public static let tagsPerNote = 100
+  /// The longest tag name, in bytes of UTF-8.
+  public static let tagNameBytes = TagName.maximumBytes
+  /// The most attachments on one note.
+  public static let attachmentsPerNote = 1000
+  /// The largest attachment: 64 MiB, what a sync server accepts by default, so that every
+  /// attachment a store accepts can be synced.
+  public static let attachmentBytes = 64 << 20
+  /// The longest media type, in bytes.
+  public static let mimeTypeBytes = 255
+  /// The earliest date: 0001-01-01T00:00:00Z.
+  public static let earliestDate = Date(milliseconds: -62_135_596_800_000)
+  /// The latest date: 9999-12-31T23:59:59.999Z.
+  public static let latestDate = Date(milliseconds: 253_402_300_799_999)
+}

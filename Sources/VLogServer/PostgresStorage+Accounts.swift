@@ -1,0 +1,162 @@
+internal import Foundation
+internal import Logging
+internal import NIOCore
+internal import NIOSSL
+internal import PostgresNIO
+internal import Synchronization
+internal import VLog
+internal import VLogWire
+
+/// Accounts and sign-in tokens.
+extension PostgresStorage {
+  func createAccount(named name: String, password: PasswordHash) async throws {
+    try await transaction { [self] connection in
+      let rows = try await connection.query(
+        """
+        INSERT INTO vlog_accounts (name, password)
+        VALUES (\(name), \(ByteBuffer(bytes: password.encoded)))
+        ON CONFLICT (name) DO NOTHING RETURNING number
+        """, logger: logger)
+      var number: Int64?
+      for try await value in rows.decode(Int64.self) { number = value }
+      guard let number else { throw StorageError.accountExists(name) }
+      try await connection.query(
+        """
+        INSERT INTO vlog_heads (account, last_sequence, digest)
+        VALUES (\(number), 0, \(ByteBuffer(bytes: EventSetDigest.empty.bytes)))
+        """, logger: logger)
+    }
+  }
+
+  func account(named name: String) async throws -> AccountRecord? {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT number, password FROM vlog_accounts WHERE name = \(name)", logger: logger)
+      for try await (number, password) in rows.decode((Int64, ByteBuffer).self) {
+        guard let number = UInt64(exactly: number),
+          let hash = PasswordHash(decoding: Array(password.readableBytesView))
+        else { return nil }
+        return AccountRecord(number: number, name: name, password: hash)
+      }
+      return nil
+    }
+  }
+
+  func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws {
+    _ = try await withConnection { [self] connection in
+      do {
+        let rows = try await connection.query(
+          """
+          INSERT INTO vlog_tokens (hash, account, expires_at)
+          VALUES (\(ByteBuffer(bytes: hash)), \(Int64(clamping: account)), \(milliseconds))
+          ON CONFLICT (hash) DO UPDATE SET account = EXCLUDED.account, expires_at = EXCLUDED.expires_at
+          """, logger: logger)
+        for try await _ in rows {}
+      } catch {
+        throw Self.deletedAccount(error)
+      }
+    }
+  }
+
+  func token(hash: [UInt8]) async throws -> TokenRecord? {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT account, expires_at FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash))",
+        logger: logger)
+      for try await (account, expiry) in rows.decode((Int64, Int64).self) {
+        guard let account = UInt64(exactly: account) else { return nil }
+        return TokenRecord(hash: hash, account: account, expiresAt: expiry)
+      }
+      return nil
+    }
+  }
+
+  func account(number: UInt64) async throws -> AccountRecord? {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT name, password FROM vlog_accounts WHERE number = \(Int64(clamping: number))",
+        logger: logger)
+      for try await (name, password) in rows.decode((String, ByteBuffer).self) {
+        guard let hash = PasswordHash(decoding: Array(password.readableBytesView)) else {
+          return nil
+        }
+        return AccountRecord(number: number, name: name, password: hash)
+      }
+      return nil
+    }
+  }
+
+  func tokens(of account: UInt64) async throws -> [TokenRecord] {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT hash, expires_at FROM vlog_tokens WHERE account = \(Int64(clamping: account))",
+        logger: logger)
+      var tokens: [TokenRecord] = []
+      for try await (hash, expiry) in rows.decode((ByteBuffer, Int64).self) {
+        tokens.append(
+          TokenRecord(hash: Array(hash.readableBytesView), account: account, expiresAt: expiry))
+      }
+      return tokens
+    }
+  }
+
+  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+    let number = Int64(clamping: account)
+    try await transaction { [self] connection in
+      let rows = try await connection.query(
+        """
+        UPDATE vlog_accounts SET password = \(ByteBuffer(bytes: password.encoded))
+        WHERE number = \(number) RETURNING number
+        """, logger: logger)
+      var updated = false
+      for try await _ in rows { updated = true }
+      guard updated else { throw StorageError.accountDeleted }
+      try await connection.query(
+        """
+        DELETE FROM vlog_tokens
+        WHERE account = \(number) AND hash IS DISTINCT FROM \(keeping.map { ByteBuffer(bytes: $0) })
+        """, logger: logger)
+    }
+  }
+
+  func deleteAccount(_ account: UInt64) async throws {
+    let number = Int64(clamping: account)
+    try await transaction { [self] connection in
+      // The head row's lock waits for a push in progress and makes the next one find no
+      // account; the account row's, for a blob being stored.
+      try await connection.query(
+        "SELECT 1 FROM vlog_heads WHERE account = \(number) FOR UPDATE", logger: logger)
+      for table in [
+        "vlog_events", "vlog_objects", "vlog_deletions", "vlog_blob_references", "vlog_fields",
+        "vlog_superseded", "vlog_blobs",
+      ] {
+        try await connection.query(
+          PostgresQuery(
+            unsafeSQL: "DELETE FROM \(table) WHERE account = $1",
+            binds: {
+              var binds = PostgresBindings()
+              binds.append(number)
+              return binds
+            }()), logger: logger)
+      }
+      // Tokens and the head go with the account row (ON DELETE CASCADE).
+      let rows = try await connection.query(
+        "DELETE FROM vlog_accounts WHERE number = \(number) RETURNING number", logger: logger)
+      var deleted = false
+      for try await _ in rows { deleted = true }
+      guard deleted else { throw StorageError.accountDeleted }
+    }
+  }
+
+  @discardableResult
+  func deleteToken(hash: [UInt8]) async throws -> Bool {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "DELETE FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash)) RETURNING account",
+        logger: logger)
+      var deleted = false
+      for try await _ in rows { deleted = true }
+      return deleted
+    }
+  }
+}

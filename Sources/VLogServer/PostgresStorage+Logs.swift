@@ -1,0 +1,214 @@
+internal import Foundation
+internal import Logging
+internal import NIOCore
+internal import NIOSSL
+internal import PostgresNIO
+internal import Synchronization
+internal import VLog
+internal import VLogWire
+
+/// Event logs: a sync (push and page) under the account's head row, and repair.
+extension PostgresStorage {
+  func sync(
+    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
+    maximumBytes: Int, retention: (period: Duration?, now: UInt64)
+  ) async throws -> SyncOutcome {
+    let number = Int64(clamping: account)
+    guard !events.isEmpty else {
+      return try await withConnection { [self] connection in
+        let head = try await self.head(of: number, on: connection, locking: false)
+        return try await page(
+          number, head: head, after: cursor, limit: (limit, maximumBytes), skipping: [],
+          stored: 0, on: connection)
+      }
+    }
+    return try await transaction { [self] connection in
+      let head = try await self.head(of: number, on: connection, locking: true)
+      guard cursor <= head.sequence else {
+        throw StorageError.invalidCursor(cursor, head.sequence)
+      }
+      var pushed = Set<Stamp>()
+      var fresh: [Event] = []
+      for event in events where pushed.insert(event.stamp).inserted { fresh.append(event) }
+      let known = try await storedIDs(of: number, among: fresh.map(\.stamp), on: connection)
+      fresh.removeAll { known.contains($0.stamp) }
+      var writer = PostgresLogWriter(
+        account: number, head: head, rules: logRules, connection: connection, logger: logger)
+      try await writer.prefetch(for: fresh)
+      for event in fresh { try await writer.append(event) }
+      try await writer.applyRetention(retention.period, now: retention.now)
+      _ = try await writer.commit()
+      return try await page(
+        number, head: writer.head, after: cursor, limit: (limit, maximumBytes),
+        skipping: pushed, stored: writer.appended, on: connection)
+    }
+  }
+
+  /// The account's head; with `locking`, locks its row until the transaction ends (creating
+  /// the row of an account that has none).
+  func head(of account: Int64, on connection: PostgresConnection, locking: Bool)
+    async throws -> Head
+  {
+    for _ in 0..<2 {
+      let rows = try await connection.query(
+        locking
+          ? "SELECT last_sequence, digest FROM vlog_heads WHERE account = \(account) FOR UPDATE"
+          : "SELECT last_sequence, digest FROM vlog_heads WHERE account = \(account)",
+        logger: logger)
+      for try await (sequence, digest) in rows.decode((Int64, ByteBuffer).self) {
+        guard let digest = EventSetDigest(bytes: Array(digest.readableBytesView)) else {
+          throw StorageError.damaged("account \(account): the head's digest is malformed")
+        }
+        return Head(sequence: try PostgresLogWriter.sequence(sequence), digest: digest)
+      }
+      guard locking else { return Head() }
+      let created = try await connection.query(
+        """
+        INSERT INTO vlog_heads (account, last_sequence, digest)
+        SELECT number, 0, \(ByteBuffer(bytes: EventSetDigest.empty.bytes))
+        FROM vlog_accounts WHERE number = \(account)
+        ON CONFLICT DO NOTHING RETURNING account
+        """, logger: logger)
+      var exists = false
+      for try await _ in created { exists = true }
+      // Deleted after the request's token was checked: it takes nothing more.
+      guard exists else { throw StorageError.accountDeleted }
+    }
+    throw StorageError.damaged("account \(account) has no head")
+  }
+
+  /// The ids among `ids` that the account's log holds.
+  func storedIDs(of account: Int64, among ids: [Stamp], on connection: PostgresConnection)
+    async throws -> Set<Stamp>
+  {
+    guard !ids.isEmpty else { return [] }
+    let rows = try await connection.query(
+      """
+      SELECT id FROM vlog_events
+      WHERE account = \(account) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
+      """, logger: logger)
+    var found = Set<Stamp>()
+    for try await id in rows.decode(ByteBuffer.self) {
+      found.insert(try PostgresLogWriter.stamp(id))
+    }
+    return found
+  }
+
+  /// The events after `cursor` up to the head: at most `limit.events` of them, and as many as
+  /// fit in `limit.bytes` of encoded events, but at least one.
+  func page(
+    _ account: Int64, head: Head, after cursor: UInt64, limit: (events: Int, bytes: Int),
+    skipping pushed: Set<Stamp>, stored: Int, on connection: PostgresConnection
+  ) async throws -> SyncOutcome {
+    guard cursor <= head.sequence else { throw StorageError.invalidCursor(cursor, head.sequence) }
+    var events: [Event] = []
+    var bytes = 0
+    var last = cursor
+    // Rows come in batches, so a page of small events takes one round trip and a page of
+    // large ones stops reading where the byte limit falls.
+    var from = cursor
+    let batch = max(1, min(limit.events, 5000))
+    scan: while from < head.sequence, limit.events > 0 {
+      let rows = try await connection.query(
+        """
+        SELECT sequence, record FROM vlog_events
+        WHERE account = \(account) AND sequence > \(Int64(clamping: from))
+          AND sequence <= \(Int64(clamping: head.sequence))
+        ORDER BY sequence LIMIT \(Int64(batch + pushed.count))
+        """, logger: logger)
+      var read = 0
+      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+        read += 1
+        let sequence = try PostgresLogWriter.sequence(sequence)
+        guard sequence == from + 1 else {
+          throw StorageError.damaged(
+            "account \(account): event \(from + 1) is missing from the log")
+        }
+        from = sequence
+        let event = try PostgresLogWriter.event(record: record, sequence: sequence)
+        if !pushed.contains(event.stamp) {
+          let size = record.readableBytes - LogRecord.headerSize
+          guard events.isEmpty || bytes + size <= limit.bytes else { break scan }
+          bytes += size
+          events.append(event)
+        }
+        last = sequence
+        guard events.count < limit.events, bytes < limit.bytes else { break scan }
+      }
+      guard read > 0 else {
+        throw StorageError.damaged("account \(account): event \(from + 1) is missing from the log")
+      }
+    }
+    return SyncOutcome(
+      events: events, cursor: last, more: last < head.sequence, stored: stored,
+      head: head)
+  }
+
+  func compare(account: UInt64, with client: EventSetBuckets, limit: Int) async throws
+    -> Comparison
+  {
+    let number = Int64(clamping: account)
+    return try await transaction { [self] connection in
+      try await connection.query(
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+      let head = try await self.head(of: number, on: connection, locking: false)
+      let rows = try await connection.query(
+        "SELECT id FROM vlog_events WHERE account = \(number) ORDER BY id", logger: logger)
+      var ids: [Stamp] = []
+      var buckets = EventSetBuckets()
+      for try await id in rows.decode(ByteBuffer.self) {
+        let stamp = try PostgresLogWriter.stamp(id)
+        ids.append(stamp)
+        buckets.add(stamp)
+      }
+      let differing = buckets.differing(from: client)
+      guard !differing.isEmpty else {
+        return Comparison(ids: [:], complete: true, eventSetDigest: head.digest)
+      }
+      let wanted = Set(differing)
+      var byBucket: [Int: [Stamp]] = [:]
+      for id in ids where wanted.contains(EventSetBuckets.bucket(of: id)) {
+        byBucket[EventSetBuckets.bucket(of: id), default: []].append(id)
+      }
+      var kept: [Int: [Stamp]] = [:]
+      var count = 0
+      for bucket in differing {
+        let bucketIDs = byBucket[bucket, default: []]
+        guard kept.isEmpty || count + bucketIDs.count <= limit else {
+          return Comparison(ids: kept, complete: false, eventSetDigest: head.digest)
+        }
+        kept[bucket] = bucketIDs
+        count += bucketIDs.count
+      }
+      return Comparison(ids: kept, complete: true, eventSetDigest: head.digest)
+    }
+  }
+
+  func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event] {
+    try await withConnection { [self] connection in
+      guard !ids.isEmpty else { return [] }
+      let number = Int64(clamping: account)
+      let rows = try await connection.query(
+        """
+        SELECT sequence, record FROM vlog_events
+        WHERE account = \(number) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
+        """, logger: logger)
+      var found: [Stamp: Event] = [:]
+      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+        let event = try PostgresLogWriter.event(
+          record: record, sequence: try PostgresLogWriter.sequence(sequence))
+        found[event.stamp] = event
+      }
+      var events: [Event] = []
+      var bytes = 0
+      for id in ids {
+        guard let event = found[id] else { continue }
+        let size = event.encoded().count
+        guard events.isEmpty || bytes + size <= maximumBytes else { break }
+        bytes += size
+        events.append(event)
+      }
+      return events
+    }
+  }
+}

@@ -1,0 +1,121 @@
+internal import Foundation
+internal import Logging
+internal import NIOCore
+internal import NIOSSL
+internal import PostgresNIO
+internal import Synchronization
+internal import VLog
+internal import VLogWire
+
+/// The schema: its versions and the migration a server runs when it opens the database.
+extension PostgresStorage {
+  /// Each version's statements, applied in order to a database below it.
+  static let migrations: [Int32: [String]] = [
+    1: [
+      """
+      CREATE TABLE vlog_accounts (
+        number bigserial PRIMARY KEY, name text NOT NULL UNIQUE, password bytea NOT NULL)
+      """,
+      """
+      CREATE TABLE vlog_tokens (
+        hash bytea PRIMARY KEY,
+        account bigint NOT NULL REFERENCES vlog_accounts ON DELETE CASCADE,
+        expires_at bigint NOT NULL)
+      """,
+      """
+      CREATE TABLE vlog_heads (
+        account bigint PRIMARY KEY REFERENCES vlog_accounts ON DELETE CASCADE,
+        last_sequence bigint NOT NULL, digest bytea NOT NULL)
+      """,
+      """
+      CREATE TABLE vlog_events (
+        account bigint NOT NULL, sequence bigint NOT NULL, id bytea NOT NULL,
+        record bytea NOT NULL,
+        PRIMARY KEY (account, sequence), UNIQUE (account, id))
+      """,
+      """
+      CREATE TABLE vlog_objects (
+        account bigint NOT NULL, object bytea NOT NULL, sequence bigint NOT NULL,
+        PRIMARY KEY (account, object, sequence))
+      """,
+      """
+      CREATE TABLE vlog_deletions (
+        account bigint NOT NULL, object bytea NOT NULL, sequence bigint, stamp bytea,
+        PRIMARY KEY (account, object))
+      """,
+      """
+      CREATE TABLE vlog_blob_references (
+        account bigint NOT NULL, hash bytea NOT NULL, sequence bigint NOT NULL,
+        PRIMARY KEY (account, hash, sequence))
+      """,
+      """
+      CREATE TABLE vlog_fields (
+        account bigint NOT NULL, note bytea NOT NULL, field smallint NOT NULL,
+        stamp bytea NOT NULL, sequence bigint NOT NULL,
+        PRIMARY KEY (account, note, field))
+      """,
+      """
+      CREATE TABLE vlog_superseded (
+        account bigint NOT NULL, replaced_at bigint NOT NULL, sequence bigint NOT NULL,
+        PRIMARY KEY (account, replaced_at, sequence))
+      """,
+      """
+      CREATE TABLE vlog_blobs (
+        account bigint NOT NULL, hash bytea NOT NULL, bytes bytea NOT NULL,
+        PRIMARY KEY (account, hash))
+      """,
+    ],
+    // Account deletion: an account's tokens by account, and no blob stored for an account
+    // being deleted (the key-share lock of the reference waits for the deletion).
+    2: [
+      "CREATE INDEX vlog_tokens_account ON vlog_tokens (account)",
+      """
+      ALTER TABLE vlog_blobs ADD CONSTRAINT vlog_blobs_account
+        FOREIGN KEY (account) REFERENCES vlog_accounts ON DELETE CASCADE
+      """,
+    ],
+  ]
+
+  /// Creates the schema, or brings it to ``schemaVersion``, in one transaction.
+  func migrate() async throws {
+    // Servers starting at once may race to create the version table; the loser's error is
+    // harmless, and the row lock below orders the rest.
+    for attempt in 0..<3 {
+      do {
+        try await client.query(
+          """
+          CREATE TABLE IF NOT EXISTS vlog_schema (
+            singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            version integer NOT NULL)
+          """, logger: logger)
+        try await client.query(
+          "INSERT INTO vlog_schema (version) VALUES (0) ON CONFLICT DO NOTHING", logger: logger)
+        break
+      } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" && attempt < 2 {
+        continue
+      }
+    }
+    try await transaction { [self] connection in
+      let rows = try await connection.query(
+        "SELECT version FROM vlog_schema FOR UPDATE", logger: logger)
+      var version: Int32 = 0
+      for try await value in rows.decode(Int32.self) { version = value }
+      guard version <= Self.schemaVersion else {
+        throw StorageError.unusable(
+          "the database has schema version \(version); this server knows up to "
+            + "\(Self.schemaVersion)")
+      }
+      guard version < Self.schemaVersion else { return }
+      for next in (version + 1)...Self.schemaVersion {
+        for statement in Self.migrations[next] ?? [] {
+          try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+      }
+      try await connection.query(
+        "UPDATE vlog_schema SET version = \(Self.schemaVersion)", logger: logger)
+      logger.info(
+        "database schema migrated",
+        metadata: ["from": "\(version)", "to": "\(Self.schemaVersion)", "database": "\(location)"])
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/// A failure of the server's storage (LMDB or PostgreSQL), by what its caller can do about it.
+///
+/// Storage speaks of accounts, cursors and databases, never of HTTP: the one place that turns a
+/// storage error into an answer is the server's request middleware (``ServerError``'s
+/// `init(_:requestID:)`), which answers what a client can act on and logs the rest under the
+/// request's id. ``SyncServer/open(dataDirectory:configuration:dependencies:logger:)`` and its
+/// PostgreSQL sibling throw it when a data directory or database cannot be used.
+public struct StorageError: Error, CustomStringConvertible, Sendable {
+  /// What kind of failure, for a caller to match.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// An account with the user name exists already.
+    public static let accountExists = Code("accountExists")
+    /// The account was deleted (after the request's token was checked).
+    public static let accountDeleted = Code("accountDeleted")
+    /// A cursor past the end of the account's log.
+    public static let invalidCursor = Code("invalidCursor")
+    /// The database cannot be reached or did not answer in time: try again in a moment.
+    public static let unavailable = Code("unavailable")
+    /// The data directory or database cannot be used by this server: a newer format or schema,
+    /// a URL that is not a PostgreSQL URL.
+    public static let unusable = Code("unusable")
+    /// Stored data is damaged: a record that does not decode, an index that names what is
+    /// not there.
+    public static let damaged = Code("damaged")
+
+    /// The code's name.
+    public var description: String { name }
+  }
+
+  /// What kind of failure.
+  public let code: Code
+  /// What happened and where, for the log and for operators: it may name accounts, tables
+  /// and sequence numbers, so a server never sends it to a client but for codes a client
+  /// caused (`accountExists`, `invalidCursor`).
+  public let message: String
+  /// The user name of `accountExists`.
+  let name: String?
+  /// The cursor and the log's last sequence number of `invalidCursor`.
+  let cursor: (given: UInt64, last: UInt64)?
+
+  init(
+    _ code: Code, _ message: String, name: String? = nil,
+    cursor: (given: UInt64, last: UInt64)? = nil
+  ) {
+    self.code = code
+    self.message = message
+    self.name = name
+    self.cursor = cursor
+  }
+
+  /// `code: message`.
+  public var description: String { "\(code): \(message)" }
+
+  static func accountExists(_ name: String) -> StorageError {
+    StorageError(.accountExists, "the user name '\(name)' is taken", name: name)
+  }
+
+  static let accountDeleted = StorageError(.accountDeleted, "the account was deleted")
+
+  static func invalidCursor(_ cursor: UInt64, _ last: UInt64) -> StorageError {
+    StorageError(
+      .invalidCursor, "cursor \(cursor) is past the end of the log (\(last) events)",
+      cursor: (cursor, last))
+  }
+
+  static func unavailable(_ message: String) -> StorageError {
+    StorageError(.unavailable, message)
+  }
+
+  static func unusable(_ message: String) -> StorageError {
+    StorageError(.unusable, message)
+  }
+
+  static func damaged(_ message: String) -> StorageError {
+    StorageError(.damaged, message)
+  }
+}

@@ -1,0 +1,351 @@
+internal import Foundation
+internal import VLog
+internal import VLogWire
+
+/// The logic of one sync, as a pure state machine: each method takes what happened — the
+/// outbox read, a page received, a push refused (413, 415, clock skew), digests compared,
+/// repair answers — and returns the next ``Action``, which ``SyncAccount`` performs with the
+/// store and the API and reports back. It touches neither, so every path is tested without a
+/// network or a store (`SyncMachineTests`).
+///
+/// What it guarantees, whoever drives it:
+/// 1. Pushed events are acknowledged only in the commit of the page that answered their push.
+/// 2. The cursor moves only with a committed page (``Action/commit(_:acknowledgingThrough:)``).
+/// 3. A push the server finds too large (413) is sent again with half the events and bytes, down
+///    to one event; a server that refuses the binary encoding (415) gets JSON from then on.
+/// 4. An outbox refused for clock skew is restamped at most once a sync, and only when the
+///    device's clock agrees with the server's within half the skew bound.
+/// 5. When the outbox is empty and no page remains but the digests differ, repair compares
+///    buckets (at most ``repairRounds`` rounds), pushes what the server lacks that it would
+///    take (not stamped past its skew bound) and fetches what the store lacks.
+/// 6. Every push carries at least one event, so a sync always progresses or fails.
+///
+/// An expired token is not its business: each API call signs in again once by itself
+/// (``APICall``); what reaches the machine is what that could not fix.
+struct SyncMachine {
+  /// What the driver does next, then reports with the matching method.
+  enum Action {
+    /// Read up to `limit` outbox events; report with ``outboxRead(_:)``.
+    case readOutbox(limit: Int)
+    /// Upload the attachment bytes these events name; report with ``blobsUploaded(_:)``.
+    case uploadBlobs([Event])
+    /// Send a sync call; report with ``pageReceived(_:)`` or ``pushRefused(_:deviceTime:)``.
+    case push(SyncPush, encoding: SyncEncoding)
+    /// Give the outbox events stamped after this time (milliseconds) new stamps; report with
+    /// ``restamped(_:)``.
+    case restamp(after: Int64)
+    /// Ingest the page, acknowledging the local events through this sequence number in the same
+    /// commit, and move the cursor; report with ``committed(page:appended:outbox:)``.
+    case commit(SyncPage, acknowledgingThrough: UInt64?)
+    /// Read the store's event-set digest; report with ``digestRead(_:)``.
+    case readDigest
+    /// Send the store's bucket digests; report with ``compared(_:deviceTime:skew:)``.
+    case compare
+    /// Read the store's event ids in these buckets; report with ``idsRead(_:)``.
+    case readIDs(buckets: [Int])
+    /// Read the store's events with these ids; report with ``eventsRead(_:)``.
+    case readEvents([Stamp])
+    /// Fetch these events from the server; report with ``fetched(_:)``.
+    case fetch([Stamp])
+    /// Ingest fetched events; report with ``ingested(_:appended:)``.
+    case ingest([Event])
+    /// The sync is over.
+    case finish(SyncReport)
+    /// The sync failed with this error.
+    case fail(APIError)
+  }
+
+  /// The most rounds of comparing one sync repairs for; each round settles every bucket the
+  /// server listed, so more than one is needed only when the differences pass the server's
+  /// limit of ids per comparison.
+  static let repairRounds = 8
+
+  /// How much one push may carry: events and bytes of their binary encoding.
+  struct Budget: Equatable {
+    var events: Int
+    var bytes: Int
+  }
+
+  private enum Phase {
+    case idle
+    /// Pushing the outbox: reading it, uploading, pushing, committing.
+    case outbox(batch: [LoggedEvent])
+    /// Restamping after the server refused the outbox for clock skew with this error.
+    case restamping(refusal: APIError)
+    /// Comparing the digests: after the outbox and the pages, or (`final`) after repair.
+    case checkingDigest(final: Bool)
+    /// Repair: comparing, reading ids, pushing what the server lacks, fetching what it has.
+    case comparing(round: Int)
+    case readingIDs(round: Int, theirs: Set<Stamp>, buckets: [Int], deviceTime: Int64, skew: Int64)
+    case repairPushing(round: Int, remaining: ArraySlice<Stamp>, wanted: [Stamp], batch: [Event])
+    case fetching(round: Int, remaining: ArraySlice<Stamp>, asked: [Stamp])
+  }
+
+  /// The cursor into the server's log, as committed.
+  private(set) var cursor: UInt64
+  /// How sync calls are encoded; JSON for good once a server refused the binary encoding.
+  private(set) var encoding: SyncEncoding
+  /// What the sync did so far.
+  private(set) var report = SyncReport()
+  private var budget: Budget
+  private let initialBudget: Budget
+  private let pageSize: Int
+  /// How far ahead of the server's clock it takes events, in milliseconds.
+  private let skewBound: Int64
+  private var restampedOnce = false
+  private var phase = Phase.idle
+
+  /// A machine for one sync from `cursor`.
+  init(
+    cursor: UInt64, encoding: SyncEncoding, pageSize: Int, pushSize: Int, pushBytes: Int,
+    maximumClockSkew: Duration
+  ) {
+    self.cursor = cursor
+    self.encoding = encoding
+    self.pageSize = pageSize
+    initialBudget = Budget(events: max(1, pushSize), bytes: max(1, pushBytes))
+    budget = initialBudget
+    skewBound = Int64(maximumClockSkew.components.seconds) * 1000
+  }
+
+  /// Starts the sync.
+  mutating func start() -> Action {
+    phase = .outbox(batch: [])
+    return .readOutbox(limit: budget.events)
+  }
+
+  // MARK: - The outbox
+
+  /// The outbox events read, oldest first.
+  mutating func outboxRead(_ outbox: [LoggedEvent]) -> Action {
+    let batch = Array(outbox.prefix(Self.count(outbox.map(\.event), fittingIn: budget.bytes)))
+    phase = .outbox(batch: batch)
+    return .uploadBlobs(batch.map(\.event))
+  }
+
+  /// The attachment bytes of the batch are on the server.
+  mutating func blobsUploaded(_ count: Int) -> Action {
+    report.blobsUploaded += count
+    switch phase {
+    case .outbox(let batch):
+      return push(batch.map(\.event))
+    case .repairPushing(_, _, _, let batch):
+      return push(batch)
+    default:
+      return unexpected("blobs uploaded")
+    }
+  }
+
+  private func push(_ events: [Event]) -> Action {
+    .push(SyncPush(cursor: cursor, events: events, limit: pageSize), encoding: encoding)
+  }
+
+  /// The server stored the push and answered with the page after the cursor.
+  mutating func pageReceived(_ page: SyncPage) -> Action {
+    report.calls += 1
+    switch phase {
+    case .outbox(let batch):
+      return .commit(page, acknowledgingThrough: batch.last?.sequence)
+    case .repairPushing:
+      report.repaired += page.stored
+      return .commit(page, acknowledgingThrough: nil)
+    default:
+      return unexpected("a page")
+    }
+  }
+
+  /// The server refused the push. `deviceTime` is this device's clock now (milliseconds).
+  mutating func pushRefused(_ error: APIError, deviceTime: Int64) -> Action {
+    let events: [Event]
+    switch phase {
+    case .outbox(let batch): events = batch.map(\.event)
+    case .repairPushing(_, _, _, let batch): events = batch
+    default: return unexpected("a refused push")
+    }
+    if error.status == 415, encoding != .json {
+      encoding = .json
+      return push(events)
+    }
+    if error.status == 413, events.count > 1 {
+      budget = Budget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
+      return again()
+    }
+    if case .outbox = phase, !restampedOnce, error.body?.code == .clockSkew,
+      let text = error.body?.serverTime, let serverTime = ISO8601.parse(text),
+      abs(serverTime - deviceTime) <= skewBound / 2
+    {
+      restampedOnce = true
+      phase = .restamping(refusal: error)
+      return .restamp(after: max(serverTime, deviceTime))
+    }
+    return .fail(error)
+  }
+
+  /// The push of the same place again, with the budget as it is now.
+  private mutating func again() -> Action {
+    switch phase {
+    case .repairPushing(let round, let remaining, let wanted, _):
+      phase = .repairPushing(round: round, remaining: remaining, wanted: wanted, batch: [])
+      return .readEvents(Array(remaining.prefix(budget.events)))
+    default:
+      phase = .outbox(batch: [])
+      return .readOutbox(limit: budget.events)
+    }
+  }
+
+  /// The outbox events stamped ahead were given new stamps (`count` of them; 0 if none were).
+  mutating func restamped(_ count: Int) -> Action {
+    guard case .restamping(let refusal) = phase else { return unexpected("a restamp") }
+    // Nothing to restamp: the refusal stands.
+    guard count > 0 else { return .fail(refusal) }
+    report.restamped = count
+    phase = .outbox(batch: [])
+    return .readOutbox(limit: budget.events)
+  }
+
+  /// The page is committed, with `appended` events the store did not have; `outbox` local
+  /// events remain unacknowledged.
+  mutating func committed(page: SyncPage, appended: Int, outbox: Int) -> Action {
+    cursor = page.cursor
+    report.pulled += page.events.count
+    report.applied += appended
+    report.serverEventSetDigest = page.eventSetDigest
+    switch phase {
+    case .outbox(let batch):
+      report.pushed += batch.count
+      guard !page.more && outbox == 0 else {
+        phase = .outbox(batch: [])
+        return .readOutbox(limit: budget.events)
+      }
+      phase = .checkingDigest(final: false)
+      return .readDigest
+    case .repairPushing(let round, let remaining, let wanted, let batch):
+      let rest = remaining.dropFirst(batch.count)
+      return repairPush(round: round, remaining: rest, wanted: wanted)
+    default:
+      return unexpected("a commit")
+    }
+  }
+
+  // MARK: - Repair
+
+  /// The store's event-set digest: once the outbox is pushed and every page pulled, and
+  /// again after repair.
+  mutating func digestRead(_ local: EventSetDigest) -> Action {
+    guard case .checkingDigest(let final) = phase else { return unexpected("a digest") }
+    report.inSync = local == report.serverEventSetDigest
+    return report.inSync || final ? .finish(report) : compare(round: 0)
+  }
+
+  private mutating func compare(round: Int) -> Action {
+    guard round < Self.repairRounds else { return checkAgain() }
+    phase = .comparing(round: round)
+    return .compare
+  }
+
+  /// Repair is over: the last comparison of the digests.
+  private mutating func checkAgain() -> Action {
+    phase = .checkingDigest(final: true)
+    return .readDigest
+  }
+
+  /// The server's answer to the bucket digests. `deviceTime` is this device's clock and
+  /// `skew` the server's clock minus it, as last measured (milliseconds).
+  mutating func compared(_ comparison: Comparison, deviceTime: Int64, skew: Int64) -> Action {
+    guard case .comparing(let round) = phase else { return unexpected("a comparison") }
+    report.calls += 1
+    report.serverEventSetDigest = comparison.eventSetDigest
+    guard !comparison.ids.isEmpty else { return checkAgain() }
+    let buckets = comparison.ids.keys.sorted()
+    phase = .readingIDs(
+      round: round, theirs: Set(comparison.ids.values.joined()), buckets: buckets,
+      deviceTime: deviceTime, skew: skew)
+    return .readIDs(buckets: buckets)
+  }
+
+  /// The store's ids in the buckets the server listed.
+  mutating func idsRead(_ ours: Set<Stamp>) -> Action {
+    guard case .readingIDs(let round, let theirs, _, let deviceTime, let skew) = phase else {
+      return unexpected("ids")
+    }
+    // What the server would refuse as stamped too far ahead waits for a later sync.
+    let latest = deviceTime + skew + skewBound
+    let missing = ours.subtracting(theirs).sorted()
+    let pushable = missing.filter { Int64(clamping: $0.time.milliseconds) <= latest }
+    report.deferred = missing.count - pushable.count
+    budget = initialBudget
+    let wanted = theirs.subtracting(ours).sorted()
+    if pushable.isEmpty && wanted.isEmpty { return checkAgain() }
+    return repairPush(round: round, remaining: pushable[...], wanted: wanted)
+  }
+
+  private mutating func repairPush(
+    round: Int, remaining: ArraySlice<Stamp>, wanted: [Stamp]
+  ) -> Action {
+    guard !remaining.isEmpty else { return fetch(round: round, remaining: wanted[...]) }
+    phase = .repairPushing(round: round, remaining: remaining, wanted: wanted, batch: [])
+    return .readEvents(Array(remaining.prefix(budget.events)))
+  }
+
+  /// The store's events read for a repair push.
+  mutating func eventsRead(_ events: [Event]) -> Action {
+    guard case .repairPushing(let round, let remaining, let wanted, _) = phase else {
+      return unexpected("events")
+    }
+    let batch = Array(events.prefix(Self.count(events, fittingIn: budget.bytes)))
+    guard !batch.isEmpty else { return fetch(round: round, remaining: wanted[...]) }
+    phase = .repairPushing(round: round, remaining: remaining, wanted: wanted, batch: batch)
+    return .uploadBlobs(batch)
+  }
+
+  private mutating func fetch(round: Int, remaining: ArraySlice<Stamp>) -> Action {
+    guard !remaining.isEmpty else { return compare(round: round + 1) }
+    let asked = Array(remaining.prefix(initialBudget.events))
+    phase = .fetching(round: round, remaining: remaining, asked: asked)
+    return .fetch(asked)
+  }
+
+  /// The server's answer to a fetch: what it holds of the ids asked, in the order asked.
+  mutating func fetched(_ events: [Event]) -> Action {
+    guard case .fetching = phase else { return unexpected("fetched events") }
+    report.calls += 1
+    report.pulled += events.count
+    return .ingest(events)
+  }
+
+  /// The fetched events are in the store, `appended` of them new.
+  mutating func ingested(_ events: [Event], appended: Int) -> Action {
+    guard case .fetching(let round, let remaining, let asked) = phase else {
+      return unexpected("an ingest")
+    }
+    report.applied += appended
+    report.fetched += appended
+    // What comes after the last one sent is asked again; nothing sent means the server holds
+    // none of them.
+    guard let last = events.last, let position = asked.firstIndex(of: last.stamp) else {
+      return compare(round: round + 1)
+    }
+    return fetch(round: round, remaining: remaining.dropFirst(position + 1))
+  }
+
+  // MARK: - Unexpected reports
+
+  private func unexpected(_ what: String) -> Action {
+    .fail(APIError(.invalidResponse, "the sync got \(what) it did not wait for (\(phase))"))
+  }
+
+  // MARK: - Batches
+
+  /// How many of the oldest `events` have encodings that add up to at most `bytes`, and at
+  /// least one, so that every push makes progress.
+  static func count(_ events: [Event], fittingIn bytes: Int) -> Int {
+    var total = 0
+    var count = 0
+    for event in events {
+      total += event.encoded().count
+      guard count == 0 || total <= bytes else { break }
+      count += 1
+    }
+    return count
+  }
+}

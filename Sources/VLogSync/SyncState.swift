@@ -1,0 +1,69 @@
+public import Foundation
+
+/// What an account remembers between syncs, kept in a JSON file next to the store.
+public struct SyncState: Codable, Sendable, Hashable {
+  /// The server's base URL, if the account was given one.
+  public var server: String?
+  /// The user name.
+  public var username: String
+  /// The position in the server's log of the account up to which this store has every event.
+  public var cursor: UInt64 = 0
+  /// When the last sync finished successfully.
+  public var lastSync: Date?
+  /// The server's clock minus this device's, in milliseconds, as last measured.
+  public var clockSkewMilliseconds: Int64?
+  /// The last sync's error, cleared by a successful sync.
+  public var lastError: String?
+  /// The server's event-set digest at the last sync.
+  public var serverEventSetDigest: String?
+  /// The last time the server refused this store's outbox as stamped too far ahead of its
+  /// clock and the events were given new stamps; nil if that never happened.
+  public var restamped: Restamp?
+
+  /// Outbox events given new stamps because the server refused them for clock skew.
+  public struct Restamp: Codable, Sendable, Hashable {
+    /// How many events were restamped.
+    public var events: Int
+    /// The latest of their old stamps' times, ISO 8601.
+    public var latestOldTime: String
+    /// When they were restamped (the time their new stamps carry).
+    public var date: Date
+
+    /// Creates a record.
+    public init(events: Int, latestOldTime: String, date: Date) {
+      self.events = events
+      self.latestOldTime = latestOldTime
+      self.date = date
+    }
+  }
+
+  /// Creates the state of an account that has never synced.
+  public init(username: String, server: String? = nil) {
+    self.username = username
+    self.server = server
+  }
+
+  /// Reads a state file, or nil if there is none.
+  ///
+  /// - Throws: When the file exists but is not a state file.
+  public static func load(from path: String) throws -> SyncState? {
+    guard FileManager.default.fileExists(atPath: path) else { return nil }
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    do {
+      let decoder = JSONDecoder()
+      decoder.dateDecodingStrategy = .iso8601
+      return try decoder.decode(SyncState.self, from: data)
+    } catch {
+      throw APIError(.invalidResponse, "'\(path)' is not a sync state file: \(error)")
+    }
+  }
+
+  /// Writes the state file: pretty JSON with sorted keys, replacing the old file atomically
+  /// (a crash leaves one or the other, whole).
+  public func write(to path: String) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    encoder.dateEncodingStrategy = .iso8601
+    try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+  }
+}
