@@ -488,19 +488,17 @@ final class LMDBStorage: ServerStorage {
     let head = Head(sequence: state.lastSequence, digest: state.digest)
     guard cursor <= head.sequence else { throw StorageError.invalidCursor(cursor, head.sequence) }
     var events: [Event] = []
-    var bytes = 0
+    var budget = PageBudget(events: limit.events, bytes: limit.bytes)
     var last = cursor
     if cursor < head.sequence, limit.events > 0 {
       try log.forEachSized(after: cursor, through: head.sequence, in: transaction) {
         logged, size in
-        let isPushed = pushed.contains(logged.event.stamp)
-        if !isPushed {
-          guard events.isEmpty || bytes + size <= limit.bytes else { return false }
-          bytes += size
+        if !pushed.contains(logged.event.stamp) {
+          guard budget.take(size: size) else { return false }
           events.append(logged.event)
         }
         last = logged.sequence
-        return events.count < limit.events && bytes < limit.bytes
+        return !budget.isFull
       }
     }
     return SyncOutcome(
@@ -518,24 +516,13 @@ final class LMDBStorage: ServerStorage {
     return try environment.read { transaction in
       let digest = try log.state(in: transaction).digest
       let differing = try log.buckets(in: transaction).differing(from: client)
-      guard !differing.isEmpty else {
-        return Comparison(ids: [:], complete: true, eventSetDigest: digest)
-      }
       var ids: [Int: [Stamp]] = [:]
-      for id in try log.ids(inBuckets: Set(differing), in: transaction) {
-        ids[EventSetBuckets.bucket(of: id), default: []].append(id)
-      }
-      var kept: [Int: [Stamp]] = [:]
-      var count = 0
-      for bucket in differing {
-        let bucketIDs = ids[bucket, default: []]
-        guard kept.isEmpty || count + bucketIDs.count <= limit else {
-          return Comparison(ids: kept, complete: false, eventSetDigest: digest)
+      if !differing.isEmpty {
+        for id in try log.ids(inBuckets: Set(differing), in: transaction) {
+          ids[EventSetBuckets.bucket(of: id), default: []].append(id)
         }
-        kept[bucket] = bucketIDs
-        count += bucketIDs.count
       }
-      return Comparison(ids: kept, complete: true, eventSetDigest: digest)
+      return Comparison(differing: differing, ids: ids, limit: limit, eventSetDigest: digest)
     }
   }
 
@@ -545,12 +532,10 @@ final class LMDBStorage: ServerStorage {
     let log = eventLog(of: account)
     return try environment.read { transaction in
       var events: [Event] = []
-      var bytes = 0
+      var budget = PageBudget(bytes: maximumBytes)
       for id in ids {
         guard let event = try log.event(withID: id, in: transaction)?.event else { continue }
-        let size = event.encoded().count
-        guard events.isEmpty || bytes + size <= maximumBytes else { break }
-        bytes += size
+        guard budget.take(size: event.encoded().count) else { break }
         events.append(event)
       }
       return events

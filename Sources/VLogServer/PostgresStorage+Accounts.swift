@@ -1,11 +1,6 @@
-internal import Foundation
-internal import Logging
 internal import NIOCore
-internal import NIOSSL
 internal import PostgresNIO
-internal import Synchronization
 internal import VLog
-internal import VLogWire
 
 /// Accounts and sign-in tokens.
 extension PostgresStorage {

@@ -1,11 +1,5 @@
-internal import Foundation
-internal import Logging
-internal import NIOCore
-internal import NIOSSL
 internal import PostgresNIO
 internal import Synchronization
-internal import VLog
-internal import VLogWire
 
 /// Connections: transactions, the deadline for getting a connection, and what a failure means
 /// (the database unreachable, the account deleted).

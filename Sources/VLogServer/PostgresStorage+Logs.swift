@@ -1,9 +1,5 @@
-internal import Foundation
-internal import Logging
 internal import NIOCore
-internal import NIOSSL
 internal import PostgresNIO
-internal import Synchronization
 internal import VLog
 internal import VLogWire
 
@@ -102,7 +98,7 @@ extension PostgresStorage {
   ) async throws -> SyncOutcome {
     guard cursor <= head.sequence else { throw StorageError.invalidCursor(cursor, head.sequence) }
     var events: [Event] = []
-    var bytes = 0
+    var budget = PageBudget(events: limit.events, bytes: limit.bytes)
     var last = cursor
     // Rows come in batches, so a page of small events takes one round trip and a page of
     // large ones stops reading where the byte limit falls.
@@ -127,13 +123,11 @@ extension PostgresStorage {
         from = sequence
         let event = try PostgresLogWriter.event(record: record, sequence: sequence)
         if !pushed.contains(event.stamp) {
-          let size = record.readableBytes - LogRecord.headerSize
-          guard events.isEmpty || bytes + size <= limit.bytes else { break scan }
-          bytes += size
+          guard budget.take(size: record.readableBytes - LogRecord.headerSize) else { break scan }
           events.append(event)
         }
         last = sequence
-        guard events.count < limit.events, bytes < limit.bytes else { break scan }
+        guard !budget.isFull else { break scan }
       }
       guard read > 0 else {
         throw StorageError.damaged("account \(account): event \(from + 1) is missing from the log")
@@ -162,25 +156,13 @@ extension PostgresStorage {
         buckets.add(stamp)
       }
       let differing = buckets.differing(from: client)
-      guard !differing.isEmpty else {
-        return Comparison(ids: [:], complete: true, eventSetDigest: head.digest)
-      }
       let wanted = Set(differing)
       var byBucket: [Int: [Stamp]] = [:]
       for id in ids where wanted.contains(EventSetBuckets.bucket(of: id)) {
         byBucket[EventSetBuckets.bucket(of: id), default: []].append(id)
       }
-      var kept: [Int: [Stamp]] = [:]
-      var count = 0
-      for bucket in differing {
-        let bucketIDs = byBucket[bucket, default: []]
-        guard kept.isEmpty || count + bucketIDs.count <= limit else {
-          return Comparison(ids: kept, complete: false, eventSetDigest: head.digest)
-        }
-        kept[bucket] = bucketIDs
-        count += bucketIDs.count
-      }
-      return Comparison(ids: kept, complete: true, eventSetDigest: head.digest)
+      return Comparison(
+        differing: differing, ids: byBucket, limit: limit, eventSetDigest: head.digest)
     }
   }
 
@@ -200,12 +182,10 @@ extension PostgresStorage {
         found[event.stamp] = event
       }
       var events: [Event] = []
-      var bytes = 0
+      var budget = PageBudget(bytes: maximumBytes)
       for id in ids {
         guard let event = found[id] else { continue }
-        let size = event.encoded().count
-        guard events.isEmpty || bytes + size <= maximumBytes else { break }
-        bytes += size
+        guard budget.take(size: event.encoded().count) else { break }
         events.append(event)
       }
       return events

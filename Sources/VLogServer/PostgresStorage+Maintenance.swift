@@ -1,11 +1,5 @@
-internal import Foundation
-internal import Logging
-internal import NIOCore
-internal import NIOSSL
 internal import PostgresNIO
-internal import Synchronization
 internal import VLog
-internal import VLogWire
 
 /// Maintenance: retention across accounts, and verification.
 extension PostgresStorage {

@@ -1,11 +1,5 @@
-internal import Foundation
 internal import Logging
-internal import NIOCore
-internal import NIOSSL
 internal import PostgresNIO
-internal import Synchronization
-internal import VLog
-internal import VLogWire
 
 /// The schema: its versions and the migration a server runs when it opens the database.
 extension PostgresStorage {

@@ -146,3 +146,29 @@ struct SyncOutcome: Sendable {
   /// The account's head after the push.
   var head: Head
 }
+
+/// The paging rule both backends follow, for sync pages and fetched events alike: events in
+/// order, at most `events` of them and as many as fit in `bytes` of encoded events, but at
+/// least one, so that every call makes progress and a server's memory per request is bounded.
+struct PageBudget {
+  let events: Int
+  let bytes: Int
+  private(set) var taken = 0
+  private(set) var used = 0
+
+  init(events: Int = .max, bytes: Int) {
+    self.events = events
+    self.bytes = bytes
+  }
+
+  /// Counts an event of `size` encoded bytes if it fits; false if the page ends before it.
+  mutating func take(size: Int) -> Bool {
+    guard taken == 0 || used + size <= bytes else { return false }
+    taken += 1
+    used += size
+    return true
+  }
+
+  /// Whether the page is full.
+  var isFull: Bool { taken >= events || used >= bytes }
+}

@@ -56,6 +56,28 @@ public struct Comparison: Sendable, Hashable {
   /// The server's event-set digest.
   public var eventSetDigest: EventSetDigest
 
+  /// The answer to a comparison, the rule every server follows: the ids of the `differing`
+  /// buckets in their order, whole buckets up to `limit` ids (but at least one bucket), and
+  /// whether that is all of them.
+  ///
+  /// - Parameter ids: The server's ids in (at least) the differing buckets, by bucket.
+  public init(
+    differing: [Int], ids: [Int: [Stamp]], limit: Int, eventSetDigest: EventSetDigest
+  ) {
+    var kept: [Int: [Stamp]] = [:]
+    var count = 0
+    for bucket in differing {
+      let bucketIDs = ids[bucket, default: []]
+      guard kept.isEmpty || count + bucketIDs.count <= limit else {
+        self.init(ids: kept, complete: false, eventSetDigest: eventSetDigest)
+        return
+      }
+      kept[bucket] = bucketIDs
+      count += bucketIDs.count
+    }
+    self.init(ids: kept, complete: true, eventSetDigest: eventSetDigest)
+  }
+
   /// Creates a comparison.
   public init(ids: [Int: [Stamp]], complete: Bool, eventSetDigest: EventSetDigest) {
     self.ids = ids
