@@ -26,46 +26,21 @@ public struct CompactionResult: Sendable, Hashable {
 /// directory until it closes it; a compaction takes it exclusively. (`flock` locks are
 /// independent of the `fcntl` locks LMDB keeps on `lock.mdb`, so closing this file never
 /// drops LMDB's.)
-final class OpenLock: Sendable {
+enum OpenLock {
   static let fileName = "open.lock"
-  // Closed once, by `release()` or `deinit`, which the owner never runs concurrently.
-  private nonisolated(unsafe) var descriptor: Int32
 
   /// Takes the lock of the environment at `directory`: shared (waiting while a compaction
   /// runs) or exclusive (failing at once if any process has the environment open).
   ///
   /// - Returns: nil when the directory cannot hold the lock file (read-only media): nothing
   ///   can compact there either.
-  init?(directory: String, exclusive: Bool) throws(LMDBError) {
-    let path = directory + "/" + Self.fileName
-    var descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-    if descriptor < 0 { descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC) }
-    guard descriptor >= 0 else {
-      if exclusive { throw makeError(errno, "open \(Self.fileName)", path: directory) }
-      return nil
-    }
-    while flock(descriptor, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH) != 0 {
-      let error = errno
-      if error == EINTR { continue }
-      Glibc.close(descriptor)
-      if error == EWOULDBLOCK {
-        throw LMDBError(
-          code: .alreadyOpen, operation: "compact environment", path: directory,
-          message: "a process has it open; close it (or stop the server) and compact again")
-      }
-      throw makeError(error, "lock \(Self.fileName)", path: directory)
-    }
-    self.descriptor = descriptor
+  static func take(directory: String, exclusive: Bool) throws(LMDBError) -> FileLock? {
+    try FileLock(
+      directory: directory, fileName: fileName, exclusive: exclusive,
+      busy: LMDBError(
+        code: .alreadyOpen, operation: "compact environment", path: directory,
+        message: "a process has it open; close it (or stop the server) and compact again"))
   }
-
-  /// Gives the lock up.
-  func release() {
-    guard descriptor >= 0 else { return }
-    Glibc.close(descriptor)
-    descriptor = -1
-  }
-
-  deinit { release() }
 }
 
 extension Environment {
@@ -88,7 +63,7 @@ extension Environment {
   {
     let directory = try canonicalDirectory(path, creating: false)
     try refuseIfOpenInThisProcess(directory)
-    guard let lock = try OpenLock(directory: directory, exclusive: true) else {
+    guard let lock = try OpenLock.take(directory: directory, exclusive: true) else {
       throw LMDBError(
         code: .accessDenied, operation: "compact environment", path: directory,
         message: "cannot create \(OpenLock.fileName)")

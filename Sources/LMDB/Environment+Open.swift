@@ -56,7 +56,7 @@ extension Environment {
   static func openHandle(
     at path: String, configuration: Configuration, takingOpenLock: Bool = true
   ) throws(LMDBError) -> Environment {
-    let openLock = takingOpenLock ? try OpenLock(directory: path, exclusive: false) : nil
+    let openLock = takingOpenLock ? try OpenLock.take(directory: path, exclusive: false) : nil
     var pointer: OpaquePointer?
     try check(mdb_env_create(&pointer), "create environment", path: path)
     guard let handle = pointer else {

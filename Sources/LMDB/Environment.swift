@@ -149,11 +149,11 @@ public final class Environment: Sendable {
   let databaseOpening = Locked<Void>(())
 
   /// Held while the environment is open, so that no compaction replaces its file.
-  let openLock: OpenLock?
+  let openLock: FileLock?
 
   init(
     path: String, configuration: Configuration, handle: OpaquePointer, mapSize: Int,
-    openLock: OpenLock? = nil
+    openLock: FileLock? = nil
   ) {
     self.path = path
     self.configuration = configuration

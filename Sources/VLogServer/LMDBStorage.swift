@@ -96,6 +96,26 @@ final class LMDBStorage: ServerStorage {
 
   func close() { environment.close() }
 
+  /// Takes the lock that lets one server at a time serve the directory (`serve.lock`), held
+  /// until it is released or the process ends. Reading the directory (`vlog verify`) takes
+  /// no such lock: LMDB lets other processes read while one writes.
+  ///
+  /// - Throws: ``StorageError`` `unusable` when another server serves it.
+  func lockForServing() throws -> FileLock? {
+    let directory = environment.path
+    let busy = LMDBError(
+      code: .alreadyOpen, operation: "serve", path: directory,
+      message: "another server is serving '\(directory)'; stop it, or serve another directory")
+    let lock: FileLock?
+    do {
+      lock = try FileLock(directory: directory, fileName: "serve.lock", exclusive: true, busy: busy)
+    } catch {
+      guard error.code == .alreadyOpen else { throw error }
+      throw StorageError.unusable(busy.message)
+    }
+    return lock
+  }
+
   func isReady() async -> Bool { true }
 
   var backend: String { "lmdb" }

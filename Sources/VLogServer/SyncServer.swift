@@ -283,6 +283,8 @@ public final class SyncServer: Sendable {
     host: String, port: Int,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
   ) async throws {
+    let lock = try (store as? LMDBStorage)?.lockForServing()
+    defer { lock?.release() }
     do {
       try await application(host: host, port: port, onServerRunning: onServerRunning)
         .runService()
@@ -302,6 +304,8 @@ public final class SyncServer: Sendable {
     host: String = "127.0.0.1", port: Int = 0,
     _ body: @escaping @Sendable (_ port: Int) async throws -> R
   ) async throws -> R {
+    let lock = try (store as? LMDBStorage)?.lockForServing()
+    defer { lock?.release() }
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let app = application(host: host, port: port) { port in continuation.yield(port) }
     let group = ServiceGroup(

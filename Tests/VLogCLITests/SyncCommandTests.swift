@@ -175,6 +175,25 @@ struct SyncCommandTests {
 
 @Suite("vlog serve, the built binary")
 struct ServeBinaryTests {
+  @Test("a second serve of a directory another server serves: refused in one line, exit status 1")
+  func directoryInUse() async throws {
+    try await withTemporaryDirectory { root in
+      let server = try SyncServer.open(dataDirectory: root + "/data")
+      defer { server.close() }
+      try await server.serving { _ in
+        let (status, _, errors) = try BinaryTests().vlog([
+          "serve", "--data", root + "/data", "--port", "0", "--log-level", "error",
+        ])
+        #expect(status == 1)
+        #expect(
+          errors == "vlog: error: another server is serving '\(root)/data'; stop it, or serve "
+            + "another directory\n")
+      }
+      // Once it stopped, the directory can be served again.
+      try await server.serving { _ in }
+    }
+  }
+
   @Test("serve on a port in use: one line that says so, exit status 1")
   func portInUse() async throws {
     try await withTemporaryDirectory { root in

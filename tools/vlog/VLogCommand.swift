@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LMDB
 import VLog
+import VLogServer
 import VLogSync
 
 /// The `vlog` command: inspect, replay and verify VLog stores, and run and use the sync server.
@@ -56,6 +57,8 @@ struct VLogCommand: AsyncParsableCommand {
       fail(error.description)
     case let error as APIError:
       fail(error.description)
+    case let error as StorageError:
+      fail(error.message)
     default:
       let code = exitCode(for: error)
       if code == .success {
