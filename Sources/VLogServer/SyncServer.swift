@@ -175,7 +175,7 @@ public final class SyncServer: Sendable {
 
   /// Opens (creating if needed) the server's data directory.
   ///
-  /// - Throws: ``ServerError`` for a data directory of a newer format, `LMDBError` when LMDB
+  /// - Throws: ``StorageError`` for a data directory of a newer format, `LMDBError` when LMDB
   ///   cannot open it.
   public static func open(
     dataDirectory: String, configuration: Configuration = Configuration(),
@@ -205,7 +205,7 @@ public final class SyncServer: Sendable {
   ///   - configuration: Limits, password cost, token lifetime, retention.
   ///   - dependencies: The clock and the source of random bytes.
   ///   - logger: Where the server logs.
-  /// - Throws: ``ServerError`` for a malformed URL, a database that cannot be reached, or a
+  /// - Throws: ``StorageError`` for a malformed URL, a database that cannot be reached, or a
   ///   schema newer than this server's.
   public static func open(
     database: String, maximumConnections: Int = 16, configuration: Configuration = Configuration(),
@@ -278,7 +278,11 @@ public final class SyncServer: Sendable {
   }
 
   /// Serves HTTP on `host` and `port` until the process gets SIGINT or SIGTERM, then shuts down
-  /// gracefully: what `vlog serve` runs.
+  /// gracefully: what `vlog serve` runs. On LMDB it holds the data directory's `serve.lock`
+  /// meanwhile, so a second server of the same directory is refused.
+  ///
+  /// - Throws: ``StorageError`` `unusable` if another server serves the directory;
+  ///   `VLogError` if the address is in use.
   public func run(
     host: String, port: Int,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
