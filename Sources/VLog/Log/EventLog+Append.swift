@@ -3,7 +3,8 @@ package import LMDB
 extension EventLog {
   /// Starts appending inside `transaction`: reads the log's state once.
   package func appender(in transaction: borrowing WriteTransaction) throws -> Appender {
-    var appender = Appender(log: self, state: try state(in: transaction))
+    var appender = Appender(
+      log: self, state: try state(in: transaction), facts: facts(in: transaction))
     if prefix.isEmpty {
       appender.lastID = try transaction.withCursor(on: index) { cursor throws -> Stamp? in
         guard try cursor.last() else { return nil }
@@ -29,6 +30,8 @@ extension EventLog {
     /// The log's rules for this transaction, with what they decided that is not written yet:
     /// records are written at each append, index entries and the rest at the next flush.
     var batch: LogBatch
+    /// The log's facts, read inside the transaction this appender was made in (and lives in).
+    var facts: StoredLogFacts
     /// Events redacted so far, as their object was deleted or by retention.
     package var redactedCount: Int { batch.redactedCount }
     /// Blobs that lost their last reference in this transaction (see `LogBatch.swift`), known
@@ -41,12 +44,14 @@ extension EventLog {
     /// after it is appended without a search.
     var lastID: Stamp?
 
-    init(log: EventLog, state: LogState) {
+    init(log: EventLog, state: LogState, facts: StoredLogFacts) {
       self.log = log
       self.state = state
       self.initial = state
+      self.facts = facts
       self.batch = LogBatch(
-        lastSequence: state.lastSequence, tracksFields: log.fieldIndex == nil, rules: log.rules)
+        lastSequence: state.lastSequence, tracksFields: log.fieldIndex == nil,
+        keepsAppended: false, rules: log.rules)
     }
 
     /// The stamp for a new local event of `replica`: later than every stamp this replica
@@ -78,10 +83,8 @@ extension EventLog {
     package mutating func append(
       _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
     ) throws -> LoggedEvent {
-      var facts = log.facts(in: transaction)
+      // The record is written below: the batch does not keep it, and reads find it here.
       let logged = try batch.append(event, facts: &facts)
-      // The record is written now: the batch need not hold it, and reads find it here.
-      batch.changes.appended.removeAll(keepingCapacity: true)
       let event = logged.event
       var writer = ProtobufWriter()
       writer.buffer.reserveCapacity(96 + event.unknownFields.count)
@@ -213,7 +216,6 @@ extension EventLog {
     /// follows the end of the log.
     package mutating func commit(in transaction: borrowing WriteTransaction) throws {
       try flushPending(in: transaction)
-      var facts = log.facts(in: transaction)
       try batch.finish(facts: &facts)
       try flushPending(in: transaction)
       if state.pendingLocal == 0 { state.acknowledged = state.lastSequence }

@@ -122,7 +122,6 @@ extension EventLog.Appender {
     guard let retention else { return 0 }
     try flushPending(in: transaction)
     let due = try log.dueReplacedChanges(retention: retention, now: now, in: transaction)
-    var facts = log.facts(in: transaction)
     let redacted = try batch.applyRetention(retention, now: now, stored: due, facts: &facts)
     try flushPending(in: transaction)
     return redacted

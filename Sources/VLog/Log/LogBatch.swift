@@ -43,6 +43,9 @@ package struct LogBatch: Sendable {
   package private(set) var redactedCount = 0
   /// The rules followed: ``LogRules/standard`` but in tests.
   package let rules: LogRules
+  /// Whether appended events stay in ``LogChanges/appended`` until the storage takes them;
+  /// false for a storage that writes each at once (and then answers for it as a fact).
+  package let keepsAppended: Bool
 
   /// Facts looked up, with this batch's decisions: whether each object is deleted, each tag
   /// object's latest deletion, each note field's newest change.
@@ -62,9 +65,13 @@ package struct LogBatch: Sendable {
   private var releaseCandidates: Set<BlobHash> = []
 
   /// A batch appending after `lastSequence`.
-  package init(lastSequence: UInt64, tracksFields: Bool, rules: LogRules = .standard) {
+  package init(
+    lastSequence: UInt64, tracksFields: Bool, keepsAppended: Bool = true,
+    rules: LogRules = .standard
+  ) {
     nextSequence = lastSequence + 1
     self.tracksFields = tracksFields
+    self.keepsAppended = keepsAppended
     self.rules = rules
   }
 
@@ -84,7 +91,7 @@ package struct LogBatch: Sendable {
     try lookUpIndexFacts(of: stored, facts: &facts)
     let logged = LoggedEvent(sequence: nextSequence, event: stored)
     nextSequence += 1
-    changes.appended.append(logged)
+    if keepsAppended { changes.appended.append(logged) }
     try index(logged, facts: &facts)
     return logged
   }
@@ -460,7 +467,8 @@ package struct LogBatch: Sendable {
 
 /// What a ``LogBatch`` decided that its storage writes.
 package struct LogChanges: Sendable {
-  /// Events appended, as stored, in order (a storage that writes each at once removes it).
+  /// Events appended, as stored, in order (unless the batch does not keep them: see
+  /// ``LogBatch/keepsAppended``).
   package var appended: [LoggedEvent] = []
   /// Events to store in their redacted form, by sequence number: stored ones, and appended
   /// ones (which are stored in this form in their place).
