@@ -337,7 +337,7 @@ public final class SyncServer: Sendable {
     }
   }
 
-  /// The routes (``Routes/all``), behind the middleware that renders errors as JSON and logs
+  /// The routes (`Routes.all`), behind the middleware that renders errors as JSON and logs
   /// each request.
   public func router() -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)

@@ -60,7 +60,11 @@ public struct Comparison: Sendable, Hashable {
   /// buckets in their order, whole buckets up to `limit` ids (but at least one bucket), and
   /// whether that is all of them.
   ///
-  /// - Parameter ids: The server's ids in (at least) the differing buckets, by bucket.
+  /// - Parameters:
+  ///   - differing: The buckets whose digests differ from the client's, in the order to list.
+  ///   - ids: The server's ids in (at least) the differing buckets, by bucket.
+  ///   - limit: The most ids the answer lists, but for a first bucket larger than that.
+  ///   - eventSetDigest: The server's event-set digest.
   public init(
     differing: [Int], ids: [Int: [Stamp]], limit: Int, eventSetDigest: EventSetDigest
   ) {
