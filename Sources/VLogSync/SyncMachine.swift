@@ -76,7 +76,7 @@ struct SyncMachine {
     case checkingDigest(final: Bool)
     /// Repair: comparing, reading ids, pushing what the server lacks, fetching what it has.
     case comparing(round: Int)
-    case readingIDs(round: Int, theirs: Set<Stamp>, buckets: [Int], deviceTime: Int64, skew: Int64)
+    case readingIDs(round: Int, theirs: Set<Stamp>, deviceTime: Int64, skew: Int64)
     case repairPushing(round: Int, remaining: ArraySlice<Stamp>, wanted: [Stamp], batch: [Event])
     case fetching(round: Int, remaining: ArraySlice<Stamp>, asked: [Stamp])
   }
@@ -258,14 +258,14 @@ struct SyncMachine {
     guard !comparison.ids.isEmpty else { return checkAgain() }
     let buckets = comparison.ids.keys.sorted()
     phase = .readingIDs(
-      round: round, theirs: Set(comparison.ids.values.joined()), buckets: buckets,
-      deviceTime: deviceTime, skew: skew)
+      round: round, theirs: Set(comparison.ids.values.joined()), deviceTime: deviceTime,
+      skew: skew)
     return .readIDs(buckets: buckets)
   }
 
   /// The store's ids in the buckets the server listed.
   mutating func idsRead(_ ours: Set<Stamp>) -> Action {
-    guard case .readingIDs(let round, let theirs, _, let deviceTime, let skew) = phase else {
+    guard case .readingIDs(let round, let theirs, let deviceTime, let skew) = phase else {
       return unexpected("ids")
     }
     // What the server would refuse as stamped too far ahead waits for a later sync.

@@ -29,11 +29,11 @@ package struct LogChecks: Sendable {
     faults.append(fault)
   }
 
-  /// Counts an entry that could not be read (its checksum or encoding is bad), at the next
-  /// sequence number or at `sequence` if known.
-  package mutating func unreadable(at sequence: UInt64? = nil, _ message: String) {
-    if let sequence { entry(at: sequence) } else { checked += 1 }
-    expected = (sequence ?? expected) + 1
+  /// Counts an entry that could not be read (its checksum or encoding is bad) at the next
+  /// sequence number.
+  package mutating func unreadable(_ message: String) {
+    checked += 1
+    expected += 1
     faults.append(VerificationFault(kind: .corruptEvent, message: message))
   }
 
