@@ -147,3 +147,33 @@ extension Environment {
     guard fsync(descriptor) == 0 else { throw makeError(errno, "flush to disk", path: path) }
   }
 }
+
+extension Environment {
+  /// Deletes an environment that no process has open: its data file and lock file, leaving the
+  /// directory and any other files in it.
+  ///
+  /// - Throws: ``LMDBError/Code/alreadyOpen`` if this or another process has it open; then
+  ///   nothing is deleted.
+  public static func remove(at path: String) throws {
+    let directory = try canonicalDirectory(path, creating: false)
+    try refuseIfOpenInThisProcess(directory)
+    guard
+      let lock = try FileLock(
+        directory: directory, fileName: OpenLock.fileName, exclusive: true,
+        busy: LMDBError(
+          code: .alreadyOpen, operation: "remove environment", path: directory,
+          message: "a process has it open; close it (or stop the server) and try again"))
+    else {
+      throw LMDBError(
+        code: .accessDenied, operation: "remove environment", path: directory,
+        message: "cannot create \(OpenLock.fileName)")
+    }
+    for name in ["data.mdb", "lock.mdb"] where unlink(directory + "/" + name) != 0 {
+      guard errno == ENOENT else {
+        throw makeError(errno, "remove \(name)", path: directory)
+      }
+    }
+    try flush(directory)
+    lock.release()
+  }
+}

@@ -160,3 +160,18 @@ extension NoteStore {
     return removed
   }
 }
+
+extension NoteStore {
+  /// Deletes the store at `path`: its log, notes, attachments' bytes and the account it
+  /// belongs to. What was not synced is lost. The directory and files other than the store's
+  /// own stay (a sync client removes its state next to it).
+  ///
+  /// The way to start over with another account: a store belongs to the first account it
+  /// signed in to (see ``AccountBinding``).
+  ///
+  /// - Throws: ``VLogError/Code/storage`` if this or another process has the store open; then
+  ///   nothing is deleted.
+  public static func erase(at path: String) throws {
+    try VLogError.wrapping { try Environment.remove(at: path) }
+  }
+}

@@ -4,7 +4,7 @@ internal import LMDB
 ///
 /// | database | key | value |
 /// |---|---|---|
-/// | `meta` | name | store facts: format, replica id, and the ``EventLog``'s state (`logState`) |
+/// | `meta` | name | store facts: format, replica id, the account it belongs to, and the ``EventLog``'s state (`logState`) |
 /// | `log` | sequence (8 bytes, big-endian) | ``LogRecord``: checksum (4) + encoded event |
 /// | `eventIndex` | stamp (24) | sequence (8) |
 /// | `objects` | note or attachment id (16) + sequence (8) | empty; with sequence 0: its deletion's sequence |
@@ -173,5 +173,7 @@ enum Keys {
   enum Meta {
     static let format = Array("format".utf8)
     static let replica = Array("replica".utf8)
+    /// The account the store belongs to (``AccountBinding``).
+    static let account = Array("account".utf8)
   }
 }

@@ -35,6 +35,8 @@ public struct VLogError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let corruptStore = Code("corruptStore")
     /// The store was written by a newer version of VLog.
     public static let unsupportedFormat = Code("unsupportedFormat")
+    /// The store belongs to another sync account or server (see `AccountBinding`).
+    public static let otherAccount = Code("otherAccount")
     /// LMDB failed; the message is LMDB's error, with its operation and path.
     public static let storage = Code("storage")
 

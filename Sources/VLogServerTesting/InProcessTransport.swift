@@ -15,11 +15,14 @@ public import VLogSync
 public struct InProcessTransport: Transport {
   private let responder: RouterResponder<ServerContext>
   private let logger: Logger
+  /// The name stores bound through this transport record as their server.
+  public let server: String
 
-  /// Creates a transport to `server`.
-  public init(server: SyncServer) {
+  /// Creates a transport to `server`, which stores that sync through it know as `name`.
+  public init(server: SyncServer, name: String = "in-process") {
     responder = server.router().buildResponder()
     logger = server.logger
+    self.server = name
   }
 
   /// Runs the request through the router and collects the response.

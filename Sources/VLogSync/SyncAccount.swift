@@ -39,6 +39,11 @@ public struct SyncReport: Sendable, Hashable {
 /// only once the server has said they are stored, and the cursor moves only after the pulled
 /// events are committed, so a crash or a lost message at any point costs a repeat, never a gap.
 ///
+/// A store belongs to one account on one server: the first successful sign-in (or sync with a
+/// kept token) binds it (`NoteStore.bind(to:)`), and the account refuses to sign in or sync a
+/// store bound to another (``binding``), before sending anything. A failed sign-in writes
+/// nothing: neither the binding, nor the state file, nor the credential store.
+///
 /// An actor: calls on one account run one at a time.
 public actor SyncAccount {
   /// The store this account syncs.
@@ -46,6 +51,11 @@ public actor SyncAccount {
   private let caller: APICaller
   /// The account's user name, normalised.
   public nonisolated let username: String
+  /// The server (the transport's ``Transport/server``) and user name this account syncs the
+  /// store as: what the store is bound to by the first successful sign-in.
+  public nonisolated let binding: AccountBinding
+  /// Whether the store is known to be bound to ``binding``.
+  private var isBound = false
   /// The password, in memory only, when the app gave one: for signing in again when the token
   /// expires. Nil when the account was restored from a credential store.
   private var password: String?
@@ -87,6 +97,11 @@ public actor SyncAccount {
   ///     gets half as much on the next try, down to one event, so a sync always progresses.
   ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
   ///     account falls back to JSON for good if the server refuses it (415).
+  /// A state file kept for another account or server is not used: the account starts from the
+  /// beginning of its own log (and a store bound to another account is refused when it signs
+  /// in or syncs). A store that synced before stores recorded their account is bound to the
+  /// account its state file names.
+  ///
   /// - Throws: When the state file exists but cannot be read, or the credential store refuses
   ///   to be read (``CredentialStoreError``).
   public init(
@@ -145,9 +160,21 @@ public actor SyncAccount {
     self.pushSize = pushSize
     self.pushBytes = pushBytes
     self.encoding = encoding
+    let binding = AccountBinding(server: transport.server, username: normalized)
+    self.binding = binding
+    let loaded = try stateFile.flatMap { try Self.loadState(from: $0) }
+    if let loaded, let server = loaded.server, loaded.lastSync != nil || loaded.cursor > 0,
+      try store.account() == nil
+    {
+      // Synced before stores recorded their account: the state file says which it was.
+      try store.bind(to: AccountBinding(server: server, username: loaded.username))
+    }
+    self.isBound = try store.account() == binding
     self.state =
-      try stateFile.flatMap { try Self.loadState(from: $0) }
-      ?? SyncState(username: normalized)
+      loaded.flatMap {
+        AccountBinding(server: $0.server ?? binding.server, username: $0.username) == binding
+          ? $0 : nil
+      } ?? SyncState(username: normalized, server: binding.server)
   }
 
   /// Reads a state file, or nil if there is none.
@@ -168,24 +195,33 @@ public actor SyncAccount {
   }
 
   /// Signs in now with the password the account was made with, replacing any token (and
-  /// keeping the new one in the credential store).
+  /// keeping the new one in the credential store), and binds the store to the account if it
+  /// belongs to none yet.
   ///
-  /// - Throws: ``APIError`` from the server (`invalidCredentials`), ``APIError/Code/signedOut``
-  ///   if the account has no password, or ``CredentialStoreError``.
+  /// - Throws: `VLogError` `otherAccount` if the store belongs to another account or server
+  ///   (nothing is sent); ``APIError`` from the server (`invalidCredentials`),
+  ///   ``APIError/Code/signedOut`` if the account has no password, or ``CredentialStoreError``.
   public func signIn() async throws {
+    try store.checkAccount(binding)
     token = try await caller.signIn(try credentials()).get().token
+    try bindStore()
     try saveToken()
   }
 
   /// Signs in with `password`, which the account then keeps in memory to sign in again when
-  /// the token expires (never in the credential store).
+  /// the token expires (never in the credential store), and binds the store to the account if
+  /// it belongs to none yet.
   ///
-  /// - Throws: ``APIError`` from the server (`invalidCredentials`), or ``CredentialStoreError``.
+  /// - Throws: `VLogError` `otherAccount` if the store belongs to another account or server
+  ///   (nothing is sent); ``APIError`` from the server (`invalidCredentials`), or
+  ///   ``CredentialStoreError``.
   public func signIn(password: String) async throws {
+    try store.checkAccount(binding)
     let token = try await caller.signIn(Credentials(username: username, password: password))
       .get().token
     self.password = password
     self.token = token
+    try bindStore()
     try saveToken()
   }
 
@@ -213,7 +249,8 @@ public actor SyncAccount {
 
   /// Deletes the account on the server: every event, blob, token and record of it is erased
   /// there. This store keeps its notes (as a store that never synced, with nothing
-  /// acknowledged); the account forgets its token, cursor and status.
+  /// acknowledged) and stays bound to the account's name on that server; the account forgets
+  /// its token, cursor and status.
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `password` is wrong.
   public func deleteAccount(password: String) async throws {
@@ -295,6 +332,7 @@ public actor SyncAccount {
   }
 
   private func syncOnce() async throws -> SyncReport {
+    try store.checkAccount(binding)
     do {
       let report = try await runSync()
       state.lastError = nil
@@ -304,10 +342,13 @@ public actor SyncAccount {
       return report
     } catch {
       state.lastError = "\(error)"
-      // If the state cannot be saved either, that is the failure to report: no sync can
-      // record its progress until it is fixed.
-      try saveState()
-      try saveToken()
+      // A store not bound to this account never signed in with it: a failed first sign-in
+      // writes nothing. Otherwise, if the state cannot be saved either, that is the failure
+      // to report: no sync can record its progress until it is fixed.
+      if isBound {
+        try saveState()
+        try saveToken()
+      }
       throw error
     }
   }
@@ -331,14 +372,17 @@ public actor SyncAccount {
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events))
       case .push(let push, let encoding):
+        let page: SyncPage
         do {
-          let page = try await call { caller, token in
+          page = try await call { caller, token in
             await caller.sync(push, encoding: encoding, token: token)
           }
-          action = machine.pageReceived(page)
         } catch {
           action = machine.pushRefused(error, deviceTime: now().milliseconds)
+          continue
         }
+        try bindStore()
+        action = machine.pageReceived(page)
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
       case .commit(let page, let sequence):
@@ -447,6 +491,13 @@ public actor SyncAccount {
       state.clockSkewMilliseconds = milliseconds - now().milliseconds
     }
     return try result.get()
+  }
+
+  /// Binds the store to ``binding`` after the server accepted the account's credentials.
+  private func bindStore() throws {
+    guard !isBound else { return }
+    try store.bind(to: binding)
+    isBound = true
   }
 
   private func saveState() throws {

@@ -51,6 +51,12 @@ public struct TransportResponse: Sendable, Hashable {
 /// ``HTTPTransport`` speaks HTTP; `VLogServer`'s `InProcessTransport` calls a server in the same
 /// process without sockets; tests wrap either to drop, duplicate or delay messages.
 public protocol Transport: Sendable {
+  /// The server the transport reaches, as a store's account binding names it: its base URL,
+  /// or for a transport without one, a name that tells servers apart. A store belongs to the
+  /// first server and account it signs in to (`AccountBinding`); a wrapper returns what it
+  /// wraps.
+  var server: String { get }
+
   /// Sends one request and returns the server's response, whatever its status.
   ///
   /// - Throws: When no response arrives (connection refused, timeout, dropped).
@@ -91,6 +97,9 @@ public struct HTTPTransport: Transport {
     self.timeout = timeout
     self.maximumResponseBytes = maximumResponseBytes
   }
+
+  /// The base URL.
+  public var server: String { baseURL }
 
   /// Sends the request over HTTP.
   public func send(_ request: TransportRequest) async throws -> TransportResponse {

@@ -131,6 +131,84 @@ struct SyncCommandTests {
     }
   }
 
+  @Test(
+    "a store synced as ann refuses bob before sending anything; a failed sign-in writes nothing; vlog erase starts over"
+  )
+  func storeBelongsToItsAccount() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        _ = try await CreateAccount.execute(server: url, user: "bob", password: "battery staple")
+
+        // A failed first sign-in leaves no trace: no state, no token file, no account.
+        let fresh = try NoteStore.open(at: root + "/fresh")
+        try await fresh.write { $0.createNote(text: "never synced") }
+        await #expect(throws: APIError.self) {
+          try await SyncCommand.execute(
+            on: fresh, server: url, user: "ann", password: "wrong password")
+        }
+        #expect(!FileManager.default.fileExists(atPath: fresh.path + "/sync-state.json"))
+        #expect(!FileManager.default.fileExists(atPath: fresh.path + "/credentials.json"))
+        #expect(try fresh.account() == nil)
+        #expect(try Status().execute(on: fresh).text.contains("account: none"))
+        fresh.close()
+
+        let phone = try NoteStore.open(at: root + "/phone")
+        try await phone.write { $0.createNote(text: "ann's secret note") }
+        _ = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: "correct horse")
+        #expect(try phone.account() == AccountBinding(server: url, username: "ann"))
+        let stateBefore = try Data(
+          contentsOf: URL(fileURLWithPath: phone.path + "/sync-state.json"))
+
+        // Bob, or ann on another server, is refused, with what to do; nothing is written.
+        for (server, user, password) in [
+          (url, "bob", "battery staple"), (url + "/", "BOB", "battery staple"),
+          ("http://127.0.0.1:1", "ann", "correct horse"),
+        ] {
+          let refused = await #expect(throws: CLIError.self) {
+            try await SyncCommand.execute(on: phone, server: server, user: user, password: password)
+          }
+          let message = refused?.description ?? ""
+          #expect(message.contains("belongs to 'ann' on \(url)"), "\(message)")
+          #expect(message.contains("vlog erase --store"), "\(message)")
+        }
+        #expect(
+          try Data(contentsOf: URL(fileURLWithPath: phone.path + "/sync-state.json")) == stateBefore
+        )
+        // Bob's account holds nothing of ann's.
+        let bobsStore = try NoteStore.open(at: root + "/bob")
+        let bobs = try await SyncCommand.execute(
+          on: bobsStore, server: url, user: "bob", password: "battery staple")
+        #expect(bobs.text.contains("pulled 0 (0 new)"))
+        bobsStore.close()
+        // The same account and server, spelled differently, is the same.
+        let again = try await SyncCommand.execute(
+          on: phone, server: url + "/", user: "Ann", password: "correct horse")
+        #expect(again.text.contains("in sync"))
+        let path = phone.path
+        phone.close()
+
+        // Erasing needs --yes, and says what is lost; then the directory syncs as bob.
+        let erase = try Erase.parse(["--store", path])
+        let unconfirmed = #expect(throws: CLIError.self) { try erase.run() }
+        #expect(unconfirmed?.description.contains("1 notes") == true)
+        #expect(unconfirmed?.description.contains("--yes") == true)
+        let kept = try NoteStore.open(at: path)
+        #expect(try kept.noteCount() == 1)
+        kept.close()
+        try Erase.parse(["--store", path, "--yes"]).run()
+        #expect(!FileManager.default.fileExists(atPath: path + "/sync-state.json"))
+        let restarted = try NoteStore.open(at: path)
+        defer { restarted.close() }
+        #expect(try restarted.noteCount() == 0 && restarted.account() == nil)
+        let asBob = try await SyncCommand.execute(
+          on: restarted, server: url, user: "bob", password: "battery staple")
+        #expect(asBob.text.contains("pushed 0 events, pulled 0"))
+      }
+    }
+  }
+
   @Test("vlog account delete without --yes refuses and says why")
   func deleteNeedsConfirmation() {
     let arguments = ["account", "delete", "--server", "http://127.0.0.1:1", "--user", "Ann"]

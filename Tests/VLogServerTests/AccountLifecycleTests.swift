@@ -1,5 +1,7 @@
 import Foundation
+import LMDB
 import ServerTestSupport
+import Synchronization
 import Testing
 import VLogServerTesting
 import VLogSync
@@ -7,6 +9,19 @@ import VLogTesting
 
 @testable import VLog
 @testable import VLogServer
+
+/// Counts the requests that reach the server.
+final class CountingTransport: Transport {
+  let base: any Transport
+  var server: String { base.server }
+  private let count = Mutex(0)
+  init(_ base: any Transport) { self.base = base }
+  var requests: Int { count.withLock { $0 } }
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    count.withLock { $0 += 1 }
+    return try await base.send(request)
+  }
+}
 
 @Suite("Account lifecycle")
 struct AccountLifecycleTests {
@@ -93,6 +108,82 @@ struct AccountLifecycleTests {
         _ = try SyncServer.compact(dataDirectory: serverDirectory)
         let data = try Data(contentsOf: URL(fileURLWithPath: serverDirectory + "/data.mdb"))
         #expect(data.range(of: canary) == nil)
+      }
+    }
+  }
+
+  @Test(
+    "a store belongs to the account and server it first signed in to: another is refused before anything is sent",
+    arguments: Backend.allCases)
+  func storeBoundToAccount(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
+      try await withTemporaryDirectory { root in
+        let transport = InProcessTransport(server: server)
+        let ann = try openDevice(
+          0, root: root, transport: transport, credentials: Self.ann, seed: 5,
+          clock: ManualClock())
+        try await ann.account.createAccount()
+        _ = try await APICaller(transport: transport).createAccount(Self.bob).get()
+        try await ann.store.write { $0.createNote(text: "ann's \(Self.canary)") }
+
+        // A wrong password binds nothing and writes no state.
+        let wrong = try SyncAccount(
+          store: ann.store, transport: transport,
+          credentials: Credentials(username: "ann", password: "wrong password"),
+          stateFile: SyncAccount.stateFile(for: ann.store))
+        await #expect(throws: APIError.self) { try await wrong.sync() }
+        #expect(try ann.store.account() == nil)
+        #expect(!FileManager.default.fileExists(atPath: ann.store.path + "/sync-state.json"))
+
+        #expect(try await ann.account.sync().inSync)
+        #expect(try ann.store.account() == AccountBinding(server: "in-process", username: "ann"))
+
+        // Bob, and ann on another server, are refused by sign-in and by sync, with nothing sent.
+        let counted = CountingTransport(transport)
+        for (credentials, transport) in [
+          (Self.bob, counted as any Transport),
+          (Self.ann, InProcessTransport(server: server, name: "another server")),
+        ] {
+          let other = try SyncAccount(
+            store: ann.store, transport: transport, credentials: credentials,
+            stateFile: SyncAccount.stateFile(for: ann.store))
+          let signIn = await #expect(throws: VLogError.self) { try await other.signIn() }
+          #expect(signIn?.code == .otherAccount)
+          let sync = await #expect(throws: VLogError.self) { try await other.sync() }
+          #expect(sync?.code == .otherAccount)
+          #expect(sync?.message.contains("belongs to 'ann' on in-process") == true)
+        }
+        #expect(counted.requests == 0)
+        let bob = try openDevice(
+          1, root: root, transport: transport, credentials: Self.bob, seed: 6,
+          clock: ManualClock())
+        defer { bob.store.close() }
+        let bobs = try await bob.account.sync()
+        #expect(bobs.pulled == 0 && bobs.inSync)
+
+        // A store that synced before stores recorded their account is bound to the one its
+        // state file names.
+        _ = try ann.store.environment.write { transaction in
+          try transaction.delete(forKey: Keys.Meta.account, in: ann.store.schema.meta)
+        }
+        #expect(try ann.store.account() == nil)
+        let legacy = try SyncAccount(
+          store: ann.store, transport: counted, credentials: Self.bob,
+          stateFile: SyncAccount.stateFile(for: ann.store))
+        await #expect(throws: VLogError.self) { try await legacy.sync() }
+        #expect(counted.requests == 0)
+        #expect(try ann.store.account() == AccountBinding(server: "in-process", username: "ann"))
+
+        // The store can start over: erased, it syncs as bob, who still holds nothing of ann's.
+        let path = ann.store.path
+        ann.store.close()
+        try NoteStore.erase(at: path)
+        let restarted = try NoteStore.open(at: path)
+        defer { restarted.close() }
+        let fresh = try SyncAccount(store: restarted, transport: transport, credentials: Self.bob)
+        let report = try await fresh.sync()
+        #expect(report.pushed == 0 && report.pulled == 0)
+        #expect(throws: VLogError.self) { try NoteStore.erase(at: path) }
       }
     }
   }

@@ -12,6 +12,7 @@ import VLogTesting
 /// `Retry-After`, as the server answers when its database cannot be reached.
 final class Outage: Transport {
   let base: any Transport
+  var server: String { base.server }
   let retryAfter: Int
   let down = Mutex(true)
   init(_ base: any Transport, retryAfter: Int) {

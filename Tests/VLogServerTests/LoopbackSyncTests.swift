@@ -11,6 +11,7 @@ import VLogTesting
 /// a client that acknowledged events it never sent would.
 struct DroppingPushTransport: Transport {
   let base: any Transport
+  var server: String { base.server }
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     var request = request
     if request.path == "/v1/sync" {

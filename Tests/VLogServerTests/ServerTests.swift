@@ -12,6 +12,7 @@ import VLogTesting
 /// Records every exchange and checks each response against the OpenAPI document.
 final class CheckedTransport: Transport {
   let base: any Transport
+  var server: String { base.server }
   let validator: OpenAPIValidator
   private let log = Mutex<(seen: Set<String>, problems: [String], requests: [TransportRequest])>(
     ([], [], []))

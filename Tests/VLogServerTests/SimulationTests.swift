@@ -22,6 +22,7 @@ final class FaultyTransport: Transport {
   }
 
   let base: any Transport
+  var server: String { base.server }
   private let state: Mutex<State>
 
   init(_ base: any Transport, seed: UInt64) {

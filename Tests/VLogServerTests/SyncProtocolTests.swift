@@ -13,6 +13,7 @@ import VLogTesting
 /// client hears nothing.
 final class LoseFirstSyncResponse: Transport {
   let base: any Transport
+  var server: String { base.server }
   private let lost = Mutex(false)
   private let responses = Mutex<[SyncPage]>([])
   init(_ base: any Transport) { self.base = base }
@@ -39,6 +40,7 @@ final class LoseFirstSyncResponse: Transport {
 /// only JSON would.
 struct JSONOnlyServer: Transport {
   let base: any Transport
+  var server: String { base.server }
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     guard request.path == "/v1/sync" else { return try await base.send(request) }
     guard request.headers["content-type"] == "application/json" else {
@@ -55,6 +57,7 @@ struct JSONOnlyServer: Transport {
 /// Records the size of every sync answer.
 final class SyncAnswerSizes: Transport {
   let base: any Transport
+  var server: String { base.server }
   private let sizes = Mutex<[Int]>([])
   init(_ base: any Transport) { self.base = base }
   func send(_ request: TransportRequest) async throws -> TransportResponse {
@@ -68,6 +71,7 @@ final class SyncAnswerSizes: Transport {
 /// Holds every sync call a while before sending it, so that calls overlap.
 struct SlowSyncCalls: Transport {
   let base: any Transport
+  var server: String { base.server }
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     if request.path == "/v1/sync" { try await Task.sleep(for: .milliseconds(50)) }
     return try await base.send(request)

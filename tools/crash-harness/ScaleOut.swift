@@ -17,6 +17,9 @@ struct RandomServerTransport: Transport {
     servers = urls.map { HTTPTransport(baseURL: $0, timeout: .seconds(5)) }
   }
 
+  /// One service, whichever instance answers: the first instance's URL names it.
+  var server: String { servers[0].baseURL }
+
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     try await servers.randomElement()!.send(request)
   }

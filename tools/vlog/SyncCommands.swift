@@ -50,7 +50,10 @@ struct SyncCommand: AsyncParsableCommand {
       The server and user are remembered in the store's sync-state.json, so later syncs need \
       neither. The password comes from VLOG_PASSWORD or a prompt, never from an argument; the \
       session token it gets is kept in the store's credentials.json (mode 0600), so later \
-      syncs need no password until the token expires or is revoked.
+      syncs need no password until the token expires or is revoked. A store belongs to the \
+      first account and server it signs in to: syncing it as another is refused (its notes \
+      would go into that account). To start over, sync a new store, or erase this one with \
+      'vlog erase'. A failed sign-in writes nothing.
       """)
 
   @OptionGroup var options: StoreOptions
@@ -67,10 +70,13 @@ struct SyncCommand: AsyncParsableCommand {
       throw ValidationError("this store has not synced yet: pass --user NAME")
     }
     // A kept token for this user and server spares the password, unless one is given.
+    let username = Credentials(username: user, password: "").normalizedUsername
     let sameAccount =
-      state.map { $0.username == user.lowercased() && $0.server == url } ?? false
-    let kept =
-      sameAccount ? try FileCredentialStore.file(for: store).token(for: user.lowercased()) : nil
+      state.map {
+        AccountBinding(server: $0.server ?? "", username: $0.username)
+          == AccountBinding(server: url, username: username)
+      } ?? false
+    let kept = sameAccount ? try FileCredentialStore.file(for: store).token(for: username) : nil
     let given = ProcessInfo.processInfo.environment["VLOG_PASSWORD"].flatMap {
       $0.isEmpty ? nil : $0
     }
@@ -84,23 +90,11 @@ struct SyncCommand: AsyncParsableCommand {
     on store: NoteStore, server: String, user: String, password: String?,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    let credentials = Credentials(username: user, password: password ?? "")
     let stateFile = SyncAccount.stateFile(for: store)
-    var state = try SyncAccount.loadState(from: stateFile)
-    if let existing = state,
-      existing.username != credentials.normalizedUsername || existing.server != server
-    {
-      // Another account or server: start from the beginning of its log.
-      state = nil
-    }
-    try (state ?? SyncState(username: credentials.normalizedUsername, server: server))
-      .write(to: stateFile)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
-    if state == nil {
-      // Another account or server: its token, if any, is not this one's.
-      try tokens.setToken(nil, for: credentials.normalizedUsername)
-    }
+    // The account ignores a state file of another account or server, and refuses a store
+    // bound to another before it sends anything; it writes only once the server accepts it.
     let account =
       if let password {
         try SyncAccount(
@@ -112,13 +106,17 @@ struct SyncCommand: AsyncParsableCommand {
           store: store, transport: transport, username: user, credentialStore: tokens,
           stateFile: stateFile)
       }
-    // A password given is used: it signs in afresh, replacing the kept token.
-    if password != nil { try await account.signIn() }
     let report: SyncReport
     do {
+      // A password given is used: it signs in afresh, replacing the kept token.
+      if password != nil { try await account.signIn() }
       report = try await account.sync()
     } catch let error as APIError where error.code == .signedOut {
       throw CLIError("\(error.message): run `VLOG_PASSWORD=… vlog sync` or run it in a terminal")
+    } catch let error as VLogError where error.code == .otherAccount {
+      throw CLIError(
+        "\(error.message). Start over: `vlog sync --store NEW_DIRECTORY …`, or "
+          + "`vlog erase --store \(store.path) --yes` and sync again")
     }
     let after = await account.state
     struct JSON: Encodable {
@@ -191,7 +189,11 @@ struct Status: StoreCommand {
   @OptionGroup var options: StoreOptions
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store))
+    let binding = try store.account()
+    // The state file of the account the store belongs to; one of another is not its own.
+    let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store)).flatMap {
+      AccountBinding(server: $0.server ?? "", username: $0.username) == binding ? $0 : nil
+    }
     let outbox = try store.outboxCount()
     let local = try store.eventSetDigest()
     struct JSON: Encodable {
@@ -209,8 +211,8 @@ struct Status: StoreCommand {
     }
     let inSync = outbox == 0 && state?.serverEventSetDigest == local.description
     var lines = ["outbox: \(outbox) events not yet acknowledged by the server"]
-    if let state {
-      lines.insert("account: \(state.username) on \(state.server ?? "(unknown server)")", at: 0)
+    if let binding, let state {
+      lines.insert("account: \(binding.username) on \(binding.server)", at: 0)
       lines.append("cursor: \(state.cursor)")
       lines.append("last sync: \(state.lastSync.map(format) ?? "never")")
       if let skew = state.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
@@ -219,6 +221,10 @@ struct Status: StoreCommand {
       lines.append(
         "event sets: this store \(local), server \(state.serverEventSetDigest ?? "unknown") at the last sync — "
           + (inSync ? "in sync" : "not in sync"))
+    } else if let binding {
+      lines.insert("account: \(binding.username) on \(binding.server)", at: 0)
+      lines.append("last sync: never")
+      lines.append("event set: \(local)")
     } else {
       lines.insert("account: none (this store has never synced; see 'vlog sync')", at: 0)
       lines.append("event set: \(local)")
@@ -226,7 +232,7 @@ struct Status: StoreCommand {
     return CommandOutput(
       text: lines.joined(separator: "\n"),
       json: JSON(
-        server: state?.server, username: state?.username, outbox: outbox,
+        server: binding?.server, username: binding?.username, outbox: outbox,
         cursor: state?.cursor ?? 0, lastSync: state?.lastSync.map(format),
         clockSkewMilliseconds: state?.clockSkewMilliseconds, lastError: state?.lastError,
         eventSetDigest: local.description, serverEventSetDigest: state?.serverEventSetDigest,
@@ -239,4 +245,53 @@ func describe(_ restamp: SyncState.Restamp) -> String {
   "restamped: the server refused \(restamp.events) outbox events stamped up to "
     + "\(restamp.latestOldTime), too far ahead of its clock; they were given new stamps at "
     + "\(format(restamp.date)) and pushed"
+}
+
+/// `vlog erase`.
+struct Erase: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Delete a store: its notes, log, attachments and the account it belongs to.",
+    discussion: """
+      The way to start over, for example to sync the directory as another account (a store \
+      belongs to the first account it signs in to). What the store holds that was not synced \
+      is lost: the command says how much, and erases only with --yes. The store must not be \
+      open elsewhere.
+      """)
+
+  @OptionGroup var options: StoreOptions
+
+  @Flag(name: .long, help: "Erase, losing what was not synced.")
+  var yes = false
+
+  func run() throws {
+    let path = try options.path()
+    guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
+      throw CLIError("no store at '\(path)'; check the path")
+    }
+    let store = try NoteStore.open(at: path)
+    let notes = try store.statistics().notes
+    let outbox = try store.outboxCount()
+    let binding = try store.account()
+    let syncFiles = [SyncAccount.stateFile(for: store), FileCredentialStore.file(for: store).path]
+    store.close()
+    let what =
+      "\(notes) notes, \(outbox) events not acknowledged by a server"
+      + (binding.map { ", bound to \($0)" } ?? "")
+    guard yes else {
+      throw CLIError("'\(path)' holds \(what); to erase it, run again with --yes")
+    }
+    try NoteStore.erase(at: path)
+    for file in syncFiles where FileManager.default.fileExists(atPath: file) {
+      try FileManager.default.removeItem(atPath: file)
+    }
+    struct Output: Encodable {
+      let path: String
+      let notes: Int
+      let unsynced: Int
+    }
+    try options.emit(
+      CommandOutput(
+        text: "erased '\(path)': \(what)",
+        json: Output(path: path, notes: notes, unsynced: outbox)))
+  }
 }

@@ -23,7 +23,7 @@ struct VLogCommand: AsyncParsableCommand {
       Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, History.self, Stats.self,
       Rebuild.self, Compact.self, Verify.self, Export.self, Import.self, Serve.self,
       AccountCommand.self,
-      SyncCommand.self, Status.self,
+      SyncCommand.self, Status.self, Erase.self,
     ]
   )
 
