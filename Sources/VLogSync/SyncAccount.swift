@@ -378,6 +378,11 @@ public actor SyncAccount {
             await caller.sync(push, encoding: encoding, token: token)
           }
         } catch {
+          // A refusal other than of the credentials (a clock too far ahead, say) comes from a
+          // server that accepted them.
+          if let status = error.status, status != 401 {
+            try bindStore()
+          }
           action = machine.pushRefused(error, deviceTime: now().milliseconds)
           continue
         }

@@ -157,16 +157,9 @@ struct EnvironmentTests {
           try transaction.put(value(number), forKey: key(number), in: database, options: .append)
         }
       }
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/usr/bin/mdb_stat")
-      process.arguments = ["-s", "events", path]
-      let pipe = Pipe()
-      process.standardOutput = pipe
-      process.standardError = pipe
-      try process.run()
-      let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      process.waitUntilExit()
-      #expect(process.terminationStatus == 0, "mdb_stat said: \(output)")
+      let (status, output, errors) = try ChildProcess.run(
+        "/usr/bin/mdb_stat", ["-s", "events", path])
+      #expect(status == 0, "mdb_stat said: \(output)\(errors)")
       #expect(output.contains("Entries: 1234"), "mdb_stat said: \(output)")
     }
   }

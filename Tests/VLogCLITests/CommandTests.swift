@@ -113,19 +113,7 @@ struct BinaryTests {
     Int32, String, String
   ) {
     let binary = try #require(Self.binary())
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, out, err)
+    return try ChildProcess.run(binary.path, arguments, environment: environment)
   }
 
   @Test(

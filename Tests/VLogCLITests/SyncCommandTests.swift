@@ -294,25 +294,17 @@ struct ServeBinaryTests {
   func serveAndSync() async throws {
     try withTemporaryDirectory { root in
       let binary = try #require(BinaryTests.binary())
-      let server = Process()
-      server.executableURL = binary
-      server.arguments = [
-        "serve", "--data", root + "/server", "--port", "0", "--log-level", "warning",
-        "--password-cost", "10",
-      ]
-      let output = Pipe()
-      server.standardOutput = output
-      try server.run()
+      let server = try ChildProcess(
+        binary.path,
+        [
+          "serve", "--data", root + "/server", "--port", "0", "--log-level", "warning",
+          "--password-cost", "10",
+        ])
       defer {
-        server.interrupt()
-        server.waitUntilExit()
+        server.send(SIGINT)
+        server.wait()
       }
-      var banner = ""
-      while !banner.contains("\n") {
-        let data = output.fileHandleForReading.availableData
-        if data.isEmpty { break }
-        banner += String(decoding: data, as: UTF8.self)
-      }
+      let banner = server.readLine()
       let url = try #require(banner.split(separator: " ").last).trimmingCharacters(
         in: .whitespacesAndNewlines)
       #expect(url.hasPrefix("http://127.0.0.1:"))

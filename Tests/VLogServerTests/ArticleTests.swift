@@ -231,6 +231,20 @@ struct ArticleTests {
             let skew = await account.state.clockSkewMilliseconds ?? 0
             print("this device's clock is off by \(skew) ms")
           }
+          // Article: a store belongs to one account.
+          let other = try SyncAccount(
+            store: store, transport: HTTPTransport(baseURL: serverURL),
+            credentials: Credentials(username: "bob", password: password))
+          let ann = account
+          do {
+            let account = other
+            do {
+              try await account.sync()
+            } catch let error as VLogError where error.code == .otherAccount {
+              print(error.message)  // "this store belongs to 'ann' on … and cannot sync as 'bob' …"
+            }
+          }
+          #expect(try store.account() == ann.binding)
           // Article: automatic.
           let automatic = AutomaticSync(account: account)
           await automatic.start()
