@@ -20,7 +20,8 @@ public struct Note: Sendable, Hashable, Identifiable {
   public let sortDate: Date
   /// The note's tags, in the order the user gave them.
   public let tags: [Tag]
-  /// The note's attachments that exist, in order.
+  /// The note's attachments that exist, in order: those of the newest attachments list, then
+  /// those added after it, oldest first (each attachment on a note merges on its own).
   public let attachments: [Attachment]
   /// The stamp of the change that set each field (``Stamp/zero`` for a field never set).
   public let stamps: FieldStamps
@@ -117,7 +118,8 @@ public struct FieldStamps: Sendable, Hashable {
   public let sortDate: Stamp
   /// The stamp of the change that set ``Note/tags``.
   public let tags: Stamp
-  /// The stamp of the change that set ``Note/attachments``.
+  /// The stamp of the newest change that set the whole of ``Note/attachments`` (an
+  /// attachment added after it has its own).
   public let attachments: Stamp
 }
 

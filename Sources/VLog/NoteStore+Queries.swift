@@ -280,9 +280,11 @@ extension NoteStore {
   }
 
   private func liveAttachments(
-    _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+    _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [Attachment] {
-    try record.attachments.compactMap { try liveAttachment($0, in: transaction) }
+    try schema.attachmentIDs(of: id, record, in: transaction).compactMap {
+      try liveAttachment($0, in: transaction)
+    }
   }
 
   func makeNote(
@@ -293,7 +295,7 @@ extension NoteStore {
       text: try text(of: record, in: transaction),
       isArchived: record.archived, sortDate: Date(milliseconds: record.effectiveSortDate),
       tags: try tagNames(record, in: transaction),
-      attachments: try liveAttachments(record, in: transaction),
+      attachments: try liveAttachments(id, record, in: transaction),
       stamps: FieldStamps(
         text: record.textStamp, archived: record.archivedStamp, sortDate: record.sortDateStamp,
         tags: record.tagsStamp, attachments: record.attachmentsStamp))
@@ -314,7 +316,7 @@ extension NoteStore {
     cache: TagNameCache? = nil
   ) throws -> NoteSummary {
     var thumbnail: AttachmentID?
-    for attachmentID in record.attachments {
+    for attachmentID in try schema.attachmentIDs(of: id, record, in: transaction) {
       // An attachment of this note, which is visible, needs no check of its note.
       guard let stored = try schema.attachmentRecord(attachmentID, in: transaction),
         !stored.isErased

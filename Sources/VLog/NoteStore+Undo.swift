@@ -316,7 +316,7 @@ extension WriteSession {
       record.sortDateStamp == .zero ? nil : Date(milliseconds: record.sortDate)
     snapshot.tags = record.tags
     if fields.contains(.attachments) {
-      for attachment in record.attachments {
+      for attachment in try schema.attachmentIDs(of: id, record, in: transaction) {
         if let stored = try projector.attachmentRecord(attachment, in: transaction),
           !stored.isErased
         {
@@ -422,11 +422,12 @@ extension WriteSession {
       order.append(copy.id)
     }
     current = try projector.note(target, in: transaction) ?? current
-    for attachment in current.attachments where !order.contains(attachment) {
+    for attachment in try schema.attachmentIDs(of: target, current, in: transaction)
+    where !order.contains(attachment) {
       try resolve(.deleteAttachment(attachment), wallMilliseconds: now, in: transaction)
     }
     current = try projector.note(target, in: transaction) ?? current
-    if current.attachments != order {
+    if try schema.attachmentIDs(of: target, current, in: transaction) != order {
       try resolve(.setAttachments(target, order), wallMilliseconds: now, in: transaction)
     }
   }

@@ -193,23 +193,16 @@ struct WriteSession {
       try requireNote(id, in: transaction)
       try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
     case .addAttachment(let attachment, let bytes):
-      let note = try existingNote(attachment.noteID, in: transaction)
+      // The add alone puts the attachment on its note, after the attachments there: no list
+      // is set, so an attachment another device adds meanwhile stays too.
+      _ = try existingNote(attachment.noteID, in: transaction)
       try Validation.check(.attachmentAdded(attachment))
       try storeBlob(bytes, hash: attachment.blobHash, in: transaction)
       try record(.attachmentAdded(attachment), wallMilliseconds: now, in: transaction)
-      try record(
-        .attachmentsSet(attachment.noteID, attachments: note.attachments + [attachment.id]),
-        wallMilliseconds: now, in: transaction)
     case .deleteAttachment(let id):
-      let attachment = try existingAttachment(id, in: transaction)
+      // The deletion alone takes it off its note, for good.
+      _ = try existingAttachment(id, in: transaction)
       try record(.attachmentDeleted(id), wallMilliseconds: now, in: transaction)
-      if let note = try projector.note(attachment.noteID, in: transaction), note.isCreated,
-        note.attachments.contains(id)
-      {
-        try record(
-          .attachmentsSet(attachment.noteID, attachments: note.attachments.filter { $0 != id }),
-          wallMilliseconds: now, in: transaction)
-      }
     case .renameTag(let name):
       try Validation.checkTagName(name)
       // Tag counts and the tag index are derived at flush: bring them up to date with the

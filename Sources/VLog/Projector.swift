@@ -15,6 +15,8 @@ internal import LMDB
 ///   note whose tags changed last among those that use it;
 /// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
 ///   its note exists and it has no tombstone; once its note is deleted, the record is erased;
+///   its note shows it if its newest attachments list names it, or it was added after that list
+///   (`Schema.attachmentIDs(of:_:in:)`, read from the records and stamps kept here);
 /// - indexes, tag counts and tag spellings are derived from the notes' final state at
 ///   ``flush(in:)``.
 ///

@@ -111,6 +111,31 @@ extension Schema {
     }
   }
 
+  /// The attachments a note shows, in order: those of its newest attachments list (the newest
+  /// `attachmentsSet`), then those added to it after that list was set, oldest first. Each
+  /// attachment on a note is its own last-writer-wins property: a list means "exactly these,
+  /// as of its stamp", an `attachmentAdded` means "this one too, as of its stamp", and a
+  /// deletion removes it for good; so two devices that add attachments to a note offline
+  /// keep both. The ids may include deleted attachments: readers skip those.
+  func attachmentIDs(
+    of note: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> [AttachmentID] {
+    var added: [AttachmentID] = []
+    try transaction.forEach(in: noteAttachments, range: .prefix(note.identifier.bytes)) {
+      key, _ in
+      added.append(AttachmentID(try Identifier.ending(key, length: 32, in: "noteAttachments")))
+    }
+    var later: [(stamp: Stamp, id: AttachmentID)] = []
+    for id in added where !record.attachments.contains(id) {
+      guard let stored = try attachmentRecord(id, in: transaction), !stored.isErased,
+        stored.stamp > record.attachmentsStamp
+      else { continue }
+      later.append((stored.stamp, id))
+    }
+    guard !later.isEmpty else { return record.attachments }
+    return record.attachments + later.sorted { $0.stamp < $1.stamp }.map(\.id)
+  }
+
   /// An attachment's record, if the store has one (whether or not its note still exists).
   func attachmentRecord(
     _ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable

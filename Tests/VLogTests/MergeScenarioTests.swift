@@ -30,6 +30,88 @@ struct MergeScenarioTests {
     }
   }
 
+  @Test(
+    "two devices add attachments to one note offline: both keep both, oldest first, in any order of arrival",
+    arguments: [false, true])
+  func concurrentAttachmentsBothSurvive(laterArrivesFirst: Bool) async throws {
+    try await withReplicas(2) { replicas in
+      let (phone, laptop) = (replicas[0], replicas[1])
+      let (note, kept) = try phone.store.write { changes in
+        let note = changes.createNote(text: "Trip")
+        return (note, changes.addAttachment([1], mimeType: "image/png", to: note))
+      }
+      try exchange(phone.store, laptop.store)
+      phone.clock.advance(by: 10)
+      laptop.clock.advance(by: 20)
+      let fromPhone = try phone.store.write {
+        $0.addAttachment([2], mimeType: "image/png", to: note)
+      }
+      let fromLaptop = try laptop.store.write {
+        $0.addAttachment([3], mimeType: "image/jpeg", to: note)
+      }
+      if laterArrivesFirst {
+        try phone.store.ingest(try allEvents(laptop.store))
+        try laptop.store.ingest(try allEvents(phone.store))
+      } else {
+        try exchange(phone.store, laptop.store)
+      }
+      for store in [phone.store, laptop.store] {
+        let read = try #require(try store.note(note))
+        #expect(read.attachments.map(\.id) == [kept, fromPhone, fromLaptop])
+      }
+      #expect(try converged([phone.store, laptop.store]))
+
+      // A list set later means exactly its attachments, in its order; an attachment added
+      // after it goes after them; a deletion takes one off for good.
+      laptop.clock.advance(by: 10)
+      try laptop.store.write { $0.setAttachments([fromLaptop, kept], of: note) }
+      phone.clock.advance(by: 30)
+      let last = try phone.store.write { $0.addAttachment([4], mimeType: "image/png", to: note) }
+      try phone.store.write { $0.deleteAttachment(kept) }
+      try exchange(phone.store, laptop.store)
+      for store in [phone.store, laptop.store] {
+        #expect(try store.note(note)?.attachments.map(\.id) == [fromLaptop, last])
+      }
+      #expect(try converged([phone.store, laptop.store]))
+    }
+  }
+
+  @Test(
+    "attachments an older version added (the add and the whole list) merge with ones added per element"
+  )
+  func olderAttachmentListsMerge() async throws {
+    try await withReplicas(2) { replicas in
+      let (device, other) = (replicas[0], replicas[1])
+      let note = try device.store.write { $0.createNote(text: "Mixed versions") }
+      try exchange(device.store, other.store)
+      // An older version adds an attachment as two events: the add, then the whole list.
+      let old = ReplicaID(Identifier(high: 7, low: 7))
+      let start = UInt64(try #require(try device.store.note(note)).stamps.text.time.milliseconds)
+      func stamp(_ offset: UInt64) -> Stamp {
+        Stamp(time: HybridTime(milliseconds: start + offset, counter: 0), replica: old)
+      }
+      // Its bytes are not here yet: a device fetches them when it needs them.
+      let hash = try #require(BlobHash(bytes: [UInt8](repeating: 0xAB, count: 32)))
+      let oldAttachment = Attachment(
+        id: AttachmentID(Identifier(high: 8, low: 8)), noteID: note, mimeType: "image/png",
+        width: 1, height: 1, blobHash: hash, byteCount: 3)
+      let older = [
+        Event(stamp: stamp(5), change: .attachmentAdded(oldAttachment)),
+        Event(stamp: stamp(6), change: .attachmentsSet(note, attachments: [oldAttachment.id])),
+      ]
+      // Meanwhile, this version adds one after the older version's list.
+      device.clock.advance(by: 1)
+      let added = try device.store.write { $0.addAttachment([5], mimeType: "image/png", to: note) }
+      try device.store.ingest(older)
+      try other.store.ingest(older)
+      try exchange(device.store, other.store)
+      for store in [device.store, other.store] {
+        #expect(try store.note(note)?.attachments.map(\.id) == [oldAttachment.id, added])
+      }
+      #expect(try converged([device.store, other.store]))
+    }
+  }
+
   @Test("'Paris' and 'paris' created offline on two replicas are one tag")
   func tagsHaveNoDuplicates() async throws {
     try await withReplicas(2) { replicas in
