@@ -25,6 +25,11 @@ extension NoteStore {
     try read { try $0.value(forKey: hash.bytes, in: schema.blobs) }
   }
 
+  /// Whether the store holds the bytes stored under a hash.
+  public func hasBlob(_ hash: BlobHash) throws -> Bool {
+    try read { try $0.containsValue(forKey: hash.bytes, in: schema.blobs) }
+  }
+
   /// The bytes of an attachment.
   ///
   /// - Throws: ``VLogError/Code/attachmentNotFound`` for an unknown attachment,

@@ -583,4 +583,14 @@ final class LMDBStorage: ServerStorage {
       try transaction.value(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
     }
   }
+
+  /// The hashes whose blobs the account does not hold.
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64) async throws -> [BlobHash] {
+    try environment.read { transaction in
+      let prefix = BigEndian.bytes(account)
+      return try hashes.filter {
+        try !transaction.containsValue(forKey: prefix + $0.bytes, in: blobs)
+      }
+    }
+  }
 }

@@ -33,4 +33,21 @@ extension PostgresStorage {
       return nil
     }
   }
+
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64) async throws -> [BlobHash] {
+    guard !hashes.isEmpty else { return [] }
+    return try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        """
+        SELECT hash FROM vlog_blobs
+        WHERE account = \(Int64(clamping: account))
+          AND hash = ANY(\(hashes.map { ByteBuffer(bytes: $0.bytes) }))
+        """, logger: logger)
+      var held = Set<[UInt8]>()
+      for try await hash in rows.decode(ByteBuffer.self) {
+        held.insert(Array(hash.readableBytesView))
+      }
+      return hashes.filter { !held.contains($0.bytes) }
+    }
+  }
 }

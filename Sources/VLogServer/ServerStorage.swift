@@ -87,6 +87,9 @@ protocol ServerStorage: Sendable {
   /// An account's blob.
   func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]?
 
+  /// The hashes among `hashes` whose blobs the account does not hold, in the order given.
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64) async throws -> [BlobHash]
+
   /// Redacts, in every account's log, the replaced changes whose retention period has passed
   /// at `now` (wall-clock milliseconds), and removes the blobs that only they used.
   ///

@@ -252,6 +252,20 @@ extension SyncServer {
 
   // MARK: - Blobs
 
+  func missingBlobs(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try await authenticate(request)
+    let body = try await decode(MissingBlobsRequest.self, from: request)
+    let maximum = configuration.maximumEventsPerPush
+    let hashes = try checked { () throws(WireError) in try body.validated(maximum: maximum) }
+    let missing = try await store.missingBlobs(hashes, account: account)
+    context.logger.info(
+      "missing blobs",
+      metadata: [
+        "account": "\(account)", "asked": "\(hashes.count)", "missing": "\(missing.count)",
+      ])
+    return try json(MissingBlobsResponse(missing: missing), status: .ok)
+  }
+
   func putBlob(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try await authenticate(request)
     let hash = try blobHash(context)

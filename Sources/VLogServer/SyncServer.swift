@@ -418,6 +418,7 @@ enum Routes {
     Route("v1/sync", .post) { try await $0.sync($1, $2) },
     Route("v1/sync/compare", .post) { try await $0.compare($1, $2) },
     Route("v1/sync/fetch", .post) { try await $0.fetch($1, $2) },
+    Route("v1/sync/missing-blobs", .post) { try await $0.missingBlobs($1, $2) },
     Route("v1/blobs/:hash", .get, answersHead: true) { try await $0.blob($1, $2) },
     Route("v1/blobs/:hash", .put) { try await $0.putBlob($1, $2) },
   ]

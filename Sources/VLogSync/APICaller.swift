@@ -93,6 +93,11 @@ public struct APICaller: Sendable {
     await send(Endpoints.Fetch(ids: ids), token: token)
   }
 
+  /// `POST /v1/sync/missing-blobs`.
+  public func missingBlobs(_ hashes: [BlobHash], token: String) async -> APIResult<[BlobHash]> {
+    await send(Endpoints.MissingBlobs(hashes: hashes), token: token)
+  }
+
   /// `PUT /v1/blobs/{hash}`.
   public func putBlob(_ bytes: [UInt8], hash: BlobHash, token: String) async -> APIResult<
     NoContent

@@ -266,6 +266,28 @@ public enum Endpoints {
     }
   }
 
+  /// `POST /v1/sync/missing-blobs`: asks which blobs the server lacks.
+  public struct MissingBlobs: APIRequest {
+    /// The hashes asked about.
+    public var hashes: [BlobHash]
+    /// Creates the request.
+    public init(hashes: [BlobHash]) { self.hashes = hashes }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sync/missing-blobs`.
+    public var path: String { "/v1/sync/missing-blobs" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The hashes as JSON.
+    public func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(MissingBlobsRequest(hashes: hashes)))
+    }
+    /// The hashes whose bytes the server lacks, in the order asked.
+    public func value(from body: [UInt8]) throws -> [BlobHash] {
+      try WireJSON.decode(MissingBlobsResponse.self, from: body).validated()
+    }
+  }
+
   /// `PUT /v1/blobs/{hash}`: uploads an attachment's bytes.
   public struct PutBlob: APIRequest {
     /// The bytes' SHA-256.

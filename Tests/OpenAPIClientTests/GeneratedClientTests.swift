@@ -101,7 +101,12 @@ struct API: Sendable {
     // A blob: uploaded, uploaded again, read back, its length, and a wrong one refused.
     let bytes: [UInt8] = Array("the bytes of an attachment".utf8)
     let hash = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    let absent = String(repeating: "cd", count: 32)
+    let unheld = try await api.missingBlobs(body: .json(.init(hashes: [hash, absent]))).ok
+    #expect(try unheld.body.json.missing == [hash, absent])
     _ = try await api.putBlob(path: .init(hash: hash), body: .binary(HTTPBody(bytes))).created
+    let held = try await api.missingBlobs(body: .json(.init(hashes: [hash, absent]))).ok
+    #expect(try held.body.json.missing == [absent])
     _ = try await api.putBlob(path: .init(hash: hash), body: .binary(HTTPBody(bytes))).ok
     let downloaded = try await api.getBlob(path: .init(hash: hash)).ok.body.binary
     #expect(try await [UInt8](collecting: downloaded, upTo: 1 << 20) == bytes)

@@ -173,7 +173,14 @@ struct ServerTests {
         // Blobs.
         let bytes: [UInt8] = Array("attachment".utf8)
         let hash = BlobHash(bytes: sha256(bytes))!
+        #expect(try await caller.missingBlobs([hash], token: token).get() == [hash])
+        _ = try await post(
+          transport, "/v1/sync/missing-blobs", #"{"hashes":["xyz"]}"#, token: token)
+        _ = try await post(
+          transport, "/v1/sync/missing-blobs", #"{"hashes":[]}"#, token: "nonsense")
+        _ = try await post(transport, "/v1/sync/missing-blobs", big, token: token)
         _ = try await caller.putBlob(bytes, hash: hash, token: token).get()
+        #expect(try await caller.missingBlobs([hash], token: token).get() == [])
         _ = try await caller.putBlob(bytes, hash: hash, token: token).get()
         _ = await caller.putBlob(Array("other".utf8), hash: hash, token: token)
         _ = await caller.putBlob(bytes, hash: hash, token: "nonsense")
@@ -197,7 +204,8 @@ struct ServerTests {
         // A method no path answers: 405 and Allow, as the document's paths say.
         for path in [
           "/v1/openapi.json", "/v1/accounts", "/v1/sessions", "/v1/sessions/current", "/v1/sync",
-          "/v1/sync/compare", "/v1/sync/fetch", "/v1/blobs/\(hash)", "/v1/accounts/current",
+          "/v1/sync/compare", "/v1/sync/fetch", "/v1/sync/missing-blobs", "/v1/blobs/\(hash)",
+          "/v1/accounts/current",
           "/v1/accounts/current/password", "/v1/sessions/0123456789abcdef",
         ] {
           let response = try await transport.send(TransportRequest(method: "PATCH", path: path))
@@ -207,7 +215,8 @@ struct ServerTests {
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
         for (method, path) in [
           ("POST", "/v1/accounts"), ("POST", "/v1/sessions"), ("POST", "/v1/sync"),
-          ("POST", "/v1/sync/compare"), ("POST", "/v1/sync/fetch"), ("PUT", "/v1/blobs/\(hash)"),
+          ("POST", "/v1/sync/compare"), ("POST", "/v1/sync/fetch"),
+          ("POST", "/v1/sync/missing-blobs"), ("PUT", "/v1/blobs/\(hash)"),
           ("PUT", "/v1/accounts/current/password"), ("DELETE", "/v1/accounts/current"),
         ] {
           let request = TransportRequest(
