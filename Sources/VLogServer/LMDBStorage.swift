@@ -25,6 +25,7 @@ internal import VLogWire
 /// | `blobReferences` | account + SHA-256 + sequence | the attachments, not erased, that use a blob |
 /// | `fields`, `superseded` | account + … | each note field's newest change, and replaced changes awaiting redaction (retention) |
 /// | `blobs` | account + SHA-256 | the bytes |
+/// | `releasedBlobs` | account + SHA-256 | when the last event using the blob was erased (8 bytes of milliseconds): the blob waits out the grace period for an undo |
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
 /// had no object index and kept deleted notes' content; format 3 keyed the object index by
@@ -53,6 +54,7 @@ final class LMDBStorage: ServerStorage {
   private let fields: Database
   private let superseded: Database
   private let blobs: Database
+  private let releasedBlobs: Database
   /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
   private let logRules: LogRules
 
@@ -75,6 +77,7 @@ final class LMDBStorage: ServerStorage {
     fields = try open("fields")
     superseded = try open("superseded")
     blobs = try open("blobs")
+    releasedBlobs = try open("releasedBlobs")
   }
 
   /// Opens or creates the server's data directory.
@@ -363,7 +366,7 @@ final class LMDBStorage: ServerStorage {
         }
         for database in [
           accountTokens, log, eventIDs, heads, objects, blobReferences, fields, superseded,
-          blobs,
+          blobs, releasedBlobs,
         ] {
           var keys: [[UInt8]] = []
           try transaction.forEach(in: database, range: .prefix(prefix)) { key, _ in
@@ -487,9 +490,12 @@ final class LMDBStorage: ServerStorage {
         }
         try appender.applyRetention(retention.period, now: retention.now, in: transaction)
         try appender.commit(in: transaction)
-        // Blobs that only erased events used go with them.
+        // Blobs that only erased events used wait out the grace period (for an undo), then go.
         for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
-          _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
+          let key = BigEndian.bytes(account) + hash.bytes
+          if try transaction.containsValue(forKey: key, in: blobs) {
+            try transaction.put(BigEndian.bytes(retention.now), forKey: key, in: releasedBlobs)
+          }
         }
         return try page(
           log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
@@ -564,13 +570,21 @@ final class LMDBStorage: ServerStorage {
 
   // MARK: - Blobs
 
-  /// Stores an account's blob. Returns false if it was already stored.
-  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool {
+  /// Stores an account's blob. Returns false if it was already stored; a released one then
+  /// waits a whole grace period again from `now`.
+  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: UInt64) async throws
+    -> Bool
+  {
     try await onWriter { [self] in
       try environment.write { transaction in
         _ = try name(of: account, in: transaction)
         let key = BigEndian.bytes(account) + hash.bytes
-        guard try !transaction.containsValue(forKey: key, in: blobs) else { return false }
+        guard try !transaction.containsValue(forKey: key, in: blobs) else {
+          if try transaction.containsValue(forKey: key, in: releasedBlobs) {
+            try transaction.put(BigEndian.bytes(now), forKey: key, in: releasedBlobs)
+          }
+          return false
+        }
         try transaction.put(bytes, forKey: key, in: blobs)
         return true
       }
@@ -584,12 +598,47 @@ final class LMDBStorage: ServerStorage {
     }
   }
 
-  /// The hashes whose blobs the account does not hold.
-  func missingBlobs(_ hashes: [BlobHash], account: UInt64) async throws -> [BlobHash] {
+  /// The hashes whose blobs the account does not hold, or released before `releasedBefore`.
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: UInt64) async throws
+    -> [BlobHash]
+  {
     try environment.read { transaction in
       let prefix = BigEndian.bytes(account)
-      return try hashes.filter {
-        try !transaction.containsValue(forKey: prefix + $0.bytes, in: blobs)
+      return try hashes.filter { hash in
+        let key = prefix + hash.bytes
+        guard try transaction.containsValue(forKey: key, in: blobs) else { return true }
+        let released = try transaction.withValue(forKey: key, in: releasedBlobs) {
+          $0.flatMap { BigEndian.read(UInt64.self, from: Array($0)) }
+        }
+        return released.map { $0 < releasedBefore } ?? false
+      }
+    }
+  }
+
+  /// Removes the blobs released before `releasedBefore` that no event uses again, and forgets
+  /// the release of those an event uses again.
+  ///
+  /// - Returns: The number of blobs removed.
+  func sweepReleasedBlobs(releasedBefore: UInt64) async throws -> Int {
+    try await onWriter { [self] in
+      try environment.write { transaction in
+        var due: [[UInt8]] = []
+        try transaction.forEach(in: releasedBlobs) { key, value in
+          guard let released = BigEndian.read(UInt64.self, from: Array(value)),
+            released < releasedBefore
+          else { return }
+          due.append(Array(key))
+        }
+        var removed = 0
+        for key in due {
+          _ = try transaction.delete(forKey: key, in: releasedBlobs)
+          guard key.count == 40, let account = BigEndian.read(UInt64.self, from: Array(key[..<8])),
+            let hash = BlobHash(bytes: Array(key[8...])),
+            try !eventLog(of: account).references(hash, in: transaction)
+          else { continue }
+          if try transaction.delete(forKey: key, in: blobs) { removed += 1 }
+        }
+        return removed
       }
     }
   }

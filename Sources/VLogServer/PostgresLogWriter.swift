@@ -21,6 +21,9 @@ struct PostgresLogWriter {
   private(set) var appended = 0
   /// Events redacted so far.
   var redactedCount: Int { batch.redactedCount }
+  /// The wall clock of the transaction, in milliseconds: when the blobs it releases were
+  /// released.
+  let now: UInt64
 
   /// The log's rules for this transaction, and what they decided.
   private var batch: LogBatch
@@ -28,10 +31,11 @@ struct PostgresLogWriter {
   private var facts = PostgresLogFacts()
 
   init(
-    account: Int64, head: Head, rules: LogRules = .standard, connection: PostgresConnection,
-    logger: Logger
+    account: Int64, head: Head, rules: LogRules = .standard, now: UInt64,
+    connection: PostgresConnection, logger: Logger
   ) {
     self.account = account
+    self.now = now
     self.head = head
     self.initialHead = head
     self.connection = connection
@@ -311,12 +315,13 @@ struct PostgresLogWriter {
     return try await releaseBlobs(changes.releasedBlobs)
   }
 
-  /// Removes the blobs that lost their last reference in this transaction; returns them.
+  /// Marks the blobs that lost their last reference in this transaction as released at
+  /// ``now``: they wait out the grace period (for an undo), then go. Returns them.
   private func releaseBlobs(_ released: Set<BlobHash>) async throws -> Set<BlobHash> {
     if !released.isEmpty {
       try await connection.query(
         """
-        DELETE FROM vlog_blobs
+        UPDATE vlog_blobs SET released_at = \(Int64(clamping: now))
         WHERE account = \(account) AND hash = ANY(\(released.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
         """, logger: logger)
     }

@@ -29,7 +29,8 @@ extension PostgresStorage {
       let known = try await storedIDs(of: number, among: fresh.map(\.stamp), on: connection)
       fresh.removeAll { known.contains($0.stamp) }
       var writer = PostgresLogWriter(
-        account: number, head: head, rules: logRules, connection: connection, logger: logger)
+        account: number, head: head, rules: logRules, now: retention.now, connection: connection,
+        logger: logger)
       try await writer.prefetch(for: fresh)
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)

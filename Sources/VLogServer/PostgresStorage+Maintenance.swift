@@ -22,7 +22,8 @@ extension PostgresStorage {
       redacted += try await transaction { [self] connection in
         let head = try await self.head(of: account, on: connection, locking: true)
         var writer = PostgresLogWriter(
-          account: account, head: head, rules: logRules, connection: connection, logger: logger)
+          account: account, head: head, rules: logRules, now: now, connection: connection,
+          logger: logger)
         let count = try await writer.applyRetention(retention, now: now)
         _ = try await writer.commit()
         return count

@@ -68,6 +68,15 @@ extension PostgresStorage {
         FOREIGN KEY (account) REFERENCES vlog_accounts ON DELETE CASCADE
       """,
     ],
+    // Released blobs wait out a grace period (for an undo): when the last event using one was
+    // erased, in milliseconds since 1970; null while an event uses it.
+    3: [
+      "ALTER TABLE vlog_blobs ADD COLUMN released_at bigint",
+      """
+      CREATE INDEX vlog_blobs_released ON vlog_blobs (released_at)
+        WHERE released_at IS NOT NULL
+      """,
+    ],
   ]
 
   /// Creates the schema, or brings it to ``schemaVersion``, in one transaction.

@@ -21,7 +21,7 @@ internal import VLogWire
 /// | `vlog_blob_references` | `account`, `hash`, `sequence` | the `attachmentAdded` events, not redacted, that name a blob |
 /// | `vlog_fields` | `account`, `note`, `field` | `stamp`, `sequence` of the field's newest change |
 /// | `vlog_superseded` | `account`, `replaced_at`, `sequence` | replaced changes awaiting redaction |
-/// | `vlog_blobs` | `account`, `hash` | `bytes` (bytea: blobs are at most the engine's 64 MiB attachment limit, under bytea's 1 GiB, and go with their account's rows in one transaction and one backup) |
+/// | `vlog_blobs` | `account`, `hash` | `released_at` (when the last event using it was erased; null while one does), `bytes` (bytea: blobs are at most the engine's 64 MiB attachment limit, under bytea's 1 GiB, and go with their account's rows in one transaction and one backup) |
 ///
 /// Sequence numbers are gapless and in commit order per account: a push locks the account's
 /// `vlog_heads` row (`SELECT … FOR UPDATE`), numbers its events after the head and moves the
@@ -35,7 +35,7 @@ internal import VLogWire
 /// refuses a database whose schema is newer than it knows.
 final class PostgresStorage: ServerStorage {
   /// The schema version this server writes.
-  static let schemaVersion: Int32 = 2
+  static let schemaVersion: Int32 = 3
 
   let client: PostgresClient
   let runner: Task<Void, Never>

@@ -81,14 +81,24 @@ protocol ServerStorage: Sendable {
   /// `maximumBytes` of encoded events (at least one); ids the log does not hold are skipped.
   func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event]
 
-  /// Stores an account's blob. Returns false if it was already stored.
-  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64) async throws -> Bool
+  /// Stores an account's blob. Returns false if it was already stored; a released one then
+  /// waits a whole grace period again from `now` (wall-clock milliseconds).
+  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: UInt64) async throws
+    -> Bool
 
   /// An account's blob.
   func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]?
 
-  /// The hashes among `hashes` whose blobs the account does not hold, in the order given.
-  func missingBlobs(_ hashes: [BlobHash], account: UInt64) async throws -> [BlobHash]
+  /// The hashes among `hashes` whose blobs the account does not hold, or holds released
+  /// (no event uses them) since before `releasedBefore`, in the order given.
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: UInt64) async throws
+    -> [BlobHash]
+
+  /// Removes the blobs released before `releasedBefore` (wall-clock milliseconds) that no
+  /// event uses again, and keeps, no longer released, those an event uses again.
+  ///
+  /// - Returns: The number of blobs removed.
+  func sweepReleasedBlobs(releasedBefore: UInt64) async throws -> Int
 
   /// Redacts, in every account's log, the replaced changes whose retention period has passed
   /// at `now` (wall-clock milliseconds), and removes the blobs that only they used.

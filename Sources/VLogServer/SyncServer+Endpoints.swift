@@ -257,7 +257,11 @@ extension SyncServer {
     let body = try await decode(MissingBlobsRequest.self, from: request)
     let maximum = configuration.maximumEventsPerPush
     let hashes = try checked { () throws(WireError) in try body.validated(maximum: maximum) }
-    let missing = try await store.missingBlobs(hashes, account: account)
+    // Bytes released more than half the grace period ago count as missing: the client then
+    // sends them again (which keeps them a whole period), rather than push an attachment whose
+    // bytes a sweep removes before the push arrives.
+    let missing = try await store.missingBlobs(
+      hashes, account: account, releasedBefore: releasedBefore(configuration.blobGracePeriod / 2))
     context.logger.info(
       "missing blobs",
       metadata: [
@@ -274,7 +278,8 @@ extension SyncServer {
     guard actual == hash.bytes else {
       throw ServerError.blobMismatch(expected: hash, actual: actual)
     }
-    let stored = try await store.storeBlob(bytes, hash: hash, account: account)
+    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let stored = try await store.storeBlob(bytes, hash: hash, account: account, now: now)
     context.logger.info(
       "blob", metadata: ["account": "\(account)", "bytes": "\(bytes.count)", "new": "\(stored)"])
     return Response(status: stored ? .created : .ok)

@@ -73,13 +73,18 @@ public final class SyncServer: Sendable {
     /// How long a change replaced by a newer change to the same field keeps its values before
     /// they are redacted (nil: forever; zero: at once). Checked on each push to an account.
     public var retention: Duration?
+    /// How long the bytes of an attachment whose last event was erased (its deletion synced)
+    /// stay, so that the deleting device's undo, which adds them back under a new attachment,
+    /// sends none: the server then still holds them. After it, they go (and an undo uploads
+    /// them again, from the device, which keeps them while its undo may need them).
+    public var blobGracePeriod: Duration
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
     /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
     /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
-    /// idle seconds and past 1,024, 120 seconds for a whole body, and replaced values kept for
-    /// 30 days.
+    /// idle seconds and past 1,024, 120 seconds for a whole body, replaced values kept for 30
+    /// days, and released attachment bytes for an hour.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of `Limits/textBytes`) fits in a body even as escaped JSON, and every attachment the
@@ -92,8 +97,10 @@ public final class SyncServer: Sendable {
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
       idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
-      bodyTimeout: Duration = .seconds(120), retention: Duration? = .seconds(30 * 86400)
+      bodyTimeout: Duration = .seconds(120), retention: Duration? = .seconds(30 * 86400),
+      blobGracePeriod: Duration = .seconds(3600)
     ) {
+      self.blobGracePeriod = blobGracePeriod
       self.bodyTimeout = bodyTimeout
       self.retention = retention
       self.idleTimeout = idleTimeout
@@ -237,6 +244,23 @@ public final class SyncServer: Sendable {
     return try await store.verify(retention: (configuration.retention, now))
   }
 
+  /// Removes the attachment bytes that no event has used for longer than
+  /// ``Configuration/blobGracePeriod``: what a running server does every minute.
+  ///
+  /// - Returns: The number of blobs removed.
+  @discardableResult
+  public func sweepReleasedBlobs() async throws -> Int {
+    try await store.sweepReleasedBlobs(
+      releasedBefore: releasedBefore(configuration.blobGracePeriod))
+  }
+
+  /// The wall-clock time, in milliseconds, `age` ago.
+  func releasedBefore(_ age: Duration) -> UInt64 {
+    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let age = UInt64(clamping: max(0, age.components.seconds)) * 1000
+    return now >= age ? now - age : 0
+  }
+
   /// Closes the data directory, or starts closing the database connections. Requests after
   /// this fail.
   public func close() { store.close() }
@@ -273,6 +297,7 @@ public final class SyncServer: Sendable {
       router: router(),
       server: .http1(configuration: http1),
       configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
+      services: [BlobSweeper(server: self)],
       onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
       logger: logger)
   }
@@ -559,4 +584,28 @@ public struct ServerVerification: Sendable, Hashable {
 struct ServingError: Error, CustomStringConvertible {
   let description: String
   init(_ description: String) { self.description = description }
+}
+
+/// Removes released attachment bytes past their grace period every minute while the server
+/// runs (``SyncServer/sweepReleasedBlobs()``); a failed sweep is logged and tried again.
+struct BlobSweeper: Service {
+  let server: SyncServer
+
+  func run() async throws {
+    while !Task.isCancelled {
+      do {
+        try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(60)) }
+      } catch {
+        return
+      }
+      do {
+        let removed = try await server.sweepReleasedBlobs()
+        if removed > 0 {
+          server.logger.info("swept released blobs", metadata: ["removed": "\(removed)"])
+        }
+      } catch {
+        server.logger.warning("sweeping released blobs failed", metadata: ["error": "\(error)"])
+      }
+    }
+  }
 }

@@ -82,7 +82,7 @@ struct AccountLifecycleTests {
       }
       let hash = try #require(BlobHash(bytes: [UInt8](repeating: 7, count: 32)))
       await #expect(throws: StorageError.self) {
-        _ = try await server.store.storeBlob(Array("late".utf8), hash: hash, account: 1)
+        _ = try await server.store.storeBlob(Array("late".utf8), hash: hash, account: 1, now: 0)
       }
       #expect(try await server.store.tokens(of: 1).isEmpty)
       #expect(try await server.store.account(number: 1) == nil)

@@ -82,7 +82,7 @@ struct BackendEquivalenceTests {
       hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
     try await server.store.createAccount(named: "ann", password: password)
     for hash in blobs {
-      _ = try await server.store.storeBlob(Array("blob".utf8), hash: hash, account: 1)
+      _ = try await server.store.storeBlob(Array("blob".utf8), hash: hash, account: 1, now: 0)
     }
     var stored: [Int] = []
     var heads: [UInt64] = []
@@ -211,7 +211,7 @@ struct BackendEquivalenceTests {
       try await server.store.createAccount(named: "ann", password: password)
       let bytes = Array("the same photo".utf8)
       let hash = try #require(BlobHash(bytes: sha256(bytes)))
-      #expect(try await server.store.storeBlob(bytes, hash: hash, account: 1))
+      #expect(try await server.store.storeBlob(bytes, hash: hash, account: 1, now: 0))
       let replica = ReplicaID(Identifier(high: 0xB10B, low: 1))
       var counter: UInt16 = 0
       func event(_ change: Change) -> Event {
@@ -242,6 +242,28 @@ struct BackendEquivalenceTests {
       #expect(try await server.store.blob(hash, account: 1) == bytes)
       _ = try await server.store.sync(
         account: 1, pushing: [event(.noteDeleted(second))], after: 0, limit: 10)
+      // Released (at 0 here), the bytes wait out the grace period, for an undo: still served,
+      // and counted as held until the time asked about passes the release.
+      #expect(try await server.store.blob(hash, account: 1) == bytes)
+      #expect(try await server.store.missingBlobs([hash], account: 1, releasedBefore: 0) == [])
+      #expect(
+        try await server.store.missingBlobs([hash], account: 1, releasedBefore: 1) == [hash])
+      #expect(try await server.verify().faults.isEmpty)
+      // An attachment that uses them again (an undo's) keeps them past the sweep.
+      let third = NoteID(Identifier(high: 1, low: 3))
+      _ = try await server.store.sync(
+        account: 1,
+        pushing: [
+          event(.noteCreated(third, creationDate: Date(timeIntervalSince1970: 1_790_000_000))),
+          event(attachment(3, on: third)),
+        ], after: 0, limit: 10)
+      #expect(try await server.store.sweepReleasedBlobs(releasedBefore: 1) == 0)
+      #expect(try await server.store.blob(hash, account: 1) == bytes)
+      // Released again and past the grace period: swept.
+      _ = try await server.store.sync(
+        account: 1, pushing: [event(.noteDeleted(third))], after: 0, limit: 10)
+      #expect(try await server.store.sweepReleasedBlobs(releasedBefore: 0) == 0)
+      #expect(try await server.store.sweepReleasedBlobs(releasedBefore: 1) == 1)
       #expect(try await server.store.blob(hash, account: 1) == nil)
       #expect(try await server.verify().faults.isEmpty)
     }

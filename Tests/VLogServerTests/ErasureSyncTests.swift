@@ -67,6 +67,12 @@ struct ErasureSyncTests {
               })
             #expect(try device.store.verify().isEmpty)
           }
+          // The server keeps the deleted attachment's bytes for the grace period (an undo on the
+          // writer would send none), then a sweep removes them.
+          let blob = try #require(BlobHash(bytes: sha256(Array("bytes \(Self.canary)".utf8))))
+          #expect(try await server.store.blob(blob, account: 1) != nil)
+          #expect(try await server.store.sweepReleasedBlobs(releasedBefore: .max) == 1)
+          #expect(try await server.store.blob(blob, account: 1) == nil)
           // The server serves the redacted events, and dropped the blob with them.
           let served = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
           #expect(served.events.contains { $0.redaction == .deleted })
@@ -139,7 +145,7 @@ struct ServerRetentionTests {
 @Suite("Undo through the server")
 struct UndoSyncTests {
   @Test(
-    "undoing a synced delete brings the note back under a new id on every device; the server gets the bytes again",
+    "undoing a synced delete brings the note back under a new id on every device; the server, which kept the bytes for the grace period, gets none again",
     arguments: Backend.allCases)
   func undoDeleteAcrossDevices(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
@@ -161,13 +167,16 @@ struct UndoSyncTests {
         #expect(try await server.store.blob(hash, account: 1) == bytes)
         try await phone.store.write { $0.deleteNote(id) }
         _ = try await phone.account.sync()
-        // The server no longer holds bytes only the deleted note used; the phone keeps them
-        // while undo may need them.
-        #expect(try await server.store.blob(hash, account: 1) == nil)
+        // The server keeps the bytes only the deleted note used for the grace period, and the
+        // phone while its undo may need them: the undo's new attachment sends none.
+        #expect(try await server.store.blob(hash, account: 1) == bytes)
         #expect(try phone.store.removeUnusedBlobs() == 0)
         #expect(try phone.store.undo())
         let report = try await phone.account.sync()
-        #expect(report.blobsUploaded == 1)
+        #expect(report.blobsUploaded == 0)
+        // Used again, they outlast the grace period.
+        #expect(try await server.sweepReleasedBlobs() == 0)
+        #expect(try await server.store.blob(hash, account: 1) == bytes)
         _ = try await laptop.account.sync()
         #expect(try Digests(phone.store) == Digests(laptop.store))
         let restored = try #require(try laptop.store.timeline(limit: 10).first)

@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
   /// them: `--log-level` from `VLOG_LOG_LEVEL`.
   static let environmentOptions = [
     "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
-    "idle-timeout", "max-connections", "body-timeout", "retention",
+    "idle-timeout", "max-connections", "body-timeout", "retention", "blob-grace",
   ]
 
   /// The arguments that `environment` adds to a `vlog serve` command line (`given`): one
@@ -96,6 +96,13 @@ struct Serve: AsyncParsableCommand {
   )
   var retention = "30"
 
+  @Option(
+    name: .long,
+    help:
+      "Seconds the bytes of a deleted attachment stay, so that an undo on the deleting device sends none."
+  )
+  var blobGrace = 3600
+
   /// The retention period `--retention` gives: nil for `off`.
   var retentionPeriod: Duration? {
     get throws {
@@ -121,6 +128,9 @@ struct Serve: AsyncParsableCommand {
     }
     guard idleTimeout >= 1 else {
       throw ValidationError("--idle-timeout: \(idleTimeout) is not a number of seconds from 1")
+    }
+    guard blobGrace >= 0 else {
+      throw ValidationError("--blob-grace: \(blobGrace) is not a number of seconds from 0")
     }
     guard bodyTimeout >= 1 else {
       throw ValidationError("--body-timeout: \(bodyTimeout) is not a number of seconds from 1")
@@ -148,7 +158,8 @@ struct Serve: AsyncParsableCommand {
     let configuration = SyncServer.Configuration(
       passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
       idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
-      bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod)
+      bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod,
+      blobGracePeriod: .seconds(blobGrace))
     let server: SyncServer
     if let database {
       server = try await SyncServer.open(
