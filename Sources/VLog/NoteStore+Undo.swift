@@ -316,7 +316,9 @@ extension WriteSession {
       record.sortDateStamp == .zero ? nil : Date(milliseconds: record.sortDate)
     snapshot.tags = record.tags
     if fields.contains(.attachments) {
-      for attachment in try schema.attachmentIDs(of: id, record, in: transaction) {
+      for attachment in try schema.attachmentIDs(
+        of: id, record, rule: projector.mergeRule, in: transaction)
+      {
         if let stored = try projector.attachmentRecord(attachment, in: transaction),
           !stored.isErased
         {
@@ -422,12 +424,15 @@ extension WriteSession {
       order.append(copy.id)
     }
     current = try projector.note(target, in: transaction) ?? current
-    for attachment in try schema.attachmentIDs(of: target, current, in: transaction)
+    for attachment in try schema.attachmentIDs(
+      of: target, current, rule: projector.mergeRule, in: transaction)
     where !order.contains(attachment) {
       try resolve(.deleteAttachment(attachment), wallMilliseconds: now, in: transaction)
     }
     current = try projector.note(target, in: transaction) ?? current
-    if try schema.attachmentIDs(of: target, current, in: transaction) != order {
+    if try schema.attachmentIDs(of: target, current, rule: projector.mergeRule, in: transaction)
+      != order
+    {
       try resolve(.setAttachments(target, order), wallMilliseconds: now, in: transaction)
     }
   }

@@ -16,7 +16,7 @@ internal import LMDB
 /// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
 ///   its note exists and it has no tombstone; once its note is deleted, the record is erased;
 ///   its note shows it if its newest attachments list names it, or it was added after that list
-///   (`Schema.attachmentIDs(of:_:in:)`, read from the records and stamps kept here);
+///   (`Schema.attachmentIDs(of:_:rule:in:)`, read from the records and stamps kept here);
 /// - indexes, tag counts and tag spellings are derived from the notes' final state at
 ///   ``flush(in:)``.
 ///
@@ -531,12 +531,17 @@ enum MergeRule: Sendable {
   /// change arrives last. Replicas that receive events in different orders diverge under it,
   /// which the convergence tests must detect.
   case wallTimeOnly
+  /// A deliberately wrong rule for tests: a note shows the attachments of its newest list
+  /// alone, as if each add set the whole list — an attachment another device added meanwhile
+  /// is lost, on every replica alike (so the replicas still converge), which the simulation's
+  /// check that no add is lost must detect.
+  case wholeAttachmentLists
 
   /// Whether a change stamped `new` replaces a value stamped `old`.
   @inline(__always)
   func wins(_ new: Stamp, over old: Stamp) -> Bool {
     switch self {
-    case .stamps: new > old
+    case .stamps, .wholeAttachmentLists: new > old
     case .wallTimeOnly: new.time.milliseconds >= old.time.milliseconds
     }
   }

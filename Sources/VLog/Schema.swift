@@ -118,8 +118,10 @@ extension Schema {
   /// deletion removes it for good; so two devices that add attachments to a note offline
   /// keep both. The ids may include deleted attachments: readers skip those.
   func attachmentIDs(
-    of note: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
+    of note: NoteID, _ record: NoteRecord, rule: MergeRule,
+    in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [AttachmentID] {
+    guard rule != .wholeAttachmentLists else { return record.attachments }
     var added: [AttachmentID] = []
     try transaction.forEach(in: noteAttachments, range: .prefix(note.identifier.bytes)) {
       key, _ in

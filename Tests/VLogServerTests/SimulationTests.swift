@@ -74,6 +74,9 @@ struct SimulationOutcome: Equatable {
   var trace: [String] = []
   var deviceDigests: [String] = []
   var serverDigests: [String] = []
+  /// Attachments a device does not show although the merge rule says it must, each with the
+  /// device: an add lost.
+  var lostAdds: [String] = []
 
   var converged: Bool {
     Set(deviceDigests).count == 1 && Set(serverDigests).count == 1
@@ -157,15 +160,46 @@ func simulate(
         transport.faultsOn = false
       }
       try await syncUntilQuiet(devices, using: &generator)
-      for device in devices {
+      for (index, device) in devices.enumerated() {
         let digests = try Digests(device.store)
         outcome.deviceDigests.append("\(digests.events) \(digests.state)")
+        outcome.lostAdds += try lostAttachments(device.store).map { "d\(index) \($0)" }
         outcome.serverDigests.append(
           "\(await device.account.state.serverEventSetDigest ?? "none") \(digests.state)")
       }
       return outcome
     }
   }
+}
+
+/// The attachments a store should show but does not, worked out from its log alone: an
+/// attachment not deleted, on a visible note, shown if its note's newest attachments list names
+/// it or it was added after that list (each attachment on a note merges on its own).
+func lostAttachments(_ store: NoteStore) throws -> [String] {
+  var lists: [NoteID: (stamp: Stamp, ids: [AttachmentID])] = [:]
+  var adds: [AttachmentID: (stamp: Stamp, note: NoteID)] = [:]
+  var deleted = Set<AttachmentID>()
+  for event in try store.events().map(\.event) where !event.isRedacted {
+    switch event.change {
+    case .attachmentsSet(let note, let ids):
+      if lists[note].map({ $0.stamp < event.stamp }) ?? true { lists[note] = (event.stamp, ids) }
+    case .attachmentAdded(let attachment):
+      if adds[attachment.id].map({ event.stamp < $0.stamp }) ?? true {
+        adds[attachment.id] = (event.stamp, attachment.noteID)
+      }
+    case .attachmentDeleted(let id): deleted.insert(id)
+    default: break
+    }
+  }
+  var lost: [String] = []
+  for (id, add) in adds where !deleted.contains(id) {
+    guard let note = try store.note(add.note) else { continue }
+    let shown = lists[add.note].map { $0.ids.contains(id) || add.stamp > $0.stamp } ?? true
+    if shown && !note.attachments.contains(where: { $0.id == id }) {
+      lost.append("\(id) on \(add.note)")
+    }
+  }
+  return lost.sorted()
 }
 
 @Suite("Simulation")
@@ -181,6 +215,7 @@ struct SimulationTests {
   func converges(backend: Backend, seed: UInt64) async throws {
     let outcome = try await simulate(seed: seed, backend: backend)
     #expect(outcome.converged, "seed \(seed): \(outcome.deviceDigests) \(outcome.trace)")
+    #expect(outcome.lostAdds.isEmpty, "seed \(seed): \(outcome.lostAdds)")
     #expect(outcome.trace.contains { $0.contains("sync pushed") })
   }
 
@@ -204,5 +239,18 @@ struct SimulationTests {
       if !outcome.converged { diverged += 1 }
     }
     #expect(diverged > 0)
+  }
+
+  @Test(
+    "The simulation catches a planted whole-list merge of attachments (an add another device made meanwhile lost)",
+    arguments: Backend.allCases)
+  func catchesPlantedWholeListMerge(backend: Backend) async throws {
+    var lost = 0
+    for seed: UInt64 in 0..<20 {
+      let outcome = try await simulate(
+        seed: seed, backend: backend, mergeRule: .wholeAttachmentLists)
+      if !outcome.lostAdds.isEmpty { lost += 1 }
+    }
+    #expect(lost > 0)
   }
 }
