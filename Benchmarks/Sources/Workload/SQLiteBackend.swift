@@ -53,6 +53,7 @@ public final class SQLiteBackend: Backend {
             WITHOUT ROWID;
           CREATE TABLE IF NOT EXISTS attachments(
             id BLOB PRIMARY KEY, note BLOB, stamp BLOB, body BLOB) WITHOUT ROWID;
+          CREATE INDEX IF NOT EXISTS attachmentsByNote ON attachments(note, stamp);
           CREATE TABLE IF NOT EXISTS blobs(hash BLOB PRIMARY KEY, bytes BLOB) WITHOUT ROWID;
           CREATE TABLE IF NOT EXISTS tombstones(id BLOB PRIMARY KEY, stamp BLOB) WITHOUT ROWID;
           """)
@@ -211,7 +212,9 @@ public final class SQLiteBackend: Backend {
       try Row.fetchAll(
         db,
         sql: """
-          SELECT id, substr(text, 1, 200), sortDate, tags, attachments FROM notes
+          SELECT id, substr(text, 1, 200), sortDate, tags, attachments,
+            (SELECT group_concat(hex(a.id)) FROM attachments a
+             WHERE a.note = notes.id AND a.stamp > notes.attachmentsStamp) FROM notes
           WHERE archived = 0 ORDER BY sortDate DESC LIMIT 50
           """
       ).count

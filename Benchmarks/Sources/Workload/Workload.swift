@@ -160,7 +160,6 @@ public struct EventMaker {
   /// The replica the events are stamped with.
   public let replica: ReplicaID
   private var latest = HybridTime.zero
-  private var attachments: [Int: [AttachmentID]] = [:]
   private var nextAttachment: UInt64 = 0
 
   /// Creates a value.
@@ -206,21 +205,15 @@ public struct EventMaker {
     case .setTags(let note, let tags):
       return ([Event(stamp: stamp(), change: .tagsSet(Self.noteID(note), tags: tags))], nil)
     case .addAttachment(let note, let bytes, let width, let height):
+      // As VLog adds one: the add alone puts it on its note (each attachment merges on its
+      // own), no whole list.
       nextAttachment += 1
       let id = AttachmentID(Identifier(high: 0xA77A, low: nextAttachment))
       let hash = blobHash(bytes)
-      attachments[note, default: []].append(id)
       let attachment = Attachment(
         id: id, noteID: Self.noteID(note), mimeType: "image/jpeg", width: width, height: height,
         blobHash: hash, byteCount: bytes.count)
-      return (
-        [
-          Event(stamp: stamp(), change: .attachmentAdded(attachment)),
-          Event(
-            stamp: stamp(),
-            change: .attachmentsSet(Self.noteID(note), attachments: attachments[note]!)),
-        ], (hash, bytes)
-      )
+      return ([Event(stamp: stamp(), change: .attachmentAdded(attachment))], (hash, bytes))
     case .delete(let note):
       return ([Event(stamp: stamp(), change: .noteDeleted(Self.noteID(note)))], nil)
     }
