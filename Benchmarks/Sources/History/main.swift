@@ -45,6 +45,9 @@ final class CountingTransport: Transport, @unchecked Sendable {
 
   init(base: any Transport) { self.base = base }
 
+  /// The server it wraps.
+  var server: String { base.server }
+
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     let response = try await base.send(request)
     lock.withLock {
