@@ -163,17 +163,16 @@ public actor SyncAccount {
     let binding = AccountBinding(server: transport.server, username: normalized)
     self.binding = binding
     let loaded = try stateFile.flatMap { try Self.loadState(from: $0) }
-    if let loaded, let server = loaded.server, loaded.lastSync != nil || loaded.cursor > 0,
+    if let loaded, let named = loaded.binding, loaded.lastSync != nil || loaded.cursor > 0,
       try store.account() == nil
     {
       // Synced before stores recorded their account: the state file says which it was.
-      try store.bind(to: AccountBinding(server: server, username: loaded.username))
+      try store.bind(to: named)
     }
     self.isBound = try store.account() == binding
     self.state =
       loaded.flatMap {
-        AccountBinding(server: $0.server ?? binding.server, username: $0.username) == binding
-          ? $0 : nil
+        ($0.binding.map { $0 == binding } ?? ($0.username == normalized)) ? $0 : nil
       } ?? SyncState(username: normalized, server: binding.server)
   }
 

@@ -1,4 +1,5 @@
 public import Foundation
+public import VLog
 
 /// What an account remembers between syncs, kept in a JSON file next to the store.
 public struct SyncState: Codable, Sendable, Hashable {
@@ -35,6 +36,11 @@ public struct SyncState: Codable, Sendable, Hashable {
       self.latestOldTime = latestOldTime
       self.date = date
     }
+  }
+
+  /// The account the state is of: its server and user name; nil if it names no server.
+  public var binding: AccountBinding? {
+    server.map { AccountBinding(server: $0, username: username) }
   }
 
   /// Creates the state of an account that has never synced.

@@ -71,11 +71,7 @@ struct SyncCommand: AsyncParsableCommand {
     }
     // A kept token for this user and server spares the password, unless one is given.
     let username = Credentials(username: user, password: "").normalizedUsername
-    let sameAccount =
-      state.map {
-        AccountBinding(server: $0.server ?? "", username: $0.username)
-          == AccountBinding(server: url, username: username)
-      } ?? false
+    let sameAccount = state?.binding == AccountBinding(server: url, username: username)
     let kept = sameAccount ? try FileCredentialStore.file(for: store).token(for: username) : nil
     let given = ProcessInfo.processInfo.environment["VLOG_PASSWORD"].flatMap {
       $0.isEmpty ? nil : $0
@@ -192,7 +188,7 @@ struct Status: StoreCommand {
     let binding = try store.account()
     // The state file of the account the store belongs to; one of another is not its own.
     let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store)).flatMap {
-      AccountBinding(server: $0.server ?? "", username: $0.username) == binding ? $0 : nil
+      $0.binding != nil && $0.binding == binding ? $0 : nil
     }
     let outbox = try store.outboxCount()
     let local = try store.eventSetDigest()
