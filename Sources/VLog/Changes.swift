@@ -13,7 +13,8 @@ public struct Changes: Sendable {
   enum Intent: Sendable {
     case createNote(
       NoteID, creationDate: Date, text: String, archived: Bool, sortDate: Date?, tags: [String])
-    case setText(NoteID, String)
+    /// The text, and the conflicting texts it resolves (by stamp).
+    case setText(NoteID, String, resolving: [Stamp] = [])
     case setArchived(NoteID, Bool)
     case setSortDate(NoteID, Date)
     case setTags(NoteID, [String])
@@ -63,8 +64,20 @@ public struct Changes: Sendable {
   }
 
   /// Sets a note's text (at most ``Limits/textBytes`` bytes of UTF-8).
-  public mutating func setText(_ text: String, of note: NoteID) {
-    intents.append(.setText(note, text))
+  ///
+  /// The change replaces the text the note shows now. A text another device wrote meanwhile,
+  /// without seeing that one, stays as one of the note's ``Note/conflicts`` on every replica,
+  /// until a change resolves it: name the conflicts this text resolves — typically all of them,
+  /// once the user has merged them into `text` — in `conflicts`.
+  ///
+  /// - Parameters:
+  ///   - text: The new text.
+  ///   - note: The note.
+  ///   - conflicts: The stamps of the conflicting texts (``TextConflict/stamp``) this text
+  ///     replaces too, at most ``Limits/replacedTexts`` with the shown one; a stamp that is no
+  ///     longer a conflict (resolved elsewhere meanwhile) changes nothing.
+  public mutating func setText(_ text: String, of note: NoteID, resolving conflicts: [Stamp] = []) {
+    intents.append(.setText(note, text, resolving: conflicts))
   }
 
   /// Archives a note, or brings it back to the timeline.

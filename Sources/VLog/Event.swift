@@ -52,7 +52,8 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
   ///
   /// - Returns: nil if the kind cannot be redacted or an id it needs is missing.
   package static func redacted(
-    stamp: Stamp, kind: EventKind, note: NoteID?, attachment: AttachmentID?, reason: Redaction
+    stamp: Stamp, kind: EventKind, note: NoteID?, attachment: AttachmentID?,
+    replacing base: [Stamp]? = nil, reason: Redaction
   ) -> Event? {
     let change: Change
     switch (kind, note, attachment) {
@@ -62,7 +63,7 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
     case (_, let note?, nil):
       switch kind {
       case .noteCreated: change = .noteCreated(note, creationDate: Date(milliseconds: 0))
-      case .textSet: change = .textSet(note, text: "")
+      case .textSet: change = .textSet(note, text: "", replacing: base)
       case .archivedSet: change = .archivedSet(note, archived: false)
       case .sortDateSet: change = .sortDateSet(note, sortDate: Date(milliseconds: 0))
       case .tagsSet: change = .tagsSet(note, tags: [])
@@ -167,8 +168,13 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   /// A note was created. Its five fields start empty (sort date: the creation date) until
   /// changes set them.
   case noteCreated(NoteID, creationDate: Date)
-  /// A note's text was set.
-  case textSet(NoteID, text: String)
+  /// A note's text was set, replacing the texts its device showed: by the
+  /// stamps of the changes that set them, none if the note had no text, or nil if the change
+  /// did not record them (made by a version that did not: it replaces every older text).
+  ///
+  /// The note shows its newest text; its other texts that no change replaced are its
+  /// conflicts (``Note/conflicts``).
+  case textSet(NoteID, text: String, replacing: [Stamp]? = nil)
   /// A note was archived or brought back to the timeline.
   case archivedSet(NoteID, archived: Bool)
   /// A note's sort date was set.
@@ -213,7 +219,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   /// The note the change is about: the note itself, or the note an attachment belongs to.
   public var noteID: NoteID? {
     switch self {
-    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
+    case .noteCreated(let id, _), .textSet(let id, _, _), .archivedSet(let id, _),
       .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
       .noteDeleted(let id):
       id
@@ -222,12 +228,13 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     }
   }
 
-  /// The change with the same kind and ids and no values: what a redacted event keeps. Nil
+  /// The change with the same kind and ids and no values: what a redacted event keeps (a text
+  /// change keeps the stamps of the texts it replaced: what it replaced stays replaced). Nil
   /// for deletions, which are never redacted, and for unknown kinds.
   package var withoutPayload: Change? {
     switch self {
     case .noteCreated(let id, _): .noteCreated(id, creationDate: Date(milliseconds: 0))
-    case .textSet(let id, _): .textSet(id, text: "")
+    case .textSet(let id, _, let base): .textSet(id, text: "", replacing: base)
     case .archivedSet(let id, _): .archivedSet(id, archived: false)
     case .sortDateSet(let id, _): .sortDateSet(id, sortDate: Date(milliseconds: 0))
     case .tagsSet(let id, _): .tagsSet(id, tags: [])
@@ -239,9 +246,18 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     }
   }
 
-  /// What a redacted event still names: the note, or the attachment and its note.
+  /// The base of a text change as descriptions end with it: ` replacing [stamp, …]`, or
+  /// nothing for a change that recorded none.
+  static func describe(_ base: [Stamp]?) -> String {
+    guard let base else { return "" }
+    return " replacing [\(base.map(\.description).joined(separator: ", "))]"
+  }
+
+  /// What a redacted event still names: the note, or the attachment and its note (and what a
+  /// text change replaced).
   var redactedSubject: String {
     switch self {
+    case .textSet(let id, _, let base): "\(id)" + Self.describe(base)
     case .attachmentAdded(let attachment): "\(attachment.id) to \(attachment.noteID)"
     default: noteID.map(\.description) ?? ""
     }
@@ -252,7 +268,8 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     switch self {
     case .noteCreated(let id, let date):
       "noteCreated \(id) \(ISO8601.format(milliseconds: date.milliseconds))"
-    case .textSet(let id, let text): "textSet \(id) \(String(reflecting: text))"
+    case .textSet(let id, let text, let base):
+      "textSet \(id) \(String(reflecting: text))" + Self.describe(base)
     case .archivedSet(let id, let archived): "archivedSet \(id) \(archived)"
     case .sortDateSet(let id, let date):
       "sortDateSet \(id) \(ISO8601.format(milliseconds: date.milliseconds))"

@@ -23,10 +23,11 @@ internal import Foundation
 /// | 13 | bytes (32) | SHA-256 of the bytes | attachmentAdded |
 /// | 14 | varint | byte count | attachmentAdded |
 /// | 15 | varint | redaction reason (1 deleted, 2 superseded) | redacted events |
+/// | 16 | bytes (24 × n) | the stamps of the texts a text change replaced; absent if it recorded none, empty if it replaced none | textSet |
 ///
 /// A redacted event (``Event/redaction``) carries the header, the ids (4, and 10 for
-/// `attachmentAdded`) and field 15, and nothing else: a decoder refuses one that carries a
-/// value.
+/// `attachmentAdded`; 16 for a `textSet`: what it replaced stays replaced) and field 15, and
+/// nothing else: a decoder refuses one that carries a value.
 ///
 /// Written by hand rather than with swift-protobuf because it is faster on VLog's own events:
 /// suite `Codec` in `Benchmarks/` (the events of a 100,000-operation notes workload, byte-identical
@@ -55,6 +56,7 @@ package enum EventCodec {
     static let hash = 13
     static let byteCount = 14
     static let redaction = 15
+    static let base = 16
   }
 
   // MARK: Encoding
@@ -76,6 +78,9 @@ package enum EventCodec {
         writer.identifier(Field.entity, attachment.id.identifier)
         writer.identifier(Field.owner, attachment.noteID.identifier)
       case .tagRenamed: break
+      case .textSet(let id, _, let base):
+        writer.identifier(Field.entity, id.identifier)
+        if let base { writeBase(base, into: &writer) }
       default:
         if let note = event.change.noteID { writer.identifier(Field.entity, note.identifier) }
       }
@@ -86,9 +91,10 @@ package enum EventCodec {
     case .noteCreated(let id, let date):
       writer.identifier(Field.entity, id.identifier)
       writer.signed(Field.date, date.milliseconds)
-    case .textSet(let id, let text):
+    case .textSet(let id, let text, let base):
       writer.identifier(Field.entity, id.identifier)
       if !text.isEmpty { writer.string(Field.text, text) }
+      if let base { writeBase(base, into: &writer) }
     case .archivedSet(let id, let archived):
       writer.identifier(Field.entity, id.identifier)
       if archived { writer.varint(Field.flag, 1) }
@@ -123,6 +129,13 @@ package enum EventCodec {
       break
     }
     writer.buffer.append(contentsOf: event.unknownFields)
+  }
+
+  /// Field 16: the stamps, present even when there are none (a text that replaced none).
+  private static func writeBase(_ base: [Stamp], into writer: inout ProtobufWriter) {
+    writer.tag(Field.base, .lengthDelimited)
+    writer.rawVarint(UInt64(base.count * Stamp.byteCount))
+    for stamp in base { stamp.append(to: &writer.buffer) }
   }
 
   // MARK: Decoding
@@ -212,6 +225,7 @@ package enum EventCodec {
     var hash: [UInt8]?
     var byteCount: UInt64?
     var redaction: UInt64?
+    var base: [Stamp]?
     /// Whether a `textSet` event's text is skipped rather than decoded.
     var skipsText = false
     /// Fields with numbers this version does not know, verbatim.
@@ -230,7 +244,7 @@ package enum EventCodec {
               + "\(expected.rawValue)")
         }
       }
-      if number > Field.kind && number <= Field.redaction { present |= 1 << UInt32(number) }
+      if number > Field.kind && number <= Field.base { present |= 1 << UInt32(number) }
       switch number {
       case Field.time:
         try expect(.fixed64, "time")
@@ -294,6 +308,20 @@ package enum EventCodec {
       case Field.redaction:
         try expect(.varint, "redaction")
         redaction = try reader.varint()
+      case Field.base:
+        try expect(.lengthDelimited, "replaced texts")
+        let bytes = try reader.lengthDelimited()
+        guard bytes.count % Stamp.byteCount == 0 else {
+          throw VLogError(
+            .malformedEvent, "replaced texts: \(bytes.count) bytes is not a multiple of 24")
+        }
+        let count = bytes.count / Stamp.byteCount
+        guard count <= Limits.replacedTexts else {
+          throw VLogError(
+            .malformedEvent,
+            "replaced texts: \(count) stamps, at most \(Limits.replacedTexts)")
+        }
+        base = (0..<count).map { Stamp(bytes: bytes, at: $0 * Stamp.byteCount) }
       default:
         try reader.skip(wireType)
         unknown.append(contentsOf: reader.bytes(from: fieldStart))
@@ -335,7 +363,7 @@ package enum EventCodec {
         guard let date else { throw missing("noteCreated: creation date (field 7)") }
         return .noteCreated(NoteID(try entityID()), creationDate: Date(milliseconds: date))
       case .textSet:
-        return .textSet(NoteID(try entityID()), text: text ?? "")
+        return .textSet(NoteID(try entityID()), text: text ?? "", replacing: base)
       case .archivedSet:
         guard (flag ?? 0) <= 1 else {
           throw VLogError(.malformedEvent, "archivedSet: archived is \(flag ?? 0), expected 0 or 1")
@@ -388,6 +416,7 @@ package enum EventCodec {
         switch kind {
         case .attachmentAdded: [Field.entity, Field.owner]
         case .tagRenamed: []
+        case .textSet: [Field.entity, Field.base]
         default: [Field.entity]
         }
       var allowed = UInt32(1) << UInt32(Field.redaction)
@@ -412,7 +441,8 @@ package enum EventCodec {
       guard
         let event = Event.redacted(
           stamp: stamp, kind: kind, note: note.map(NoteID.init),
-          attachment: attachment.map(AttachmentID.init), reason: Event.Redaction(rawValue: reason))
+          attachment: attachment.map(AttachmentID.init), replacing: base,
+          reason: Event.Redaction(rawValue: reason))
       else { throw VLogError(.malformedEvent, "a \(kind) event cannot be redacted") }
       return event
     }
@@ -426,7 +456,7 @@ package enum EventCodec {
       func bits(_ numbers: Int...) -> UInt32 { numbers.reduce(0) { $0 | 1 << UInt32($1) } }
       switch kind {
       case .noteCreated, .sortDateSet: return bits(Field.entity, Field.date)
-      case .textSet: return bits(Field.entity, Field.text)
+      case .textSet: return bits(Field.entity, Field.text, Field.base)
       case .archivedSet: return bits(Field.entity, Field.flag)
       case .tagsSet: return bits(Field.entity, Field.names)
       case .attachmentsSet: return bits(Field.entity, Field.ids)

@@ -14,6 +14,9 @@ public enum Limits {
   /// The largest attachment: 64 MiB, what a sync server accepts by default, so that every
   /// attachment a store accepts can be synced.
   public static let attachmentBytes = 64 << 20
+  /// The most texts one text change may name as replaced: the text a note shows and the
+  /// conflicts a user resolves at once (``Note/conflicts``).
+  public static let replacedTexts = 64
   /// The longest media type, in bytes.
   public static let mimeTypeBytes = 255
   /// The earliest date: 0001-01-01T00:00:00Z.

@@ -25,6 +25,11 @@ public struct Note: Sendable, Hashable, Identifiable {
   public let attachments: [Attachment]
   /// The stamp of the change that set each field (``Stamp/zero`` for a field never set).
   public let stamps: FieldStamps
+  /// Texts written without seeing ``text`` (on another device, before the two synced), oldest
+  /// first: the note shows its newest text, and keeps these until a change resolves them
+  /// (``Changes/setText(_:of:resolving:)``). The same on every replica that holds the same
+  /// changes; empty for a note edited on one device at a time.
+  public let conflicts: [TextConflict]
 
   /// The first lines of the text, for a list: at most ``truncatedLength`` characters, cut at
   /// a word where possible, with runs of whitespace collapsed.
@@ -105,6 +110,21 @@ public struct Note: Sendable, Hashable, Identifiable {
       result = String(result[..<lastSpace])
     }
     return result
+  }
+}
+
+/// A text of a note written without seeing the text the note shows — on another device, before
+/// the two synced — and kept until a change resolves it.
+public struct TextConflict: Sendable, Hashable {
+  /// The stamp of the change that wrote it: what a change names to resolve it.
+  public let stamp: Stamp
+  /// The text.
+  public let text: String
+
+  /// Creates a conflicting text.
+  public init(stamp: Stamp, text: String) {
+    self.stamp = stamp
+    self.text = text
   }
 }
 

@@ -298,7 +298,12 @@ extension NoteStore {
       attachments: try liveAttachments(id, record, in: transaction),
       stamps: FieldStamps(
         text: record.textStamp, archived: record.archivedStamp, sortDate: record.sortDateStamp,
-        tags: record.tagsStamp, attachments: record.attachmentsStamp))
+        tags: record.tagsStamp, attachments: record.attachmentsStamp),
+      conflicts: try record.texts.conflicts(showing: record.textStamp).map { version in
+        TextConflict(
+          stamp: version.stamp,
+          text: try eventLog.text(at: version.sequence, stamp: version.stamp, in: transaction))
+      })
   }
 
   private func summary(

@@ -156,6 +156,9 @@ struct NoteSnapshot: Sendable {
   var fields: SnapshotFields
   var creationDate: Date
   var text = SnapshotText.value("")
+  /// The note's conflicting texts (``Note/conflicts``), by value: undo brings back those a
+  /// resolution replaced, and resolves those that came since.
+  var conflicts: [String] = []
   var archived = false
   var sortDate: Date?
   var tags: [String] = []
@@ -242,7 +245,7 @@ extension WriteSession {
         deleted.insert(id)
       case .restore(let id, let snapshot):
         note(try restoreTarget(id, in: transaction) ?? id, snapshot.fields)
-      case .setText(let id, _): note(id, .text)
+      case .setText(let id, _, _): note(id, .text)
       case .setArchived(let id, _): note(id, .archived)
       case .setSortDate(let id, _): note(id, .sortDate)
       case .setTags(let id, _): note(id, .tags)
@@ -309,6 +312,13 @@ extension WriteSession {
         snapshot.text = .value(try text(of: record, in: transaction))
       } else {
         snapshot.text = .logged(sequence: record.textSequence, stamp: record.textStamp)
+      }
+      for version in record.texts.conflicts(showing: record.textStamp) {
+        if let text = try schema.eventLog.textIfPresent(
+          at: version.sequence, stamp: version.stamp, in: transaction)
+        {
+          snapshot.conflicts.append(text)
+        }
       }
     }
     snapshot.archived = record.archived
@@ -387,9 +397,8 @@ extension WriteSession {
         wallMilliseconds: now, in: transaction)
       current = try projector.note(target, in: transaction) ?? NoteRecord()
     }
-    if let text, try self.text(of: current, in: transaction) != text {
-      try resolve(.setText(target, text), wallMilliseconds: now, in: transaction)
-    }
+    try restoreText(text, conflicts: fields.contains(.text) ? snapshot.conflicts : nil,
+      of: target, current, wallMilliseconds: now, in: transaction)
     if fields.contains(.archived), current.archived != snapshot.archived {
       try resolve(.setArchived(target, snapshot.archived), wallMilliseconds: now, in: transaction)
     }
@@ -439,6 +448,45 @@ extension WriteSession {
 }
 
 extension WriteSession {
+  /// Gives a note back its text (if not nil) and its conflicts (if not nil): conflicts the note
+  /// lost come back as texts that replace the one it shows, written before the shown text so
+  /// that it stays the newest; conflicts it did not have are resolved by the shown text.
+  fileprivate mutating func restoreText(
+    _ text: String?, conflicts: [String]?, of target: NoteID, _ current: NoteRecord,
+    wallMilliseconds now: UInt64, in transaction: borrowing WriteTransaction
+  ) throws {
+    var lost = conflicts ?? []
+    var resolved: [Stamp] = []
+    if conflicts != nil {
+      for version in current.texts.conflicts(showing: current.textStamp) {
+        let existing = try schema.eventLog.textIfPresent(
+          at: version.sequence, stamp: version.stamp, in: transaction)
+        if let existing, let index = lost.firstIndex(of: existing) {
+          lost.remove(at: index)
+        } else {
+          resolved.append(version.stamp)
+        }
+      }
+    }
+    let shown = try self.text(of: current, in: transaction)
+    guard lost.isEmpty, resolved.isEmpty else {
+      let base = current.replacedTexts(resolving: [])
+      for conflict in lost.prefix(Limits.replacedTexts) {
+        try record(
+          .textSet(target, text: conflict, replacing: base), wallMilliseconds: now,
+          in: transaction)
+      }
+      let resolving = base + resolved.prefix(Limits.replacedTexts - base.count)
+      try record(
+        .textSet(target, text: text ?? shown, replacing: resolving), wallMilliseconds: now,
+        in: transaction)
+      return
+    }
+    if let text, shown != text {
+      try resolve(.setText(target, text), wallMilliseconds: now, in: transaction)
+    }
+  }
+
   /// A note's text, read from the log where its record says it is (appended in this
   /// transaction or before).
   func text(of record: NoteRecord, in transaction: borrowing WriteTransaction) throws -> String {

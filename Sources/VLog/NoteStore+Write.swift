@@ -148,7 +148,8 @@ struct WriteSession {
       try record(
         .noteCreated(id, creationDate: creationDate), wallMilliseconds: now, in: transaction)
       if !text.isEmpty {
-        try record(.textSet(id, text: text), wallMilliseconds: now, in: transaction)
+        try record(
+          .textSet(id, text: text, replacing: []), wallMilliseconds: now, in: transaction)
       }
       if archived {
         try record(.archivedSet(id, archived: true), wallMilliseconds: now, in: transaction)
@@ -161,9 +162,11 @@ struct WriteSession {
         try record(
           .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
       }
-    case .setText(let id, let text):
-      try requireNote(id, in: transaction)
-      try record(.textSet(id, text: text), wallMilliseconds: now, in: transaction)
+    case .setText(let id, let text, let resolving):
+      let note = try existingNote(id, in: transaction)
+      try record(
+        .textSet(id, text: text, replacing: note.replacedTexts(resolving: resolving)),
+        wallMilliseconds: now, in: transaction)
     case .setArchived(let id, let archived):
       try requireNote(id, in: transaction)
       try record(.archivedSet(id, archived: archived), wallMilliseconds: now, in: transaction)

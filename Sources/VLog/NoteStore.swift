@@ -117,8 +117,9 @@ public final class NoteStore: Sendable {
   /// checksums and digests; format 2 had no object index, and kept deleted notes' content:
   /// opening it erases that content; format 3 copied each note's text into its record and
   /// keyed the object index by object first; format 4 kept a note's text stamp in its record;
-  /// the projections are rebuilt whenever the format changes).
-  public static let formatVersion: UInt32 = 5
+  /// format 5 kept one text per note, without its conflicts; the projections are rebuilt
+  /// whenever the format changes).
+  public static let formatVersion: UInt32 = 6
 
   /// The LMDB environment holding the store.
   package let environment: Environment

@@ -115,6 +115,9 @@ struct Projector {
       switch event.change {
       case .attachmentAdded(let attachment):
         try addAttachment(attachment, stamp: stamp, in: transaction)
+      case .textSet(let id, _, let base):
+        // Its text is gone, but what it replaced stays replaced.
+        try applyText(id, stamp: stamp, sequence: sequence, base: base, isRedacted: true, in: transaction)
       case .unknown: unknownEvents += 1
       default: break
       }
@@ -129,11 +132,8 @@ struct Projector {
         record.creationDate = date.milliseconds
         return true
       }
-    case .textSet(let id, _):
-      try updateNote(id, in: transaction) { record in
-        guard replace(&record.textStamp, &record.textSequence) else { return false }
-        return true
-      }
+    case .textSet(let id, _, let base):
+      try applyText(id, stamp: stamp, sequence: sequence, base: base, isRedacted: false, in: transaction)
     case .archivedSet(let id, let archived):
       try updateNote(id, in: transaction) { record in
         guard replace(&record.archivedStamp, &record.archivedSequence) else { return false }
@@ -226,6 +226,38 @@ struct Projector {
       entry.isDirty = true
     }
     if change(&entry.current!) { entry.isDirty = true }
+  }
+
+  /// Applies a text change: the note shows its newest text, and keeps as current every text no
+  /// change replaced (``TextVersions``); the texts it reports replaced enter the retention
+  /// queue, and no current text does.
+  private mutating func applyText(
+    _ id: NoteID, stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    let entry = try entry(for: id, in: transaction)
+    guard !entry.isDeleted else { return }
+    var record = entry.current ?? NoteRecord()
+    let log = schema.eventLog
+    // Held: applied to this projection before, that is, earlier in the log (a rebuild replays
+    // the log in order, so what comes later is not held yet).
+    let texts = try record.texts.apply(
+      stamp: stamp, sequence: sequence, base: base, isRedacted: isRedacted
+    ) { named in
+      try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
+    }
+    if tracksReplacements {
+      replaced.append(contentsOf: texts.map { ($0.milliseconds, $0.sequence) })
+    }
+    var changed = !texts.isEmpty || record.texts != entry.current?.texts
+    if !isRedacted, mergeRule.wins(stamp, over: record.textStamp) {
+      record.textStamp = stamp
+      record.textSequence = sequence
+      changed = true
+    }
+    guard changed else { return }
+    entry.current = record
+    entry.isDirty = true
   }
 
   private mutating func deleteNote(
@@ -390,9 +422,7 @@ struct Projector {
                 try transaction.put(value, forKey: key, in: schema.notes)
               }
             }
-            if before.map({
-              $0.textStamp != after.textStamp || $0.textSequence != after.textSequence
-            }) ?? true {
+            if before.map({ !$0.hasSameTextPart(as: after) }) ?? true {
               try after.encodedText().withUnsafeBytes { value in
                 try transaction.put(value, forKey: key, in: schema.noteTexts)
               }

@@ -29,13 +29,16 @@ struct NoteRecord: Equatable, Sendable {
   var attachmentsStamp = Stamp.zero
   var attachmentsSequence: UInt64 = 0
   var attachments: [AttachmentID] = []
+  /// The note's current texts (the one it shows and its conflicts), and what its text changes
+  /// replaced: kept in the text part.
+  var texts = TextVersions()
 
   /// The version byte of the record's stored part (everything but the text's stamp and
   /// sequence number, which ``encodedText()`` stores apart: most changes are text edits, and
   /// they then rewrite a small entry instead of the whole record).
   static let formatVersion: UInt8 = 4
   /// The version byte of ``canonicalEncoding()``, which the state digest hashes.
-  static let canonicalVersion: UInt8 = 3
+  static let canonicalVersion: UInt8 = 4
 
   /// The sort date, or the creation date while no change has set one.
   var effectiveSortDate: Int64 {
@@ -74,14 +77,33 @@ struct NoteRecord: Equatable, Sendable {
   /// The record's stored part: every field but the text's stamp and sequence number.
   func encoded() -> [UInt8] { encoded(canonical: false) }
 
-  /// The record's text part: the stamp and sequence number of its winning text change.
+  /// The record's text part: the stamp and sequence number of its winning text change, then
+  /// its other current texts (stamp and sequence number each), the texts named but not yet
+  /// received (stamp and the time they were named), and the newest change that recorded no
+  /// base (a byte: 0 none, 1 the winning change, 2 the stamp follows).
   func encodedText() -> [UInt8] {
-    var buffer: [UInt8] = []
-    buffer.reserveCapacity(34)
-    textStamp.append(to: &buffer)
     var writer = ProtobufWriter()
-    writer.buffer = buffer
+    writer.buffer.reserveCapacity(37)
+    textStamp.append(to: &writer.buffer)
     writer.rawVarint(textSequence)
+    let others = texts.conflicts(showing: textStamp)
+    writer.rawVarint(UInt64(others.count))
+    for version in others {
+      version.stamp.append(to: &writer.buffer)
+      writer.rawVarint(version.sequence)
+    }
+    writer.rawVarint(UInt64(texts.awaited.count))
+    for (stamp, milliseconds) in texts.awaited.sorted(by: { $0.key < $1.key }) {
+      stamp.append(to: &writer.buffer)
+      writer.rawVarint(milliseconds)
+    }
+    switch texts.floor {
+    case .zero: writer.buffer.append(0)
+    case textStamp: writer.buffer.append(1)
+    default:
+      writer.buffer.append(2)
+      texts.floor.append(to: &writer.buffer)
+    }
     return writer.buffer
   }
 
@@ -90,7 +112,21 @@ struct NoteRecord: Equatable, Sendable {
     var a = self
     var b = other
     (a.textStamp, a.textSequence, b.textStamp, b.textSequence) = (.zero, 0, .zero, 0)
+    (a.texts, b.texts) = (TextVersions(), TextVersions())
     return a == b
+  }
+
+  /// What a text change made on this record replaces: the text it shows (if any), then the
+  /// conflicts named, each once.
+  func replacedTexts(resolving conflicts: [Stamp]) -> [Stamp] {
+    var base: [Stamp] = textStamp == .zero ? [] : [textStamp]
+    for stamp in conflicts where !base.contains(stamp) { base.append(stamp) }
+    return base
+  }
+
+  /// Whether the two records' text parts differ.
+  func hasSameTextPart(as other: NoteRecord) -> Bool {
+    textStamp == other.textStamp && textSequence == other.textSequence && texts == other.texts
   }
 
   /// The record's bytes without the sequence numbers, equal on every replica with the same
@@ -105,7 +141,12 @@ struct NoteRecord: Equatable, Sendable {
     writer.buffer.append(isCreated ? 1 : 0)
     creationStamp.append(to: &writer.buffer)
     writer.rawSigned(creationDate)
-    if canonical { textStamp.append(to: &writer.buffer) }
+    if canonical {
+      textStamp.append(to: &writer.buffer)
+      let others = texts.conflicts(showing: textStamp)
+      writer.rawVarint(UInt64(others.count))
+      for version in others { version.stamp.append(to: &writer.buffer) }
+    }
     archivedStamp.append(to: &writer.buffer)
     if !canonical { writer.rawVarint(archivedSequence) }
     writer.buffer.append(archived ? 1 : 0)
@@ -131,7 +172,7 @@ struct NoteRecord: Equatable, Sendable {
     guard let text else {
       throw VLogError(.corruptStore, "a note record has no text part")
     }
-    (textStamp, textSequence) = try Self.decodeText(text)
+    (textStamp, textSequence, texts) = try Self.decodeText(text)
   }
 
   /// Decodes a record's stored part; its text stamp and sequence number are left zero.
@@ -168,16 +209,34 @@ struct NoteRecord: Equatable, Sendable {
 
   /// Decodes a record's text part.
   static func decodeText(_ bytes: UnsafeRawBufferPointer) throws(VLogError) -> (
-    Stamp, UInt64
+    Stamp, UInt64, TextVersions
   ) {
     var reader = ProtobufReader(bytes)
     let stamp = try reader.stamp()
     let sequence = try reader.varint()
+    var current: [TextVersions.Version] = []
+    if stamp != .zero { current.append(TextVersions.Version(stamp: stamp, sequence: sequence)) }
+    for _ in 0..<(try reader.count(minimumBytesEach: Stamp.byteCount + 1)) {
+      current.append(
+        TextVersions.Version(stamp: try reader.stamp(), sequence: try reader.varint()))
+    }
+    var awaited: [Stamp: UInt64] = [:]
+    for _ in 0..<(try reader.count(minimumBytesEach: Stamp.byteCount + 1)) {
+      awaited[try reader.stamp()] = try reader.varint()
+    }
+    let floor: Stamp
+    switch try reader.byte() {
+    case 0: floor = .zero
+    case 1: floor = stamp
+    case 2: floor = try reader.stamp()
+    case let other:
+      throw VLogError(.corruptStore, "a note record's text part has floor marker \(other)")
+    }
     guard reader.isAtEnd else {
       throw VLogError(
         .corruptStore, "a note record's text part has \(bytes.count - reader.offset) extra bytes")
     }
-    return (stamp, sequence)
+    return (stamp, sequence, TextVersions(current: current, awaited: awaited, floor: floor))
   }
 }
 
@@ -407,7 +466,7 @@ struct NoteRecordFields: FieldIndex {
         return try transaction.withValue(forKey: key, in: noteTexts) {
           bytes throws -> (stamp: Stamp, sequence: UInt64)? in
           guard let bytes else { return nil }
-          let (stamp, sequence) = try NoteRecord.decodeText(bytes)
+          let (stamp, sequence, _) = try NoteRecord.decodeText(bytes)
           return stamp == .zero ? nil : (stamp, sequence)
         }
       }

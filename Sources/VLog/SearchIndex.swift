@@ -112,7 +112,7 @@ struct SearchIndex {
     } else {
       _ = try schema.eventLog.replay(after: state.through, in: transaction) { logged in
         switch logged.event.change {
-        case .textSet(let id, _), .noteCreated(let id, _), .noteDeleted(let id):
+        case .textSet(let id, _, _), .noteCreated(let id, _), .noteDeleted(let id):
           notes.insert(id)
         default: break
         }

@@ -115,8 +115,4 @@ package struct TextVersions: Sendable, Hashable {
   package func conflicts(showing shown: Stamp) -> [Version] {
     current.filter { $0.stamp != shown }
   }
-
-  /// The most stamps one text change may name as replaced: the shown text and the conflicts a
-  /// user resolves at once.
-  package static let maximumBase = 64
 }

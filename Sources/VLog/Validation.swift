@@ -7,12 +7,18 @@ enum Validation {
     switch change {
     case .noteCreated(_, let date), .sortDateSet(_, let date):
       try checkDate(date)
-    case .textSet(let id, let text):
+    case .textSet(let id, let text, let base):
       let size = text.utf8.count
       guard size <= Limits.textBytes else {
         throw VLogError(
           .valueTooLarge,
           "note \(id): the text is \(size) bytes; the limit is \(Limits.textBytes) bytes")
+      }
+      if let base, base.count > Limits.replacedTexts {
+        throw VLogError(
+          .valueTooLarge,
+          "note \(id): the text change replaces \(base.count) texts; the limit is "
+            + "\(Limits.replacedTexts)")
       }
     case .tagsSet(let id, let tags):
       guard tags.count <= Limits.tagsPerNote else {

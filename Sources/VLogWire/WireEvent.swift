@@ -16,9 +16,13 @@ public import VLog
 /// Kinds and fields from newer versions travel as `"kind":"unknown"` with `kindNumber`, and as
 /// `extra` (the base64 of the encoded fields this version does not know).
 ///
+/// A `textSet` names the texts it replaced in `replaces` (event ids, `[]` if the note had
+/// none), or leaves `replaces` out if it did not record them (it then replaces every older
+/// text): texts written without seeing each other stay as the note's conflicts.
+///
 /// A redacted event (see `Event/redaction`) carries `"redacted":"deleted"` or
-/// `"redacted":"superseded"` and its ids only: `note`, and for `attachmentAdded` an
-/// `attachment` with its `id` alone.
+/// `"redacted":"superseded"` and its ids only: `note`, for `attachmentAdded` an
+/// `attachment` with its `id` alone, and for `textSet` its `replaces`.
 public struct WireEvent: Codable, Sendable, Hashable {
   /// The stamp's wall-clock time, ISO 8601 with milliseconds.
   public var time: String
@@ -34,6 +38,8 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public var note: String?
   /// The text of `textSet`.
   public var text: String?
+  /// The texts a `textSet` replaced, by event id (``VLog/Stamp/hex``); nil if it recorded none.
+  public var replaces: [String]?
   /// The value of `archivedSet`.
   public var archived: Bool?
   /// The date of `noteCreated` or `sortDateSet`, ISO 8601.
@@ -52,12 +58,13 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public var redacted: String?
 
   static let keys: Set<String> = [
-    "time", "counter", "replica", "kind", "kindNumber", "note", "text", "archived", "date",
-    "tags", "attachments", "attachment", "name", "extra", "redacted",
+    "time", "counter", "replica", "kind", "kindNumber", "note", "text", "replaces", "archived",
+    "date", "tags", "attachments", "attachment", "name", "extra", "redacted",
   ]
 
   enum CodingKeys: String, CodingKey {
-    case time, counter, replica, kind, kindNumber, note, text, archived, date, tags, attachments
+    case time, counter, replica, kind, kindNumber, note, text, replaces, archived, date, tags
+    case attachments
     case attachment, name, extra, redacted
   }
 
@@ -72,6 +79,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     kindNumber = try container.decodeIfPresent(UInt64.self, forKey: .kindNumber)
     note = try container.decodeIfPresent(String.self, forKey: .note)
     text = try container.decodeIfPresent(String.self, forKey: .text)
+    replaces = try container.decodeIfPresent([String].self, forKey: .replaces)
     archived = try container.decodeIfPresent(Bool.self, forKey: .archived)
     date = try container.decodeIfPresent(String.self, forKey: .date)
     tags = try container.decodeIfPresent([String].self, forKey: .tags)
@@ -95,6 +103,9 @@ public struct WireEvent: Codable, Sendable, Hashable {
       case .attachmentAdded(let attachment):
         note = attachment.noteID.description
         self.attachment = WireAttachment(id: attachment.id.description)
+      case .textSet(let id, _, let base):
+        note = id.description
+        replaces = base?.map(\.hex)
       default:
         note = event.change.noteID?.description
       }
@@ -104,9 +115,10 @@ public struct WireEvent: Codable, Sendable, Hashable {
     case .noteCreated(let id, let date), .sortDateSet(let id, let date):
       note = id.description
       self.date = ISO8601.format(milliseconds: date.milliseconds)
-    case .textSet(let id, let text):
+    case .textSet(let id, let text, let base):
       note = id.description
       self.text = text
+      replaces = base?.map(\.hex)
     case .archivedSet(let id, let archived):
       note = id.description
       self.archived = archived
@@ -179,13 +191,16 @@ public struct WireEvent: Codable, Sendable, Hashable {
       attachmentID = try attachment.identifier()
     case .tagRenamed:
       try allow([])
+    case .textSet:
+      try allow(["note", "replaces"])
     default:
       try allow(["note"])
     }
     let note = eventKind == .tagRenamed ? nil : try noteID()
     guard
       let event = Event.redacted(
-        stamp: stamp, kind: eventKind, note: note, attachment: attachmentID, reason: reason)
+        stamp: stamp, kind: eventKind, note: note, attachment: attachmentID,
+        replacing: try replacedTexts(), reason: reason)
     else { throw WireError("redacted", "a \(kind) event cannot be redacted") }
     return event
   }
@@ -211,9 +226,9 @@ public struct WireEvent: Codable, Sendable, Hashable {
       try allow(["note", "date"])
       return .noteCreated(try noteID(), creationDate: try requiredDate())
     case .textSet:
-      try allow(["note", "text"])
+      try allow(["note", "text", "replaces"])
       guard let text else { throw WireError("text", "required for textSet") }
-      return .textSet(try noteID(), text: text)
+      return .textSet(try noteID(), text: text, replacing: try replacedTexts())
     case .archivedSet:
       try allow(["note", "archived"])
       guard let archived else { throw WireError("archived", "required for archivedSet") }
@@ -263,13 +278,31 @@ public struct WireEvent: Codable, Sendable, Hashable {
   /// Refuses fields this kind does not use.
   private func allow(_ fields: Set<String>) throws(WireError) {
     let present: [(String, Bool)] = [
-      ("note", note != nil), ("text", text != nil), ("archived", archived != nil),
+      ("note", note != nil), ("text", text != nil), ("replaces", replaces != nil),
+      ("archived", archived != nil),
       ("date", date != nil), ("tags", tags != nil), ("attachments", attachments != nil),
       ("attachment", attachment != nil), ("name", name != nil),
     ]
     for (field, isPresent) in present where isPresent && !fields.contains(field) {
       throw WireError(field, "not a field of \(kind)")
     }
+  }
+
+  /// The stamps `replaces` names: at most ``VLog/Limits/replacedTexts``, each an event id.
+  private func replacedTexts() throws(WireError) -> [Stamp]? {
+    guard let replaces else { return nil }
+    guard replaces.count <= Limits.replacedTexts else {
+      throw WireError(
+        "replaces", "\(replaces.count) event ids; the limit is \(Limits.replacedTexts)")
+    }
+    var stamps: [Stamp] = []
+    for (index, id) in replaces.enumerated() {
+      guard let stamp = Stamp(hex: id) else {
+        throw WireError("replaces[\(index)]", "'\(id)' is not an event id (48 hexadecimal digits)")
+      }
+      stamps.append(stamp)
+    }
+    return stamps
   }
 
   private func noteID() throws(WireError) -> NoteID {

@@ -258,6 +258,11 @@ struct API: Sendable {
       ),
       .textSet(
         .init(time: time(), counter: 0, replica: replica, kind: .textSet, note: note, text: "Hi")),
+      // An edit that names the text it replaced (any event id older than itself).
+      .textSet(
+        .init(
+          time: time(), counter: 0, replica: replica, kind: .textSet, note: note, text: "Hi!",
+          replaces: ["0000000000000001" + String(repeating: "ab", count: 16)])),
       .archivedSet(
         .init(
           time: time(), counter: 0, replica: replica, kind: .archivedSet, note: note,

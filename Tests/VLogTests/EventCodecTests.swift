@@ -16,6 +16,13 @@ struct EventCodecTests {
     .noteCreated(note, creationDate: Date(milliseconds: 1_767_225_600_000)),
     .textSet(note, text: "Héllo, 世界 👋"),
     .textSet(note, text: ""),
+    .textSet(note, text: "first", replacing: []),
+    .textSet(
+      note, text: "merged",
+      replacing: [
+        stamp,
+        Stamp(time: HybridTime(milliseconds: 5, counter: 1), replica: ReplicaID(Identifier(high: 7, low: 7))),
+      ]),
     .archivedSet(note, archived: true),
     .archivedSet(note, archived: false),
     .sortDateSet(note, sortDate: Date(milliseconds: -86_400_000)),
@@ -49,7 +56,10 @@ struct EventCodecTests {
     #expect(redacted.stamp == event.stamp && redacted.change.kind == change.kind)
     #expect(redacted.change.noteID == change.noteID)
     let bytes = redacted.encoded()
-    #expect(bytes.count <= 70)  // header, one or two ids, the reason
+    // The header, one or two ids, the reason, and what a text change replaced.
+    var replaced = 0
+    if case .textSet(_, _, let base?) = change { replaced = 2 + base.count * Stamp.byteCount }
+    #expect(bytes.count <= 70 + replaced)
     #expect(try Event(encoded: bytes) == redacted)
     #expect(redacted.redacted(.deleted) == redacted)
     // A redacted event that carries a value is refused, naming the field.
@@ -90,7 +100,7 @@ struct EventCodecTests {
     }
     let event = Event(stamp: Self.stamp, change: change)
     let other = Stamp(time: Self.stamp.time, replica: ReplicaID(Identifier(high: 9, low: 9)))
-    if case .textSet(_, let expected) = change {
+    if case .textSet(_, let expected, _) = change {
       #expect(try text(event, Self.stamp) == expected)
     } else {
       #expect(try text(event, Self.stamp) == nil)

@@ -164,7 +164,7 @@ func crashScaleOut(
     while true {
       let page = try await local.sync(SyncPush(cursor: cursor, events: []), token: again).get()
       for event in page.events {
-        if case .textSet(_, let text) = event.change, text.hasPrefix("p") { texts.append(text) }
+        if case .textSet(_, let text, _) = event.change, text.hasPrefix("p") { texts.append(text) }
       }
       cursor = page.cursor
       if index == 0 { serverDigest = page.eventSetDigest }

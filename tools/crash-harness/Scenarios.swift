@@ -73,7 +73,7 @@ func crashWrites(
   let faults = try store.verify()
   guard faults.isEmpty else { throw Failure("verify: \(faults)") }
   let texts = try store.events().compactMap { logged -> String? in
-    guard case .textSet(_, let text) = logged.event.change else { return nil }
+    guard case .textSet(_, let text, _) = logged.event.change else { return nil }
     return text
   }
   try checkBatches(texts: texts, acknowledged: acknowledged, batchSize: 3, summary: &summary)
@@ -207,7 +207,7 @@ func crashServer(
     while true {
       let page = try await local.sync(SyncPush(cursor: cursor, events: []), token: again).get()
       for event in page.events {
-        if case .textSet(_, let text) = event.change { texts.append(text) }
+        if case .textSet(_, let text, _) = event.change { texts.append(text) }
       }
       cursor = page.cursor
       if !page.more { break }

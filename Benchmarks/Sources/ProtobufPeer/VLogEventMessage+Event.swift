@@ -22,7 +22,7 @@ extension VLogEventMessage {
     case .noteCreated(let id, let date):
       entity = Self.bytes(id.identifier)
       self.date = Self.milliseconds(date)
-    case .textSet(let id, let text):
+    case .textSet(let id, let text, _):
       entity = Self.bytes(id.identifier)
       self.text = text
     case .archivedSet(let id, let archived):

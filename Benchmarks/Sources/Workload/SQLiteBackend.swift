@@ -120,7 +120,7 @@ public final class SQLiteBackend: Backend {
           WHERE excluded.creationStamp < creationStamp
           """
       ).execute(arguments: [id(note), stamp, milliseconds(date), milliseconds(date)])
-    case .textSet(let note, let text): try set("text", text, of: note)
+    case .textSet(let note, let text, _): try set("text", text, of: note)
     case .archivedSet(let note, let archived): try set("archived", archived, of: note)
     case .sortDateSet(let note, let date): try set("sortDate", milliseconds(date), of: note)
     case .tagsSet(let note, let names):

@@ -233,7 +233,7 @@ extension Change {
   /// ``objectIDs`` without an array: the first and the second, if any.
   package var objects: (Identifier?, Identifier?) {
     switch self {
-    case .noteCreated(let id, _), .textSet(let id, _), .archivedSet(let id, _),
+    case .noteCreated(let id, _), .textSet(let id, _, _), .archivedSet(let id, _),
       .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
       .noteDeleted(let id):
       (id.identifier, nil)

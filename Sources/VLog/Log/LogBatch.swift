@@ -21,7 +21,9 @@
 ///    enters the retention queue with the replacing change's time, and once the retention
 ///    period has passed since then, it is redacted (``Event/Redaction/superseded``) if a newer
 ///    change still replaces it. Replacement is decided by stamps alone, so every replica
-///    decides the same for the same events.
+///    decides the same for the same events. A text change that names the texts it replaced
+///    replaces those alone: a text it does not name may be a conflict (``TextVersions``), and
+///    is never queued here; nor is a text that arrives older than the newest.
 ///
 /// In a transaction: the appends (each decided at once), then — at ``applyRetention(_:now:stored:facts:)``
 /// or ``finish(facts:)`` — the erasure the appended deletions call for, retention, the tags
@@ -169,8 +171,30 @@ package struct LogBatch: Sendable {
     }
     if let object = event.change.deletedObject { _ = try isDeleted(object, facts: &facts) }
     if tracksFields, let field = event.change.field, let note = event.change.noteID {
-      _ = try newestChange(to: FieldKey(note: note, field: field), facts: &facts)
+      let newest = try newestChange(to: FieldKey(note: note, field: field), facts: &facts)
+      if case .textSet(_, _, let base?) = event.change,
+        base.contains(where: { $0 < event.stamp && $0 != newest?.stamp })
+      {
+        _ = try textSequences(of: note, facts: &facts)
+      }
     }
+  }
+
+  /// The sequence numbers of a note's text changes, by stamp: where the texts a change names
+  /// are (all but the newest, which the field knows, are looked up only for a change that
+  /// resolves conflicts).
+  private mutating func textSequences(of note: NoteID, facts: inout some LogFacts) throws
+    -> [Stamp: UInt64]
+  {
+    let sequences = try self.sequences(of: [note.identifier], facts: &facts)[note.identifier] ?? []
+    try load(sequences, facts: &facts)
+    var texts: [Stamp: UInt64] = [:]
+    for sequence in sequences {
+      if let event = current(at: sequence), event.change.kind == .textSet {
+        texts[event.stamp] = sequence
+      }
+    }
+    return texts
   }
 
   /// Records a tag's deletion, if it is the latest (rule 2): erased later.
@@ -193,7 +217,25 @@ package struct LogBatch: Sendable {
     else { return }
     let key = FieldKey(note: note, field: field)
     let change = FieldChange(stamp: event.stamp, sequence: sequence)
-    guard let newest = try newestChange(to: key, facts: &facts) else {
+    let newest = try newestChange(to: key, facts: &facts)
+    if case .textSet(_, _, let base?) = event.change {
+      // It replaced what it names, and nothing else.
+      if newest.map({ event.stamp > $0.stamp }) ?? true { setNewest(change, of: key) }
+      let named = base.filter { $0 < event.stamp }
+      guard !named.isEmpty else { return }
+      var texts: [Stamp: UInt64] = [:]
+      if let newest { texts[newest.stamp] = newest.sequence }
+      if named.contains(where: { texts[$0] == nil }) {
+        texts.merge(try textSequences(of: note, facts: &facts)) { kept, _ in kept }
+      }
+      for stamp in named {
+        guard let replaced = texts[stamp] else { continue }
+        changes.replaced.append(
+          ReplacedChange(milliseconds: event.stamp.time.milliseconds, sequence: replaced))
+      }
+      return
+    }
+    guard let newest else {
       setNewest(change, of: key)
       return
     }
@@ -201,7 +243,7 @@ package struct LogBatch: Sendable {
       setNewest(change, of: key)
       changes.replaced.append(
         ReplacedChange(milliseconds: event.stamp.time.milliseconds, sequence: newest.sequence))
-    } else if !event.isRedacted {
+    } else if !event.isRedacted, event.change.kind != .textSet {
       changes.replaced.append(
         ReplacedChange(milliseconds: newest.stamp.time.milliseconds, sequence: sequence))
     }

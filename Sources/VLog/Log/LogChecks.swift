@@ -9,7 +9,10 @@
 /// 3. No event of a deleted object keeps its content.
 /// 4. Given a retention period and the time, no change replaced for longer than the period
 ///    keeps its values, unless it waits in the retention queue (the next commit redacts it:
-///    verifying writes nothing, so it does not do that work itself).
+///    verifying writes nothing, so it does not do that work itself). A text that is not its
+///    note's newest is replaced only if a text change names it or a newer one recorded no base
+///    (``TextVersions``): otherwise it is a conflict, which retention keeps. Those are decided
+///    at ``checkTotals(count:digest:recordedDigest:describe:)``, once every text change was seen.
 /// 5. The recorded event count and event-set digest are those of the entries.
 package struct LogChecks: Sendable {
   /// The faults found so far.
@@ -18,6 +21,11 @@ package struct LogChecks: Sendable {
   package private(set) var checked = 0
   private var expected: UInt64 = 1
   private let retention: (period: Duration?, now: UInt64)
+  /// Texts past the period that keep their values: faults if replaced (rule 4).
+  private var keptTexts: [(sequence: UInt64, stamp: Stamp, note: NoteID)] = []
+  /// The texts named by text changes, and each note's newest text change that named none.
+  private var namedTexts = Set<Stamp>()
+  private var textFloors: [NoteID: Stamp] = [:]
 
   /// Checks with a retention period (nil: none) at `now` (wall-clock milliseconds).
   package init(retention: (period: Duration?, now: UInt64) = (nil, 0)) {
@@ -90,17 +98,45 @@ package struct LogChecks: Sendable {
         VerificationFault(
           kind: .index, message: "event \(sequence) (\(event.stamp)) is not in the blob index"))
     }
-    if let period = retention.period, !event.isRedacted, let key = event.change.fieldKey,
+    guard let period = retention.period else { return }
+    if case .textSet(let note, _, let base) = event.change {
+      if let base {
+        for named in base where named < event.stamp { namedTexts.insert(named) }
+      } else if textFloors[note].map({ $0 < event.stamp }) ?? true {
+        textFloors[note] = event.stamp
+      }
+    }
+    if !event.isRedacted, let key = event.change.fieldKey,
       let replacement = try newestChange(key), replacement > event.stamp,
       LogBatch.isDue(replacement.time.milliseconds, retention: period, now: retention.now),
       try !isQueued(sequence)
     {
-      faults.append(
-        VerificationFault(
-          kind: .erasure,
-          message: "event \(sequence) (\(event.stamp) \(event.change.kind)) was replaced longer "
-            + "ago than the retention period and keeps its values, and nothing will redact it"))
+      if case .textSet(let note, _, _) = event.change {
+        keptTexts.append((sequence, event.stamp, note))
+      } else {
+        faults.append(Self.keptPastRetention(sequence, event.stamp, event.change.kind))
+      }
     }
+  }
+
+  private static func keptPastRetention(_ sequence: UInt64, _ stamp: Stamp, _ kind: EventKind)
+    -> VerificationFault
+  {
+    VerificationFault(
+      kind: .erasure,
+      message: "event \(sequence) (\(stamp) \(kind)) was replaced longer "
+        + "ago than the retention period and keeps its values, and nothing will redact it")
+  }
+
+  /// The texts kept past the period that a text change replaced: faults (rule 4).
+  private mutating func checkKeptTexts() {
+    for kept in keptTexts
+    where namedTexts.contains(kept.stamp)
+      || textFloors[kept.note].map({ kept.stamp < $0 }) ?? false
+    {
+      faults.append(Self.keptPastRetention(kept.sequence, kept.stamp, .textSet))
+    }
+    keptTexts.removeAll()
   }
 
   /// Checks the totals: the entries the storage counts another way (its id index, its head)
@@ -119,6 +155,7 @@ package struct LogChecks: Sendable {
       digest: (_ recorded: EventSetDigest, _ computed: EventSetDigest) -> String
     )
   ) {
+    checkKeptTexts()
     if count != UInt64(checked) {
       faults.append(VerificationFault(kind: .index, message: describe.count(count, checked)))
     }
