@@ -397,7 +397,8 @@ extension WriteSession {
         wallMilliseconds: now, in: transaction)
       current = try projector.note(target, in: transaction) ?? NoteRecord()
     }
-    try restoreText(text, conflicts: fields.contains(.text) ? snapshot.conflicts : nil,
+    try restoreText(
+      text, conflicts: fields.contains(.text) ? snapshot.conflicts : nil,
       of: target, current, wallMilliseconds: now, in: transaction)
     if fields.contains(.archived), current.archived != snapshot.archived {
       try resolve(.setArchived(target, snapshot.archived), wallMilliseconds: now, in: transaction)

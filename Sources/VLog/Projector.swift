@@ -117,7 +117,8 @@ struct Projector {
         try addAttachment(attachment, stamp: stamp, in: transaction)
       case .textSet(let id, _, let base):
         // Its text is gone, but what it replaced stays replaced.
-        try applyText(id, stamp: stamp, sequence: sequence, base: base, isRedacted: true, in: transaction)
+        try applyText(
+          id, stamp: stamp, sequence: sequence, base: base, isRedacted: true, in: transaction)
       case .unknown: unknownEvents += 1
       default: break
       }
@@ -133,7 +134,8 @@ struct Projector {
         return true
       }
     case .textSet(let id, _, let base):
-      try applyText(id, stamp: stamp, sequence: sequence, base: base, isRedacted: false, in: transaction)
+      try applyText(
+        id, stamp: stamp, sequence: sequence, base: base, isRedacted: false, in: transaction)
     case .archivedSet(let id, let archived):
       try updateNote(id, in: transaction) { record in
         guard replace(&record.archivedStamp, &record.archivedSequence) else { return false }
@@ -242,7 +244,8 @@ struct Projector {
     // Held: applied to this projection before, that is, earlier in the log (a rebuild replays
     // the log in order, so what comes later is not held yet).
     let texts = try record.texts.apply(
-      stamp: stamp, sequence: sequence, base: base, isRedacted: isRedacted
+      stamp: stamp, sequence: sequence, base: mergeRule == .lastWriterOnlyTexts ? nil : base,
+      isRedacted: isRedacted
     ) { named in
       try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
     }
@@ -566,12 +569,16 @@ enum MergeRule: Sendable {
   /// is lost, on every replica alike (so the replicas still converge), which the simulation's
   /// check that no add is lost must detect.
   case wholeAttachmentLists
+  /// A deliberately wrong rule for tests: every text change replaces every older text, as if
+  /// none recorded what it replaced — a text another device wrote meanwhile is lost, on every
+  /// replica alike, which the simulation's check that no text is lost must detect.
+  case lastWriterOnlyTexts
 
   /// Whether a change stamped `new` replaces a value stamped `old`.
   @inline(__always)
   func wins(_ new: Stamp, over old: Stamp) -> Bool {
     switch self {
-    case .stamps, .wholeAttachmentLists: new > old
+    case .stamps, .wholeAttachmentLists, .lastWriterOnlyTexts: new > old
     case .wallTimeOnly: new.time.milliseconds >= old.time.milliseconds
     }
   }

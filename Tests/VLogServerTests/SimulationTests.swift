@@ -77,9 +77,15 @@ struct SimulationOutcome: Equatable {
   /// Attachments a device does not show although the merge rule says it must, each with the
   /// device: an add lost.
   var lostAdds: [String] = []
+  /// Texts a device neither shows nor lists as a conflict although no change replaced them,
+  /// each with the device: a text lost.
+  var lostTexts: [String] = []
+  /// Each device's notes with conflicts, and their conflicting texts' stamps.
+  var conflicts: [String] = []
 
   var converged: Bool {
     Set(deviceDigests).count == 1 && Set(serverDigests).count == 1
+      && Set(conflicts).count <= 1
   }
 }
 
@@ -164,6 +170,9 @@ func simulate(
         let digests = try Digests(device.store)
         outcome.deviceDigests.append("\(digests.events) \(digests.state)")
         outcome.lostAdds += try lostAttachments(device.store).map { "d\(index) \($0)" }
+        let texts = try textCheck(device.store)
+        outcome.lostTexts += texts.lost.map { "d\(index) \($0)" }
+        outcome.conflicts.append(texts.conflicts)
         outcome.serverDigests.append(
           "\(await device.account.state.serverEventSetDigest ?? "none") \(digests.state)")
       }
@@ -202,6 +211,38 @@ func lostAttachments(_ store: NoteStore) throws -> [String] {
   return lost.sorted()
 }
 
+/// What a store's texts should be, worked out from its log alone (``TextVersions``' rule read
+/// off the whole set): every text that no text change names and no newer change without a
+/// base replaces must be shown or listed as a conflict of its visible note. Returns those that
+/// are not, and the store's conflicts (note: conflict stamps) to compare across devices.
+func textCheck(_ store: NoteStore) throws -> (lost: [String], conflicts: String) {
+  var named = Set<Stamp>()
+  var floors: [NoteID: Stamp] = [:]
+  var texts: [NoteID: [Stamp]] = [:]
+  for event in try store.events().map(\.event) {
+    guard case .textSet(let note, _, let base) = event.change else { continue }
+    if let base {
+      named.formUnion(base.filter { $0 < event.stamp })
+    } else if floors[note].map({ $0 < event.stamp }) ?? true {
+      floors[note] = event.stamp
+    }
+    if !event.isRedacted { texts[note, default: []].append(event.stamp) }
+  }
+  var lost: [String] = []
+  var conflicts: [String] = []
+  for (id, stamps) in texts.sorted(by: { $0.key < $1.key }) {
+    guard let note = try store.note(id) else { continue }
+    let kept = Set([note.stamps.text] + note.conflicts.map(\.stamp))
+    for stamp in stamps where !named.contains(stamp) && stamp >= (floors[id] ?? .zero) {
+      if !kept.contains(stamp) { lost.append("\(stamp) on \(id)") }
+    }
+    if !note.conflicts.isEmpty {
+      conflicts.append("\(id): \(note.conflicts.map(\.stamp.description).joined(separator: ","))")
+    }
+  }
+  return (lost.sorted(), conflicts.joined(separator: "; "))
+}
+
 @Suite("Simulation")
 struct SimulationTests {
   /// `VLOG_SIMULATION_SEEDS=N` runs N seeds instead of 200.
@@ -216,6 +257,7 @@ struct SimulationTests {
     let outcome = try await simulate(seed: seed, backend: backend)
     #expect(outcome.converged, "seed \(seed): \(outcome.deviceDigests) \(outcome.trace)")
     #expect(outcome.lostAdds.isEmpty, "seed \(seed): \(outcome.lostAdds)")
+    #expect(outcome.lostTexts.isEmpty, "seed \(seed): \(outcome.lostTexts)")
     #expect(outcome.trace.contains { $0.contains("sync pushed") })
   }
 
@@ -251,6 +293,22 @@ struct SimulationTests {
         seed: seed, backend: backend, mergeRule: .wholeAttachmentLists)
       if !outcome.lostAdds.isEmpty { lost += 1 }
     }
+    #expect(lost > 0)
+  }
+
+  @Test(
+    "The simulation catches a planted last-writer-only text merge (a text another device wrote meanwhile lost)",
+    arguments: Backend.allCases)
+  func catchesPlantedLastWriterTexts(backend: Backend) async throws {
+    var lost = 0
+    var conflicted = 0
+    for seed: UInt64 in 0..<20 {
+      if try await !simulate(seed: seed, backend: backend).conflicts[0].isEmpty { conflicted += 1 }
+      let outcome = try await simulate(
+        seed: seed, backend: backend, mergeRule: .lastWriterOnlyTexts)
+      if !outcome.lostTexts.isEmpty { lost += 1 }
+    }
+    #expect(conflicted > 0, "the simulation makes conflicts")
     #expect(lost > 0)
   }
 }

@@ -148,7 +148,11 @@ func makeRandomChanges(
     let value = generator.next()
     try store.write { changes in
       switch roll {
-      case 15..<45: changes.setText("text \(value % 10_000)", of: note)
+      case 15..<40: changes.setText("text \(value % 10_000)", of: note)
+      case 40..<45:
+        // Resolves the conflicts it shows, if any.
+        let conflicts = try store.note(note)?.conflicts.map(\.stamp) ?? []
+        changes.setText("merged \(value % 10_000)", of: note, resolving: conflicts)
       case 45..<55: changes.setArchived(value % 2 == 0, of: note)
       case 55..<63:
         changes.setSortDate(

@@ -21,7 +21,9 @@ struct EventCodecTests {
       note, text: "merged",
       replacing: [
         stamp,
-        Stamp(time: HybridTime(milliseconds: 5, counter: 1), replica: ReplicaID(Identifier(high: 7, low: 7))),
+        Stamp(
+          time: HybridTime(milliseconds: 5, counter: 1),
+          replica: ReplicaID(Identifier(high: 7, low: 7))),
       ]),
     .archivedSet(note, archived: true),
     .archivedSet(note, archived: false),
