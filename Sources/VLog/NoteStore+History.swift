@@ -6,6 +6,9 @@ public struct NoteHistoryEntry: Sendable, Hashable {
     case won
     /// A change with a newer stamp set the field.
     case lost
+    /// A text written without seeing the one the note shows, kept as one of its conflicts
+    /// (``Note/conflicts``) until a change resolves it.
+    case conflict
     /// The note was deleted, which dominates every change.
     case erasedByDelete
     /// It created the note, or deleted it, or concerns one of its attachments.
@@ -57,8 +60,14 @@ extension NoteStore {
         outcome = .recorded
       } else if isDeleted {
         outcome = .erasedByDelete
+      } else if winner == logged.event.stamp {
+        outcome = .won
+      } else if field == "text",
+        note?.conflicts.contains(where: { $0.stamp == logged.event.stamp }) == true
+      {
+        outcome = .conflict
       } else {
-        outcome = winner == logged.event.stamp ? .won : .lost
+        outcome = .lost
       }
       entries.append(NoteHistoryEntry(logged: logged, field: field, outcome: outcome))
     }

@@ -132,6 +132,28 @@ extension NoteStore {
     }
   }
 
+  /// The notes that have text conflicts (``Note/conflicts``: texts written on another device
+  /// without seeing the one the note shows), in id order, each whole: what an app lists as
+  /// needing attention.
+  ///
+  /// Reads every note's small text entry (its stamps, not its text), then the notes found.
+  public func notesWithConflicts() throws -> [Note] {
+    try read { transaction in
+      var ids: [NoteID] = []
+      try transaction.forEach(in: schema.noteTexts) { key, value in
+        let (shown, _, texts) = try NoteRecord.decodeText(value)
+        guard !texts.conflicts(showing: shown).isEmpty else { return }
+        ids.append(NoteID(try Identifier.ending(key, length: 16, in: "noteTexts")))
+      }
+      return try ids.compactMap { id in
+        guard let record = try noteRecord(id, in: transaction), record.isCreated else {
+          return nil
+        }
+        return try makeNote(id, record, in: transaction)
+      }
+    }
+  }
+
   /// An attachment's metadata, or nil if there is none, it was deleted, or its note was.
   public func attachment(_ id: AttachmentID) throws -> Attachment? {
     try read { transaction in try liveAttachment(id, in: transaction) }

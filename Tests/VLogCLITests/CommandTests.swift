@@ -47,6 +47,77 @@ struct CommandTests {
     }
   }
 
+  @Test(
+    "a text edited on two stores offline: note show and conflicts list it, set --resolve-all resolves it"
+  )
+  func textConflicts() async throws {
+    try await withTemporaryDirectory { root in
+      let clock = ManualClock()
+      func open(_ name: String, seed: UInt64) throws -> NoteStore {
+        try NoteStore.open(
+          at: "\(root)/\(name)",
+          options: NoteStore.Options(
+            durability: .noSync, dependencies: .testing(clock: clock, seed: seed)))
+      }
+      let phone = try open("phone", seed: 1)
+      let laptop = try open("laptop", seed: 2)
+      defer {
+        phone.close()
+        laptop.close()
+      }
+      func exchange() throws {
+        let fromPhone = try phone.events().map(\.event)
+        try phone.ingest(try laptop.events().map(\.event))
+        try laptop.ingest(fromPhone)
+      }
+      let added = try run(AddNote.self, ["Shopping: bread"], on: phone)
+      let id = try #require(NoteID(added.text.replacingOccurrences(of: "created ", with: "")))
+      try exchange()
+      clock.advance(by: 1)
+      _ = try run(SetText.self, [id.description, "Shopping: bread, milk"], on: phone)
+      clock.advance(by: 1)
+      _ = try run(SetText.self, [id.description, "Shopping: bread, eggs"], on: laptop)
+      #expect(try run(Conflicts.self, [], on: phone).text == "no conflicts")
+      try exchange()
+      let conflict = try #require(try phone.note(id)?.conflicts.first)
+      for store in [phone, laptop] {
+        let shown = try run(ShowNote.self, [id.description], on: store).text
+        #expect(shown.contains("Shopping: bread, eggs"))
+        #expect(shown.contains("1 conflicting text"))
+        #expect(shown.contains("conflict \(conflict.stamp.hex)"))
+        #expect(shown.contains("Shopping: bread, milk"))
+        let listed = try run(Conflicts.self, ["--json"], on: store)
+        let rows =
+          try JSONSerialization.jsonObject(with: Data(listed.jsonText().utf8)) as? [[String: Any]]
+        #expect(rows?.count == 1)
+        let conflicts = rows?.first?["conflicts"] as? [[String: Any]]
+        #expect(conflicts?.first?["id"] as? String == conflict.stamp.hex)
+        #expect(conflicts?.first?["text"] as? String == "Shopping: bread, milk")
+      }
+      // A conflict id the note does not have is refused and changes nothing.
+      let events = try laptop.events().count
+      #expect(throws: CLIError.self) {
+        try run(
+          SetText.self, [id.description, "x", "--resolve", String(repeating: "0", count: 48)],
+          on: laptop)
+      }
+      #expect(throws: (any Error).self) {
+        try run(SetText.self, [id.description, "x", "--resolve", "nope"], on: laptop)
+      }
+      #expect(try laptop.events().count == events)
+      clock.advance(by: 1)
+      _ = try run(
+        SetText.self, [id.description, "Shopping: bread, eggs, milk", "--resolve-all"], on: laptop)
+      try exchange()
+      for store in [phone, laptop] {
+        #expect(try run(Conflicts.self, [], on: store).text == "no conflicts")
+        #expect(try store.note(id)?.text == "Shopping: bread, eggs, milk")
+      }
+      let history = try run(History.self, [id.description], on: phone).text
+      #expect(history.contains("won text"))
+    }
+  }
+
   @Test("log lists every event with its kind, and filters by note and range")
   func log() async throws {
     try await withTemporaryStore { store in

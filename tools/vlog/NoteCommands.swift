@@ -27,15 +27,16 @@ struct NoteCommand: AsyncParsableCommand {
     commandName: "note",
     abstract: "Make user changes to notes.",
     subcommands: [
-      AddNote.self, SetText.self, Archive.self, Unarchive.self, TagNote.self, UntagNote.self,
-      RemoveNote.self,
+      AddNote.self, SetText.self, ShowNote.self, Archive.self, Unarchive.self, TagNote.self,
+      UntagNote.self, RemoveNote.self,
     ]
   )
 
   /// Without a subcommand, says which there are (exit status 2) instead of succeeding silently.
   func run() async throws {
     throw ValidationError(
-      "give a subcommand: add, set, archive, unarchive, tag, untag or rm (see 'vlog note --help')")
+      "give a subcommand: add, set, show, archive, unarchive, tag, untag or rm (see 'vlog note --help')"
+    )
   }
 }
 
@@ -54,6 +55,7 @@ struct NoteJSON: Encodable {
   let sortDate: String
   let tags: [String]
   let attachments: [String]
+  let conflicts: [ConflictJSON]
 
   init(_ note: Note) {
     id = note.id.description
@@ -63,7 +65,47 @@ struct NoteJSON: Encodable {
     sortDate = format(note.sortDate)
     tags = note.tags.map(\.name)
     attachments = note.attachments.map(\.id.description)
+    conflicts = note.conflicts.map(ConflictJSON.init)
   }
+}
+
+/// The JSON of a text conflict: the event id that names it (what `--resolve` takes), when it
+/// was written, and its text.
+struct ConflictJSON: Encodable {
+  let id: String
+  let time: String
+  let text: String
+
+  init(_ conflict: TextConflict) {
+    id = conflict.stamp.hex
+    time = conflict.stamp.time.description
+    text = conflict.text
+  }
+}
+
+/// A note as `vlog note show` prints it: its fields, then each conflicting text.
+func describe(_ note: Note) -> String {
+  var lines = [
+    "note \(note.id)",
+    "created    \(format(note.creationDate))",
+    "sort date  \(format(note.sortDate))\(note.isArchived ? " (archived)" : "")",
+    "tags       \(note.tags.isEmpty ? "none" : note.tags.map(\.name).joined(separator: ", "))",
+    "attached   \(note.attachments.count) attachment\(note.attachments.count == 1 ? "" : "s")",
+    "",
+    note.text,
+  ]
+  if !note.conflicts.isEmpty {
+    lines.append("")
+    lines.append(
+      "\(note.conflicts.count) conflicting text\(note.conflicts.count == 1 ? "" : "s"), written "
+        + "without seeing this one (keep one with vlog note set \(note.id) TEXT --resolve-all):")
+    for conflict in note.conflicts {
+      lines.append("")
+      lines.append("conflict \(conflict.stamp.hex) (\(conflict.stamp.time))")
+      lines.append(conflict.text)
+    }
+  }
+  return lines.joined(separator: "\n")
 }
 
 /// Makes one change to the note named by an id argument and prints the note.
@@ -119,13 +161,83 @@ struct AddNote: StoreCommand {
 
 struct SetText: StoreCommand {
   static let configuration = CommandConfiguration(
-    commandName: "set", abstract: "Set a note's text.")
+    commandName: "set", abstract: "Set a note's text, resolving its conflicts if asked.",
+    discussion: """
+      A text written on another device without seeing this one stays as a conflict (vlog note \
+      show lists them) until a change resolves it: --resolve ID for one (the id vlog note show \
+      prints), --resolve-all for every one.
+      """)
   @OptionGroup var options: StoreOptions
   @Argument(help: "The note's id (a UUID).") var id: NoteID
   @Argument(help: "The new text.") var text: String
+  @Option(name: .long, help: "A conflicting text this text resolves, by id (repeat for several).")
+  var resolve: [String] = []
+  @Flag(name: .long, help: "Resolve every conflicting text of the note.") var resolveAll = false
+
+  func validate() throws {
+    if resolveAll && !resolve.isEmpty {
+      throw ValidationError("give --resolve or --resolve-all, not both")
+    }
+    for id in resolve where Stamp(hex: id) == nil {
+      throw ValidationError("--resolve: '\(id)' is not a conflict's id (48 hexadecimal digits)")
+    }
+  }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    try changeNote(id, "updated", on: store) { $0.setText(text, of: $1) }
+    var resolving = resolve.compactMap { Stamp(hex: $0) }
+    if resolveAll || !resolving.isEmpty {
+      guard let note = try store.note(id) else {
+        if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
+        throw CLIError("there is no note \(id)")
+      }
+      let conflicts = Set(note.conflicts.map(\.stamp))
+      if let unknown = resolving.first(where: { !conflicts.contains($0) }) {
+        throw CLIError(
+          "note \(id) has no conflicting text \(unknown.hex); vlog note show \(id) lists them")
+      }
+      if resolveAll { resolving = note.conflicts.map(\.stamp) }
+    }
+    return try changeNote(id, "updated", on: store) {
+      $0.setText(text, of: $1, resolving: resolving)
+    }
+  }
+}
+
+/// `vlog note show`: a whole note, with its conflicting texts.
+struct ShowNote: StoreCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "show", abstract: "Show a whole note, with its conflicting texts.")
+  @OptionGroup var options: StoreOptions
+  @Argument(help: "The note's id (a UUID).") var id: NoteID
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    guard let note = try store.note(id) else {
+      if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
+      throw CLIError("there is no note \(id)")
+    }
+    return CommandOutput(text: describe(note), json: NoteJSON(note))
+  }
+}
+
+/// `vlog conflicts`: the notes with conflicting texts.
+struct Conflicts: StoreCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "List the notes whose text was edited on two devices without one seeing the other.",
+    discussion: """
+      Each such note shows its newest text and keeps the others as conflicts, the same on \
+      every device, until a change resolves them (vlog note set ID TEXT --resolve-all).
+      """)
+  @OptionGroup var options: StoreOptions
+
+  func execute(on store: NoteStore) throws -> CommandOutput {
+    let notes = try store.notesWithConflicts()
+    let text = table(
+      ["ID", "CONFLICTS", "TEXT"],
+      notes.map {
+        [$0.id.description, String($0.conflicts.count), String($0.truncatedText.prefix(60))]
+      })
+    return CommandOutput(
+      text: notes.isEmpty ? "no conflicts" : text, json: notes.map(NoteJSON.init))
   }
 }
 

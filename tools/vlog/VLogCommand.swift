@@ -20,7 +20,8 @@ struct VLogCommand: AsyncParsableCommand {
       """,
     version: VLogVersion.current,
     subcommands: [
-      Demo.self, NoteCommand.self, Notes.self, Tags.self, Log.self, History.self, Stats.self,
+      Demo.self, NoteCommand.self, Notes.self, Tags.self, Conflicts.self, Log.self, History.self,
+      Stats.self,
       Rebuild.self, Compact.self, Verify.self, Export.self, Import.self, Serve.self,
       AccountCommand.self,
       SyncCommand.self, Status.self, Erase.self,
