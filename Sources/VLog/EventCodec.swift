@@ -131,6 +131,14 @@ package enum EventCodec {
     writer.buffer.append(contentsOf: event.unknownFields)
   }
 
+  /// Field 16 alone, encoded: how a sync server hands what a text change replaced to a client
+  /// that does not know the field, as a field it keeps and forwards.
+  package static func encodedBase(_ base: [Stamp]) -> [UInt8] {
+    var writer = ProtobufWriter()
+    writeBase(base, into: &writer)
+    return writer.buffer
+  }
+
   /// Field 16: the stamps, present even when there are none (a text that replaced none).
   private static func writeBase(_ base: [Stamp], into writer: inout ProtobufWriter) {
     writer.tag(Field.base, .lengthDelimited)

@@ -159,8 +159,16 @@ extension SyncServer {
 
   // MARK: - Sync
 
+  /// The protocol version a request's client reads (its `VLog-Protocol` header).
+  private func wireProtocol(of request: Request) throws -> WireProtocol {
+    try checked { () throws(WireError) in
+      try WireProtocol(header: request.headers[.wireProtocol])
+    }
+  }
+
   func sync(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try await authenticate(request)
+    let version = try wireProtocol(of: request)
     // A body must say what it is: JSON or the binary encoding, as the document says.
     let contentType = request.headers[.contentType]
     guard let encoding = contentType.flatMap(SyncEncoding.init(contentType:)) else {
@@ -204,7 +212,7 @@ extension SyncServer {
     metrics.pagesServed.increment()
     metrics.eventsServed.increment(by: outcome.events.count)
     let page = SyncPage(
-      events: outcome.events, cursor: outcome.cursor, more: outcome.more,
+      events: outcome.events.map(version.form), cursor: outcome.cursor, more: outcome.more,
       serverTime: dependencies.now(), stored: outcome.stored,
       eventSetDigest: outcome.head.digest)
     switch SyncEncoding(accept: request.headers[.accept]) {
@@ -239,6 +247,7 @@ extension SyncServer {
 
   func fetch(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try await authenticate(request)
+    let version = try wireProtocol(of: request)
     let body = try await decode(FetchRequest.self, from: request)
     let maximum = configuration.maximumEventsPerPush
     let ids = try checked { () throws(WireError) in try body.validated(maximum: maximum) }
@@ -247,7 +256,7 @@ extension SyncServer {
     context.logger.info(
       "fetch",
       metadata: ["account": "\(account)", "asked": "\(ids.count)", "returned": "\(events.count)"])
-    return try json(FetchResponse(events: events), status: .ok)
+    return try json(FetchResponse(events: events.map(version.form)), status: .ok)
   }
 
   // MARK: - Blobs

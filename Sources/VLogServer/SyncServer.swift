@@ -568,6 +568,8 @@ extension ServerMiddleware {
 extension HTTPField.Name {
   /// `X-Request-ID`: the id under which a request is logged.
   static let requestID = HTTPField.Name("X-Request-ID")!
+  /// `VLog-Protocol`: the protocol version a client reads (``VLogWire/WireProtocol``).
+  static let wireProtocol = HTTPField.Name(WireProtocol.headerName)!
 }
 
 /// What ``SyncServer/verify()`` checked and found.

@@ -114,7 +114,8 @@ public struct APICaller: Sendable {
   public func send<Request: APIRequest>(_ request: Request, token: String?) async -> APIResult<
     Request.Value
   > {
-    var outgoing = TransportRequest(method: request.method, path: request.path)
+    var outgoing = TransportRequest(
+      method: request.method, path: request.path, headers: request.headers)
     if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
     if let accept = request.accept { outgoing.headers["accept"] = accept }
     if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }

@@ -18,6 +18,9 @@ public protocol APIRequest: Sendable {
   var contentType: String? { get }
   /// The `Accept` header: the media types the request can read, if it asks for any.
   var accept: String? { get }
+  /// Other header fields, by lowercase name: the protocol version, for requests answered with
+  /// events.
+  var headers: [String: String] { get }
   /// The encoded body.
   func body() throws -> [UInt8]
   /// Reads a successful (2xx) response body.
@@ -36,6 +39,8 @@ extension APIRequest {
   public var contentType: String? { "application/json" }
   /// None, the default.
   public var accept: String? { nil }
+  /// None, the default.
+  public var headers: [String: String] { [:] }
   /// The body's value.
   public func value(from response: TransportResponse) throws -> Value {
     try value(from: response.body)
@@ -203,6 +208,10 @@ public enum Endpoints {
     public var accept: String? {
       encoding == .json ? encoding.mediaType : "\(encoding.mediaType), application/json"
     }
+    /// The protocol version this client reads (``VLogWire/WireProtocol``).
+    public var headers: [String: String] {
+      [WireProtocol.headerName.lowercased(): WireProtocol.current.description]
+    }
     /// The sync request, encoded.
     public func body() throws -> [UInt8] {
       switch encoding {
@@ -258,6 +267,10 @@ public enum Endpoints {
     public var path: String { "/v1/sync/fetch" }
     /// Yes.
     public var requiresToken: Bool { true }
+    /// The protocol version this client reads (``VLogWire/WireProtocol``).
+    public var headers: [String: String] {
+      [WireProtocol.headerName.lowercased(): WireProtocol.current.description]
+    }
     /// The ids as JSON.
     public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(FetchRequest(ids: ids))) }
     /// The events the server holds, in the order asked, perhaps not all of them.

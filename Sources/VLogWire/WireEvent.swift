@@ -166,7 +166,15 @@ public struct WireEvent: Codable, Sendable, Hashable {
       unknownFields = Array(bytes)
     }
     if let redacted { return try redactedEvent(stamp: stamp, reason: redacted) }
-    return Event(stamp: stamp, change: try change(), unknownFields: unknownFields)
+    let event = Event(stamp: stamp, change: try change(), unknownFields: unknownFields)
+    guard !unknownFields.isEmpty else { return event }
+    // `extra` from an older client may hold a field this version knows (what a text change
+    // replaced, forwarded by a version 1 client): read the event as the log will.
+    do {
+      return try Event(encoded: event.encoded())
+    } catch {
+      throw WireError("extra", error.message)
+    }
   }
 
   /// A redacted event: the kind and its ids, nothing else.

@@ -92,11 +92,25 @@ struct API: Sendable {
     #expect(times.allSatisfy { $0.hasSuffix("000+00:00") }, "\(times.prefix(3))")
     let other = try await anonymous.signIn(body: .json(credentials)).ok.body.json
     let pulled = try await client(token: other.token)
-      .sync(body: .json(.init(cursor: 0, events: []))).ok.body.json
+      .sync(headers: .init(vLogProtocol: "2"), body: .json(.init(cursor: 0, events: [])))
+      .ok.body.json
     #expect(!pulled.more && pulled.cursor == events.count)
     #expect(pulled.eventSetDigest == pushed.eventSetDigest)
     #expect(abs(pulled.serverTime.timeIntervalSince(clock.now)) < 1)
     try Self.expectPulled(pulled.events, pushed: events)
+    // A client of version 1 (no header) gets what a text change replaced as a field it does
+    // not know, in `extra`; a malformed version is refused.
+    let older = try await client(token: other.token)
+      .sync(body: .json(.init(cursor: 0, events: []))).ok.body.json
+    let edits = older.events.compactMap { event -> Components.Schemas.TextSetEvent? in
+      if case .textSet(let edit) = event { edit } else { nil }
+    }
+    #expect(edits.count == 2 && edits.allSatisfy { $0.replaces == nil })
+    #expect(edits.filter { $0.extra != nil }.count == 1)
+    let refused = try await client(token: other.token)
+      .sync(headers: .init(vLogProtocol: "two"), body: .json(.init(cursor: 0, events: [])))
+      .badRequest.body.json
+    #expect(refused.code == .invalidField && refused.message.contains("VLog-Protocol"))
 
     // A blob: uploaded, uploaded again, read back, its length, and a wrong one refused.
     let bytes: [UInt8] = Array("the bytes of an attachment".utf8)

@@ -743,7 +743,7 @@ struct ServerTests {
       (#"{\#(head),"kind":"tagDeleted","name":"Paris"}"#, true),
       (#"{\#(head),"kind":"tagDeleted"}"#, false),
       (#"{\#(head),"kind":"tagDeleted","name":"paris","redacted":"deleted"}"#, false),
-      (#"{\#(head),"kind":"unknown","kindNumber":42,"extra":"AAE="}"#, true),
+      (#"{\#(head),"kind":"unknown","kindNumber":42,"extra":"oAYB"}"#, true),
       (#"{\#(head),"kind":"unknown","kindNumber":3}"#, false),
       (#"{\#(head),"kind":"sideways",\#(note)}"#, false),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted"}"#, true),

@@ -107,6 +107,14 @@ struct WireEventTests {
         #""kind":"noteDeleted","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","extra":"%%%""#,
         "extra: not base64"
       ),
+      (
+        #""kind":"noteDeleted","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","extra":"AAE=""#,
+        "extra: invalid field number 0"
+      ),
+      (
+        #""kind":"textSet","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","text":"a","replaces":["zz"]"#,
+        "replaces[0]: 'zz' is not an event id"
+      ),
     ])
   func refused(fields: String, expected: String) throws {
     let json =

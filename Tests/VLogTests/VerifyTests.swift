@@ -147,7 +147,8 @@ struct VerifyTests {
 
       let history = try a.store.history(of: id)
       let texts = history.filter { $0.field == "text" }
-      #expect(texts.map(\.outcome) == [.lost, .lost, .won])
+      // A's text, written without seeing B's, is kept as the note's conflict.
+      #expect(texts.map(\.outcome) == [.lost, .conflict, .won])
       #expect(texts.last?.logged.event.stamp.replica == b.store.replicaID)
       let archived = history.first { $0.field == "archived" }
       #expect(archived?.outcome == .won)
