@@ -142,7 +142,7 @@ extension NoteStore {
       var ids: [NoteID] = []
       try transaction.forEach(in: schema.noteTexts) { key, value in
         let (shown, _, texts) = try NoteRecord.decodeText(value)
-        guard !texts.conflicts(showing: shown).isEmpty else { return }
+        guard texts.hasConflicts(showing: shown) else { return }
         ids.append(NoteID(try Identifier.ending(key, length: 16, in: "noteTexts")))
       }
       return try ids.compactMap { id in

@@ -243,16 +243,19 @@ struct Projector {
     let log = schema.eventLog
     // Held: applied to this projection before, that is, earlier in the log (a rebuild replays
     // the log in order, so what comes later is not held yet).
-    let texts = try record.texts.apply(
+    let tracks = tracksReplacements
+    var replacedCount = 0
+    try record.texts.apply(
       stamp: stamp, sequence: sequence, base: mergeRule == .lastWriterOnlyTexts ? nil : base,
-      isRedacted: isRedacted
-    ) { named in
-      try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
-    }
-    if tracksReplacements {
-      replaced.append(contentsOf: texts.map { ($0.milliseconds, $0.sequence) })
-    }
-    var changed = !texts.isEmpty || record.texts != entry.current?.texts
+      isRedacted: isRedacted,
+      isHeld: { named in
+        try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
+      },
+      report: { text in
+        replacedCount += 1
+        if tracks { replaced.append((text.milliseconds, text.sequence)) }
+      })
+    var changed = replacedCount > 0 || record.texts != entry.current?.texts
     if !isRedacted, mergeRule.wins(stamp, over: record.textStamp) {
       record.textStamp = stamp
       record.textSequence = sequence

@@ -214,10 +214,9 @@ struct NoteRecord: Equatable, Sendable {
     var reader = ProtobufReader(bytes)
     let stamp = try reader.stamp()
     let sequence = try reader.varint()
-    var current: [TextVersions.Version] = []
-    if stamp != .zero { current.append(TextVersions.Version(stamp: stamp, sequence: sequence)) }
+    var others: [TextVersions.Version] = []
     for _ in 0..<(try reader.count(minimumBytesEach: Stamp.byteCount + 1)) {
-      current.append(
+      others.append(
         TextVersions.Version(stamp: try reader.stamp(), sequence: try reader.varint()))
     }
     var awaited: [Stamp: UInt64] = [:]
@@ -236,7 +235,11 @@ struct NoteRecord: Equatable, Sendable {
       throw VLogError(
         .corruptStore, "a note record's text part has \(bytes.count - reader.offset) extra bytes")
     }
-    return (stamp, sequence, TextVersions(current: current, awaited: awaited, floor: floor))
+    let shown = stamp == .zero ? nil : TextVersions.Version(stamp: stamp, sequence: sequence)
+    return (
+      stamp, sequence,
+      TextVersions(shown: shown, others: others, awaited: awaited, floor: floor)
+    )
   }
 }
 

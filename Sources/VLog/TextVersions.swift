@@ -43,8 +43,10 @@ package struct TextVersions: Sendable, Hashable {
     package var sequence: UInt64
   }
 
-  /// The current texts, oldest first.
-  package private(set) var current: [Version] = []
+  /// The newest current text, and the older ones, oldest first: a note with one text keeps no
+  /// array (none is allocated when its record is read or written).
+  private var newest: Version?
+  private var older: [Version] = []
   /// Texts named by applied changes that have not been applied themselves, with the earliest
   /// time (ms) a change named each.
   package private(set) var awaited: [Stamp: UInt64] = [:]
@@ -56,9 +58,64 @@ package struct TextVersions: Sendable, Hashable {
 
   /// Texts as a record keeps them.
   package init(current: [Version], awaited: [Stamp: UInt64], floor: Stamp) {
-    self.current = current.sorted { $0.stamp < $1.stamp }
+    let sorted = current.sorted { $0.stamp < $1.stamp }
+    newest = sorted.last
+    older = Array(sorted.dropLast())
     self.awaited = awaited
     self.floor = floor
+  }
+
+  /// Texts as a record keeps them: the one its note shows (the newest current text) apart.
+  package init(shown: Version?, others: [Version], awaited: [Stamp: UInt64], floor: Stamp) {
+    if let shown, others.allSatisfy({ $0.stamp < shown.stamp }) {
+      newest = shown
+      older = others.isEmpty ? [] : others.sorted { $0.stamp < $1.stamp }
+    } else {
+      let sorted = ((shown.map { [$0] } ?? []) + others).sorted { $0.stamp < $1.stamp }
+      newest = sorted.last
+      older = Array(sorted.dropLast())
+    }
+    self.awaited = awaited
+    self.floor = floor
+  }
+
+  /// The current texts, oldest first.
+  package var current: [Version] { newest.map { older + [$0] } ?? [] }
+
+  private func isCurrent(_ stamp: Stamp) -> Bool {
+    newest?.stamp == stamp || older.contains { $0.stamp == stamp }
+  }
+
+  /// Removes a current text.
+  private mutating func remove(_ stamp: Stamp) -> Version? {
+    if let index = older.firstIndex(where: { $0.stamp == stamp }) {
+      return older.remove(at: index)
+    }
+    guard let newest, newest.stamp == stamp else { return nil }
+    self.newest = older.popLast()
+    return newest
+  }
+
+  private mutating func insert(_ version: Version) {
+    guard let newest else {
+      newest = version
+      return
+    }
+    if newest.stamp < version.stamp {
+      older.append(newest)
+      self.newest = version
+    } else {
+      let index = older.firstIndex { $0.stamp > version.stamp } ?? older.endIndex
+      older.insert(version, at: index)
+    }
+  }
+
+  /// Removes every current text older than `stamp`, reporting each.
+  private mutating func removeAll(olderThan stamp: Stamp, report: (Version) -> Void) {
+    while let first = older.first ?? newest, first.stamp < stamp {
+      _ = remove(first.stamp)
+      report(first)
+    }
   }
 
   /// Applies a text change.
@@ -71,48 +128,47 @@ package struct TextVersions: Sendable, Hashable {
   ///   - isRedacted: Whether its text was erased: it is then never current (rule 3).
   ///   - isHeld: Whether the log holds the change with this stamp: a named text that is not
   ///     current and not held is awaited.
-  /// - Returns: The texts this change replaced, and the change itself if it arrived replaced
-  ///   (rule 4).
+  ///   - report: Called with each text this change replaced, and with the change itself if it
+  ///     arrived replaced (rule 4).
   package mutating func apply(
     stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
-    isHeld: (Stamp) throws -> Bool
-  ) rethrows -> [Replaced] {
-    guard !current.contains(where: { $0.stamp == stamp }) else { return [] }
-    var replaced: [Replaced] = []
+    isHeld: (Stamp) throws -> Bool, report: (Replaced) -> Void
+  ) rethrows {
+    guard !isCurrent(stamp) else { return }
     let time = stamp.time.milliseconds
     if let base {
       for named in base where named < stamp {
-        if let index = current.firstIndex(where: { $0.stamp == named }) {
-          replaced.append(Replaced(milliseconds: time, sequence: current[index].sequence))
-          current.remove(at: index)
+        if let version = remove(named) {
+          report(Replaced(milliseconds: time, sequence: version.sequence))
         } else if named >= floor, try !isHeld(named) {
           awaited[named] = min(awaited[named] ?? .max, time)
         }
       }
     } else if stamp > floor {
       floor = stamp
-      for version in current where version.stamp < stamp {
-        replaced.append(Replaced(milliseconds: time, sequence: version.sequence))
-      }
-      current.removeAll { $0.stamp < stamp }
-      awaited = awaited.filter { $0.key >= stamp }
+      removeAll(olderThan: stamp) { report(Replaced(milliseconds: time, sequence: $0.sequence)) }
+      if !awaited.isEmpty { awaited = awaited.filter { $0.key >= stamp } }
     }
-    if let namedAt = awaited.removeValue(forKey: stamp) {
-      if !isRedacted { replaced.append(Replaced(milliseconds: namedAt, sequence: sequence)) }
+    if !awaited.isEmpty, let namedAt = awaited.removeValue(forKey: stamp) {
+      if !isRedacted { report(Replaced(milliseconds: namedAt, sequence: sequence)) }
     } else if stamp < floor {
       if !isRedacted {
-        replaced.append(Replaced(milliseconds: floor.time.milliseconds, sequence: sequence))
+        report(Replaced(milliseconds: floor.time.milliseconds, sequence: sequence))
       }
     } else if !isRedacted {
-      let index = current.firstIndex { $0.stamp > stamp } ?? current.endIndex
-      current.insert(Version(stamp: stamp, sequence: sequence), at: index)
+      insert(Version(stamp: stamp, sequence: sequence))
     }
-    return replaced
   }
 
   /// The current texts but the one a note shows (its newest text), oldest first: the note's
   /// conflicts.
   package func conflicts(showing shown: Stamp) -> [Version] {
-    current.filter { $0.stamp != shown }
+    if older.isEmpty { return newest.map { $0.stamp == shown ? [] : [$0] } ?? [] }
+    return current.filter { $0.stamp != shown }
+  }
+
+  /// Whether the note has current texts other than the one it shows.
+  package func hasConflicts(showing shown: Stamp) -> Bool {
+    !older.isEmpty || (newest.map { $0.stamp != shown } ?? false)
   }
 }

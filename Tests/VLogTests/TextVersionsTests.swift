@@ -68,12 +68,27 @@ private struct TextHistory {
     var held = Set<Stamp>()
     var replaced: [TextVersions.Replaced] = []
     for change in changes {
-      replaced += versions.apply(
+      versions.apply(
         stamp: change.stamp, sequence: change.sequence, base: change.base,
-        isRedacted: redacting.contains(change.stamp), isHeld: { held.contains($0) })
+        isRedacted: redacting.contains(change.stamp), isHeld: { held.contains($0) },
+        report: { replaced.append($0) })
       held.insert(change.stamp)
     }
     return (versions, replaced)
+  }
+}
+
+extension TextVersions {
+  /// Applies a change and returns what it reported replaced.
+  fileprivate mutating func apply(
+    stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
+    isHeld: (Stamp) -> Bool
+  ) -> [Replaced] {
+    var replaced: [Replaced] = []
+    apply(
+      stamp: stamp, sequence: sequence, base: base, isRedacted: isRedacted, isHeld: isHeld,
+      report: { replaced.append($0) })
+    return replaced
   }
 }
 
