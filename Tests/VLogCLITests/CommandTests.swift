@@ -334,6 +334,13 @@ struct DemoTests {
         ))
       #expect(report.contains("A sync server listens on http://127.0.0.1:"))
       #expect(report.contains("groceries: deleted (deletes are final)"))
+      // The trip's text, edited on both offline: the phone's shown, the laptop's kept, then
+      // merged by the phone.
+      #expect(
+        report.contains(
+          "kept as a conflict, written without seeing it: \"Paris trip: book the train and the Louvre\""
+        ) || report.contains("kept as a conflict, written without seeing it: \"Paris trip: book the train, pack light\""))
+      #expect(report.contains("with 0 conflicts"))
       #expect(report.contains("  text      phone at "))
       #expect(report.contains("  archived  laptop at "))
     }

@@ -78,15 +78,18 @@ struct Demo: AsyncParsableCommand {
     try await laptop.write { changes in
       changes.setArchived(true, of: trip)
       changes.setTags(["Travel", "Paris", "Summer"], of: trip)
+      changes.setText("Paris trip: book the train, pack light", of: trip)
       changes.setText("Groceries: bread, milk", of: groceries)
     }
-    say("  laptop: archives the trip, tags it 'Paris' and 'Summer', edits the groceries")
+    say(
+      "  laptop: archives the trip, tags it 'Paris' and 'Summer', edits the trip's text too, "
+        + "edits the groceries")
     try await phone.write { $0.deleteNote(groceries) }
     say("  phone:  deletes the groceries note")
     say()
     let laptopSync = try await laptopAccount.sync()
     let phoneSync = try await phoneAccount.sync()
-    let laptopAgain = try await laptopAccount.sync()
+    var laptopAgain = try await laptopAccount.sync()
     say(
       "They come back online and sync through the server: the laptop pushes "
         + "\(laptopSync.pushed) events, the phone pushes \(phoneSync.pushed) and pulls "
@@ -100,11 +103,27 @@ struct Demo: AsyncParsableCommand {
         say(
           "    archived: \(note.isArchived); tags: \(note.tags.map(\.name).joined(separator: ", "))"
         )
+        for conflict in note.conflicts {
+          say("    kept as a conflict, written without seeing it: \"\(conflict.text)\"")
+        }
       }
       say(
         "  groceries: \(try store.note(groceries) == nil ? "deleted (deletes are final)" : "present")"
       )
     }
+    say()
+    // The phone's user merges the two texts, which resolves the conflict everywhere.
+    let conflicts = try phone.note(trip)?.conflicts.map(\.stamp) ?? []
+    try await phone.write {
+      $0.setText(
+        "Paris trip: book the train and the Louvre, pack light", of: trip, resolving: conflicts)
+    }
+    _ = try await phoneAccount.sync()
+    laptopAgain = try await laptopAccount.sync()
+    let merged = try laptop.note(trip)
+    say(
+      "The phone merges the two texts and syncs; the laptop now shows \"\(merged?.text ?? "")\" "
+        + "with \(merged?.conflicts.count ?? 0) conflicts.")
     say()
     say("Which change won each field of the trip (newest stamp per field):")
     let replicaNames = [phone.replicaID: "phone", laptop.replicaID: "laptop"]

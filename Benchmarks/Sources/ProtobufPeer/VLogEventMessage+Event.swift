@@ -22,9 +22,17 @@ extension VLogEventMessage {
     case .noteCreated(let id, let date):
       entity = Self.bytes(id.identifier)
       self.date = Self.milliseconds(date)
-    case .textSet(let id, let text, _):
+    case .textSet(let id, let text, let base):
       entity = Self.bytes(id.identifier)
       self.text = text
+      if let base {
+        var all = Data(capacity: base.count * 24)
+        for stamp in base {
+          withUnsafeBytes(of: stamp.time.rawValue.bigEndian) { all.append(contentsOf: $0) }
+          all.append(Self.bytes(stamp.replica.identifier))
+        }
+        replaced = all
+      }
     case .archivedSet(let id, let archived):
       entity = Self.bytes(id.identifier)
       flag = archived ? 1 : 0
@@ -67,7 +75,28 @@ extension VLogEventMessage {
     case .noteCreated:
       change = .noteCreated(NoteID(try Self.identifier(entity)), creationDate: Self.date(date))
     case .textSet:
-      change = .textSet(NoteID(try Self.identifier(entity)), text: text)
+      var base: [Stamp]?
+      if hasReplaced {
+        guard replaced.count % 24 == 0, replaced.count / 24 <= Limits.replacedTexts else {
+          throw MessageError("replaced texts")
+        }
+        base = replaced.withUnsafeBytes { bytes in
+          (0..<bytes.count / 24).map { index in
+            Stamp(
+              time: HybridTime(
+                rawValue: UInt64(
+                  bigEndian: bytes.loadUnaligned(fromByteOffset: index * 24, as: UInt64.self))),
+              replica: ReplicaID(
+                Identifier(
+                  high: UInt64(
+                    bigEndian: bytes.loadUnaligned(fromByteOffset: index * 24 + 8, as: UInt64.self)),
+                  low: UInt64(
+                    bigEndian: bytes.loadUnaligned(
+                      fromByteOffset: index * 24 + 16, as: UInt64.self)))))
+          }
+        }
+      }
+      change = .textSet(NoteID(try Self.identifier(entity)), text: text, replacing: base)
     case .archivedSet:
       guard flag <= 1 else { throw MessageError("archived is \(flag)") }
       change = .archivedSet(NoteID(try Self.identifier(entity)), archived: flag == 1)

@@ -72,16 +72,28 @@ public nonisolated struct VLogEventMessage: Sendable {
 
   public var byteCount: UInt64 = 0
 
+  /// the stamps of the texts a text change replaced, 24 bytes each
+  public var replaced: Data {
+    get {_replaced ?? Data()}
+    set {_replaced = newValue}
+  }
+  /// Returns true if `replaced` has been explicitly set.
+  public var hasReplaced: Bool {self._replaced != nil}
+  /// Clears the value of `replaced`. Subsequent reads from it will return its default value.
+  public mutating func clearReplaced() {self._replaced = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _replaced: Data? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 nonisolated extension VLogEventMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = "VLogEventMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}time\0\u{1}replica\0\u{1}kind\0\u{1}entity\0\u{1}text\0\u{1}flag\0\u{1}date\0\u{1}names\0\u{1}ids\0\u{1}owner\0\u{1}width\0\u{1}height\0\u{1}hash\0\u{3}byte_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}time\0\u{1}replica\0\u{1}kind\0\u{1}entity\0\u{1}text\0\u{1}flag\0\u{1}date\0\u{1}names\0\u{1}ids\0\u{1}owner\0\u{1}width\0\u{1}height\0\u{1}hash\0\u{3}byte_count\0\u{2}\u{2}replaced\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -103,12 +115,17 @@ nonisolated extension VLogEventMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 12: try { try decoder.decodeSingularUInt64Field(value: &self.height) }()
       case 13: try { try decoder.decodeSingularBytesField(value: &self.hash) }()
       case 14: try { try decoder.decodeSingularUInt64Field(value: &self.byteCount) }()
+      case 16: try { try decoder.decodeSingularBytesField(value: &self._replaced) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.time != 0 {
       try visitor.visitSingularFixed64Field(value: self.time, fieldNumber: 1)
     }
@@ -151,6 +168,9 @@ nonisolated extension VLogEventMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.byteCount != 0 {
       try visitor.visitSingularUInt64Field(value: self.byteCount, fieldNumber: 14)
     }
+    try { if let v = self._replaced {
+      try visitor.visitSingularBytesField(value: v, fieldNumber: 16)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -169,6 +189,7 @@ nonisolated extension VLogEventMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.height != rhs.height {return false}
     if lhs.hash != rhs.hash {return false}
     if lhs.byteCount != rhs.byteCount {return false}
+    if lhs._replaced != rhs._replaced {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -131,6 +131,9 @@ public struct Workload: Sendable {
     let replica = ReplicaID(Identifier(high: 0xFEED, low: seed))
     let start = UInt64(milliseconds(now)) + 3_600_000
     let texts = Self.texts(using: &random)
+    // Each edit names the one before it on its note; the first names none it knows (as from a
+    // device of an older version), so the remote edits replace the local texts.
+    var previous: [NoteID: Stamp] = [:]
     return (0..<count).map { index in
       let stamp = Stamp(
         time: HybridTime(milliseconds: start + UInt64(index / 100), counter: UInt16(index % 100)),
@@ -141,7 +144,10 @@ public struct Workload: Sendable {
       case 0: change = .setArchived(note, random.next() % 2 == 0)
       case 1: change = .sortDateSet(note, sortDate: date(milliseconds: 1_750_000_000_000))
       case 2: change = .tagsSet(note, tags: [tagNames[Int(random.next() % 5)]])
-      default: change = .textSet(note, text: texts[Int(random.next() % UInt64(texts.count))])
+      default:
+        let replaced = previous.updateValue(stamp, forKey: note).map { [$0] }
+        change = .textSet(
+          note, text: texts[Int(random.next() % UInt64(texts.count))], replacing: replaced)
       }
       return Event(stamp: stamp, change: change)
     }
@@ -161,6 +167,8 @@ public struct EventMaker {
   public let replica: ReplicaID
   private var latest = HybridTime.zero
   private var nextAttachment: UInt64 = 0
+  /// Each note's text, by stamp: what VLog's next text change names as replaced.
+  private var texts: [Int: Stamp] = [:]
 
   /// Creates a value.
   public init(replica: ReplicaID) { self.replica = replica }
@@ -168,6 +176,13 @@ public struct EventMaker {
   /// The id of the `index`th note.
   public static func noteID(_ index: Int) -> NoteID {
     NoteID(Identifier(high: 0x5EED_0000_0000_0001, low: UInt64(index)))
+  }
+
+  /// A text change naming the note's text before it, as VLog's does.
+  private mutating func text(_ note: Int, _ text: String) -> Event {
+    let stamp = stamp()
+    let replaced = texts.updateValue(stamp, forKey: note).map { [$0] } ?? []
+    return Event(stamp: stamp, change: .textSet(Self.noteID(note), text: text, replacing: replaced))
   }
 
   private mutating func stamp() -> Stamp {
@@ -191,11 +206,11 @@ public struct EventMaker {
           Event(
             stamp: stamp(),
             change: .noteCreated(id, creationDate: date(milliseconds: Int64(latest.milliseconds)))),
-          Event(stamp: stamp(), change: .textSet(id, text: text)),
+          self.text(note, text),
         ], nil
       )
     case .setText(let note, let text):
-      return ([Event(stamp: stamp(), change: .textSet(Self.noteID(note), text: text))], nil)
+      return ([self.text(note, text)], nil)
     case .setArchived(let note, let archived):
       return (
         [Event(stamp: stamp(), change: .archivedSet(Self.noteID(note), archived: archived))], nil
