@@ -53,7 +53,7 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
   /// - Returns: nil if the kind cannot be redacted or an id it needs is missing.
   package static func redacted(
     stamp: Stamp, kind: EventKind, note: NoteID?, attachment: AttachmentID?,
-    replacing base: [Stamp]? = nil, reason: Redaction
+    replacing base: ReplacedTexts? = nil, reason: Redaction
   ) -> Event? {
     let change: Change
     switch (kind, note, attachment) {
@@ -174,7 +174,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   ///
   /// The note shows its newest text; its other texts that no change replaced are its
   /// conflicts (``Note/conflicts``).
-  case textSet(NoteID, text: String, replacing: [Stamp]? = nil)
+  case textSet(NoteID, text: String, replacing: ReplacedTexts? = nil)
   /// A note was archived or brought back to the timeline.
   case archivedSet(NoteID, archived: Bool)
   /// A note's sort date was set.
@@ -248,7 +248,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
 
   /// The base of a text change as descriptions end with it: ` replacing [stamp, …]`, or
   /// nothing for a change that recorded none.
-  static func describe(_ base: [Stamp]?) -> String {
+  static func describe(_ base: ReplacedTexts?) -> String {
     guard let base else { return "" }
     return " replacing [\(base.map(\.description).joined(separator: ", "))]"
   }

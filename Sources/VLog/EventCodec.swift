@@ -63,7 +63,11 @@ package enum EventCodec {
 
   package static func encode(_ event: Event) -> [UInt8] {
     var writer = ProtobufWriter()
-    writer.buffer.reserveCapacity(64 + event.unknownFields.count)
+    var size = 64 + event.unknownFields.count
+    if case .textSet(_, let text, let base) = event.change {
+      size += text.utf8.count + 3 + (base?.count ?? 0) * Stamp.byteCount
+    }
+    writer.buffer.reserveCapacity(size)
     encode(event, into: &writer)
     return writer.buffer
   }
@@ -133,14 +137,14 @@ package enum EventCodec {
 
   /// Field 16 alone, encoded: how a sync server hands what a text change replaced to a client
   /// that does not know the field, as a field it keeps and forwards.
-  package static func encodedBase(_ base: [Stamp]) -> [UInt8] {
+  package static func encodedBase(_ base: ReplacedTexts) -> [UInt8] {
     var writer = ProtobufWriter()
     writeBase(base, into: &writer)
     return writer.buffer
   }
 
   /// Field 16: the stamps, present even when there are none (a text that replaced none).
-  private static func writeBase(_ base: [Stamp], into writer: inout ProtobufWriter) {
+  private static func writeBase(_ base: ReplacedTexts, into writer: inout ProtobufWriter) {
     writer.tag(Field.base, .lengthDelimited)
     writer.rawVarint(UInt64(base.count * Stamp.byteCount))
     for stamp in base { stamp.append(to: &writer.buffer) }
@@ -233,7 +237,7 @@ package enum EventCodec {
     var hash: [UInt8]?
     var byteCount: UInt64?
     var redaction: UInt64?
-    var base: [Stamp]?
+    var base: ReplacedTexts?
     /// Whether a `textSet` event's text is skipped rather than decoded.
     var skipsText = false
     /// Fields with numbers this version does not know, verbatim.
@@ -329,7 +333,7 @@ package enum EventCodec {
             .malformedEvent,
             "replaced texts: \(count) stamps, at most \(Limits.replacedTexts)")
         }
-        base = (0..<count).map { Stamp(bytes: bytes, at: $0 * Stamp.byteCount) }
+        base = ReplacedTexts((0..<count).lazy.map { Stamp(bytes: bytes, at: $0 * Stamp.byteCount) })
       default:
         try reader.skip(wireType)
         unknown.append(contentsOf: reader.bytes(from: fieldStart))

@@ -477,7 +477,8 @@ extension WriteSession {
           .textSet(target, text: conflict, replacing: base), wallMilliseconds: now,
           in: transaction)
       }
-      let resolving = base + resolved.prefix(Limits.replacedTexts - base.count)
+      let resolving = current.replacedTexts(
+        resolving: Array(resolved.prefix(Limits.replacedTexts - base.count)))
       try record(
         .textSet(target, text: text ?? shown, replacing: resolving), wallMilliseconds: now,
         in: transaction)

@@ -234,7 +234,7 @@ struct Projector {
   /// change replaced (``TextVersions``); the texts it reports replaced enter the retention
   /// queue, and no current text does.
   private mutating func applyText(
-    _ id: NoteID, stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
+    _ id: NoteID, stamp: Stamp, sequence: UInt64, base: ReplacedTexts?, isRedacted: Bool,
     in transaction: borrowing WriteTransaction
   ) throws {
     let entry = try entry(for: id, in: transaction)

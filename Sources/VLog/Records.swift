@@ -118,8 +118,8 @@ struct NoteRecord: Equatable, Sendable {
 
   /// What a text change made on this record replaces: the text it shows (if any), then the
   /// conflicts named, each once.
-  func replacedTexts(resolving conflicts: [Stamp]) -> [Stamp] {
-    var base: [Stamp] = textStamp == .zero ? [] : [textStamp]
+  func replacedTexts(resolving conflicts: [Stamp]) -> ReplacedTexts {
+    var base = textStamp == .zero ? ReplacedTexts() : ReplacedTexts(textStamp)
     for stamp in conflicts where !base.contains(stamp) { base.append(stamp) }
     return base
   }

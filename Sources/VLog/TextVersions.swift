@@ -131,7 +131,7 @@ package struct TextVersions: Sendable, Hashable {
   ///   - report: Called with each text this change replaced, and with the change itself if it
   ///     arrived replaced (rule 4).
   package mutating func apply(
-    stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
+    stamp: Stamp, sequence: UInt64, base: ReplacedTexts?, isRedacted: Bool,
     isHeld: (Stamp) throws -> Bool, report: (Replaced) -> Void
   ) rethrows {
     guard !isCurrent(stamp) else { return }

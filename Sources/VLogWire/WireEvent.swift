@@ -297,7 +297,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   }
 
   /// The stamps `replaces` names: at most ``VLog/Limits/replacedTexts``, each an event id.
-  private func replacedTexts() throws(WireError) -> [Stamp]? {
+  private func replacedTexts() throws(WireError) -> ReplacedTexts? {
     guard let replaces else { return nil }
     guard replaces.count <= Limits.replacedTexts else {
       throw WireError(
@@ -310,7 +310,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
       }
       stamps.append(stamp)
     }
-    return stamps
+    return ReplacedTexts(stamps)
   }
 
   private func noteID() throws(WireError) -> NoteID {

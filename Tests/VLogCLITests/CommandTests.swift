@@ -50,8 +50,8 @@ struct CommandTests {
   @Test(
     "a text edited on two stores offline: note show and conflicts list it, set --resolve-all resolves it"
   )
-  func textConflicts() async throws {
-    try await withTemporaryDirectory { root in
+  func textConflicts() throws {
+    try withTemporaryDirectory { root in
       let clock = ManualClock()
       func open(_ name: String, seed: UInt64) throws -> NoteStore {
         try NoteStore.open(
@@ -339,7 +339,10 @@ struct DemoTests {
       #expect(
         report.contains(
           "kept as a conflict, written without seeing it: \"Paris trip: book the train and the Louvre\""
-        ) || report.contains("kept as a conflict, written without seeing it: \"Paris trip: book the train, pack light\""))
+        )
+          || report.contains(
+            "kept as a conflict, written without seeing it: \"Paris trip: book the train, pack light\""
+          ))
       #expect(report.contains("with 0 conflicts"))
       #expect(report.contains("  text      phone at "))
       #expect(report.contains("  archived  laptop at "))

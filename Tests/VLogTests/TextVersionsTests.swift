@@ -69,7 +69,7 @@ private struct TextHistory {
     var replaced: [TextVersions.Replaced] = []
     for change in changes {
       versions.apply(
-        stamp: change.stamp, sequence: change.sequence, base: change.base,
+        stamp: change.stamp, sequence: change.sequence, base: change.base.map(ReplacedTexts.init),
         isRedacted: redacting.contains(change.stamp), isHeld: { held.contains($0) },
         report: { replaced.append($0) })
       held.insert(change.stamp)
@@ -86,7 +86,8 @@ extension TextVersions {
   ) -> [Replaced] {
     var replaced: [Replaced] = []
     apply(
-      stamp: stamp, sequence: sequence, base: base, isRedacted: isRedacted, isHeld: isHeld,
+      stamp: stamp, sequence: sequence, base: base.map(ReplacedTexts.init), isRedacted: isRedacted,
+      isHeld: isHeld,
       report: { replaced.append($0) })
     return replaced
   }

@@ -75,26 +75,17 @@ extension VLogEventMessage {
     case .noteCreated:
       change = .noteCreated(NoteID(try Self.identifier(entity)), creationDate: Self.date(date))
     case .textSet:
-      var base: [Stamp]?
+      var base: ReplacedTexts?
       if hasReplaced {
         guard replaced.count % 24 == 0, replaced.count / 24 <= Limits.replacedTexts else {
           throw MessageError("replaced texts")
         }
-        base = replaced.withUnsafeBytes { bytes in
-          (0..<bytes.count / 24).map { index in
-            Stamp(
-              time: HybridTime(
-                rawValue: UInt64(
-                  bigEndian: bytes.loadUnaligned(fromByteOffset: index * 24, as: UInt64.self))),
-              replica: ReplicaID(
-                Identifier(
-                  high: UInt64(
-                    bigEndian: bytes.loadUnaligned(fromByteOffset: index * 24 + 8, as: UInt64.self)),
-                  low: UInt64(
-                    bigEndian: bytes.loadUnaligned(
-                      fromByteOffset: index * 24 + 16, as: UInt64.self)))))
-          }
+        let bytes = [UInt8](replaced)
+        var stamps: [Stamp] = []
+        for offset in stride(from: 0, to: bytes.count, by: 24) {
+          stamps.append(Self.stamp(bytes, at: offset))
         }
+        base = ReplacedTexts(stamps)
       }
       change = .textSet(NoteID(try Self.identifier(entity)), text: text, replacing: base)
     case .archivedSet:
@@ -130,6 +121,16 @@ extension VLogEventMessage {
       change = .unknown(kind: EventKind(rawValue: kind))
     }
     return Event(stamp: stamp, change: change)
+  }
+
+  /// The stamp in the 24 bytes at `offset`: time, then replica, big-endian.
+  static func stamp(_ bytes: [UInt8], at offset: Int) -> Stamp {
+    func word(_ at: Int) -> UInt64 {
+      bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) }
+    }
+    return Stamp(
+      time: HybridTime(rawValue: word(offset)),
+      replica: ReplicaID(Identifier(high: word(offset + 8), low: word(offset + 16))))
   }
 
   static func bytes(_ identifier: Identifier) -> Data {

@@ -145,7 +145,7 @@ public struct Workload: Sendable {
       case 1: change = .sortDateSet(note, sortDate: date(milliseconds: 1_750_000_000_000))
       case 2: change = .tagsSet(note, tags: [tagNames[Int(random.next() % 5)]])
       default:
-        let replaced = previous.updateValue(stamp, forKey: note).map { [$0] }
+        let replaced = previous.updateValue(stamp, forKey: note).map { [$0] as ReplacedTexts }
         change = .textSet(
           note, text: texts[Int(random.next() % UInt64(texts.count))], replacing: replaced)
       }
@@ -181,7 +181,7 @@ public struct EventMaker {
   /// A text change naming the note's text before it, as VLog's does.
   private mutating func text(_ note: Int, _ text: String) -> Event {
     let stamp = stamp()
-    let replaced = texts.updateValue(stamp, forKey: note).map { [$0] } ?? []
+    let replaced: ReplacedTexts = texts.updateValue(stamp, forKey: note).map { [$0] } ?? []
     return Event(stamp: stamp, change: .textSet(Self.noteID(note), text: text, replacing: replaced))
   }
 
