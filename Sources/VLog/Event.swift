@@ -300,7 +300,7 @@ public struct EventKind: Hashable, Sendable, CustomStringConvertible {
 
   /// ``Change/noteCreated(_:creationDate:)``.
   public static let noteCreated = EventKind(rawValue: 1)
-  /// ``Change/textSet(_:text:)``.
+  /// ``Change/textSet(_:text:replacing:)``.
   public static let textSet = EventKind(rawValue: 2)
   /// ``Change/archivedSet(_:archived:)``.
   public static let archivedSet = EventKind(rawValue: 3)

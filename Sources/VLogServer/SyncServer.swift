@@ -568,7 +568,7 @@ extension ServerMiddleware {
 extension HTTPField.Name {
   /// `X-Request-ID`: the id under which a request is logged.
   static let requestID = HTTPField.Name("X-Request-ID")!
-  /// `VLog-Protocol`: the protocol version a client reads (``VLogWire/WireProtocol``).
+  /// `VLog-Protocol`: the protocol version a client reads (`WireProtocol`).
   static let wireProtocol = HTTPField.Name(WireProtocol.headerName)!
 }
 

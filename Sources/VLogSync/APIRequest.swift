@@ -208,7 +208,7 @@ public enum Endpoints {
     public var accept: String? {
       encoding == .json ? encoding.mediaType : "\(encoding.mediaType), application/json"
     }
-    /// The protocol version this client reads (``VLogWire/WireProtocol``).
+    /// The protocol version this client reads (`WireProtocol`).
     public var headers: [String: String] {
       [WireProtocol.headerName.lowercased(): WireProtocol.current.description]
     }
@@ -267,7 +267,7 @@ public enum Endpoints {
     public var path: String { "/v1/sync/fetch" }
     /// Yes.
     public var requiresToken: Bool { true }
-    /// The protocol version this client reads (``VLogWire/WireProtocol``).
+    /// The protocol version this client reads (`WireProtocol`).
     public var headers: [String: String] {
       [WireProtocol.headerName.lowercased(): WireProtocol.current.description]
     }

@@ -38,7 +38,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public var note: String?
   /// The text of `textSet`.
   public var text: String?
-  /// The texts a `textSet` replaced, by event id (``VLog/Stamp/hex``); nil if it recorded none.
+  /// The texts a `textSet` replaced, by event id (`Stamp.hex`); nil if it recorded none.
   public var replaces: [String]?
   /// The value of `archivedSet`.
   public var archived: Bool?
@@ -296,7 +296,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     }
   }
 
-  /// The stamps `replaces` names: at most ``VLog/Limits/replacedTexts``, each an event id.
+  /// The stamps `replaces` names: at most `Limits.replacedTexts`, each an event id.
   private func replacedTexts() throws(WireError) -> ReplacedTexts? {
     guard let replaces else { return nil }
     guard replaces.count <= Limits.replacedTexts else {

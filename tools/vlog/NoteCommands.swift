@@ -117,14 +117,19 @@ func changeNote(
   return try noteOutput(store, id, verb)
 }
 
-/// A note's tags, or a user error if there is no such note.
-func currentTags(of id: NoteID, in store: NoteStore) throws -> [Tag] {
-  guard let current = try store.note(id) else {
+/// A note, or a user error if there is no such note.
+func existingNote(_ id: NoteID, in store: NoteStore) throws -> Note {
+  guard let note = try store.note(id) else {
     // The same words as the engine's, whichever command meets the deleted note.
     if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
     throw CLIError("there is no note \(id)")
   }
-  return current.tags
+  return note
+}
+
+/// A note's tags, or a user error if there is no such note.
+func currentTags(of id: NoteID, in store: NoteStore) throws -> [Tag] {
+  try existingNote(id, in: store).tags
 }
 
 /// Prints a note after a change.
@@ -186,10 +191,7 @@ struct SetText: StoreCommand {
   func execute(on store: NoteStore) throws -> CommandOutput {
     var resolving = resolve.compactMap { Stamp(hex: $0) }
     if resolveAll || !resolving.isEmpty {
-      guard let note = try store.note(id) else {
-        if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
-        throw CLIError("there is no note \(id)")
-      }
+      let note = try existingNote(id, in: store)
       let conflicts = Set(note.conflicts.map(\.stamp))
       if let unknown = resolving.first(where: { !conflicts.contains($0) }) {
         throw CLIError(
@@ -211,10 +213,7 @@ struct ShowNote: StoreCommand {
   @Argument(help: "The note's id (a UUID).") var id: NoteID
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    guard let note = try store.note(id) else {
-      if try store.isDeleted(id) { throw CLIError("note \(id) was deleted; deletes are final") }
-      throw CLIError("there is no note \(id)")
-    }
+    let note = try existingNote(id, in: store)
     return CommandOutput(text: describe(note), json: NoteJSON(note))
   }
 }
