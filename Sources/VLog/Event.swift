@@ -67,6 +67,7 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
       case .archivedSet: change = .archivedSet(note, archived: false)
       case .sortDateSet: change = .sortDateSet(note, sortDate: Date(milliseconds: 0))
       case .tagsSet: change = .tagsSet(note, tags: [])
+      case .tagAdded: change = .tagAdded(note, name: "")
       case .attachmentsSet: change = .attachmentsSet(note, attachments: [])
       default: return nil
       }
@@ -179,8 +180,14 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   case archivedSet(NoteID, archived: Bool)
   /// A note's sort date was set.
   case sortDateSet(NoteID, sortDate: Date)
-  /// A note's tags were set, by display name, in order.
+  /// A note's tags were set, by display name, in order: exactly these, as of this change
+  /// (tags added to the note by newer changes stay; see ``Note/tags``).
   case tagsSet(NoteID, tags: [String])
+  /// A tag was put on a note, by display name: the note has it as of this change, whatever
+  /// tags other changes put on it meanwhile.
+  case tagAdded(NoteID, name: String)
+  /// A tag was taken off a note, named by its key: the note lacks it as of this change.
+  case tagRemoved(NoteID, tag: TagKey)
   /// A note's attachments were set, in order.
   case attachmentsSet(NoteID, attachments: [AttachmentID])
   /// A note was deleted, for good.
@@ -191,10 +198,14 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   case attachmentDeleted(AttachmentID)
   /// A tag's display name was set (only its case can differ from the tag's id).
   case tagRenamed(name: String)
-  /// A tag was deleted (named in any case: the tag is the name's ``TagID``): its renames until then are
-  /// erased, and so are the replaced tags changes that named it. The tags changes that take it
-  /// off its notes come with it; a later change that names the tag creates it again.
+  /// A tag was deleted, by name: what versions before protocol 3 write. A log stores it as
+  /// ``tagErased(_:)`` of the name's key, which it means.
   case tagDeleted(name: String)
+  /// A tag was deleted, named by its key: every note that had it loses it as of this change,
+  /// and every log erases its name from the changes made before it (its renames, its
+  /// additions, and the tags lists that named it). A later change that names the tag creates
+  /// it again.
+  case tagErased(TagKey)
   /// A kind of change this version does not know; stored and forwarded, skipped by projections.
   case unknown(kind: EventKind)
 
@@ -206,12 +217,15 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .archivedSet: .archivedSet
     case .sortDateSet: .sortDateSet
     case .tagsSet: .tagsSet
+    case .tagAdded: .tagAdded
+    case .tagRemoved: .tagRemoved
     case .attachmentsSet: .attachmentsSet
     case .noteDeleted: .noteDeleted
     case .attachmentAdded: .attachmentAdded
     case .attachmentDeleted: .attachmentDeleted
     case .tagRenamed: .tagRenamed
     case .tagDeleted: .tagDeleted
+    case .tagErased: .tagErased
     case .unknown(let kind): kind
     }
   }
@@ -221,16 +235,17 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     switch self {
     case .noteCreated(let id, _), .textSet(let id, _, _), .archivedSet(let id, _),
       .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
-      .noteDeleted(let id):
+      .noteDeleted(let id), .tagAdded(let id, _), .tagRemoved(let id, _):
       id
     case .attachmentAdded(let attachment): attachment.noteID
-    case .attachmentDeleted, .tagRenamed, .tagDeleted, .unknown: nil
+    case .attachmentDeleted, .tagRenamed, .tagDeleted, .tagErased, .unknown: nil
     }
   }
 
   /// The change with the same kind and ids and no values: what a redacted event keeps (a text
   /// change keeps the stamps of the texts it replaced: what it replaced stays replaced). Nil
-  /// for deletions, which are never redacted, and for unknown kinds.
+  /// for deletions, which are never redacted, for a tag's removal from a note (it holds
+  /// nothing but ids), and for unknown kinds.
   package var withoutPayload: Change? {
     switch self {
     case .noteCreated(let id, _): .noteCreated(id, creationDate: Date(milliseconds: 0))
@@ -238,11 +253,12 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .archivedSet(let id, _): .archivedSet(id, archived: false)
     case .sortDateSet(let id, _): .sortDateSet(id, sortDate: Date(milliseconds: 0))
     case .tagsSet(let id, _): .tagsSet(id, tags: [])
+    case .tagAdded(let id, _): .tagAdded(id, name: "")
     case .attachmentsSet(let id, _): .attachmentsSet(id, attachments: [])
     case .attachmentAdded(let attachment):
       .attachmentAdded(Attachment(redacted: attachment.id, of: attachment.noteID))
     case .tagRenamed: .tagRenamed(name: "")
-    case .noteDeleted, .attachmentDeleted, .tagDeleted, .unknown: nil
+    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved, .unknown: nil
     }
   }
 
@@ -274,6 +290,8 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .sortDateSet(let id, let date):
       "sortDateSet \(id) \(ISO8601.format(milliseconds: date.milliseconds))"
     case .tagsSet(let id, let tags): "tagsSet \(id) \(tags)"
+    case .tagAdded(let id, let name): "tagAdded \(id) \(String(reflecting: name))"
+    case .tagRemoved(let id, let tag): "tagRemoved \(id) tag \(tag)"
     case .attachmentsSet(let id, let attachments):
       "attachmentsSet \(id) [\(attachments.map(\.description).joined(separator: ", "))]"
     case .noteDeleted(let id): "noteDeleted \(id)"
@@ -284,6 +302,7 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .attachmentDeleted(let id): "attachmentDeleted \(id)"
     case .tagRenamed(let name): "tagRenamed \(String(reflecting: name))"
     case .tagDeleted(let name): "tagDeleted \(String(reflecting: name))"
+    case .tagErased(let tag): "tagErased tag \(tag)"
     case .unknown(let kind): "\(kind) (unknown to this version)"
     }
   }
@@ -320,18 +339,25 @@ public struct EventKind: Hashable, Sendable, CustomStringConvertible {
   public static let tagRenamed = EventKind(rawValue: 10)
   /// ``Change/tagDeleted(name:)``.
   public static let tagDeleted = EventKind(rawValue: 11)
+  /// ``Change/tagAdded(_:name:)``.
+  public static let tagAdded = EventKind(rawValue: 12)
+  /// ``Change/tagRemoved(_:tag:)``.
+  public static let tagRemoved = EventKind(rawValue: 13)
+  /// ``Change/tagErased(_:)``.
+  public static let tagErased = EventKind(rawValue: 14)
 
   /// Every kind this version knows.
-  public static let known: [EventKind] = (1...11).map { EventKind(rawValue: $0) }
+  public static let known: [EventKind] = (1...14).map { EventKind(rawValue: $0) }
 
   /// Whether this version knows the kind.
-  public var isKnown: Bool { (1...11).contains(rawValue) }
+  public var isKnown: Bool { (1...14).contains(rawValue) }
 
   /// The kind's name, for example `textSet`, or `kind 42` for an unknown one.
   public var description: String {
     let names = [
       "noteCreated", "textSet", "archivedSet", "sortDateSet", "tagsSet", "attachmentsSet",
       "noteDeleted", "attachmentAdded", "attachmentDeleted", "tagRenamed", "tagDeleted",
+      "tagAdded", "tagRemoved", "tagErased",
     ]
     return isKnown ? names[Int(rawValue) - 1] : "kind \(rawValue)"
   }

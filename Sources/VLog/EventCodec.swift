@@ -12,8 +12,8 @@ internal import Foundation
 /// | 1 | fixed64 | hybrid time | all |
 /// | 2 | bytes (16) | replica id | all |
 /// | 3 | varint | kind | all |
-/// | 4 | bytes (16) | note or attachment id | all but tagRenamed |
-/// | 5 | string | text, tag name, or media type | textSet, tagRenamed, tagDeleted, attachmentAdded |
+/// | 4 | bytes (16) | note or attachment id | all but tagRenamed, tagDeleted, tagErased |
+/// | 5 | string | text, tag name, or media type | textSet, tagRenamed, tagDeleted, tagAdded, attachmentAdded |
 /// | 6 | varint | archived (0 or 1) | archivedSet |
 /// | 7 | zigzag varint | date in ms since 1970 | noteCreated, sortDateSet |
 /// | 8 | string, repeated | tag names | tagsSet |
@@ -24,6 +24,7 @@ internal import Foundation
 /// | 14 | varint | byte count | attachmentAdded |
 /// | 15 | varint | redaction reason (1 deleted, 2 superseded) | redacted events |
 /// | 16 | bytes (24 × n) | the stamps of the texts a text change replaced; absent if it recorded none, empty if it replaced none | textSet |
+/// | 17 | bytes (16) | a tag's key (``TagKey``) | tagRemoved, tagErased |
 ///
 /// A redacted event (``Event/redaction``) carries the header, the ids (4, and 10 for
 /// `attachmentAdded`; 16 for a `textSet`: what it replaced stays replaced) and field 15, and
@@ -57,6 +58,7 @@ package enum EventCodec {
     static let byteCount = 14
     static let redaction = 15
     static let base = 16
+    static let tagKey = 17
   }
 
   // MARK: Encoding
@@ -76,6 +78,18 @@ package enum EventCodec {
     writer.fixed64(Field.time, event.stamp.time.rawValue)
     writer.identifier(Field.replica, event.stamp.replica.identifier)
     writer.varint(Field.kind, event.change.kind.rawValue)
+    encodeFields(of: event, into: &writer)
+  }
+
+  /// An event's encoded fields after its kind: what a version that does not know the kind
+  /// keeps of it, as ``Event/unknownFields``.
+  package static func fieldsAfterKind(of event: Event) -> [UInt8] {
+    var writer = ProtobufWriter()
+    encodeFields(of: event, into: &writer)
+    return writer.buffer
+  }
+
+  private static func encodeFields(of event: Event, into writer: inout ProtobufWriter) {
     if let redaction = event.redaction {
       switch event.change {
       case .attachmentAdded(let attachment):
@@ -129,6 +143,14 @@ package enum EventCodec {
       writer.identifier(Field.entity, id.identifier)
     case .tagRenamed(let name), .tagDeleted(let name):
       writer.string(Field.text, name)
+    case .tagAdded(let id, let name):
+      writer.identifier(Field.entity, id.identifier)
+      writer.string(Field.text, name)
+    case .tagRemoved(let id, let tag):
+      writer.identifier(Field.entity, id.identifier)
+      writer.identifier(Field.tagKey, tag.identifier)
+    case .tagErased(let tag):
+      writer.identifier(Field.tagKey, tag.identifier)
     case .unknown:
       break
     }
@@ -238,6 +260,7 @@ package enum EventCodec {
     var byteCount: UInt64?
     var redaction: UInt64?
     var base: ReplacedTexts?
+    var tagKey: Identifier?
     /// Whether a `textSet` event's text is skipped rather than decoded.
     var skipsText = false
     /// Fields with numbers this version does not know, verbatim.
@@ -256,7 +279,7 @@ package enum EventCodec {
               + "\(expected.rawValue)")
         }
       }
-      if number > Field.kind && number <= Field.base { present |= 1 << UInt32(number) }
+      if number > Field.kind && number <= Field.tagKey { present |= 1 << UInt32(number) }
       switch number {
       case Field.time:
         try expect(.fixed64, "time")
@@ -334,6 +357,9 @@ package enum EventCodec {
             "replaced texts: \(count) stamps, at most \(Limits.replacedTexts)")
         }
         base = ReplacedTexts((0..<count).lazy.map { Stamp(bytes: bytes, at: $0 * Stamp.byteCount) })
+      case Field.tagKey:
+        try expect(.lengthDelimited, "tag key")
+        tagKey = try reader.identifier("tag key")
       default:
         try reader.skip(wireType)
         unknown.append(contentsOf: reader.bytes(from: fieldStart))
@@ -412,6 +438,15 @@ package enum EventCodec {
       case .tagDeleted:
         guard let text else { throw missing("tagDeleted: name (field 5)") }
         return .tagDeleted(name: text)
+      case .tagAdded:
+        guard let text else { throw missing("tagAdded: name (field 5)") }
+        return .tagAdded(NoteID(try entityID()), name: text)
+      case .tagRemoved:
+        guard let tagKey else { throw missing("tagRemoved: tag key (field 17)") }
+        return .tagRemoved(NoteID(try entityID()), tag: TagKey(tagKey))
+      case .tagErased:
+        guard let tagKey else { throw missing("tagErased: tag key (field 17)") }
+        return .tagErased(TagKey(tagKey))
       default:
         return .unknown(kind: kind)
       }
@@ -441,7 +476,9 @@ package enum EventCodec {
           "a redacted \(kind) carries field \(number.map(String.init) ?? "of unknown number"); "
             + "a redacted event keeps its ids only")
       }
-      guard kind != .noteDeleted, kind != .attachmentDeleted, kind != .tagDeleted else {
+      guard
+        ![.noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved].contains(kind)
+      else {
         throw VLogError(.malformedEvent, "a \(kind) event is never redacted")
       }
       if kind == .attachmentAdded, owner == nil {
@@ -478,6 +515,9 @@ package enum EventCodec {
           Field.entity, Field.text, Field.owner, Field.width, Field.height, Field.hash,
           Field.byteCount)
       case .tagRenamed, .tagDeleted: return bits(Field.text)
+      case .tagAdded: return bits(Field.entity, Field.text)
+      case .tagRemoved: return bits(Field.entity, Field.tagKey)
+      case .tagErased: return bits(Field.tagKey)
       default: return 0
       }
     }

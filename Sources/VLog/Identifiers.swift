@@ -1,3 +1,4 @@
+internal import Crypto
 internal import LMDB
 
 /// A 128-bit identifier, stored as 16 big-endian bytes and written as a lowercase UUID
@@ -182,6 +183,45 @@ public struct TagID: Hashable, Comparable, Sendable, CustomStringConvertible {
   static func normalize(_ name: String) -> String {
     TagName.cleanASCII(name, lowercasing: true) ?? TagName.cleanCharacters(name).lowercased()
   }
+}
+
+/// A tag as events name it without its name: the first 16 bytes of the SHA-256 of `tag`, a
+/// zero byte and the tag's id (its lowercased name), written as 32 hexadecimal digits.
+///
+/// Removing a tag from a note (``Change/tagRemoved(_:tag:)``) and deleting a tag
+/// (``Change/tagErased(_:)``) name it by key, so that once a tag is deleted, no event any log
+/// keeps spells its name. Two replicas that spell a tag "Paris" and "paris" name it with the
+/// same key. The key is a hash of the name, not a secret: whoever guesses a name can check
+/// the guess against it.
+public struct TagKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+  /// The 16 bytes, as an identifier.
+  public let identifier: Identifier
+
+  /// The key of the tag with this id.
+  public init(_ tag: TagID) {
+    var input: [UInt8] = [0x74, 0x61, 0x67, 0]  // "tag", 0
+    input.reserveCapacity(4 + tag.rawValue.utf8.count)
+    input.append(contentsOf: tag.rawValue.utf8)
+    identifier = SHA256.hash(data: input).withUnsafeBytes { Identifier(bytes: $0) }
+  }
+
+  /// Wraps 16 bytes read from an event or a log.
+  public init(_ identifier: Identifier) { self.identifier = identifier }
+
+  /// Parses the 32 hexadecimal digits ``description`` writes (a UUID's form is taken too).
+  public init?(_ text: some StringProtocol) {
+    guard let identifier = Identifier(text) else { return nil }
+    self.identifier = identifier
+  }
+
+  /// The key of the tag spelled `name`, in any case.
+  public init(name: String) { self.init(TagID(name: name)) }
+
+  /// 32 lowercase hexadecimal digits.
+  public var description: String { Hex.string(identifier.bytes) }
+
+  /// Orders keys by their bytes.
+  public static func < (lhs: TagKey, rhs: TagKey) -> Bool { lhs.identifier < rhs.identifier }
 }
 
 /// Rules for a tag's display name.

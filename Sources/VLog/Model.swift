@@ -18,7 +18,8 @@ public struct Note: Sendable, Hashable, Identifiable {
   public let isArchived: Bool
   /// The date the timeline sorts by, newest first.
   public let sortDate: Date
-  /// The note's tags, in the order the user gave them.
+  /// The note's tags: those of its newest tags list, in that list's order, then those added
+  /// after it, oldest first.
   public let tags: [Tag]
   /// The note's attachments that exist, in order: those of the newest attachments list, then
   /// those added after it, oldest first (each attachment on a note merges on its own).
@@ -136,7 +137,8 @@ public struct FieldStamps: Sendable, Hashable {
   public let archived: Stamp
   /// The stamp of the change that set ``Note/sortDate``.
   public let sortDate: Stamp
-  /// The stamp of the change that set ``Note/tags``.
+  /// The stamp of the newest tags list (``Change/tagsSet(_:tags:)``); a tag added or removed
+  /// after it changes ``Note/tags`` on its own.
   public let tags: Stamp
   /// The stamp of the newest change that set the whole of ``Note/attachments`` (an
   /// attachment added after it has its own).

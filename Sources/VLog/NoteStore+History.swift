@@ -35,11 +35,12 @@ extension NoteStore {
   /// Reads the note's events through the log's object index.
   public func history(of id: NoteID) throws -> [NoteHistoryEntry] {
     let note = try note(id)
-    let (isDeleted, events) = try read { transaction in
+    let (isDeleted, events, tagChanges) = try read { transaction in
       let sequences = try eventLog.sequences(of: id.identifier, in: transaction)
       return (
         try schema.hasTombstone(id.identifier, in: transaction),
-        try sequences.compactMap { try eventLog.event(at: $0, in: transaction) }
+        try sequences.compactMap { try eventLog.event(at: $0, in: transaction) },
+        Set(try schema.noteRecord(id, in: transaction)?.tagChanges.map(\.stamp) ?? [])
       )
     }
     var entries: [NoteHistoryEntry] = []
@@ -52,6 +53,10 @@ extension NoteStore {
       case .archivedSet: (field, winner) = ("archived", note?.stamps.archived)
       case .sortDateSet: (field, winner) = ("sortDate", note?.stamps.sortDate)
       case .tagsSet: (field, winner) = ("tags", note?.stamps.tags)
+      case .tagAdded, .tagRemoved:
+        // Each tag on its own: it won if it is its tag's newest change after the list.
+        let stamp = logged.event.stamp
+        (field, winner) = ("tags", tagChanges.contains(stamp) ? stamp : nil)
       case .attachmentsSet: (field, winner) = ("attachments", note?.stamps.attachments)
       default: (field, winner) = (nil, nil)
       }

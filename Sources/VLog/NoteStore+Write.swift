@@ -174,10 +174,15 @@ struct WriteSession {
       try requireNote(id, in: transaction)
       try record(.sortDateSet(id, sortDate: date), wallMilliseconds: now, in: transaction)
     case .setTags(let id, let tags):
-      try requireNote(id, in: transaction)
+      let note = try existingNote(id, in: transaction)
       for tag in tags { try Validation.checkTagName(tag) }
-      try record(
-        .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
+      guard tags.count <= Limits.tagsPerNote else {
+        throw VLogError(
+          .valueTooLarge, "note \(id): \(tags.count) tags; the limit is \(Limits.tagsPerNote)")
+      }
+      for change in Self.tagChanges(of: id, from: note.tags, to: Validation.uniqueTags(tags)) {
+        try record(change, wallMilliseconds: now, in: transaction)
+      }
     case .setAttachments(let id, let attachments):
       try requireNote(id, in: transaction)
       for attachment in attachments {
@@ -226,14 +231,8 @@ struct WriteSession {
       guard !notes.isEmpty else {
         throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
       }
-      for noteID in notes {
-        let note = try existingNote(noteID, in: transaction)
-        try record(
-          .tagsSet(noteID, tags: note.tags.filter { TagID(name: $0) != id }),
-          wallMilliseconds: now, in: transaction)
-      }
-      // After the changes that take it off its notes, so that they replace the ones naming it.
-      try record(.tagDeleted(name: id.rawValue), wallMilliseconds: now, in: transaction)
+      // By key alone: every note loses it as of now, and no log keeps its name.
+      try record(.tagErased(TagKey(id)), wallMilliseconds: now, in: transaction)
     case .restore(let id, let snapshot):
       try restore(
         id, snapshot, makeIdentifier: makeIdentifier, wallMilliseconds: now, in: transaction)
@@ -249,6 +248,24 @@ struct WriteSession {
         try record(.tagRenamed(name: name), wallMilliseconds: now, in: transaction)
       }
     }
+  }
+
+  /// The changes that take a note's tags from `old` to `new` (cleaned, each tag once): a change
+  /// per tag added or removed, so that tags another device adds or removes meanwhile stay
+  /// as it left them — or, when the tags kept change order or spelling, or a tag added
+  /// comes before one kept, the whole list. None if nothing changes.
+  static func tagChanges(of note: NoteID, from old: [String], to new: [String]) -> [Change] {
+    let oldIDs = old.map(TagID.init(name:))
+    let newIDs = new.map(TagID.init(name:))
+    let keptOld = zip(old, oldIDs).filter { newIDs.contains($0.1) }.map(\.0)
+    let keptNew = zip(new, newIDs).filter { oldIDs.contains($0.1) }.map(\.0)
+    let added = zip(new, newIDs).filter { !oldIDs.contains($0.1) }.map(\.0)
+    guard keptOld.map(TagName.clean) == keptNew, new == keptNew + added else {
+      return [.tagsSet(note, tags: new)]
+    }
+    let removed = zip(old, oldIDs).filter { !newIDs.contains($0.1) }
+    return removed.map { Change.tagRemoved(note, tag: TagKey($0.1)) }
+      + added.map { Change.tagAdded(note, name: $0) }
   }
 
   /// Throws unless the note exists and is not deleted.

@@ -117,9 +117,10 @@ public final class NoteStore: Sendable {
   /// checksums and digests; format 2 had no object index, and kept deleted notes' content:
   /// opening it erases that content; format 3 copied each note's text into its record and
   /// keyed the object index by object first; format 4 kept a note's text stamp in its record;
-  /// format 5 kept one text per note, without its conflicts; the projections are rebuilt
-  /// whenever the format changes).
-  public static let formatVersion: UInt32 = 6
+  /// format 5 kept one text per note, without its conflicts; format 6 kept a note's tags as
+  /// one list, and deleted tags' names in its log; the projections are rebuilt whenever the
+  /// format changes).
+  public static let formatVersion: UInt32 = 7
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -285,6 +286,7 @@ public final class NoteStore: Sendable {
         } else if version == 3 {
           try schema.eventLog.rebuildObjectIndex(in: transaction)
         }
+        if version < 7 { _ = try schema.eventLog.eraseDeletedTagNames(in: transaction) }
         try transaction.put(
           BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
       }

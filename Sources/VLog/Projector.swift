@@ -11,8 +11,13 @@ internal import LMDB
 /// - a redacted event has no effect, but for an `attachmentAdded`, which still claims its
 ///   attachment id for its note: the attachment of a deleted note keeps an erased record;
 /// - a note's creation date comes from its earliest creation event;
+/// - a note's tags are its newest tags list's, then those added after it (oldest first); each
+///   tag on a note is its own field: an addition or removal newer than the list wins over it
+///   for that tag alone, and the newest addition or removal of a tag wins over the others;
+/// - a tag deletion voids every change of the tag older than it: lists lose the tag, additions
+///   and removals are dropped, renames forgotten — whether they arrive before it or after;
 /// - a tag's display name is the newer of its newest rename and its spelling in the visible
-///   note whose tags changed last among those that use it;
+///   note that put it on last (by the stamp of the list or addition) among those that use it;
 /// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
 ///   its note exists and it has no tombstone; once its note is deleted, the record is erased;
 ///   its note shows it if its newest attachments list names it, or it was added after that list
@@ -32,6 +37,13 @@ struct Projector {
   private var touched: Set<NoteID> = []
   /// Tags whose spelling must be found again from their notes at the end of the flush.
   private var respell: Set<TagID> = []
+  /// Tag keys, and each key's latest deletion (nil: none), as found so far: kept for the
+  /// projector's life, since a rebuild meets the same tags again and again.
+  private var tagKeys: [TagID: TagKey] = [:]
+  private var tagDeletions: [TagKey: Stamp?] = [:]
+  /// Tags deleted since the last flush, with their latest deletion: what notes and renames
+  /// lose at the flush.
+  private var pendingTagErasures: [TagKey: Stamp] = [:]
   /// Whether replaced field changes are collected in ``replaced``, for the log's retention
   /// queue: when applying appended events, and when building a migrated store's queue.
   var tracksReplacements = false
@@ -149,10 +161,41 @@ struct Projector {
         return true
       }
     case .tagsSet(let id, let names):
+      // The log stores a list without the tags deleted after it, and an addition older than
+      // its tag's deletion redacted (rule 2 of `LogBatch`): what arrives here is in force.
       try updateNote(id, in: transaction) { record in
         guard replace(&record.tagsStamp, &record.tagsSequence) else { return false }
-        record.tags = names
+        if !record.tagChanges.isEmpty { record.tagChanges.removeAll { $0.stamp < stamp } }
+        guard !record.tagChanges.isEmpty else {
+          record.tagList = names
+          return true
+        }
+        // The tags changed after the list: their newest change says.
+        let changed = record.tagChanges.map(\.key)
+        record.tagList = names.filter { !changed.contains(TagKey(name: $0)) }
         return true
+      }
+    case .tagAdded(let id, let name):
+      let cleaned = TagName.clean(name)
+      guard !cleaned.isEmpty else { break }
+      let tag = TagID(name: cleaned)
+      let key = try tagKey(tag)
+      try updateNote(id, in: transaction) { record in
+        if rule == .wholeTagLists {
+          // As if the addition set the whole list, from what this replica shows.
+          guard replace(&record.tagsStamp, &record.tagsSequence) else { return false }
+          if !record.tagIDs.contains(tag) { record.tagList = record.tags + [name] }
+          record.tagChanges = []
+          return true
+        }
+        return record.changeTag(key, to: name, at: stamp, rule: rule)
+      }
+    case .tagRemoved(let id, let key):
+      // The log keeps a removal older than its tag's deletion as it came (it names no tag):
+      // it is void.
+      if let deletion = try tagDeletion(key, in: transaction), stamp < deletion { break }
+      try updateNote(id, in: transaction) { record in
+        record.changeTag(key, to: nil, at: stamp, rule: rule)
       }
     case .attachmentsSet(let id, let attachments):
       try updateNote(id, in: transaction) { record in
@@ -170,8 +213,9 @@ struct Projector {
       try deleteAttachment(id, stamp: stamp, in: transaction)
     case .tagRenamed(let name):
       try renameTag(name, stamp: stamp, in: transaction)
-    case .tagDeleted(let name):
-      try forgetRenames(TagID(name: name), deletedAt: stamp, in: transaction)
+    case .tagDeleted, .tagErased:
+      guard let key = event.change.deletedTag else { break }
+      try eraseTag(key, deletedAt: stamp, in: transaction)
     case .unknown:
       unknownEvents += 1
     }
@@ -408,11 +452,73 @@ struct Projector {
     }
   }
 
+  /// A tag's key, computed once.
+  private mutating func tagKey(_ tag: TagID) throws -> TagKey {
+    if let key = tagKeys[tag] { return key }
+    let key = TagKey(tag)
+    tagKeys[tag] = key
+    return key
+  }
+
+  /// A tag's latest deletion: the newest the log holds or this projector applied.
+  private mutating func tagDeletion(
+    _ key: TagKey, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Stamp? {
+    if let known = tagDeletions[key] { return known }
+    let found = try schema.eventLog.tagDeletion(ofObject: key.identifier, in: transaction)
+    tagDeletions[key] = .some(found)
+    return found
+  }
+
+  /// Applies a tag's deletion: later changes of the tag older than it are ignored at once,
+  /// and what the notes and the tag hold of earlier ones is voided at the flush.
+  private mutating func eraseTag(
+    _ key: TagKey, deletedAt stamp: Stamp, in transaction: borrowing WriteTransaction
+  ) throws {
+    let latest = max(try tagDeletion(key, in: transaction) ?? .zero, stamp)
+    tagDeletions[key] = .some(latest)
+    pendingTagErasures[key] = max(pendingTagErasures[key] ?? .zero, stamp)
+  }
+
+  /// Voids the changes of the tags deleted since the last flush that are older than their
+  /// deletion: in every note record that names them (visible or not, in the store or the
+  /// overlay), and the tags' renames.
+  private mutating func applyTagErasures(in transaction: borrowing WriteTransaction) throws {
+    guard !pendingTagErasures.isEmpty else { return }
+    let erasures = pendingTagErasures
+    pendingTagErasures.removeAll()
+    var deletions: [TagKey: Stamp] = [:]
+    for key in erasures.keys { deletions[key] = try tagDeletion(key, in: transaction) }
+    // Renames: the tags the store and the overlay know, by key.
+    var tags = Set(self.tags.keys)
+    try transaction.forEach(in: schema.tags) { key, _ in
+      tags.insert(TagID(name: String(decoding: key, as: UTF8.self)))
+    }
+    for tag in tags.sorted() {
+      if let deletion = deletions[try tagKey(tag)] {
+        try forgetRenames(tag, deletedAt: deletion, in: transaction)
+      }
+    }
+    // Notes: every record, since one not visible yet is in no index.
+    var named: Set<NoteID> = []
+    try transaction.forEach(in: schema.notes) { key, value in
+      let record = try NoteRecord(decodingStoredPart: value)
+      if record.names(deletions) {
+        named.insert(NoteID(try Identifier.ending(key, length: 16, in: "notes")))
+      }
+    }
+    for (id, entry) in notes where entry.current?.names(deletions) == true { named.insert(id) }
+    for id in named.sorted() {
+      try updateNote(id, in: transaction) { $0.voidTags(deletions) }
+    }
+  }
+
   // MARK: - Flushing
 
   /// Writes the overlay's changed notes and tags, updates the indexes and tag counts from the
   /// difference, records what changed, and empties the overlay.
   mutating func flush(in transaction: borrowing WriteTransaction) throws {
+    try applyTagErasures(in: transaction)
     // In key order: neighbouring records share pages, which LMDB then touches once.
     for (id, entry) in notes.sorted(by: { $0.key < $1.key }) {
       let before = entry.original
@@ -479,8 +585,8 @@ struct Projector {
     in transaction: borrowing WriteTransaction
   ) throws {
     if let before, let after, before.archived == after.archived,
-      before.effectiveSortDate == after.effectiveSortDate, before.tags == after.tags,
-      before.tagsStamp == after.tagsStamp
+      before.effectiveSortDate == after.effectiveSortDate, before.tagList == after.tagList,
+      before.tagChanges == after.tagChanges, before.tagsStamp == after.tagsStamp
     {
       return
     }
@@ -519,12 +625,12 @@ struct Projector {
       respell.insert(tag)
     }
     if let after {
-      for (tag, spelling) in after.tagSpellings {
+      for (tag, spelling, stamp) in after.tagSpellings {
         var lost = false
         try updateTag(tag, in: transaction) { record in
-          if record.spellingNote == id || record.spellingStamp < after.tagsStamp {
-            lost = record.spellingNote == id && after.tagsStamp < record.spellingStamp
-            record.spellingStamp = after.tagsStamp
+          if record.spellingNote == id || record.spellingStamp < stamp {
+            lost = record.spellingNote == id && stamp < record.spellingStamp
+            record.spellingStamp = stamp
             record.spelling = spelling
             record.spellingNote = id
           }
@@ -546,10 +652,10 @@ struct Projector {
     }
     for noteID in noteIDs {
       guard let record = try schema.noteRecord(noteID, in: transaction),
-        best.map({ $0.stamp < record.tagsStamp }) ?? true,
-        let spelling = record.tagSpellings.first(where: { $0.tag == tag })?.spelling
+        let found = record.tagSpellings.first(where: { $0.tag == tag }),
+        best.map({ $0.stamp < found.stamp }) ?? true
       else { continue }
-      best = (record.tagsStamp, spelling, noteID)
+      best = (found.stamp, found.spelling, noteID)
     }
     try updateTag(tag, in: transaction) { record in
       record.spellingStamp = best?.stamp ?? .zero
@@ -576,12 +682,17 @@ enum MergeRule: Sendable {
   /// none recorded what it replaced — a text another device wrote meanwhile is lost, on every
   /// replica alike, which the simulation's check that no text is lost must detect.
   case lastWriterOnlyTexts
+  /// A deliberately wrong rule for tests: a tag's addition sets the note's whole list (what
+  /// the replica shows, and the tag), as tags changes did before tags merged one by one — a
+  /// tag another device added meanwhile is lost, which the simulation's check that no add is
+  /// lost must detect.
+  case wholeTagLists
 
   /// Whether a change stamped `new` replaces a value stamped `old`.
   @inline(__always)
   func wins(_ new: Stamp, over old: Stamp) -> Bool {
     switch self {
-    case .stamps, .wholeAttachmentLists, .lastWriterOnlyTexts: new > old
+    case .stamps, .wholeAttachmentLists, .lastWriterOnlyTexts, .wholeTagLists: new > old
     case .wallTimeOnly: new.time.milliseconds >= old.time.milliseconds
     }
   }

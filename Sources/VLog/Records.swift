@@ -23,9 +23,15 @@ struct NoteRecord: Equatable, Sendable {
   var sortDateStamp = Stamp.zero
   var sortDateSequence: UInt64 = 0
   var sortDate: Int64 = 0
+  /// The newest tags list's stamp and sequence number.
   var tagsStamp = Stamp.zero
   var tagsSequence: UInt64 = 0
-  var tags: [String] = []
+  /// The newest tags list, without the tags a later change put on or took off the note (and
+  /// without those deleted after it).
+  var tagList: [String] = []
+  /// The tags put on or taken off the note after its newest list, each tag's newest change
+  /// alone, oldest first.
+  var tagChanges: [TagChange] = []
   var attachmentsStamp = Stamp.zero
   var attachmentsSequence: UInt64 = 0
   var attachments: [AttachmentID] = []
@@ -36,17 +42,25 @@ struct NoteRecord: Equatable, Sendable {
   /// The version byte of the record's stored part (everything but the text's stamp and
   /// sequence number, which ``encodedText()`` stores apart: most changes are text edits, and
   /// they then rewrite a small entry instead of the whole record).
-  static let formatVersion: UInt8 = 4
+  static let formatVersion: UInt8 = 5
   /// The version byte of ``canonicalEncoding()``, which the state digest hashes.
-  static let canonicalVersion: UInt8 = 4
+  static let canonicalVersion: UInt8 = 5
 
   /// The sort date, or the creation date while no change has set one.
   var effectiveSortDate: Int64 {
     sortDateStamp == .zero ? creationDate : sortDate
   }
 
+  /// The note's tags, as it shows them: its newest list's, then those added after it, oldest
+  /// first.
+  var tags: [String] {
+    guard !tagChanges.isEmpty else { return tagList }
+    return tagList + tagChanges.compactMap(\.name)
+  }
+
   /// The tags' ids, without duplicates, in order of first appearance.
   var tagIDs: [TagID] {
+    let tags = self.tags
     guard tags.count <= 16 else {
       var seen = Set<TagID>()
       return tags.map(TagID.init(name:)).filter { seen.insert($0).inserted }
@@ -61,16 +75,64 @@ struct NoteRecord: Equatable, Sendable {
     return ids
   }
 
-  /// Each tag's id and its spelling here (its first appearance, cleaned), in order.
-  var tagSpellings: [(tag: TagID, spelling: String)] {
+  /// Puts a tag on the note (`name`) or takes it off (nil) as of `stamp`, if that is newer
+  /// than the note's list and the tag's newest change: the tag leaves the list, and its change
+  /// is kept in stamp order.
+  ///
+  /// - Returns: Whether the record changed.
+  mutating func changeTag(_ key: TagKey, to name: String?, at stamp: Stamp, rule: MergeRule)
+    -> Bool
+  {
+    guard rule.wins(stamp, over: tagsStamp) else { return false }
+    if let existing = tagChanges.firstIndex(where: { $0.key == key }) {
+      guard rule.wins(stamp, over: tagChanges[existing].stamp) else { return false }
+      tagChanges.remove(at: existing)
+    }
+    if let name {
+      let tag = TagID(name: name)
+      tagList.removeAll { TagID(name: $0) == tag }
+    } else {
+      tagList.removeAll { TagKey(name: $0) == key }
+    }
+    let change = TagChange(stamp: stamp, key: key, name: name)
+    tagChanges.insert(change, at: tagChanges.firstIndex { $0.stamp > stamp } ?? tagChanges.endIndex)
+    return true
+  }
+
+  /// Whether the record holds a change of one of these tags older than its deletion.
+  func names(_ deletions: [TagKey: Stamp]) -> Bool {
+    tagChanges.contains { change in deletions[change.key].map { change.stamp < $0 } ?? false }
+      || tagList.contains { name in
+        deletions[TagKey(name: name)].map { tagsStamp < $0 } ?? false
+      }
+  }
+
+  /// Drops the changes of these tags older than their deletion.
+  ///
+  /// - Returns: Whether the record changed.
+  mutating func voidTags(_ deletions: [TagKey: Stamp]) -> Bool {
+    let before = (tagList.count, tagChanges.count)
+    let listStamp = tagsStamp
+    tagList.removeAll { name in deletions[TagKey(name: name)].map { listStamp < $0 } ?? false }
+    tagChanges.removeAll { change in
+      deletions[change.key].map { change.stamp < $0 } ?? false
+    }
+    return before != (tagList.count, tagChanges.count)
+  }
+
+  /// Each tag's id, its spelling here (its first appearance, cleaned) and the stamp of the
+  /// change that put it there (the list's or the addition's), in order.
+  var tagSpellings: [(tag: TagID, spelling: String, stamp: Stamp)] {
     var seen = Set<TagID>()
-    var result: [(tag: TagID, spelling: String)] = []
-    for name in tags {
+    var result: [(tag: TagID, spelling: String, stamp: Stamp)] = []
+    func add(_ name: String, _ stamp: Stamp) {
       let spelling = TagName.clean(name)
       let id = TagID(name: spelling)
-      guard !spelling.isEmpty, seen.insert(id).inserted else { continue }
-      result.append((id, spelling))
+      guard !spelling.isEmpty, seen.insert(id).inserted else { return }
+      result.append((id, spelling, stamp))
     }
+    for name in tagList { add(name, tagsStamp) }
+    for change in tagChanges { if let name = change.name { add(name, change.stamp) } }
     return result
   }
 
@@ -136,7 +198,8 @@ struct NoteRecord: Equatable, Sendable {
   private func encoded(canonical: Bool) -> [UInt8] {
     var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(
-      168 + tags.reduce(0) { $0 + $1.utf8.count + 1 } + attachments.count * 16)
+      168 + tagList.reduce(0) { $0 + $1.utf8.count + 1 } + tagChanges.count * 48
+        + attachments.count * 16)
     writer.buffer.append(canonical ? Self.canonicalVersion : Self.formatVersion)
     writer.buffer.append(isCreated ? 1 : 0)
     creationStamp.append(to: &writer.buffer)
@@ -155,8 +218,19 @@ struct NoteRecord: Equatable, Sendable {
     writer.rawSigned(sortDate)
     tagsStamp.append(to: &writer.buffer)
     if !canonical { writer.rawVarint(tagsSequence) }
-    writer.rawVarint(UInt64(tags.count))
-    for tag in tags { writer.rawString(tag) }
+    writer.rawVarint(UInt64(tagList.count))
+    for tag in tagList { writer.rawString(tag) }
+    writer.rawVarint(UInt64(tagChanges.count))
+    for change in tagChanges {
+      change.stamp.append(to: &writer.buffer)
+      change.key.identifier.append(to: &writer.buffer)
+      if let name = change.name {
+        writer.buffer.append(1)
+        writer.rawString(name)
+      } else {
+        writer.buffer.append(0)
+      }
+    }
     attachmentsStamp.append(to: &writer.buffer)
     if !canonical { writer.rawVarint(attachmentsSequence) }
     writer.rawVarint(UInt64(attachments.count))
@@ -193,8 +267,22 @@ struct NoteRecord: Equatable, Sendable {
     tagsStamp = try reader.stamp()
     tagsSequence = try reader.varint()
     let tagCount = try reader.count(minimumBytesEach: 1)
-    tags.reserveCapacity(tagCount)
-    for _ in 0..<tagCount { tags.append(try reader.rawString("tag")) }
+    tagList.reserveCapacity(tagCount)
+    for _ in 0..<tagCount { tagList.append(try reader.rawString("tag")) }
+    let changeCount = try reader.count(minimumBytesEach: Stamp.byteCount + 17)
+    tagChanges.reserveCapacity(changeCount)
+    for _ in 0..<changeCount {
+      let stamp = try reader.stamp()
+      let key = TagKey(try reader.fixedIdentifier())
+      let name: String?
+      switch try reader.byte() {
+      case 0: name = nil
+      case 1: name = try reader.rawString("tag")
+      case let other:
+        throw VLogError(.corruptStore, "a note record's tag change has marker \(other)")
+      }
+      tagChanges.append(TagChange(stamp: stamp, key: key, name: name))
+    }
     attachmentsStamp = try reader.stamp()
     attachmentsSequence = try reader.varint()
     let attachmentCount = try reader.count(minimumBytesEach: 16)
@@ -241,6 +329,14 @@ struct NoteRecord: Equatable, Sendable {
       TextVersions(shown: shown, others: others, awaited: awaited, floor: floor)
     )
   }
+}
+
+/// A tag put on a note (with the name it was added under) or taken off it (no name), after
+/// the note's newest tags list.
+struct TagChange: Equatable, Sendable {
+  var stamp: Stamp
+  var key: TagKey
+  var name: String?
 }
 
 /// A tag as the `tags` projection stores it: the newest rename, the newest spelling among the

@@ -59,9 +59,9 @@ enum Validation {
       }
     case .tagRenamed(let name):
       try checkTagName(name)
-    case .tagDeleted(let name):
+    case .tagDeleted(let name), .tagAdded(_, let name):
       try checkTagName(name)
-    case .archivedSet, .noteDeleted, .attachmentDeleted, .unknown:
+    case .archivedSet, .noteDeleted, .attachmentDeleted, .tagRemoved, .tagErased, .unknown:
       break
     }
   }

@@ -29,8 +29,9 @@ internal import VLogWire
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
 /// had no object index and kept deleted notes' content; format 3 keyed the object index by
-/// object first; format 4 had no `accountNames` and `accountTokens`. Opening such a directory
-/// migrates it to format 5 in one transaction, erasing what was deleted.
+/// object first; format 4 had no `accountNames` and `accountTokens`; format 5 kept deleted
+/// tags' names. Opening such a directory migrates it to format 6 in one transaction, erasing
+/// what was deleted.
 ///
 /// Deleted means gone here too: storing a note's or attachment's deletion redacts the object's
 /// events in the same transaction, and removes the blobs no event that is not redacted uses.
@@ -38,7 +39,7 @@ internal import VLogWire
 /// Writes run one at a time on a serial queue, off the server's event loops; reads run on the
 /// caller's task in their own read transactions.
 final class LMDBStorage: ServerStorage {
-  static let formatVersion: UInt32 = 5
+  static let formatVersion: UInt32 = 6
 
   let environment: Environment
   private let meta: Database
@@ -150,6 +151,11 @@ final class LMDBStorage: ServerStorage {
       } else if version < 4 {
         for account in try logAccounts(in: transaction) {
           try eventLog(of: account).rebuildObjectIndex(in: transaction)
+        }
+      }
+      if version < 6 {
+        for account in try logAccounts(in: transaction) {
+          _ = try eventLog(of: account).eraseDeletedTagNames(in: transaction)
         }
       }
       try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)

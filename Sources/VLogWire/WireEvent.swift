@@ -50,8 +50,10 @@ public struct WireEvent: Codable, Sendable, Hashable {
   public var attachments: [String]?
   /// The attachment of `attachmentAdded`, or the id of `attachmentDeleted`.
   public var attachment: WireAttachment?
-  /// The name of `tagRenamed`.
+  /// The name of `tagRenamed` and `tagAdded` (and of an older version's `tagDeleted`).
   public var name: String?
+  /// The tag of `tagRemoved` and `tagErased`, by key: 32 hexadecimal digits (`TagKey`).
+  public var tag: String?
   /// Encoded fields this version does not know, base64.
   public var extra: String?
   /// Why the event's values were erased (`deleted` or `superseded`), for a redacted event.
@@ -59,13 +61,13 @@ public struct WireEvent: Codable, Sendable, Hashable {
 
   static let keys: Set<String> = [
     "time", "counter", "replica", "kind", "kindNumber", "note", "text", "replaces", "archived",
-    "date", "tags", "attachments", "attachment", "name", "extra", "redacted",
+    "date", "tags", "attachments", "attachment", "name", "tag", "extra", "redacted",
   ]
 
   enum CodingKeys: String, CodingKey {
     case time, counter, replica, kind, kindNumber, note, text, replaces, archived, date, tags
     case attachments
-    case attachment, name, extra, redacted
+    case attachment, name, tag, extra, redacted
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -86,6 +88,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     attachments = try container.decodeIfPresent([String].self, forKey: .attachments)
     attachment = try container.decodeIfPresent(WireAttachment.self, forKey: .attachment)
     name = try container.decodeIfPresent(String.self, forKey: .name)
+    tag = try container.decodeIfPresent(String.self, forKey: .tag)
     extra = try container.decodeIfPresent(String.self, forKey: .extra)
     redacted = try container.decodeIfPresent(String.self, forKey: .redacted)
   }
@@ -95,7 +98,11 @@ public struct WireEvent: Codable, Sendable, Hashable {
     time = ISO8601.format(milliseconds: Int64(event.stamp.time.milliseconds))
     counter = Int(event.stamp.time.counter)
     replica = event.stamp.replica.description
-    kind = event.change.kind.isKnown ? event.change.kind.description : "unknown"
+    if case .unknown = event.change {
+      kind = "unknown"
+    } else {
+      kind = event.change.kind.description
+    }
     extra = event.unknownFields.isEmpty ? nil : Data(event.unknownFields).base64EncodedString()
     if let redaction = event.redaction {
       redacted = redaction.description
@@ -137,6 +144,14 @@ public struct WireEvent: Codable, Sendable, Hashable {
       attachment = WireAttachment(id: id.description)
     case .tagRenamed(let name), .tagDeleted(let name):
       self.name = name
+    case .tagAdded(let id, let name):
+      note = id.description
+      self.name = name
+    case .tagRemoved(let id, let tag):
+      note = id.description
+      self.tag = tag.description
+    case .tagErased(let tag):
+      self.tag = tag.description
     case .unknown(let kind):
       kindNumber = kind.rawValue
     }
@@ -167,9 +182,12 @@ public struct WireEvent: Codable, Sendable, Hashable {
     }
     if let redacted { return try redactedEvent(stamp: stamp, reason: redacted) }
     let event = Event(stamp: stamp, change: try change(), unknownFields: unknownFields)
-    guard !unknownFields.isEmpty else { return event }
+    let isKnownKind = kindNumber.map { EventKind(rawValue: $0).isKnown } ?? false
+    guard !unknownFields.isEmpty || isKnownKind else { return event }
     // `extra` from an older client may hold a field this version knows (what a text change
-    // replaced, forwarded by a version 1 client): read the event as the log will.
+    // replaced, forwarded by a version 1 client), or the whole of an event of a kind this
+    // version knows and the client did not (forwarded as unknown): read the event as the log
+    // will.
     do {
       return try Event(encoded: event.encoded())
     } catch {
@@ -188,7 +206,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     guard extra == nil else { throw WireError("extra", "not a field of a redacted event") }
     var attachmentID: AttachmentID?
     switch eventKind {
-    case .noteDeleted, .attachmentDeleted, .tagDeleted:
+    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved:
       throw WireError("redacted", "a \(kind) event is never redacted")
     case .attachmentAdded:
       try allow(["note", "attachment"])
@@ -216,9 +234,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   private func change() throws(WireError) -> Change {
     if kind == "unknown" {
       guard let kindNumber else { throw WireError("kindNumber", "required for an unknown kind") }
-      guard !EventKind(rawValue: kindNumber).isKnown else {
-        throw WireError("kindNumber", "\(kindNumber) is a known kind; name it in 'kind'")
-      }
+      // A known number is an event an older client kept unknown: read from its fields.
       try allow([])
       return .unknown(kind: EventKind(rawValue: kindNumber))
     }
@@ -278,6 +294,16 @@ public struct WireEvent: Codable, Sendable, Hashable {
       try allow(["name"])
       guard let name else { throw WireError("name", "required for tagDeleted") }
       return .tagDeleted(name: name)
+    case .tagAdded:
+      try allow(["note", "name"])
+      guard let name else { throw WireError("name", "required for tagAdded") }
+      return .tagAdded(try noteID(), name: name)
+    case .tagRemoved:
+      try allow(["note", "tag"])
+      return .tagRemoved(try noteID(), tag: try tagKey())
+    case .tagErased:
+      try allow(["tag"])
+      return .tagErased(try tagKey())
     default:
       throw WireError("kind", "'\(kind)' is not supported")
     }
@@ -289,11 +315,20 @@ public struct WireEvent: Codable, Sendable, Hashable {
       ("note", note != nil), ("text", text != nil), ("replaces", replaces != nil),
       ("archived", archived != nil),
       ("date", date != nil), ("tags", tags != nil), ("attachments", attachments != nil),
-      ("attachment", attachment != nil), ("name", name != nil),
+      ("attachment", attachment != nil), ("name", name != nil), ("tag", tag != nil),
     ]
     for (field, isPresent) in present where isPresent && !fields.contains(field) {
       throw WireError(field, "not a field of \(kind)")
     }
+  }
+
+  /// The tag `tag` names, by key.
+  private func tagKey() throws(WireError) -> TagKey {
+    guard let tag else { throw WireError("tag", "required for \(kind)") }
+    guard tag.utf8.count == 32, let key = TagKey(tag) else {
+      throw WireError("tag", "'\(tag.prefix(40))' is not a tag key (32 hexadecimal digits)")
+    }
+    return key
   }
 
   /// The stamps `replaces` names: at most `Limits.replacedTexts`, each an event id.

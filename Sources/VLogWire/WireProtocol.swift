@@ -11,11 +11,15 @@ public import VLog
 /// |---|---|
 /// | 1 | the eleven kinds of event, fields 1 to 15 of their encoding |
 /// | 2 | what a text change replaced: `replaces` in JSON, field 16 in the binary encoding |
+/// | 3 | tags one by one: the kinds `tagAdded`, `tagRemoved` and `tagErased` (12 to 14), `tag` in JSON, field 17 in the binary encoding |
 ///
 /// To a version 1 client, what a text change replaced travels as a field it does not know —
 /// in `extra`, or as an unknown field of the binary encoding — which it keeps and forwards
 /// unchanged; a redacted text change goes without it, since version 1 refuses a redacted event
-/// that carries anything but its ids.
+/// that carries anything but its ids. To a client before version 3, the three tag kinds
+/// travel as kinds it does not know (`"kind":"unknown"` with `kindNumber` and `extra` in JSON),
+/// which it stores and forwards unchanged; such a client shows the tags they change once it is
+/// upgraded.
 public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConvertible {
   /// The version number.
   public let version: Int
@@ -24,8 +28,10 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
 
   /// Version 1: what a client sends no header for.
   public static let first = WireProtocol(1)
-  /// Version 2: this version's.
-  public static let current = WireProtocol(2)
+  /// Version 2: what a text change replaced.
+  public static let textBases = WireProtocol(2)
+  /// Version 3: this version's.
+  public static let current = WireProtocol(3)
 
   /// The request header that names the version: `VLog-Protocol`.
   public static let headerName = "VLog-Protocol"
@@ -58,7 +64,14 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   /// The event as a client of this version reads it: what it does not know moved to the
   /// event's unknown fields, or left out of a redacted event.
   public func form(of event: Event) -> Event {
-    guard self < .current, case .textSet(let note, let text, let base?) = event.change else {
+    guard self < .current else { return event }
+    if [.tagAdded, .tagRemoved, .tagErased].contains(event.change.kind) {
+      // Every field after the kind, as a version that does not know the kind keeps them.
+      return Event(
+        stamp: event.stamp, change: .unknown(kind: event.change.kind),
+        unknownFields: EventCodec.fieldsAfterKind(of: event))
+    }
+    guard self < .textBases, case .textSet(let note, let text, let base?) = event.change else {
       return event
     }
     if let redaction = event.redaction {

@@ -92,7 +92,7 @@ struct API: Sendable {
     #expect(times.allSatisfy { $0.hasSuffix("000+00:00") }, "\(times.prefix(3))")
     let other = try await anonymous.signIn(body: .json(credentials)).ok.body.json
     let pulled = try await client(token: other.token)
-      .sync(headers: .init(vLogProtocol: "2"), body: .json(.init(cursor: 0, events: [])))
+      .sync(headers: .init(vLogProtocol: "3"), body: .json(.init(cursor: 0, events: [])))
       .ok.body.json
     #expect(!pulled.more && pulled.cursor == events.count)
     #expect(pulled.eventSetDigest == pushed.eventSetDigest)
@@ -309,6 +309,15 @@ struct API: Sendable {
         .init(time: time(), counter: 0, replica: replica, kind: .tagRenamed, name: "Travel")),
       .tagDeleted(
         .init(time: time(), counter: 0, replica: replica, kind: .tagDeleted, name: "old")),
+      .tagAdded(
+        .init(
+          time: time(), counter: 0, replica: replica, kind: .tagAdded, note: note, name: "Rome")),
+      .tagRemoved(
+        .init(
+          time: time(), counter: 0, replica: replica, kind: .tagRemoved, note: note,
+          tag: tagKey("WORK"))),
+      .tagErased(
+        .init(time: time(), counter: 0, replica: replica, kind: .tagErased, tag: tagKey("x"))),
       .noteCreated(
         .init(
           time: time(), counter: 0, replica: replica, kind: .noteCreated, note: gone, date: date)
@@ -319,8 +328,16 @@ struct API: Sendable {
     ]
   }
 
+  /// A tag's key as the document defines it: the first 16 bytes of the SHA-256 of `tag`, a zero
+  /// byte and the lowercased name, in hexadecimal.
+  static func tagKey(_ name: String) -> String {
+    let digest = SHA256.hash(data: Array("tag".utf8) + [0] + Array(name.lowercased().utf8))
+    return digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+  }
+
   /// What the second session pulls: the events pushed, in their order, with the values erased
-  /// where a deletion pushed with them erases them.
+  /// where a deletion pushed with them erases them (and an older client's deletion of a tag by
+  /// name as the deletion by key it means).
   static func expectPulled(
     _ pulled: [Components.Schemas.Event], pushed: [Components.Schemas.Event]
   ) throws {
@@ -346,6 +363,9 @@ struct API: Sendable {
         sent.redacted = .deleted
         redacted += 1
         #expect(got == sent, "event \(index)")
+      case (.tagErased(let got), .tagDeleted(let sent)):
+        #expect(got.tag == tagKey(sent.name), "event \(index)")
+        #expect(got.time == sent.time && got.replica == sent.replica, "event \(index)")
       default:
         #expect(got == sent, "event \(index)")
       }

@@ -187,3 +187,94 @@ struct UndoSyncTests {
     }
   }
 }
+
+@Suite("A deleted tag's name, through the server")
+struct TagErasureSyncTests {
+  static let credentials = Credentials(username: "ann", password: "correct horse")
+  static let name = "SecretTag-Quokka"
+
+  /// Whether a file holds the tag's name in any of the spellings the test used.
+  static func holdsName(_ path: String) throws -> Bool {
+    try [name, name.lowercased(), name.uppercased()].contains { try file(path, contains: $0) }
+  }
+
+  @Test(
+    "a deleted tag's name is in no file after sync and compaction, while Paris and paris stay one tag",
+    arguments: Backend.allCases)
+  func nameIsGone(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let serverDirectory = root + "/server"
+      let server = try await openServer(backend: backend, directory: serverDirectory)
+      let storePaths = try await withLiveServer(server) { baseURL in
+        do {
+          let devices = try openDevices(
+            3, root: root, transport: { _ in HTTPTransport(baseURL: baseURL) },
+            credentials: Self.credentials, seed: 5, encoding: { $0 == 1 ? .json : .binary })
+          defer { for device in devices { device.store.close() } }
+          let (writer, reader, newcomer) = (devices[0], devices[1], devices[2])
+          try await writer.account.createAccount()
+          let (a, b) = try await writer.store.write { changes in
+            (
+              changes.createNote(text: "a", tags: [Self.name, "work"]),
+              changes.createNote(text: "b", tags: ["Paris"])
+            )
+          }
+          try await writer.store.write { $0.renameTag(to: Self.name.uppercased()) }
+          _ = try await writer.account.sync()
+          _ = try await reader.account.sync()
+          // The reader tags another note with it, and tags b "paris" (one tag with "Paris").
+          let c = try await reader.store.write { $0.createNote(text: "c") }
+          try await reader.store.write { changes in
+            changes.setTags([Self.name.lowercased()], of: c)
+            changes.setTags(["Paris", "paris"], of: b)
+          }
+          _ = try await reader.account.sync()
+          _ = try await writer.account.sync()
+          #expect(
+            try await storedBytes(of: server).range(of: Data(Self.name.lowercased().utf8)) != nil)
+
+          try await writer.store.write { $0.deleteTag(named: Self.name) }
+          #expect(try await writer.account.sync().inSync)
+          #expect(try await reader.account.sync().inSync)
+          #expect(try await newcomer.account.sync().inSync)
+          let digests = try devices.map { try Digests($0.store) }
+          #expect(digests.allSatisfy { $0 == digests[0] }, "\(digests)")
+          for device in devices {
+            let store = device.store
+            #expect(try store.note(a)?.tags.map(\.name) == ["work"])
+            #expect(try store.note(c)?.tags.isEmpty == true)
+            #expect(try store.tags().map(\.tag.id.rawValue).sorted() == ["paris", "work"])
+            #expect(try store.notes(taggedWith: "PARIS").count == 1)
+            #expect(
+              !(try store.events()).map(\.event).contains {
+                $0.description.lowercased().contains(Self.name.lowercased())
+              })
+            #expect(try store.verify().isEmpty)
+          }
+          let served = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
+          #expect(
+            !served.events.contains {
+              $0.description.lowercased().contains(Self.name.lowercased())
+            })
+          #expect(try await server.verify().faults.isEmpty)
+          if backend == .postgres {
+            let bytes = try await storedBytes(of: server)
+            #expect(bytes.range(of: Data(Self.name.lowercased().utf8)) == nil)
+            #expect(bytes.range(of: Data(Self.name.uppercased().utf8)) == nil)
+          }
+          return devices.map(\.store.path)
+        }
+      }
+      server.close()
+      if backend == .lmdb {
+        #expect(try Self.holdsName(serverDirectory + "/data.mdb"))
+        _ = try SyncServer.compact(dataDirectory: serverDirectory)
+        #expect(try !Self.holdsName(serverDirectory + "/data.mdb"))
+      }
+      for path in storePaths {
+        _ = try NoteStore.compact(at: path)
+        #expect(try !Self.holdsName(path + "/data.mdb"), "\(path)")
+      }
+    }
+  }
+}

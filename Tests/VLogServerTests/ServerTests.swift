@@ -745,6 +745,20 @@ struct ServerTests {
       (#"{\#(head),"kind":"tagDeleted","name":"paris","redacted":"deleted"}"#, false),
       (#"{\#(head),"kind":"unknown","kindNumber":42,"extra":"oAYB"}"#, true),
       (#"{\#(head),"kind":"unknown","kindNumber":3}"#, false),
+      (#"{\#(head),"kind":"tagAdded",\#(note),"name":"Rome"}"#, true),
+      (#"{\#(head),"kind":"tagAdded","name":"Rome"}"#, false),
+      (#"{\#(head),"kind":"tagAdded",\#(note),"redacted":"deleted"}"#, true),
+      (
+        #"{\#(head),"kind":"tagRemoved",\#(note),"tag":"\#(String(repeating: "ab", count: 16))"}"#,
+        true
+      ),
+      (#"{\#(head),"kind":"tagRemoved",\#(note),"tag":"rome"}"#, false),
+      (
+        #"{\#(head),"kind":"tagRemoved",\#(note),"tag":"\#(String(repeating: "ab", count: 16))","redacted":"deleted"}"#,
+        false
+      ),
+      (#"{\#(head),"kind":"tagErased","tag":"\#(String(repeating: "cd", count: 16))"}"#, true),
+      (#"{\#(head),"kind":"tagErased","name":"Rome"}"#, false),
       (#"{\#(head),"kind":"sideways",\#(note)}"#, false),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted"}"#, true),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"superseded","text":"secret"}"#, false),

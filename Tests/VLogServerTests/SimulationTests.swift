@@ -170,6 +170,7 @@ func simulate(
         let digests = try Digests(device.store)
         outcome.deviceDigests.append("\(digests.events) \(digests.state)")
         outcome.lostAdds += try lostAttachments(device.store).map { "d\(index) \($0)" }
+        outcome.lostAdds += try wrongTags(device.store).map { "d\(index) \($0)" }
         let texts = try textCheck(device.store)
         outcome.lostTexts += texts.lost.map { "d\(index) \($0)" }
         outcome.conflicts.append(texts.conflicts)
@@ -209,6 +210,64 @@ func lostAttachments(_ store: NoteStore) throws -> [String] {
     }
   }
   return lost.sorted()
+}
+
+/// The notes whose tags differ from what the store's log alone says they must be: for each
+/// tag, the newest of the note's newest list (the tag on it or not) and the tag's own additions
+/// and removals, ignoring all of them older than the tag's latest deletion (each tag on a note
+/// merges on its own). A tag added and missing is an add lost.
+func wrongTags(_ store: NoteStore) throws -> [String] {
+  var lists: [NoteID: (stamp: Stamp, tags: [TagID])] = [:]
+  var changes: [NoteID: [TagKey: (stamp: Stamp, isOn: Bool)]] = [:]
+  var deletions: [TagKey: Stamp] = [:]
+  for event in try store.events().map(\.event) where !event.isRedacted {
+    switch event.change {
+    case .tagsSet(let note, let names):
+      if lists[note].map({ $0.stamp < event.stamp }) ?? true {
+        lists[note] = (event.stamp, names.map(TagID.init(name:)))
+      }
+    case .tagAdded(let note, let name):
+      if changes[note]?[TagKey(name: name)].map({ $0.stamp < event.stamp }) ?? true {
+        changes[note, default: [:]][TagKey(name: name)] = (event.stamp, true)
+      }
+    case .tagRemoved(let note, let key):
+      if changes[note]?[key].map({ $0.stamp < event.stamp }) ?? true {
+        changes[note, default: [:]][key] = (event.stamp, false)
+      }
+    case .tagErased(let key):
+      deletions[key] = max(deletions[key] ?? .zero, event.stamp)
+    default: break
+    }
+  }
+  var wrong: [String] = []
+  for id in Set(lists.keys).union(changes.keys).sorted() {
+    guard let note = try store.note(id) else { continue }
+    var expected: Set<TagKey> = []
+    var names: [TagKey: TagID] = [:]
+    for tag in lists[id]?.tags ?? [] { names[TagKey(tag)] = tag }
+    var keys = Set(names.keys)
+    if let own = changes[id] { keys.formUnion(own.keys) }
+    for key in keys {
+      let floor = deletions[key] ?? .zero
+      var newest: (stamp: Stamp, isOn: Bool)?
+      if let list = lists[id], list.stamp > floor {
+        newest = (list.stamp, list.tags.contains { TagKey($0) == key })
+      }
+      if let change = changes[id]?[key], change.stamp > floor,
+        newest.map({ $0.stamp < change.stamp }) ?? true
+      {
+        newest = change
+      }
+      if newest?.isOn == true { expected.insert(key) }
+    }
+    let shown = Set(note.tags.map { TagKey($0.id) })
+    if shown != expected {
+      wrong.append(
+        "\(id) shows \(note.tags.map(\.name)), expected \(expected.count) tags"
+          + " (missing \(expected.subtracting(shown).count))")
+    }
+  }
+  return wrong
 }
 
 /// What a store's texts should be, worked out from its log alone (``TextVersions``' rule read
@@ -294,6 +353,18 @@ struct SimulationTests {
       let outcome = try await simulate(
         seed: seed, backend: backend, mergeRule: .wholeAttachmentLists)
       if !outcome.lostAdds.isEmpty { lost += 1 }
+    }
+    #expect(lost > 0)
+  }
+
+  @Test(
+    "The simulation catches a planted whole-list merge of tags (a tag another device added meanwhile lost)",
+    arguments: Backend.allCases)
+  func catchesPlantedWholeTagLists(backend: Backend) async throws {
+    var lost = 0
+    for seed: UInt64 in 0..<20 where lost == 0 {
+      let outcome = try await simulate(seed: seed, backend: backend, mergeRule: .wholeTagLists)
+      if outcome.lostAdds.contains(where: { $0.contains("tags") }) { lost += 1 }
     }
     #expect(lost > 0)
   }

@@ -157,9 +157,23 @@ func makeRandomChanges(
       case 55..<63:
         changes.setSortDate(
           Date(timeIntervalSince1970: 1_700_000_000 + Double(value % 100_000)), of: note)
-      case 63..<73:
+      case 63..<66:
         changes.setTags(
           Array(tagNames.shuffled(using: &generator).prefix(Int(value % 3))), of: note)
+      case 66..<70:
+        // One tag more: a change of that tag alone.
+        let tags = try store.note(note)?.tags.map(\.name) ?? []
+        changes.setTags(tags + [tagNames[Int(value % 5)]], of: note)
+      case 70..<72:
+        var tags = try store.note(note)?.tags.map(\.name) ?? []
+        if !tags.isEmpty { tags.remove(at: Int(value % UInt64(tags.count))) }
+        changes.setTags(tags, of: note)
+      case 72..<73:
+        if let tag = try store.tags().first {
+          changes.deleteTag(named: tag.tag.name)
+        } else {
+          changes.setText("no tag to delete \(value % 100)", of: note)
+        }
       case 73..<81:
         changes.addAttachment(
           Array("bytes \(value % 50)".utf8), mimeType: "image/png", width: 4, height: 3, to: note)

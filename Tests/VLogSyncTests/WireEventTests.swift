@@ -94,7 +94,7 @@ struct WireEventTests {
         "kind: 'teleported' is not a kind of event"
       ),
       (#""kind":"unknown""#, "kindNumber: required for an unknown kind"),
-      (#""kind":"unknown","kindNumber":2"#, "kindNumber: 2 is a known kind; name it in 'kind'"),
+      (#""kind":"unknown","kindNumber":2"#, "extra: missing textSet: id (field 4)"),
       (
         #""kind":"attachmentsSet","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","attachments":["x"]"#,
         "attachments[0]: 'x' is not a UUID"

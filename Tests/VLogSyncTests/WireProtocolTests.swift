@@ -36,7 +36,8 @@ struct WireProtocolTests {
   func header() throws {
     #expect(try WireProtocol(header: nil) == .first)
     #expect(try WireProtocol(header: "1") == .first)
-    #expect(try WireProtocol(header: "2") == .current)
+    #expect(try WireProtocol(header: "2") == .textBases)
+    #expect(try WireProtocol(header: "3") == .current)
     #expect(try WireProtocol(header: "17") == .current)
     for bad in ["", "0", "-1", "two", "1.5", " 2", "9999999999"] {
       #expect(throws: WireError.self, "\(bad)") { try WireProtocol(header: bad) }
@@ -69,6 +70,37 @@ struct WireProtocolTests {
     #expect(currentObject["replaces"] as? [String] == [Self.stamp(1_000).hex])
   }
 
+  @Test(
+    "before version 3 the tag kinds travel as kinds the client keeps; forwarded back, they are read as they were"
+  )
+  func tagKindsForOlderVersions() throws {
+    let events = [
+      Event(stamp: Self.stamp(3_000), change: .tagAdded(Self.note, name: "Paris")),
+      Event(stamp: Self.stamp(3_001), change: .tagRemoved(Self.note, tag: TagKey(name: "rome"))),
+      Event(stamp: Self.stamp(3_002), change: .tagErased(TagKey(name: "oslo"))),
+      Event(stamp: Self.stamp(3_003), change: .tagAdded(Self.note, name: "x")).redacted(.deleted),
+    ]
+    for event in events {
+      for version in [WireProtocol.first, .textBases] {
+        let older = version.form(of: event)
+        #expect(older.change == .unknown(kind: event.change.kind), "\(event)")
+        // The same bytes: the binary encoding needs nothing else.
+        #expect(older.encoded() == event.encoded(), "\(event)")
+        let json = try JSONEncoder().encode(WireEvent(older))
+        let object = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
+        #expect(object["kind"] as? String == "unknown")
+        #expect(object["kindNumber"] as? UInt64 == event.change.kind.rawValue)
+        #expect(object["tag"] == nil && object["name"] == nil && object["note"] == nil)
+        // An older client forwards it as it got it; this version reads the event back.
+        #expect(try JSONDecoder().decode(WireEvent.self, from: json).event() == event)
+      }
+      #expect(WireProtocol.current.form(of: event) == event)
+      let current = try JSONDecoder().decode(
+        WireEvent.self, from: JSONEncoder().encode(WireEvent(event)))
+      #expect(try current.event() == event)
+    }
+  }
+
   @Test("to version 1 a redacted text change carries its ids alone, as version 1 requires")
   func redactedForVersionOne() throws {
     let redacted = Self.edit.redacted(.superseded)
@@ -95,6 +127,6 @@ struct WireProtocolTests {
     _ = await caller.send(Endpoints.Fetch(ids: []), token: "token")
     let headers = transport.requests.withLock { $0.map(\.headers) }
     #expect(headers.count == 2)
-    #expect(headers.allSatisfy { $0["vlog-protocol"] == "2" })
+    #expect(headers.allSatisfy { $0["vlog-protocol"] == WireProtocol.current.description })
   }
 }

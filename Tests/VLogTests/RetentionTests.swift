@@ -62,8 +62,10 @@ struct RetentionTests {
       // The history says which values retention took.
       let history = try bounded.history(of: id)
       let superseded = history.filter { $0.logged.event.redaction == .superseded }
-      #expect(superseded.count == 1001)  // 1,000 texts and the first tags
-      #expect(history.filter { $0.outcome == .won }.count == 2)
+      // 1,000 texts; the tags list stays, since a tag's own changes do not replace the list.
+      #expect(superseded.count == 1000)
+      // The text, the list, the removal of `draft` and the addition of `final`.
+      #expect(history.filter { $0.outcome == .won }.count == 4)
     }
   }
 

@@ -61,7 +61,12 @@ extension VLogEventMessage {
       entity = Self.bytes(id.identifier)
     case .tagRenamed(let name), .tagDeleted(let name):
       text = name
-    case .unknown:
+    case .tagAdded(let id, let name):
+      entity = Self.bytes(id.identifier)
+      text = name
+    case .tagRemoved, .tagErased, .unknown:
+      // The workload's notes change their tags by list (field 17, a tag's key, is not in the
+      // message).
       break
     }
   }

@@ -168,7 +168,8 @@ public final class SQLiteBackend: Backend {
         .execute(arguments: [Data(attachment.identifier.bytes), stamp])
       try db.cachedStatement(sql: "DELETE FROM attachments WHERE id = ?")
         .execute(arguments: [Data(attachment.identifier.bytes)])
-    case .tagRenamed, .tagDeleted, .unknown:
+    case .tagRenamed, .tagDeleted, .tagAdded, .tagRemoved, .tagErased, .unknown:
+      // The workload changes a note's tags by list.
       break
     }
   }

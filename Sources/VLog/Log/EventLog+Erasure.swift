@@ -1,4 +1,3 @@
-internal import Crypto
 package import LMDB
 
 /// Erasure: deleted means gone.
@@ -147,12 +146,8 @@ extension EventLog {
     } while !batch.isEmpty
   }
 
-  /// The id under which the object index files a tag's events: the first 16 bytes of the
-  /// SHA-256 of `tag`, a zero byte and the tag's id.
-  package static func tagObject(_ tag: TagID) -> Identifier {
-    let digest = Array(SHA256.hash(data: Array("tag".utf8) + [0] + Array(tag.rawValue.utf8)))
-    return digest.withUnsafeBytes { Identifier(bytes: UnsafeRawBufferPointer(rebasing: $0[..<16])) }
-  }
+  /// The id under which the object index files a tag's events: its key (``TagKey``).
+  package static func tagObject(_ tag: TagID) -> Identifier { TagKey(tag).identifier }
 
   /// The stamp of a tag's latest deletion, if the log holds one.
   package func tagDeletion(
@@ -226,6 +221,26 @@ extension EventLog {
   }
 }
 
+extension EventLog {
+  /// Erases the names of deleted tags from a log written before deletions named tags by key:
+  /// one pass over the log, storing each deletion by name as one by key and erasing what each
+  /// tag's latest deletion erases (``LogBatch`` rule 2).
+  ///
+  /// - Returns: The number of events redacted.
+  package func eraseDeletedTagNames(in transaction: borrowing WriteTransaction) throws -> Int {
+    var appender = try appender(in: transaction)
+    var deletions: [LoggedEvent] = []
+    try forEach(after: 0, in: transaction) { logged in
+      if logged.event.change.deletedTag != nil { deletions.append(logged) }
+      return true
+    }
+    var facts = facts(in: transaction)
+    for logged in deletions { try appender.batch.refileTagDeletion(logged, facts: &facts) }
+    try appender.commit(in: transaction)
+    return appender.redactedCount
+  }
+}
+
 extension Change {
   /// The notes and attachments the change is about, as the object index files it: the note
   /// of a note's change, the note and the attachment of an `attachmentAdded`, the attachment
@@ -235,12 +250,12 @@ extension Change {
     switch self {
     case .noteCreated(let id, _), .textSet(let id, _, _), .archivedSet(let id, _),
       .sortDateSet(let id, _), .tagsSet(let id, _), .attachmentsSet(let id, _),
-      .noteDeleted(let id):
+      .noteDeleted(let id), .tagAdded(let id, _), .tagRemoved(let id, _):
       (id.identifier, nil)
     case .attachmentAdded(let attachment):
       (attachment.noteID.identifier, attachment.id.identifier)
     case .attachmentDeleted(let id): (id.identifier, nil)
-    case .tagRenamed, .tagDeleted, .unknown: (nil, nil)
+    case .tagRenamed, .tagDeleted, .tagErased, .unknown: (nil, nil)
     }
   }
 
@@ -250,15 +265,29 @@ extension Change {
   }
 
   /// The tags a change names, as the object index files them (see ``EventLog/tagObject(_:)``):
-  /// the tags of a tags change, the tag of a rename.
+  /// the tags of a tags list, the tag of a rename, an addition or a removal (a redacted
+  /// addition names none). A deletion is not filed: the log keeps each tag's latest deletion
+  /// apart.
   package var tagObjectIDs: [Identifier] {
     switch self {
     case .tagsSet(_, let tags):
       var seen = Set<TagID>()
       return tags.map { TagID(name: TagName.clean($0)) }.filter { seen.insert($0).inserted }
         .map(EventLog.tagObject)
-    case .tagRenamed(let name): return [EventLog.tagObject(TagID(name: TagName.clean(name)))]
+    case .tagRenamed(let name), .tagAdded(_, let name):
+      let cleaned = TagName.clean(name)
+      return cleaned.isEmpty ? [] : [EventLog.tagObject(TagID(name: cleaned))]
+    case .tagRemoved(_, let tag): return [tag.identifier]
     default: return []
+    }
+  }
+
+  /// The tag a deletion deletes, by key: `tagErased`'s, or the key of `tagDeleted`'s name.
+  package var deletedTag: TagKey? {
+    switch self {
+    case .tagErased(let tag): tag
+    case .tagDeleted(let name): TagKey(name: name)
+    default: nil
     }
   }
 

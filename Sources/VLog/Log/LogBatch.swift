@@ -8,12 +8,14 @@
 /// The rules, each stated here and nowhere else:
 ///
 /// 1. **Deleted means gone.** An event of a deleted note or attachment is stored redacted
-///    (``Event/Redaction/deleted``), and so is a tag rename made before the tag's latest
-///    deletion. A note's or attachment's first deletion marks the object and redacts every
-///    other event filed under it; a note's fields are forgotten.
-/// 2. **A deleted tag's name goes.** A tag deletion (the latest counts) redacts the tag's
-///    earlier renames, and the earlier tags changes naming it that a newer tags change of their
-///    note replaced (a tags change still in force keeps the tag: its note has it).
+///    (``Event/Redaction/deleted``). A note's or attachment's first deletion marks the object
+///    and redacts every other event filed under it; a note's fields are forgotten.
+/// 2. **A deleted tag's name goes.** A tag deletion is stored by key (`tagErased`; an older
+///    version's `tagDeleted` is stored as the `tagErased` of its name's key), and the log keeps
+///    each tag's latest deletion. Every change made before it that spells the tag's name is
+///    erased: renames and additions are redacted, and tags lists are stored without the tag —
+///    whether they were in the log before the deletion or arrive after it. (A note loses the
+///    tag as of the deletion either way; see ``Change/tagErased(_:)``.)
 /// 3. **Every event is filed** under the note, attachment and tags it changes, and an
 ///    `attachmentAdded` that is not redacted references its blob; a blob that loses its last
 ///    reference is released.
@@ -60,9 +62,6 @@ package struct LogBatch: Sendable {
   /// ``applyRetention(_:now:stored:facts:)`` or ``finish(facts:)``.
   private var pendingErasures: [(object: Identifier, isNote: Bool)] = []
   private var pendingTagErasures: [Identifier] = []
-  /// Tags changes naming a deleted tag: redacted at ``finish(facts:)`` if a newer tags change
-  /// of their note replaced them.
-  private var pendingTagsChecks: [(sequence: UInt64, note: NoteID, stamp: Stamp)] = []
   /// Blobs that lost a reference.
   private var releaseCandidates: Set<BlobHash> = []
 
@@ -77,9 +76,6 @@ package struct LogBatch: Sendable {
     self.rules = rules
   }
 
-  /// The field a tags change sets (``Change/field``).
-  static let tagsField: UInt8 = 4
-
   // MARK: - Appending
 
   /// Appends an event the log does not hold: decides its stored form (rule 1) and its
@@ -89,12 +85,13 @@ package struct LogBatch: Sendable {
   /// - Returns: The event as stored, with its sequence number (also in ``changes``).
   /// - Throws: What `facts` throws, before anything changed.
   package mutating func append(_ event: Event, facts: inout some LogFacts) throws -> LoggedEvent {
-    let stored = try storedForm(of: event, facts: &facts)
+    let tags = event.change.tagObjectIDs
+    let stored = try storedForm(of: event, tags: tags, facts: &facts)
     try lookUpIndexFacts(of: stored, facts: &facts)
     let logged = LoggedEvent(sequence: nextSequence, event: stored)
     nextSequence += 1
     if keepsAppended { changes.appended.append(logged) }
-    try index(logged, facts: &facts)
+    try index(logged, tags: stored == event ? tags : nil, facts: &facts)
     return logged
   }
 
@@ -107,11 +104,8 @@ package struct LogBatch: Sendable {
       let (first, second) = event.change.objects
       if let first { needed.deletions.insert(first) }
       if let second { needed.deletions.insert(second) }
-      switch event.change {
-      case .tagRenamed(let name), .tagDeleted(let name):
-        needed.deletions.insert(EventLog.tagObject(TagID(name: name)))
-      default: break
-      }
+      if let tag = event.change.deletedTag { needed.deletions.insert(tag.identifier) }
+      for tag in event.change.tagObjectIDs { needed.deletions.insert(tag) }
       if tracksFields, let key = event.change.fieldKey { needed.fields.insert(key) }
     }
     needed.deletions = needed.deletions.filter { deleted[$0] == nil && tagDeletions[$0] == nil }
@@ -122,21 +116,24 @@ package struct LogBatch: Sendable {
   /// Files a stored event as ``append(_:facts:)`` files an appended one: for a log whose
   /// indexes are being built from its events.
   package mutating func index(_ logged: LoggedEvent, facts: inout some LogFacts) throws {
+    try index(logged, tags: nil, facts: &facts)
+  }
+
+  /// ``index(_:facts:)``, given the tags the event names if they are known already.
+  private mutating func index(
+    _ logged: LoggedEvent, tags: [Identifier]?, facts: inout some LogFacts
+  ) throws {
     let event = logged.event
     let sequence = logged.sequence
     let (first, second) = event.change.objects
     if let first { changes.objects.append((first, sequence)) }
     if let second { changes.objects.append((second, sequence)) }
-    switch event.change {
-    case .tagsSet, .tagRenamed:
-      for object in event.change.tagObjectIDs { changes.objects.append((object, sequence)) }
-    default: break
-    }
+    for object in tags ?? event.change.tagObjectIDs { changes.objects.append((object, sequence)) }
     if let hash = event.referencedBlob {
       changes.addedReferences[hash, default: []].insert(sequence)
     }
-    if case .tagDeleted(let name) = event.change {
-      try recordDeletion(of: TagID(name: name), at: event.stamp, facts: &facts)
+    if let tag = event.change.deletedTag {
+      try recordDeletion(of: tag.identifier, at: event.stamp, facts: &facts)
     }
     if let object = event.change.deletedObject, try !isDeleted(object, facts: &facts) {
       changes.deletions.append((object, sequence))
@@ -146,15 +143,55 @@ package struct LogBatch: Sendable {
     try trackReplacement(of: event, at: sequence, facts: &facts)
   }
 
-  /// The form in which `event` is stored: redacted if it changes a deleted note or attachment,
-  /// or renames a tag deleted after it (rule 1).
-  private mutating func storedForm(of event: Event, facts: inout some LogFacts) throws -> Event {
+  /// Files a stored tag deletion again, as a log written before rule 2 took names out needs:
+  /// a deletion by name is stored by key, and what the tag's latest deletion erases is erased
+  /// at ``finish(facts:)``.
+  package mutating func refileTagDeletion(_ logged: LoggedEvent, facts: inout some LogFacts)
+    throws
+  {
+    guard let tag = logged.event.change.deletedTag, !logged.event.isRedacted else { return }
+    if case .tagDeleted = logged.event.change {
+      rewrite(
+        at: logged.sequence,
+        as: Event(
+          stamp: logged.event.stamp, change: .tagErased(tag),
+          unknownFields: logged.event.unknownFields))
+    }
+    try recordDeletion(of: tag.identifier, at: logged.event.stamp, facts: &facts)
+  }
+
+  /// The form in which `event` is stored: redacted if it changes a deleted note or attachment
+  /// (rule 1); a tag deletion by key, redacted if it renames or adds a tag deleted after it,
+  /// and a tags list without the tags deleted after it (rule 2).
+  private mutating func storedForm(
+    of event: Event, tags: [Identifier], facts: inout some LogFacts
+  ) throws -> Event {
     guard !event.isRedacted, event.change.deletedObject == nil else { return event }
-    if case .tagRenamed(let name) = event.change,
-      let deletion = try tagDeletion(of: EventLog.tagObject(TagID(name: name)), facts: &facts),
-      event.stamp < deletion
-    {
-      return event.redacted(.deleted)
+    switch event.change {
+    case .tagDeleted(let name):
+      return Event(
+        stamp: event.stamp, change: .tagErased(TagKey(name: name)),
+        unknownFields: event.unknownFields)
+    case .tagRenamed, .tagAdded:
+      if let tag = tags.first, let deletion = try tagDeletion(of: tag, facts: &facts),
+        event.stamp < deletion
+      {
+        return event.redacted(.deleted)
+      }
+    case .tagsSet(let note, let names):
+      var kept = names
+      for tag in tags {
+        guard let deletion = try tagDeletion(of: tag, facts: &facts), event.stamp < deletion
+        else { continue }
+        kept.removeAll { TagKey(name: $0).identifier == tag }
+      }
+      if kept.count != names.count {
+        let stripped = Event(
+          stamp: event.stamp, change: .tagsSet(note, tags: kept),
+          unknownFields: event.unknownFields)
+        return try storedForm(of: stripped, tags: stripped.change.tagObjectIDs, facts: &facts)
+      }
+    default: break
     }
     guard rules != .keepsLateContent else { return event }
     let (first, second) = event.change.objects
@@ -166,9 +203,7 @@ package struct LogBatch: Sendable {
   /// Looks up what filing `event` reads, so that ``index(_:facts:)`` cannot throw a missing
   /// fact after it began.
   private mutating func lookUpIndexFacts(of event: Event, facts: inout some LogFacts) throws {
-    if case .tagDeleted(let name) = event.change {
-      _ = try tagDeletion(of: EventLog.tagObject(TagID(name: name)), facts: &facts)
-    }
+    if let tag = event.change.deletedTag { _ = try tagDeletion(of: tag.identifier, facts: &facts) }
     if let object = event.change.deletedObject { _ = try isDeleted(object, facts: &facts) }
     if tracksFields, let field = event.change.field, let note = event.change.noteID {
       let newest = try newestChange(to: FieldKey(note: note, field: field), facts: &facts)
@@ -199,10 +234,10 @@ package struct LogBatch: Sendable {
 
   /// Records a tag's deletion, if it is the latest (rule 2): erased later.
   private mutating func recordDeletion(
-    of tag: TagID, at stamp: Stamp, facts: inout some LogFacts
+    of object: Identifier, at stamp: Stamp, facts: inout some LogFacts
   ) throws {
-    let object = EventLog.tagObject(tag)
-    if let latest = try tagDeletion(of: object, facts: &facts), latest >= stamp { return }
+    // The same deletion again (a migration files the log's deletions again) erases again.
+    if let latest = try tagDeletion(of: object, facts: &facts), latest > stamp { return }
     tagDeletions[object] = .some(stamp)
     changes.tagDeletions[object] = stamp
     if !pendingTagErasures.contains(object) { pendingTagErasures.append(object) }
@@ -287,10 +322,16 @@ package struct LogBatch: Sendable {
         guard let event = current(at: sequence), !event.isRedacted, event.stamp < deletion
         else { continue }
         switch event.change {
-        case .tagRenamed:
+        case .tagRenamed, .tagAdded:
           try redact(at: sequence, reason: .deleted)
-        case .tagsSet(let note, _):
-          pendingTagsChecks.append((sequence, note, event.stamp))
+        case .tagsSet(let note, let names):
+          let kept = names.filter { TagKey(name: $0).identifier != object }
+          guard kept.count != names.count else { continue }
+          rewrite(
+            at: sequence,
+            as: Event(
+              stamp: event.stamp, change: .tagsSet(note, tags: kept),
+              unknownFields: event.unknownFields))
         default: break
         }
       }
@@ -341,24 +382,10 @@ package struct LogBatch: Sendable {
     return redacted
   }
 
-  /// Ends the batch: erases what appended deletions delete, redacts the tags changes rule 2
-  /// left to check, and releases the blobs no event references any more
-  /// (``LogChanges/releasedBlobs``).
+  /// Ends the batch: erases what appended deletions delete, and releases the blobs no event
+  /// references any more (``LogChanges/releasedBlobs``).
   package mutating func finish(facts: inout some LogFacts) throws {
     try eraseDeleted(facts: &facts)
-    if !pendingTagsChecks.isEmpty {
-      let newest = try newestChanges(
-        to: pendingTagsChecks.map { FieldKey(note: $0.note, field: Self.tagsField) },
-        facts: &facts)
-      for (sequence, note, stamp) in pendingTagsChecks {
-        if let replacement = newest[FieldKey(note: note, field: Self.tagsField)],
-          replacement.stamp > stamp
-        {
-          try redact(at: sequence, reason: .deleted)
-        }
-      }
-      pendingTagsChecks.removeAll()
-    }
     let candidates = releaseCandidates.filter {
       changes.addedReferences[$0, default: []].isEmpty
     }
@@ -400,6 +427,13 @@ package struct LogBatch: Sendable {
     }
     redactedCount += 1
     return true
+  }
+
+  /// Stores the event at `sequence` in another form that is not redacted: a tags list without
+  /// a deleted tag (rule 2). Its id stays, so the index and the event-set digest do not change.
+  private mutating func rewrite(at sequence: UInt64, as event: Event) {
+    changes.redacted[sequence] = event
+    loaded[sequence] = event
   }
 
   /// Forgets a deleted note's fields: its changes are all redacted.
@@ -512,8 +546,9 @@ package struct LogChanges: Sendable {
   /// Events appended, as stored, in order (unless the batch does not keep them: see
   /// ``LogBatch/keepsAppended``).
   package var appended: [LoggedEvent] = []
-  /// Events to store in their redacted form, by sequence number: stored ones, and appended
-  /// ones (which are stored in this form in their place).
+  /// Events to store in a new form, by sequence number — redacted, or a tags list without a
+  /// deleted tag: stored ones, and appended ones (which are stored in this form in their
+  /// place).
   package var redacted: [UInt64: Event] = [:]
   /// Object index entries to add.
   package var objects: [(object: Identifier, sequence: UInt64)] = []
