@@ -61,6 +61,14 @@ struct PostgresLogWriter {
     appended += 1
   }
 
+  /// Files a stored tag deletion again, as a migration does
+  /// (``LogBatch/refileTagDeletion(_:facts:)``).
+  mutating func refileTagDeletion(_ logged: LoggedEvent) async throws {
+    try await resolve(inPlace: false) { batch, facts in
+      try batch.refileTagDeletion(logged, facts: &facts)
+    }
+  }
+
   /// Redacts the replaced changes whose period has passed at `now`
   /// (``LogBatch/applyRetention(_:now:stored:facts:)``).
   @discardableResult

@@ -1,5 +1,8 @@
+internal import Foundation
 internal import Logging
+internal import NIOCore
 internal import PostgresNIO
+internal import VLog
 
 /// The schema: its versions and the migration a server runs when it opens the database.
 extension PostgresStorage {
@@ -77,7 +80,40 @@ extension PostgresStorage {
         WHERE released_at IS NOT NULL
       """,
     ],
+    // Tags deleted by key: no statement, but the migration erases the names of the tags that
+    // version 3 deleted by name (``eraseDeletedTagNames(on:)``).
+    4: [],
   ]
+
+  /// Erases the names of deleted tags from logs written before deletions named tags by key,
+  /// account by account (``LogBatch/refileTagDeletion(_:facts:)``): a deletion by name is
+  /// stored by key, and what each tag's latest deletion erases is erased.
+  private func eraseDeletedTagNames(on connection: PostgresConnection) async throws {
+    let rows = try await connection.query(
+      "SELECT account FROM vlog_heads ORDER BY account", logger: logger)
+    var accounts: [Int64] = []
+    for try await account in rows.decode(Int64.self) { accounts.append(account) }
+    for account in accounts {
+      var deletions: [LoggedEvent] = []
+      let events = try await connection.query(
+        "SELECT sequence, record FROM vlog_events WHERE account = \(account) ORDER BY sequence",
+        logger: logger)
+      for try await (sequence, record) in events.decode((Int64, ByteBuffer).self) {
+        let number = try PostgresLogWriter.sequence(sequence)
+        let event = try PostgresLogWriter.event(record: record, sequence: number)
+        if event.change.deletedTag != nil {
+          deletions.append(LoggedEvent(sequence: number, event: event))
+        }
+      }
+      guard !deletions.isEmpty else { continue }
+      let head = try await self.head(of: account, on: connection, locking: true)
+      var writer = PostgresLogWriter(
+        account: account, head: head, rules: logRules,
+        now: UInt64(Date().timeIntervalSince1970 * 1000), connection: connection, logger: logger)
+      for logged in deletions { try await writer.refileTagDeletion(logged) }
+      _ = try await writer.commit()
+    }
+  }
 
   /// Creates the schema, or brings it to ``schemaVersion``, in one transaction.
   func migrate() async throws {
@@ -114,6 +150,7 @@ extension PostgresStorage {
           try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
       }
+      if version < 4 { try await eraseDeletedTagNames(on: connection) }
       try await connection.query(
         "UPDATE vlog_schema SET version = \(Self.schemaVersion)", logger: logger)
       logger.info(

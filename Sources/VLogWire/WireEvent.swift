@@ -234,6 +234,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
   private func change() throws(WireError) -> Change {
     if kind == "unknown" {
       guard let kindNumber else { throw WireError("kindNumber", "required for an unknown kind") }
+      guard kindNumber >= 1 else { throw WireError("kindNumber", "0 is not a kind") }
       // A known number is an event an older client kept unknown: read from its fields.
       try allow([])
       return .unknown(kind: EventKind(rawValue: kindNumber))

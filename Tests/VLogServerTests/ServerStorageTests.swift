@@ -158,6 +158,55 @@ struct ServerStorageTests {
   }
 
   @Test(
+    "a format 5 data directory (tags deleted by name) is migrated: the names go, verify is clean")
+  func migrateFormat5() async throws {
+    try await withTemporaryDirectory { root in
+      let directory = root + "/server"
+      var server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      let note = NoteID(Identifier(high: 1, low: 1))
+      func stamp(_ millisecond: UInt64) -> Stamp { Self.event(millisecond, text: "").stamp }
+      let list = ["Quokka", "kept"]
+      try await server.store.createAccount(
+        named: "ann",
+        password: try PasswordHash(
+          hashing: "correct horse", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
+      _ = try await server.store.sync(
+        account: 1,
+        pushing: [
+          Event(stamp: stamp(0), change: .noteCreated(note, creationDate: Date())),
+          Event(stamp: stamp(1), change: .tagsSet(note, tags: list)),
+          Event(stamp: stamp(2), change: .tagErased(TagKey(name: "quokka"))),
+        ], after: 0, limit: 10)
+      // Make it what format 5 wrote: the deletion by name, the list older than it whole.
+      let storage = try #require(server.store as? LMDBStorage)
+      let log = try storage.environment.openDatabase(named: "log", flags: [])
+      let meta = try storage.environment.openDatabase(named: "meta", flags: [])
+      try storage.environment.write { transaction in
+        try EventLog.rewriteEvents(in: log, transaction: transaction) { event in
+          switch event.change {
+          case .tagErased: Event(stamp: event.stamp, change: .tagDeleted(name: "quokka"))
+          case .tagsSet(note, ["kept"]):
+            Event(stamp: event.stamp, change: .tagsSet(note, tags: list))
+          default: nil
+          }
+        }
+        try transaction.put(BigEndian.bytes(UInt32(5)), forKey: Array("format".utf8), in: meta)
+      }
+      #expect(try await server.verify().faults.count == 2)
+      server.close()
+      server = try SyncServer.open(
+        dataDirectory: directory, configuration: .testing, logger: quietLogger)
+      defer { server.close() }
+      #expect(try await server.verify().faults.isEmpty)
+      let outcome = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 10)
+      #expect(outcome.events.count == 3)
+      #expect(!outcome.events.contains { $0.description.lowercased().contains("quokka") })
+      #expect(outcome.events.last?.change == .tagErased(TagKey(name: "Quokka")))
+    }
+  }
+
+  @Test(
     "a format 4 data directory gets its account and token indexes: sessions list, deletion erases")
   func migrateFormat4() async throws {
     try await withTemporaryDirectory { root in

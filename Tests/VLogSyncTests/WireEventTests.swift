@@ -95,6 +95,7 @@ struct WireEventTests {
       ),
       (#""kind":"unknown""#, "kindNumber: required for an unknown kind"),
       (#""kind":"unknown","kindNumber":2"#, "extra: missing textSet: id (field 4)"),
+      (#""kind":"unknown","kindNumber":0"#, "kindNumber: 0 is not a kind"),
       (
         #""kind":"attachmentsSet","note":"24bd364a-c001-66ab-8fd2-03bee860ff22","attachments":["x"]"#,
         "attachments[0]: 'x' is not a UUID"

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Testing
 import VLogTesting
 
@@ -194,6 +195,59 @@ struct TagMergeTests {
         #expect(try store.note(note)?.tags.map(\.name) == ["kept"])
       }
       #expect(try converged([device.store, other.store]))
+    }
+  }
+}
+
+/// A log as versions before protocol 3 left it: a tag deletion by name, and a tags list older
+/// than it that still spells the name.
+enum LegacyTagLog {
+  /// The legacy form of a deletion by key of `name`, or of a list that lost `name`.
+  static func legacy(_ event: Event, name: String, list: [String]) -> Event? {
+    switch event.change {
+    case .tagErased(let key) where key == TagKey(name: name):
+      return Event(stamp: event.stamp, change: .tagDeleted(name: name.lowercased()))
+    case .tagsSet(let note, let tags) where tags == list.filter({ $0 != name }):
+      return Event(stamp: event.stamp, change: .tagsSet(note, tags: list))
+    default: return nil
+    }
+  }
+}
+
+@Suite("Deleted tags' names in older logs")
+struct LegacyTagNameTests {
+  @Test(
+    "a store of format 6 (deletions by name) is migrated on open: the names go, verify is clean, state unchanged"
+  )
+  func storeFormat6() async throws {
+    try withTemporaryDirectory { path in
+      var store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      let note = try store.write { $0.createNote(text: "n", tags: ["Quokka", "kept"]) }
+      try store.write { $0.deleteTag(named: "Quokka") }
+      #expect(try store.verify().isEmpty)
+      let (digest, state) = (try store.eventSetDigest(), try store.stateDigest())
+      try store.environment.write { transaction in
+        try EventLog.rewriteEvents(in: store.schema.log, transaction: transaction) {
+          LegacyTagLog.legacy($0, name: "Quokka", list: ["Quokka", "kept"])
+        }
+        try transaction.put(
+          BigEndian.bytes(UInt32(6)), forKey: Keys.Meta.format, in: store.schema.meta)
+      }
+      // Verify sees what the older version left.
+      let faults = try store.verify()
+      #expect(faults.filter { $0.kind == .erasure }.count == 2, "\(faults)")
+      #expect(try store.events().contains { $0.event.description.contains("quokka") })
+      store.close()
+
+      store = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      defer { store.close() }
+      #expect(try store.verify().isEmpty)
+      let events = try store.events().map(\.event)
+      #expect(!events.contains { $0.description.lowercased().contains("quokka") })
+      #expect(events.last?.change == .tagErased(TagKey(name: "quokka")))
+      #expect(try store.eventSetDigest() == digest)
+      #expect(try store.stateDigest() == state)
+      #expect(try store.note(note)?.tags.map(\.name) == ["kept"])
     }
   }
 }

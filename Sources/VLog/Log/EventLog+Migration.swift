@@ -31,6 +31,25 @@ extension EventLog {
     }
   }
 
+  /// Rewrites the events of a log's entries (a store's or a server's `log` database) that
+  /// `transform` gives another form of, each with its checksum: what a test builds an older
+  /// version's log with. An entry that does not decode is kept.
+  package static func rewriteEvents(
+    in database: Database, transaction: borrowing WriteTransaction,
+    _ transform: (Event) -> Event?
+  ) throws {
+    try rewriteValues(in: database, transaction: transaction) { _, value in
+      guard value.count >= LogRecord.headerSize,
+        let event = try? Event(encoded: Array(value[LogRecord.headerSize...])),
+        let rewritten = transform(event)
+      else { return nil }
+      let bytes = rewritten.encoded()
+      var record = [UInt8](repeating: 0, count: LogRecord.headerSize + bytes.count)
+      record.withUnsafeMutableBytes { LogRecord.write(bytes, into: $0) }
+      return record
+    }
+  }
+
   /// Moves a store's log from format 1 to 2: every entry's checksum from XXH64 to XXH3, and
   /// the state's event-set digest to XXH3-128, recomputed from the index. An entry whose old
   /// checksum does not match is left as it is, so that it stays reported as damaged.

@@ -14,6 +14,9 @@
 ///    (``TextVersions``): otherwise it is a conflict, which retention keeps. Those are decided
 ///    at ``checkTotals(count:digest:recordedDigest:describe:)``, once every text change was seen.
 /// 5. The recorded event count and event-set digest are those of the entries.
+/// 6. A deleted tag's name is gone: no tag deletion names the tag, and no change older than
+///    its tag's latest deletion spells it (a rename, an addition, a tags list). Decided at
+///    ``checkTotals(count:digest:recordedDigest:describe:)``, once every deletion was seen.
 package struct LogChecks: Sendable {
   /// The faults found so far.
   package private(set) var faults: [VerificationFault] = []
@@ -26,6 +29,9 @@ package struct LogChecks: Sendable {
   /// The texts named by text changes, and each note's newest text change that named none.
   private var namedTexts = Set<Stamp>()
   private var textFloors: [NoteID: Stamp] = [:]
+  /// The changes that spell a tag's name, and each tag's latest deletion (rule 6).
+  private var tagNamings: [(sequence: UInt64, stamp: Stamp, tag: Identifier)] = []
+  private var tagDeletions: [Identifier: Stamp] = [:]
 
   /// Checks with a retention period (nil: none) at `now` (wall-clock milliseconds).
   package init(retention: (period: Duration?, now: UInt64) = (nil, 0)) {
@@ -98,6 +104,7 @@ package struct LogChecks: Sendable {
         VerificationFault(
           kind: .index, message: "event \(sequence) (\(event.stamp)) is not in the blob index"))
     }
+    checkTagNames(logged)
     guard let period = retention.period else { return }
     if case .textSet(let note, _, let base) = event.change {
       if let base {
@@ -117,6 +124,38 @@ package struct LogChecks: Sendable {
         faults.append(Self.keptPastRetention(sequence, event.stamp, event.change.kind))
       }
     }
+  }
+
+  /// Notes what a tag deletion or a change spelling a tag's name says for rule 6.
+  private mutating func checkTagNames(_ logged: LoggedEvent) {
+    let event = logged.event
+    guard !event.isRedacted else { return }
+    if let tag = event.change.deletedTag {
+      tagDeletions[tag.identifier] = max(tagDeletions[tag.identifier] ?? .zero, event.stamp)
+      if case .tagDeleted = event.change {
+        faults.append(
+          VerificationFault(
+            kind: .erasure,
+            message: "event \(logged.sequence) (\(event.stamp)) deletes a tag by its name"))
+      }
+    } else if event.change.kind != .tagRemoved {
+      for tag in event.change.tagObjectIDs {
+        tagNamings.append((logged.sequence, event.stamp, tag))
+      }
+    }
+  }
+
+  /// The changes that still spell a tag deleted after them: faults (rule 6).
+  private mutating func checkDeletedTagNames() {
+    for naming in tagNamings
+    where tagDeletions[naming.tag].map({ naming.stamp < $0 }) ?? false {
+      faults.append(
+        VerificationFault(
+          kind: .erasure,
+          message: "event \(naming.sequence) (\(naming.stamp)) spells the name of a tag "
+            + "deleted after it"))
+    }
+    tagNamings.removeAll()
   }
 
   private static func keptPastRetention(_ sequence: UInt64, _ stamp: Stamp, _ kind: EventKind)
@@ -156,6 +195,7 @@ package struct LogChecks: Sendable {
     )
   ) {
     checkKeptTexts()
+    checkDeletedTagNames()
     if count != UInt64(checked) {
       faults.append(VerificationFault(kind: .index, message: describe.count(count, checked)))
     }
