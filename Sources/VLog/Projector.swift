@@ -188,14 +188,20 @@ struct Projector {
           record.tagChanges = []
           return true
         }
-        return record.changeTag(key, to: name, at: stamp, rule: rule)
+        return record.changeTag(key, tag: tag, to: name, at: stamp, rule: rule)
       }
     case .tagRemoved(let id, let key):
       // The log keeps a removal older than its tag's deletion as it came (it names no tag):
       // it is void.
       if let deletion = try tagDeletion(key, in: transaction), stamp < deletion { break }
+      // Which of the note's listed tags it is, by the keys known so far.
+      var tag: TagID?
+      for name in try note(id, in: transaction)?.tagList ?? [] {
+        let listed = TagID(name: name)
+        if try tagKey(listed) == key { tag = listed }
+      }
       try updateNote(id, in: transaction) { record in
-        record.changeTag(key, to: nil, at: stamp, rule: rule)
+        record.changeTag(key, tag: tag, to: nil, at: stamp, rule: rule)
       }
     case .attachmentsSet(let id, let attachments):
       try updateNote(id, in: transaction) { record in

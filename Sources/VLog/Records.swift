@@ -76,24 +76,19 @@ struct NoteRecord: Equatable, Sendable {
   }
 
   /// Puts a tag on the note (`name`) or takes it off (nil) as of `stamp`, if that is newer
-  /// than the note's list and the tag's newest change: the tag leaves the list, and its change
-  /// is kept in stamp order.
+  /// than the note's list and the tag's newest change: the tag (`tag`, the id whose key is
+  /// `key`, if known) leaves the list, and its change is kept in stamp order.
   ///
   /// - Returns: Whether the record changed.
-  mutating func changeTag(_ key: TagKey, to name: String?, at stamp: Stamp, rule: MergeRule)
-    -> Bool
-  {
+  mutating func changeTag(
+    _ key: TagKey, tag: TagID?, to name: String?, at stamp: Stamp, rule: MergeRule
+  ) -> Bool {
     guard rule.wins(stamp, over: tagsStamp) else { return false }
     if let existing = tagChanges.firstIndex(where: { $0.key == key }) {
       guard rule.wins(stamp, over: tagChanges[existing].stamp) else { return false }
       tagChanges.remove(at: existing)
     }
-    if let name {
-      let tag = TagID(name: name)
-      tagList.removeAll { TagID(name: $0) == tag }
-    } else {
-      tagList.removeAll { TagKey(name: $0) == key }
-    }
+    if let tag { tagList.removeAll { TagID(name: $0) == tag } }
     let change = TagChange(stamp: stamp, key: key, name: name)
     tagChanges.insert(change, at: tagChanges.firstIndex { $0.stamp > stamp } ?? tagChanges.endIndex)
     return true
