@@ -476,8 +476,9 @@ struct Projector {
     return found
   }
 
-  /// Applies a tag's deletion: later changes of the tag older than it are ignored at once,
-  /// and what the notes and the tag hold of earlier ones is voided at the flush.
+  /// Applies a tag's deletion: a removal older than it that comes later is ignored (the log
+  /// stores later additions and lists older than it redacted or without the tag), and what the
+  /// notes and the tag hold of earlier changes is voided at the flush.
   private mutating func eraseTag(
     _ key: TagKey, deletedAt stamp: Stamp, in transaction: borrowing WriteTransaction
   ) throws {

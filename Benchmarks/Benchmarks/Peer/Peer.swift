@@ -58,7 +58,13 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
     benchmark.stopMeasurement()
   }
 
-  Benchmark("\(name)-ingest") { benchmark in
+  // SQLite's ingest allocates a few percent more or less from run to run of the same code
+  // (39,685 to 42,523 in its last four threshold rewrites): its check allows 10 %.
+  var ingest = Benchmark.defaultConfiguration
+  if name == "SQLite" {
+    ingest.thresholds = [.mallocCountTotal: .init(relative: [.p90: 10.0])]
+  }
+  Benchmark("\(name)-ingest", configuration: ingest) { benchmark in
     let path = temporaryPath("peer-ingest")
     defer { removeTemporaryItem(atPath: path) }
     let store = try populated(B.self, at: path)
@@ -71,8 +77,8 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
 }
 
 let benchmarks: @Sendable () -> Void = {
-  // Allocation counts are the same from run to run and machine to machine; 5 % either way
-  // fails the check. Time is not a metric here: it varies too much to check, and
+  // Allocation counts are the same from run to run and machine to machine (but SQLite's
+  // ingest, above); 5 % either way fails the check. Time is not a metric here: it varies too much to check, and
   // `tools/compare` measures it.
   Benchmark.defaultConfiguration = .init(
     metrics: [.mallocCountTotal],
