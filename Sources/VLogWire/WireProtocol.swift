@@ -65,11 +65,13 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   /// event's unknown fields, or left out of a redacted event.
   public func form(of event: Event) -> Event {
     guard self < .current else { return event }
-    if [.tagAdded, .tagRemoved, .tagErased].contains(event.change.kind) {
+    switch event.change {
+    case .tagAdded, .tagRemoved, .tagErased:
       // Every field after the kind, as a version that does not know the kind keeps them.
       return Event(
         stamp: event.stamp, change: .unknown(kind: event.change.kind),
         unknownFields: EventCodec.fieldsAfterKind(of: event))
+    default: break
     }
     guard self < .textBases, case .textSet(let note, let text, let base?) = event.change else {
       return event

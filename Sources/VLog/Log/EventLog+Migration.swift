@@ -39,6 +39,8 @@ extension EventLog {
     _ transform: (Event) -> Event?
   ) throws {
     try rewriteValues(in: database, transaction: transaction) { _, value in
+      // An entry that does not decode is not this helper's to change: left as it is, `verify`
+      // reports it.
       guard value.count >= LogRecord.headerSize,
         let event = try? Event(encoded: Array(value[LogRecord.headerSize...])),
         let rewritten = transform(event)
