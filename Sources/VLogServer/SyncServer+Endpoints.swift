@@ -347,10 +347,11 @@ extension SyncServer {
   private func authenticate(_ request: Request) async throws -> (
     account: UInt64, tokenHash: [UInt8]
   ) {
-    guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+    guard let header = request.headers[.authorization], let token = Self.bearerToken(header)
+    else {
       throw ServerError.unauthorized
     }
-    let tokenHash = sha256(Array(header.dropFirst("Bearer ".count).utf8))
+    let tokenHash = sha256(Array(token.utf8))
     guard let token = try await store.token(hash: tokenHash) else {
       throw ServerError.unauthorized
     }
@@ -358,6 +359,16 @@ extension SyncServer {
       throw ServerError.tokenExpired
     }
     return (token.account, tokenHash)
+  }
+
+  /// The token of an `Authorization` header's `Bearer` credentials: the scheme in any case
+  /// (RFC 9110 §11.1), then one or more spaces; nil for another scheme or no token.
+  static func bearerToken(_ header: String) -> Substring? {
+    guard let space = header.firstIndex(of: " "),
+      header[..<space].lowercased() == "bearer"
+    else { return nil }
+    let token = header[space...].drop(while: { $0 == " " })
+    return token.isEmpty ? nil : token
   }
 
   private func blobHash(_ context: ServerContext) throws -> BlobHash {

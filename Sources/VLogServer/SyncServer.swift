@@ -65,8 +65,23 @@ public final class SyncServer: Sendable {
     /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests that plant a
     /// wrong one to show both backends follow the engine's.
     package var logRules = LogRules.standard
-    /// The most connections open at once; a connection past it is closed at once.
+    /// The most connections open at once. At the cap, the connection idle longest (between
+    /// requests, or yet to send its first request head) is closed to admit a new one; a new
+    /// connection is closed at once only when every open one is inside a request.
     public var maximumConnections: Int
+    /// The most connections open at once from one IP address (nil: no limit); past it, a new
+    /// one from that address is closed at once. For a server that clients reach directly: behind
+    /// a proxy every client has the proxy's address.
+    public var maximumConnectionsPerAddress: Int?
+    /// How long a new connection may take to send its first complete request head before the
+    /// server closes it.
+    public var requestHeadTimeout: Duration
+    /// How long one call to the PostgreSQL database (a statement, or a transaction with its
+    /// statements) may take. Past it, the request is answered 503 `unavailable` with
+    /// `Retry-After`, its database connection is discarded, and the call is logged with the
+    /// request's id. A push whose commit's outcome is unknown is safe to retry: events are
+    /// stored once by id.
+    public var databaseTimeout: Duration
     /// How long a request's whole body may take to arrive, however steadily it trickles in;
     /// past it, 408 and the connection is closed.
     public var bodyTimeout: Duration
@@ -83,8 +98,9 @@ public final class SyncServer: Sendable {
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
     /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
     /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
-    /// idle seconds and past 1,024, 120 seconds for a whole body, replaced values kept for 30
-    /// days, and released attachment bytes for an hour.
+    /// idle seconds, 1,024 connections (no limit per address), 10 seconds for a connection's
+    /// first request head, 120 seconds for a whole body, 10 seconds for a call to the database,
+    /// replaced values kept for 30 days, and released attachment bytes for an hour.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of `Limits/textBytes`) fits in a body even as escaped JSON, and every attachment the
@@ -97,9 +113,13 @@ public final class SyncServer: Sendable {
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
       idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
-      bodyTimeout: Duration = .seconds(120), retention: Duration? = .seconds(30 * 86400),
-      blobGracePeriod: Duration = .seconds(3600)
+      maximumConnectionsPerAddress: Int? = nil, requestHeadTimeout: Duration = .seconds(10),
+      bodyTimeout: Duration = .seconds(120), databaseTimeout: Duration = .seconds(10),
+      retention: Duration? = .seconds(30 * 86400), blobGracePeriod: Duration = .seconds(3600)
     ) {
+      self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
+      self.requestHeadTimeout = requestHeadTimeout
+      self.databaseTimeout = databaseTimeout
       self.blobGracePeriod = blobGracePeriod
       self.bodyTimeout = bodyTimeout
       self.retention = retention
@@ -160,7 +180,10 @@ public final class SyncServer: Sendable {
   /// Bounds concurrent password hashing and slows repeated failed sign-ins.
   let throttle: PasswordThrottle
   /// The open connections of the running application, against the cap.
-  let connections: ConnectionCounter
+  let connections: ConnectionRegistry
+
+  /// The HTTP connections open now.
+  package var openConnections: Int { connections.openCount }
   /// Request counts and latencies, events stored and served, sign-in failures.
   let metrics = ServerMetrics()
 
@@ -173,7 +196,9 @@ public final class SyncServer: Sendable {
     self.configuration = configuration
     self.dependencies = dependencies
     self.logger = logger
-    self.connections = ConnectionCounter(limit: configuration.maximumConnections)
+    self.connections = ConnectionRegistry(
+      limit: configuration.maximumConnections,
+      perAddress: configuration.maximumConnectionsPerAddress)
     self.throttle = PasswordThrottle(
       limit: configuration.concurrentPasswordChecks, now: dependencies.now)
     self.decoy = try PasswordHash(
@@ -288,11 +313,11 @@ public final class SyncServer: Sendable {
     host: String, port: Int,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
   ) -> some ApplicationProtocol {
-    let counter = connections
-    let idle = configuration.idleTimeout.components
+    let registry = connections
+    let headTimeout = TimeAmount(configuration.requestHeadTimeout)
     let http1 = HTTP1Channel.Configuration(
-      additionalChannelHandlers: [ConnectionLimitHandler(counter)],
-      idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))
+      additionalChannelHandlers: [ConnectionGuardHandler(registry, headTimeout: headTimeout)],
+      idleTimeout: TimeAmount(configuration.idleTimeout))
     return Application(
       router: router(),
       server: .http1(configuration: http1),

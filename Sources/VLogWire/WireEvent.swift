@@ -442,7 +442,8 @@ struct AnyKey: CodingKey {
   init?(intValue: Int) { nil }
 }
 
-/// Throws if the object being decoded has a key outside `allowed`, or a key whose value is null.
+/// Throws if the object being decoded has a key outside `allowed`. A `null` is left to the
+/// field's decoding: an optional field reads it as absent, a required one refuses it by name.
 func refuseUnknownKeys(in decoder: any Decoder, allowed: Set<String>) throws {
   let container = try decoder.container(keyedBy: AnyKey.self)
   if let unknown = container.allKeys.map(\.stringValue).sorted().first(where: {
@@ -452,12 +453,5 @@ func refuseUnknownKeys(in decoder: any Decoder, allowed: Set<String>) throws {
       DecodingError.Context(
         codingPath: decoder.codingPath + [AnyKey(stringValue: unknown)],
         debugDescription: "not a field of this object"))
-  }
-  // No field of the protocol takes null: a field is present with a value, or absent.
-  for key in container.allKeys where try container.decodeNil(forKey: key) {
-    throw DecodingError.dataCorrupted(
-      DecodingError.Context(
-        codingPath: decoder.codingPath + [key],
-        debugDescription: "null is not a value of this field; leave the field out"))
   }
 }

@@ -131,7 +131,7 @@ func lifetimes(of connections: [RawConnection], limit: Double) -> [Double?] {
 @Suite("Connections")
 struct ConnectionTests {
   @Test(
-    "Idle, slow-header and stalled-body connections are closed; past the cap, at once",
+    "Idle, slow-header and stalled-body connections are closed; past the cap, the one idle longest at once",
     arguments: Backend.allCases)
   func timeoutsAndCap(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
@@ -142,8 +142,9 @@ struct ConnectionTests {
       try await withLiveServer(server) { baseURL in
         let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
         // Before, all of these stayed open for good. Three idle connections against a cap of
-        // two (the test harness's own client may hold one of the places): those past the cap
-        // are closed at once, the others when the idle timeout has passed.
+        // two (the test harness's own client may hold one of the places): each past the cap
+        // closes the one idle longest at once, so the first goes at once and the others when
+        // the idle timeout has passed.
         var connections: [RawConnection] = []
         for _ in 0..<3 {
           connections.append(try RawConnection(port: port))
@@ -267,6 +268,141 @@ struct DisconnectTests {
       #expect(failures.isEmpty, "\(handler.recorded)")
       let early = requests.filter { $0.hasPrefix("info request ended early or malformed") }
       #expect(early.count == 1, "\(handler.recorded)")
+    }
+  }
+}
+
+/// Waits until `condition` holds, checking every 50 ms, for at most `seconds`.
+func waitUntil(seconds: Double, _ condition: () -> Bool) async throws {
+  let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+  while !condition(), ContinuousClock.now < deadline {
+    try await Task.sleep(for: .milliseconds(50))
+  }
+}
+
+@Suite("Idle sockets")
+struct IdleSocketTests {
+  @Test(
+    "1,100 idle sockets at the default cap of 1,024 do not keep a client out: its sync succeeds at once",
+    arguments: Backend.allCases)
+  func flood(backend: Backend) async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.idleTimeout = .seconds(60)
+    configuration.requestHeadTimeout = .seconds(60)
+    #expect(configuration.maximumConnections == 1024)
+    try await withServer(backend: backend, configuration: configuration) { server in
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        let token = try await signUp(APICaller(transport: HTTPTransport(baseURL: baseURL)), "ann")
+        // Before, these held every place for the idle timeout, and every other client was
+        // closed at once.
+        // Connected off Swift concurrency's threads, which the server's handlers need.
+        var flood = try await offPool {
+          Result { try (0..<1100).map { _ in try RawConnection(port: port) } }
+        }.get()
+        // Until the server has taken them all: the flood's own connections made room for one
+        // another, and the cap holds.
+        try await waitUntil(seconds: 20) { server.openConnections >= 1024 }
+        #expect(server.openConnections <= 1024)
+        // A new connection (an HTTP client's pool would reuse the one it signed up on).
+        let start = ContinuousClock.now
+        let answer = await offPool {
+          Result {
+            let client = try RawConnection(port: port)
+            let body = #"{"cursor":0,"events":[]}"#
+            client.send(
+              "POST /v1/sync HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                + body)
+            return client.receive(waiting: 10)
+          }
+        }
+        let took = ContinuousClock.now - start
+        #expect(try answer.get().hasPrefix("HTTP/1.1 200"), "\(answer)")
+        // Well under a second on an idle machine; bounded loosely for a loaded one.
+        #expect(took < .seconds(5), "\(took)")
+        #expect(server.openConnections <= 1024)
+        // The server stops with no accepted connection left unhandled.
+        flood.removeAll()
+        try await waitUntil(seconds: 20) { server.openConnections < 10 }
+      }
+    }
+  }
+
+  @Test(
+    "A connection that sends no request head is closed after the head timeout, not the idle one")
+  func headTimeout() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.idleTimeout = .seconds(60)
+    configuration.requestHeadTimeout = .seconds(1)
+    try await withServer(configuration: configuration) { server in
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        let silent = try RawConnection(port: port)
+        let partial = try RawConnection(port: port)
+        partial.send("GET /v1/health HTTP/1.1\r\nHost: loc")
+        let lived = await offPool { lifetimes(of: [silent, partial], limit: 20) }
+        for seconds in lived {
+          let seconds = try #require(seconds, "still open after 20 s")
+          #expect(seconds < 15, "\(seconds)")
+        }
+      }
+    }
+  }
+
+  @Test("Past the limit per address, a new connection from it is closed at once")
+  func perAddress() async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.maximumConnectionsPerAddress = 2
+    try await withServer(configuration: configuration) { server in
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        // The harness's client may hold one place of 127.0.0.1's two.
+        let connections = try (0..<3).map { _ in try RawConnection(port: port) }
+        let lived = await offPool { lifetimes(of: connections, limit: 3) }
+        #expect(lived.compactMap { $0 }.count >= 1, "\(lived)")
+        #expect(lived.contains { $0 == nil }, "\(lived)")
+      }
+    }
+  }
+}
+
+@Suite("Refusals on the wire")
+struct WireRefusalTests {
+  @Test("An unknown method gets the JSON error body; a lowercase bearer scheme is accepted")
+  func unknownMethodAndScheme() async throws {
+    try await withServer { server in
+      try await withLiveServer(server) { baseURL in
+        let port = try #require(baseURL.split(separator: ":").last.flatMap { Int($0) })
+        let connection = try RawConnection(port: port)
+        connection.send("FOO /v1/sync HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        let answer = await offPool { connection.receive(waiting: 5) }
+        // Before, 400 with an empty body.
+        #expect(answer.hasPrefix("HTTP/1.1 501"), "\(answer)")
+        let body = try #require(answer.range(of: "\r\n\r\n").map { answer[$0.upperBound...] })
+        let error = try JSONDecoder().decode(ErrorBody.self, from: Data(body.utf8))
+        #expect(error.code == .httpError)
+        #expect(error.message.contains("method"))
+
+        let transport = HTTPTransport(baseURL: baseURL)
+        let token = try await signUp(APICaller(transport: transport), "ann")
+        for scheme in ["bearer", "BEARER", "Bearer  "] {
+          let response = try await transport.send(
+            TransportRequest(
+              method: "POST", path: "/v1/sync",
+              headers: ["content-type": "application/json", "authorization": "\(scheme) \(token)"],
+              body: Array(#"{"cursor":0,"events":[]}"#.utf8)))
+          #expect(response.status == 200, "\(scheme)")
+        }
+        for bad in ["Basic \(token)", "Bearer", "Bearer ", "Bearertoken"] {
+          let response = try await transport.send(
+            TransportRequest(
+              method: "POST", path: "/v1/sync",
+              headers: ["content-type": "application/json", "authorization": bad],
+              body: Array(#"{"cursor":0,"events":[]}"#.utf8)))
+          #expect(response.status == 401, "\(bad)")
+        }
+      }
     }
   }
 }

@@ -194,22 +194,24 @@ struct OpenAPIValidator: Sendable {
       validate(value, against: forbidden, at: path, problems: &found)
       if found.isEmpty { problems.append("\(path): matches a schema it must not (not)") }
     }
-    if let type = schema["type"] as? String {
-      let matches: Bool
-      switch type {
-      case "object": matches = value is [String: Any]
-      case "array": matches = value is [Any]
-      case "string": matches = value is String
-      case "boolean": matches = Self.isBoolean(value)
-      case "integer":
-        matches =
+    // One type, or (OpenAPI 3.1) a list of them, such as ["string", "null"] for a nullable field.
+    if let types = (schema["type"] as? [String]) ?? (schema["type"] as? String).map({ [$0] }) {
+      let matches = types.contains { type in
+        switch type {
+        case "object": value is [String: Any]
+        case "array": value is [Any]
+        case "string": value is String
+        case "boolean": Self.isBoolean(value)
+        case "integer":
           Self.isNumber(value)
-          && (value as! NSNumber).doubleValue.rounded() == (value as! NSNumber).doubleValue
-      case "number": matches = Self.isNumber(value)
-      default: matches = true
+            && (value as! NSNumber).doubleValue.rounded() == (value as! NSNumber).doubleValue
+        case "number": Self.isNumber(value)
+        case "null": value is NSNull
+        default: true
+        }
       }
       guard matches else {
-        problems.append("\(path): expected \(type), found \(value)")
+        problems.append("\(path): expected \(types.joined(separator: " or ")), found \(value)")
         return
       }
     }
@@ -233,7 +235,8 @@ struct OpenAPIValidator: Sendable {
         problems.append("\(path): \(array.count) items, more than \(maximum)")
       }
     }
-    if let allowed = schema["enum"] as? [String], let string = value as? String,
+    if let allowed = (schema["enum"] as? [Any])?.compactMap({ $0 as? String }),
+      let string = value as? String,
       !allowed.contains(string)
     {
       problems.append("\(path): '\(string)' is not one of \(allowed)")

@@ -763,6 +763,9 @@ struct ServerTests {
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted"}"#, true),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"superseded","text":"secret"}"#, false),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"forgotten"}"#, false),
+      // null in an optional field is the field left out; in a required one, refused.
+      (#"{\#(head),"kind":"textSet",\#(note),"text":"x","redacted":null,"extra":null}"#, true),
+      (#"{\#(head),"kind":"textSet","note":null,"text":"x"}"#, false),
       (#"{\#(head),"kind":"tagsSet",\#(note),"redacted":"superseded"}"#, true),
       (#"{\#(head),"kind":"noteCreated",\#(note),"redacted":"deleted"}"#, true),
       (#"{\#(head),"kind":"tagRenamed","redacted":"deleted"}"#, true),

@@ -67,18 +67,32 @@ struct WireEventTests {
   }
 
   @Test(
-    "null is refused, naming the field (the protocol has no null values); an absent optional field is accepted"
+    "null in an optional field reads as absent; null in a required field is refused, naming it"
   )
   func nulls() throws {
     let head =
       #""time":"2026-11-22T05:33:47.507Z","counter":0,"replica":"d7a73666-0946-1e71-5ffe-d556129c8a84","kind":"noteDeleted","note":"24bd364a-c001-66ab-8fd2-03bee860ff22""#
     let event = try JSONDecoder().decode(WireEvent.self, from: Data("{\(head)}".utf8)).event()
     #expect(event.change == .noteDeleted(GoldenEvents.note))
-    do {
-      _ = try WireJSON.decode(WireEvent.self, from: Array(#"{\#(head),"text":null}"#.utf8))
-      Issue.record("a null was taken as absent")
-    } catch {
-      #expect(error.description == "text: null is not a value of this field; leave the field out")
+    // `text` is no field of a deletion, `extra` and `redacted` optional: null is absence.
+    let nulls = #"{\#(head),"text":null,"extra":null,"redacted":null}"#
+    #expect(try WireJSON.decode(WireEvent.self, from: Array(nulls.utf8)).event() == event)
+    for (json, message) in [
+      (
+        head.replacingOccurrences(of: #""d7a73666-0946-1e71-5ffe-d556129c8a84""#, with: "null"),
+        "replica: expected a string, found null"
+      ),
+      (
+        head.replacingOccurrences(of: #""24bd364a-c001-66ab-8fd2-03bee860ff22""#, with: "null"),
+        "note: required for noteDeleted"
+      ),
+    ] {
+      do {
+        _ = try WireJSON.decode(WireEvent.self, from: Array("{\(json)}".utf8)).event()
+        Issue.record("a null required field was accepted: \(json)")
+      } catch {
+        #expect(error.description == message)
+      }
     }
   }
 

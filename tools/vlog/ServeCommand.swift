@@ -27,7 +27,8 @@ struct Serve: AsyncParsableCommand {
   /// them: `--log-level` from `VLOG_LOG_LEVEL`.
   static let environmentOptions = [
     "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
-    "idle-timeout", "max-connections", "body-timeout", "retention", "blob-grace",
+    "idle-timeout", "max-connections", "max-connections-per-address", "head-timeout",
+    "body-timeout", "database-timeout", "retention", "blob-grace",
   ]
 
   /// The arguments that `environment` adds to a `vlog serve` command line (`given`): one
@@ -80,8 +81,33 @@ struct Serve: AsyncParsableCommand {
       "Seconds a connection may receive nothing (idle, mid-header, mid-body) before it is closed.")
   var idleTimeout = 60
 
-  @Option(name: .long, help: "The most connections open at once; past it, new ones are closed.")
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "The most connections open at once.",
+      discussion:
+        "At the cap, the connection idle longest makes room for a new one; a new connection is "
+        + "closed at once only when every open one is inside a request."))
   var maxConnections = 1024
+
+  @Option(
+    name: .long,
+    help:
+      "The most connections open at once from one IP address (0: no limit); for a server clients reach without a proxy."
+  )
+  var maxConnectionsPerAddress = 0
+
+  @Option(
+    name: .long,
+    help: "Seconds a new connection may take to send its first request head before it is closed.")
+  var headTimeout = 10
+
+  @Option(
+    name: .long,
+    help:
+      "Seconds one call to the PostgreSQL database may take; past it, 503 and the connection to the database is discarded."
+  )
+  var databaseTimeout = 10
 
   @Option(
     name: .long,
@@ -135,6 +161,17 @@ struct Serve: AsyncParsableCommand {
     guard bodyTimeout >= 1 else {
       throw ValidationError("--body-timeout: \(bodyTimeout) is not a number of seconds from 1")
     }
+    guard maxConnectionsPerAddress >= 0 else {
+      throw ValidationError(
+        "--max-connections-per-address: \(maxConnectionsPerAddress) is not a number from 0")
+    }
+    guard headTimeout >= 1 else {
+      throw ValidationError("--head-timeout: \(headTimeout) is not a number of seconds from 1")
+    }
+    guard databaseTimeout >= 1 else {
+      throw ValidationError(
+        "--database-timeout: \(databaseTimeout) is not a number of seconds from 1")
+    }
     guard maxConnections >= 1 else {
       throw ValidationError("--max-connections: \(maxConnections) is not at least 1")
     }
@@ -158,7 +195,9 @@ struct Serve: AsyncParsableCommand {
     let configuration = SyncServer.Configuration(
       passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
       idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
-      bodyTimeout: .seconds(bodyTimeout), retention: try retentionPeriod,
+      maximumConnectionsPerAddress: maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress,
+      requestHeadTimeout: .seconds(headTimeout), bodyTimeout: .seconds(bodyTimeout),
+      databaseTimeout: .seconds(databaseTimeout), retention: try retentionPeriod,
       blobGracePeriod: .seconds(blobGrace))
     let server: SyncServer
     if let database {

@@ -1,0 +1,204 @@
+internal import Foundation
+internal import HTTPTypes
+internal import NIOCore
+internal import NIOHTTP1
+internal import NIOHTTPTypes
+internal import Synchronization
+internal import VLogWire
+
+/// The server's open connections, counted against a cap and per peer address, and known by
+/// whether each is inside a request or between requests.
+///
+/// At the cap, the connection that has been idle longest (between requests, or open without
+/// having sent a request head yet) is closed to admit the new one; a new connection is refused
+/// only when every open one is inside a request. So clients that open connections and send
+/// nothing cannot keep anyone else out: each new client takes an idle place.
+final class ConnectionRegistry: Sendable {
+  /// The most connections open at once.
+  let limit: Int
+  /// The most connections open at once from one address; nil for no limit.
+  let perAddress: Int?
+
+  private struct Entry {
+    let channel: any Channel
+    let address: String?
+    /// When the connection last became idle; nil while it is inside a request.
+    var idleSince: NIODeadline?
+  }
+
+  private struct State {
+    var entries: [ObjectIdentifier: Entry] = [:]
+    var byAddress: [String: Int] = [:]
+  }
+
+  private let state = Mutex(State())
+
+  init(limit: Int, perAddress: Int?) {
+    self.limit = max(1, limit)
+    self.perAddress = perAddress.map { max(1, $0) }
+  }
+
+  /// Takes a place for a new, idle connection: false when its address already has its share,
+  /// or when every place is taken by a connection inside a request. At the cap, closes the
+  /// connection idle longest to make room.
+  func admit(_ channel: any Channel) -> Bool {
+    let id = ObjectIdentifier(channel)
+    let address = channel.remoteAddress?.ipAddress
+    let (admitted, evicted) = state.withLock { state -> (Bool, (any Channel)?) in
+      if let perAddress, let address, state.byAddress[address, default: 0] >= perAddress {
+        return (false, nil)
+      }
+      var evicted: (any Channel)?
+      if state.entries.count >= limit {
+        let oldest = state.entries.lazy.compactMap { key, entry in
+          entry.idleSince.map { (key, $0) }
+        }.min { $0.1 < $1.1 }
+        guard let (victim, _) = oldest, let entry = Self.remove(victim, from: &state) else {
+          return (false, nil)
+        }
+        evicted = entry.channel
+      }
+      state.entries[id] = Entry(channel: channel, address: address, idleSince: .now())
+      if let address { state.byAddress[address, default: 0] += 1 }
+      return (true, evicted)
+    }
+    evicted?.close(promise: nil)
+    return admitted
+  }
+
+  /// Marks a connection as inside a request (false) or between requests (true).
+  func setIdle(_ channel: any Channel, _ idle: Bool) {
+    state.withLock { state in
+      state.entries[ObjectIdentifier(channel)]?.idleSince = idle ? .now() : nil
+    }
+  }
+
+  /// Gives back a connection's place; nothing if it has none (refused, or already evicted).
+  func release(_ channel: any Channel) {
+    _ = state.withLock { Self.remove(ObjectIdentifier(channel), from: &$0) }
+  }
+
+  /// The connections open now.
+  var openCount: Int { state.withLock { $0.entries.count } }
+
+  private static func remove(_ id: ObjectIdentifier, from state: inout State) -> Entry? {
+    guard let entry = state.entries.removeValue(forKey: id) else { return nil }
+    if let address = entry.address {
+      let left = state.byAddress[address, default: 1] - 1
+      state.byAddress[address] = left > 0 ? left : nil
+    }
+    return entry
+  }
+}
+
+/// Guards one connection: takes its place in the ``ConnectionRegistry`` (or closes it at once),
+/// closes it if no request head arrives within the head timeout of its opening, tells the
+/// registry when it is between requests, and answers a request that is not valid HTTP with the
+/// JSON error every other refusal has.
+final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+  typealias InboundIn = HTTPRequestPart
+  typealias InboundOut = HTTPRequestPart
+  typealias OutboundIn = HTTPResponsePart
+  typealias OutboundOut = HTTPResponsePart
+
+  private let registry: ConnectionRegistry
+  private let headTimeout: TimeAmount
+  /// Whether this connection holds a place; nil until decided, once per connection.
+  private var admitted: Bool?
+  /// Requests whose head has arrived and whose answer has not ended.
+  private var open = 0
+  private var headTimer: Scheduled<Void>?
+
+  init(_ registry: ConnectionRegistry, headTimeout: TimeAmount) {
+    self.registry = registry
+    self.headTimeout = headTimeout
+  }
+
+  /// Takes a place for the connection, or closes it; only the first call per connection
+  /// decides (the handler may be added to an active channel and then see it become active).
+  private func admit(_ context: ChannelHandlerContext) {
+    guard admitted == nil else { return }
+    admitted = registry.admit(context.channel)
+    guard admitted == true else {
+      context.close(promise: nil)
+      return
+    }
+    let channel = context.channel
+    headTimer = context.eventLoop.scheduleTask(in: headTimeout) {
+      channel.close(promise: nil)
+    }
+  }
+
+  func handlerAdded(context: ChannelHandlerContext) {
+    if context.channel.isActive { admit(context) }
+  }
+
+  func channelActive(context: ChannelHandlerContext) {
+    admit(context)
+    if admitted == true { context.fireChannelActive() }
+  }
+
+  func channelInactive(context: ChannelHandlerContext) {
+    headTimer?.cancel()
+    if admitted == true { registry.release(context.channel) }
+    context.fireChannelInactive()
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    if case .head = unwrapInboundIn(data) {
+      headTimer?.cancel()
+      headTimer = nil
+      open += 1
+      if open == 1 { registry.setIdle(context.channel, false) }
+    }
+    context.fireChannelRead(data)
+  }
+
+  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    if case .end = unwrapOutboundIn(data), open > 0 {
+      open -= 1
+      if open == 0 { registry.setIdle(context.channel, true) }
+    }
+    context.write(data, promise: promise)
+  }
+
+  func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    // Between requests, a request that is not HTTP gets the JSON error; inside one, the
+    // request's own handling sees the error.
+    guard let parserError = error as? HTTPParserError, open == 0 else {
+      context.fireErrorCaught(error)
+      return
+    }
+    let (status, message) = Self.refusal(parserError)
+    let body = ErrorBody(code: .httpError, message: message)
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    let bytes = ByteBuffer(bytes: (try? encoder.encode(body)) ?? Data())
+    var head = HTTPResponse(status: status)
+    head.headerFields[.contentType] = "application/json"
+    head.headerFields[.contentLength] = String(bytes.readableBytes)
+    head.headerFields[.connection] = "close"
+    context.write(wrapOutboundOut(.head(head)), promise: nil)
+    context.write(wrapOutboundOut(.body(bytes)), promise: nil)
+    let channel = context.channel
+    context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+      channel.close(promise: nil)
+    }
+  }
+
+  /// The status and message for a request the HTTP parser refused.
+  static func refusal(_ error: HTTPParserError) -> (HTTPResponse.Status, String) {
+    switch error {
+    case .invalidMethod:
+      (
+        .notImplemented,
+        "the request's method is not one this server knows; it answers GET, HEAD, POST, PUT "
+          + "and DELETE"
+      )
+    case .headerOverflow:
+      (.requestHeaderFieldsTooLarge, "the request's headers are too large")
+    default:
+      (.badRequest, "the request is not valid HTTP/1.1 (\(error))")
+    }
+  }
+}
