@@ -1,3 +1,4 @@
+internal import NIOCore
 internal import PostgresNIO
 internal import Synchronization
 
@@ -7,9 +8,9 @@ extension PostgresStorage {
   /// Runs `body` in a transaction on one connection: committed if it returns, rolled back if
   /// it throws (its error is what this throws).
   func transaction<R: Sendable>(
-    _ body: @escaping @Sendable (PostgresConnection) async throws -> R
+    timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> R
   ) async throws -> R {
-    try await withConnection { [self] connection in
+    try await withConnection(timeout: timeout) { [self] connection in
       try await connection.query("BEGIN", logger: logger)
       do {
         let result = try await body(connection)
@@ -27,38 +28,39 @@ extension PostgresStorage {
   /// How long a request waits for a connection before it is answered 503 `unavailable`.
   static let acquireTimeout: Duration = .seconds(5)
 
-  /// Runs `body` on a connection of the pool. Fails with ``StorageError`` `unavailable` when no
-  /// connection can be had within ``acquireTimeout`` (the database is down or unreachable) or
-  /// the connection fails, so that a request during an outage is answered at once and
-  /// retried, instead of waiting for the pool's reconnection backoff.
+  /// Runs `body` on a connection of the pool, within `timeout` (nil: ``databaseTimeout``).
+  ///
+  /// Fails with ``StorageError`` `unavailable` when no connection can be had within
+  /// ``acquireTimeout`` (the database is down or unreachable), when the connection fails, or
+  /// when the whole call has not finished within its timeout (a database that stopped
+  /// answering, or a network that drops its packets). Past the deadline, the connection is
+  /// closed — the pool discards it, and the database ends its transaction — and the call
+  /// fails at once, without waiting for `body`, which may be waiting on an answer that never
+  /// comes.
   func withConnection<R: Sendable>(
-    _ body: @escaping @Sendable (PostgresConnection) async throws -> R
+    timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> R
   ) async throws -> R {
-    let acquired = Flag()
+    let held = HeldConnection()
+    let total = timeout ?? databaseTimeout
+    let acquire = min(Self.acquireTimeout, total)
     do {
-      return try await withThrowingTaskGroup(of: R?.self) { [client] group in
-        group.addTask {
-          try await client.withConnection { connection in
-            acquired.set()
-            return try await body(connection)
-          }
+      return try await withDeadline(
+        total,
+        checkpoints: [
+          (
+            acquire,
+            { @Sendable in held.isAcquired ? nil : "no database connection within \(acquire)" }
+          )
+        ],
+        expire: { reason in
+          held.expire()
+          return "\(reason); its connection was closed"
         }
-        group.addTask {
-          // Cancelled (not an error) when the body finishes first.
-          try? await Task.sleep(for: Self.acquireTimeout)
-          guard Task.isCancelled || acquired.isSet else {
-            throw StorageError.unavailable(
-              "the database did not answer within \(Self.acquireTimeout)")
-          }
-          return nil
+      ) { [client] in
+        try await client.withConnection { connection in
+          try held.acquired(connection)
+          return try await body(connection)
         }
-        while let result = try await group.next() {
-          if let value = result {
-            group.cancelAll()
-            return value
-          }
-        }
-        throw StorageError.unavailable("the database did not answer")
       }
     } catch {
       throw Self.availability(error)
@@ -108,27 +110,146 @@ extension PostgresStorage {
   }
 }
 
-/// Runs `body`, failing with a timeout if it has not finished after `limit`.
+/// Runs `body` in a task of its own and returns what it returns, or fails with
+/// ``StorageError`` `unavailable` when it has not finished after `limit`, or when a
+/// checkpoint's check (run when its time has passed) gives a reason to stop.
+///
+/// On failure, `expire` runs first (to make `body` fail soon, for example by closing its
+/// connection) and gives the error's message; the call does not wait for `body`, whose task is
+/// cancelled. A task group would wait for it, and so would hang as long as the database does.
 func withDeadline<R: Sendable>(
-  _ limit: Duration, _ body: @escaping @Sendable () async throws -> R
+  _ limit: Duration,
+  checkpoints: [(Duration, @Sendable () -> String?)] = [],
+  expire: @escaping @Sendable (_ reason: String) -> String = { $0 },
+  _ body: @escaping @Sendable () async throws -> R
 ) async throws -> R {
-  try await withThrowingTaskGroup(of: R?.self) { group in
-    group.addTask { try await body() }
-    group.addTask {
-      try await Task.sleep(for: limit)
-      return nil
+  let race = DeadlineRace<R>()
+  let last: @Sendable () -> String? = { "the database did not answer within \(limit)" }
+  let schedule = checkpoints.filter { $0.0 < limit } + [(limit, last)]
+  return try await withTaskCancellationHandler {
+    try await withCheckedThrowingContinuation { continuation in
+      race.start(
+        continuation,
+        work: Task {
+          let result: Result<R, any Error>
+          do { result = .success(try await body()) } catch { result = .failure(error) }
+          race.finish(result)
+        },
+        timers: schedule.map { race.timer(after: $0.0, check: $0.1, expire: expire) })
     }
-    defer { group.cancelAll() }
-    guard let first = try await group.next(), let value = first else {
-      throw StorageError.unavailable("the database did not answer within \(limit)")
-    }
-    return value
+  } onCancel: {
+    race.cancel()
   }
 }
 
-/// A flag set once, read from other tasks.
-final class Flag: Sendable {
-  private let value = Atomic<Bool>(false)
-  func set() { value.store(true, ordering: .releasing) }
-  var isSet: Bool { value.load(ordering: .acquiring) }
+/// A call racing its deadline: the continuation resumed once, by whichever comes first, and
+/// the tasks to cancel then.
+final class DeadlineRace<R: Sendable>: Sendable {
+  private struct State {
+    var continuation: CheckedContinuation<R, any Error>?
+    var work: Task<Void, Never>?
+    var timers: [Task<Void, Never>] = []
+    /// The result that came before `start` recorded the continuation.
+    var early: Result<R, any Error>?
+    var cancelled = false
+  }
+  private let state = Mutex(State())
+
+  func start(
+    _ continuation: CheckedContinuation<R, any Error>, work: Task<Void, Never>,
+    timers: [Task<Void, Never>]
+  ) {
+    let (early, cancelled) = state.withLock { state in
+      state.work = work
+      state.timers = timers
+      if state.early == nil { state.continuation = continuation }
+      return (state.early, state.cancelled)
+    }
+    if cancelled { work.cancel() }
+    if let early {
+      timers.forEach { $0.cancel() }
+      continuation.resume(with: early)
+    }
+  }
+
+  /// A task that, after `delay`, stops the call if `check` gives a reason, with the message
+  /// `expire` makes of it.
+  func timer(
+    after delay: Duration, check: @escaping @Sendable () -> String?,
+    expire: @escaping @Sendable (String) -> String
+  ) -> Task<Void, Never> {
+    Task {
+      try? await Task.sleep(for: delay)
+      guard !Task.isCancelled, let reason = check() else { return }
+      stop(StorageError.unavailable(expire(reason)))
+    }
+  }
+
+  /// The work finished: its result is the answer unless the deadline came first.
+  func finish(_ result: Result<R, any Error>) {
+    let (continuation, timers) = state.withLock { state in
+      if state.continuation == nil, state.work == nil { state.early = result }
+      return (state.continuation.take(), state.timers)
+    }
+    timers.forEach { $0.cancel() }
+    continuation?.resume(with: result)
+  }
+
+  /// The deadline came first: fails the call and cancels the work.
+  func stop(_ error: any Error) {
+    let (continuation, work) = state.withLock { state in
+      if state.continuation == nil, state.work == nil { state.early = .failure(error) }
+      return (state.continuation.take(), state.work)
+    }
+    guard let continuation else { return }
+    work?.cancel()
+    continuation.resume(throwing: error)
+  }
+
+  /// The caller was cancelled: so is the work, which then finishes the call.
+  func cancel() {
+    let work = state.withLock { state in
+      state.cancelled = true
+      return state.work
+    }
+    work?.cancel()
+  }
+}
+
+/// The connection a call to the database holds, so that its deadline can close it.
+final class HeldConnection: Sendable {
+  private struct State {
+    var connection: PostgresConnection?
+    var acquired = false
+    var expired = false
+  }
+  private let state = Mutex(State())
+
+  /// Whether the call has had its connection.
+  var isAcquired: Bool { state.withLock { $0.acquired } }
+
+  /// Records the call's connection; closes it and throws if the deadline has passed already.
+  func acquired(_ connection: PostgresConnection) throws {
+    let expired = state.withLock { state in
+      state.acquired = true
+      if !state.expired { state.connection = connection }
+      return state.expired
+    }
+    if expired {
+      let closing: EventLoopFuture<Void> = connection.close()
+      _ = closing
+      throw StorageError.unavailable("the call's deadline passed before it had a connection")
+    }
+  }
+
+  /// The deadline has passed: closes the connection if there is one (its statement in flight
+  /// fails, and the pool drops it), and any connection that comes later.
+  func expire() {
+    let connection = state.withLock { state in
+      state.expired = true
+      return state.connection.take()
+    }
+    let closing: EventLoopFuture<Void>? = connection?.close()
+    _ = closing
+  }
 }

@@ -1,8 +1,47 @@
 internal import PostgresNIO
 internal import VLog
 
-/// Maintenance: retention across accounts, and verification.
+/// Maintenance: retention across accounts, verification, and compaction.
 extension PostgresStorage {
+  /// Rewrites every table of VLog's with `VACUUM FULL`, so that the bytes of erased rows (a
+  /// deleted account's, deleted notes' old values) leave the table files; what PostgreSQL's
+  /// WAL and backups hold is theirs to expire. Each table is locked (`ACCESS EXCLUSIVE`: no
+  /// reads, no writes) while it is rewritten, about as long as copying it once. Not bound by
+  /// the database timeout.
+  ///
+  /// - Returns: The tables' size (with their indexes and TOAST) before and after, in bytes.
+  func compact() async throws -> (bytesBefore: Int, bytesAfter: Int) {
+    try await client.withConnection { [logger] connection in
+      func size() async throws -> Int {
+        let rows = try await connection.query(
+          """
+          SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'vlog\\_%'
+          """, logger: logger)
+        var total = 0
+        for try await bytes in rows.decode(Int64.self) { total = Int(bytes) }
+        return total
+      }
+      let before = try await size()
+      let rows = try await connection.query(
+        """
+        SELECT tablename FROM pg_tables
+        WHERE schemaname = current_schema() AND tablename LIKE 'vlog\\_%' ORDER BY tablename
+        """, logger: logger)
+      var tables: [String] = []
+      for try await name in rows.decode(String.self) { tables.append(name) }
+      for table in tables {
+        // The names come from the catalogue and match vlog_[a-z_]*: safe to splice.
+        guard table.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (97...122).contains($0) }) else {
+          continue
+        }
+        try await connection.query(PostgresQuery(unsafeSQL: "VACUUM FULL \(table)"), logger: logger)
+      }
+      return (before, try await size())
+    }
+  }
+
   /// The numbers of every account with a log.
   func accountNumbers() async throws -> [Int64] {
     try await withConnection { [self] connection in

@@ -115,6 +115,9 @@ extension PostgresStorage {
     }
   }
 
+  /// How long a migration may take before it is given up (and rolled back).
+  static let migrationTimeout: Duration = .seconds(24 * 3600)
+
   /// Creates the schema, or brings it to ``schemaVersion``, in one transaction.
   func migrate() async throws {
     // Servers starting at once may race to create the version table; the loser's error is
@@ -134,7 +137,9 @@ extension PostgresStorage {
         continue
       }
     }
-    try await transaction { [self] connection in
+    // Not bound by the database timeout: a migration rewrites what older versions stored,
+    // which takes as long as the data takes to read.
+    try await transaction(timeout: Self.migrationTimeout) { [self] connection in
       let rows = try await connection.query(
         "SELECT version FROM vlog_schema FOR UPDATE", logger: logger)
       var version: Int32 = 0

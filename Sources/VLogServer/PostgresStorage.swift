@@ -44,11 +44,15 @@ final class PostgresStorage: ServerStorage {
   let location: String
   /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
   let logRules: LogRules
+  /// How long one call to the database may take, from asking for a connection to its last
+  /// answer.
+  let databaseTimeout: Duration
 
   private init(
     client: PostgresClient, runner: Task<Void, Never>, location: String, logRules: LogRules,
-    logger: Logger
+    databaseTimeout: Duration, logger: Logger
   ) {
+    self.databaseTimeout = databaseTimeout
     self.logRules = logRules
     self.client = client
     self.runner = runner
@@ -61,7 +65,8 @@ final class PostgresStorage: ServerStorage {
   /// - Throws: ``StorageError`` for a URL that is not a PostgreSQL URL, a database that cannot
   ///   be reached, or a schema newer than this server's.
   static func open(
-    url: String, maximumConnections: Int, logRules: LogRules = .standard, logger: Logger
+    url: String, maximumConnections: Int, logRules: LogRules = .standard,
+    databaseTimeout: Duration = .seconds(10), logger: Logger
   ) async throws -> PostgresStorage {
     let location = try DatabaseURL(url)
     var configuration = location.configuration
@@ -73,7 +78,7 @@ final class PostgresStorage: ServerStorage {
     let runner = Task { await client.run() }
     let storage = PostgresStorage(
       client: client, runner: runner, location: location.description, logRules: logRules,
-      logger: logger)
+      databaseTimeout: databaseTimeout, logger: logger)
     do {
       try await storage.migrate()
       return storage

@@ -245,7 +245,7 @@ public final class SyncServer: Sendable {
   ) async throws -> SyncServer {
     let store = try await PostgresStorage.open(
       url: database, maximumConnections: maximumConnections, logRules: configuration.logRules,
-      logger: logger)
+      databaseTimeout: configuration.databaseTimeout, logger: logger)
     do {
       return try SyncServer(
         location: store.location, store: store, configuration: configuration,
@@ -289,6 +289,29 @@ public final class SyncServer: Sendable {
   /// Closes the data directory, or starts closing the database connections. Requests after
   /// this fail.
   public func close() { store.close() }
+
+  /// Rewrites the tables of a PostgreSQL database with `VACUUM FULL`, so that erased bytes
+  /// (a deleted account's rows, deleted notes' old values) leave the table files. Servers may
+  /// keep running: each table is locked while it is rewritten, about as long as copying it
+  /// once, and requests that need it wait (or get 503 past the database timeout). PostgreSQL's
+  /// WAL keeps the old bytes until its segments are recycled (after the next checkpoints), and
+  /// backups until they are deleted.
+  ///
+  /// - Returns: The database, for messages (without the password), and the tables' size, with
+  ///   indexes, before and after.
+  public static func compact(database: String, logger: Logger) async throws -> (
+    location: String, bytesBefore: Int, bytesAfter: Int
+  ) {
+    let store = try await PostgresStorage.open(url: database, maximumConnections: 1, logger: logger)
+    defer { store.close() }
+    do {
+      let (before, after) = try await store.compact()
+      return (store.location, before, after)
+    } catch {
+      throw StorageError.unusable(
+        "cannot compact \(store.location): \(PostgresStorage.describe(error))")
+    }
+  }
 
   /// Rewrites a data directory that no server has open into a compact file (LMDB's compacting
   /// copy), so that erased events' old content and deleted blobs are not left in free pages.
@@ -557,8 +580,10 @@ struct ServerMiddleware: RouterMiddleware {
         metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
       response = ServerError.malformedRequest(error).response()
     } catch {
+      // The full description: PostgreSQL's errors describe themselves only generically.
       context.logger.error(
-        "request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+        "request failed",
+        metadata: ["error": "\(String(reflecting: error))", "path": "\(request.uri.path)"])
       response = ServerError.internalError(requestID: requestID).response()
     }
     response.headers[.requestID] = requestID

@@ -41,6 +41,19 @@ package actor TestCluster {
     try await client.query(PostgresQuery(unsafeSQL: sql))
   }
 
+  /// The first column of what `sql` returns, as text, run as the cluster's superuser on its
+  /// `postgres` database.
+  package func strings(_ sql: String) async throws -> [String] {
+    let (_, client) = try await cluster()
+    var values: [String] = []
+    for try await value in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(
+      String.self)
+    {
+      values.append(value)
+    }
+    return values
+  }
+
   private func cluster() async throws -> (URLComponents, PostgresClient) {
     if let started { return started }
     let url: String
@@ -73,12 +86,22 @@ package actor TestCluster {
     return (components, client)
   }
 
-  /// Starts a cluster with `tools/pg-cluster`, watched by this process's id. (Through
-  /// `popen`: Foundation's `Process.waitUntilExit` can hang when called from a task.)
+  /// Starts a cluster with `tools/pg-cluster`, watched by this process's id.
   private static func startCluster() throws -> String {
+    let text = try pgCluster("start --watch \(getpid())")
+    guard let url = text.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
+    else {
+      throw ClusterError("tools/pg-cluster printed no URL: \(text)")
+    }
+    return String(url)
+  }
+
+  /// Runs `tools/pg-cluster` with `arguments`; what it printed. (Through `popen`: Foundation's
+  /// `Process.waitUntilExit` can hang when called from a task.)
+  package static func pgCluster(_ arguments: String) throws -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
-    let command = "'\(root.path)/tools/pg-cluster' start --watch \(getpid()) 2>&1"
+    let command = "'\(root.path)/tools/pg-cluster' \(arguments) 2>&1"
     guard let pipe = popen(command, "r") else {
       throw ClusterError("cannot run tools/pg-cluster: errno \(errno)")
     }
@@ -95,16 +118,52 @@ package actor TestCluster {
     }
     let status = pclose(pipe)
     let text = String(decoding: output, as: UTF8.self)
-    guard status == 0,
-      let url = text.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
-    else {
-      throw ClusterError("tools/pg-cluster failed (status \(status)): \(text)")
+    guard status == 0 else {
+      throw ClusterError("tools/pg-cluster \(arguments) failed (status \(status)): \(text)")
     }
-    return String(url)
+    return text
   }
 
   struct ClusterError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+  }
+}
+
+/// A PostgreSQL cluster of one test's own, to stop and start as faults do: the shared
+/// ``TestCluster`` serves every other test.
+package struct ThrowawayCluster: Sendable {
+  /// The cluster's directory, which holds its Unix socket.
+  package let directory: String
+
+  /// Starts one, durable (a fault loses no commit), watched by this process's id like the
+  /// shared cluster.
+  package static func start() throws -> ThrowawayCluster {
+    let text = try TestCluster.pgCluster("start --durable --watch \(getpid())")
+    guard let directory = text.split(separator: "\n").last.map(String.init),
+      directory.hasPrefix("/")
+    else {
+      throw TestCluster.ClusterError("tools/pg-cluster printed no directory: \(text)")
+    }
+    return ThrowawayCluster(directory: directory)
+  }
+
+  /// The path of the server's Unix socket.
+  package var socket: String { directory + "/.s.PGSQL.5432" }
+
+  /// Stops the server as a fault would: `pg_ctl stop -m immediate`, or SIGKILL to every process
+  /// of it (`kill`).
+  package func halt(killing: Bool) throws {
+    _ = try TestCluster.pgCluster("halt '\(directory)' \(killing ? "kill" : "immediate")")
+  }
+
+  /// Starts the halted server again.
+  package func resume() throws {
+    _ = try TestCluster.pgCluster("resume '\(directory)'")
+  }
+
+  /// Stops the server and removes the directory.
+  package func stop() {
+    _ = try? TestCluster.pgCluster("stop '\(directory)'")
   }
 }

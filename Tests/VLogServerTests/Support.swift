@@ -12,10 +12,14 @@ import VLogTesting
 @testable import VLogServer
 
 extension SyncServer.Configuration {
-  /// Fast password hashing, no fsync, and room for the concurrent sign-ins of many simulated
-  /// devices: the server for tests. The throttle's own tests set their limits.
+  /// Fast password hashing, no fsync, room for the concurrent sign-ins of many simulated
+  /// devices, and a minute for a call to the database (whose locks a loaded test machine may
+  /// hold for seconds): the server for tests. The throttle's and the faults' own tests set
+  /// their limits.
   static var testing: Self {
-    .init(passwordCost: .testing, durability: .noSync, concurrentPasswordChecks: 64)
+    .init(
+      passwordCost: .testing, durability: .noSync, concurrentPasswordChecks: 64,
+      databaseTimeout: .seconds(60))
   }
 }
 

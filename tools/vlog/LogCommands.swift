@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import VLog
 import VLogServer
 
@@ -181,6 +182,15 @@ struct Compact: AsyncParsableCommand {
     name: .long, help: "A stopped sync server's data directory to compact instead of a store.",
     completion: .directory)
   var data: String?
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "A sync server's PostgreSQL database to compact instead (servers may run).",
+      discussion:
+        "VACUUM FULL of each vlog_ table: erased rows' bytes leave the table files. Each table "
+        + "is locked, no reads and no writes, while it is rewritten.",
+      valueName: "url"))
+  var database: String?
 
   struct Output: Encodable {
     let path: String
@@ -191,7 +201,13 @@ struct Compact: AsyncParsableCommand {
   func run() async throws {
     let path: String
     let sizes: (bytesBefore: Int, bytesAfter: Int)
-    if let data {
+    if let database {
+      guard data == nil else { throw CLIError("give --data or --database, not both") }
+      let result = try await SyncServer.compact(
+        database: database, logger: Logger(label: "vlog") { _ in SwiftLogNoOpLogHandler() })
+      path = result.location
+      sizes = (result.bytesBefore, result.bytesAfter)
+    } else if let data {
       guard FileManager.default.fileExists(atPath: data + "/data.mdb") else {
         throw CLIError(
           "no server data at '\(data)'; check the path given to 'vlog serve --data'")

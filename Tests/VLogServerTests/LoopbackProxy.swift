@@ -1,0 +1,127 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A TCP proxy on loopback in front of a Unix socket (a test cluster's PostgreSQL), that can
+/// turn into a black hole: while ``blackholed``, it keeps every connection open and drops
+/// everything sent either way, as a network that loses its packets does. It runs on threads of
+/// its own, off Swift concurrency's.
+final class LoopbackProxy: Sendable {
+  /// The port it listens on, on 127.0.0.1.
+  let port: Int
+  private let listener: Int32
+  private let target: String
+  private let dropping = Atomic<Bool>(false)
+  private let open = Mutex<[Int32]>([])
+
+  struct Failed: Error { let what: String }
+
+  init(unixSocket target: String) throws {
+    self.target = target
+    #if canImport(Glibc)
+      let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+      let listener = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    self.listener = listener
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+        bind(listener, address, length) == 0 && listen(listener, 64) == 0
+          && getsockname(listener, address, &length) == 0
+      }
+    }
+    guard bound else {
+      close(listener)
+      throw Failed(what: "listen")
+    }
+    port = Int(UInt16(bigEndian: address.sin_port))
+    Thread.detachNewThread { [self] in accepting() }
+  }
+
+  /// Whether it drops everything now.
+  var blackholed: Bool {
+    get { dropping.load(ordering: .relaxed) }
+    set { dropping.store(newValue, ordering: .relaxed) }
+  }
+
+  /// Closes the listener and every connection.
+  func stop() {
+    shutdown(listener, Int32(SHUT_RDWR))
+    close(listener)
+    for descriptor in open.withLock({ $0 }) { shutdown(descriptor, Int32(SHUT_RDWR)) }
+  }
+
+  private func accepting() {
+    while true {
+      let client = accept(listener, nil, nil)
+      guard client >= 0 else { return }
+      #if canImport(Glibc)
+        let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+      #else
+        let server = socket(AF_UNIX, SOCK_STREAM, 0)
+      #endif
+      var address = sockaddr_un()
+      address.sun_family = sa_family_t(AF_UNIX)
+      withUnsafeMutableBytes(of: &address.sun_path) { path in
+        for (index, byte) in target.utf8.prefix(path.count - 1).enumerated() { path[index] = byte }
+      }
+      let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          connect(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
+      }
+      guard connected == 0 else {
+        close(client)
+        close(server)
+        continue
+      }
+      open.withLock { $0 += [client, server] }
+      let done = PumpCount()
+      for (from, to) in [(client, server), (server, client)] {
+        Thread.detachNewThread { [self] in
+          pump(from: from, to: to)
+          // The second pump to end closes both.
+          if done.ended() == 2 {
+            open.withLock { $0.removeAll { $0 == client || $0 == server } }
+            close(client)
+            close(server)
+          }
+        }
+      }
+    }
+  }
+
+  /// Copies what `from` sends to `to` (or drops it while black-holed) until `from` ends.
+  private func pump(from: Int32, to: Int32) {
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = read(from, &buffer, buffer.count)
+      guard count > 0 else { break }
+      if blackholed { continue }
+      var sent = 0
+      while sent < count {
+        let written = buffer[sent..<count].withUnsafeBytes { write(to, $0.baseAddress, $0.count) }
+        guard written > 0 else { break }
+        sent += written
+      }
+      if sent < count { break }
+    }
+    shutdown(to, Int32(SHUT_WR))
+  }
+}
+
+/// How many of a connection's two pumps have ended.
+private final class PumpCount: Sendable {
+  private let count = Atomic<Int>(0)
+  func ended() -> Int { count.add(1, ordering: .relaxed).newValue }
+}
