@@ -44,24 +44,21 @@ extension PostgresStorage {
     let total = timeout ?? databaseTimeout
     let acquire = min(Self.acquireTimeout, total)
     do {
-      return try await withDeadline(
-        total,
-        checkpoints: [
-          (
-            acquire,
-            { @Sendable in held.isAcquired ? nil : "no database connection within \(acquire)" }
-          )
-        ],
-        expire: { reason in
-          held.expire()
-          return "\(reason); its connection was closed"
-        }
-      ) { [client] in
+      let acquiring: @Sendable () -> String? = {
+        held.isAcquired ? nil : "no database connection within \(acquire)"
+      }
+      let expire: @Sendable (String) -> String = { reason in
+        held.expire()
+        return "\(reason); its connection was closed"
+      }
+      let work: @Sendable () async throws -> R = { [client] in
         try await client.withConnection { connection in
           try held.acquired(connection)
           return try await body(connection)
         }
       }
+      return try await withDeadline(
+        total, checkpoints: [(acquire, acquiring)], expire: expire, work)
     } catch {
       throw Self.availability(error)
     }
@@ -167,7 +164,7 @@ final class DeadlineRace<R: Sendable>: Sendable {
     }
     if cancelled { work.cancel() }
     if let early {
-      timers.forEach { $0.cancel() }
+      for timer in timers { timer.cancel() }
       continuation.resume(with: early)
     }
   }
@@ -191,7 +188,7 @@ final class DeadlineRace<R: Sendable>: Sendable {
       if state.continuation == nil, state.work == nil { state.early = result }
       return (state.continuation.take(), state.timers)
     }
-    timers.forEach { $0.cancel() }
+    for timer in timers { timer.cancel() }
     continuation?.resume(with: result)
   }
 

@@ -51,6 +51,15 @@ struct DatabaseFaultTests {
     }
   }
 
+  /// A server on the cluster behind `proxy`, with the tests' deadline.
+  static func openServer(behind proxy: LoopbackProxy) async throws -> SyncServer {
+    var configuration = SyncServer.Configuration.testing
+    configuration.databaseTimeout = deadline
+    return try await SyncServer.open(
+      database: "postgres://postgres@127.0.0.1:\(proxy.port)/postgres",
+      maximumConnections: 4, configuration: configuration, logger: quietLogger)
+  }
+
   struct Answer: Sendable {
     let status: Int
     let code: ErrorCode?
@@ -82,16 +91,11 @@ struct DatabaseFaultTests {
     defer { cluster.stop() }
     let proxy = try LoopbackProxy(unixSocket: cluster.socket)
     defer { proxy.stop() }
-    var configuration = SyncServer.Configuration.testing
-    configuration.databaseTimeout = Self.deadline
     var servers: [SyncServer] = []
-    defer { servers.forEach { $0.close() } }
-    for _ in 0..<instances {
-      servers.append(
-        try await SyncServer.open(
-          database: "postgres://postgres@127.0.0.1:\(proxy.port)/postgres",
-          maximumConnections: 4, configuration: configuration, logger: quietLogger))
+    defer {
+      for server in servers { server.close() }
     }
+    for _ in 0..<instances { servers.append(try await Self.openServer(behind: proxy)) }
     let accounts = 4
     try await servingAll(servers) { ports in
       let transports = ports.map { HTTPTransport(baseURL: "http://127.0.0.1:\($0)") }
@@ -182,11 +186,7 @@ extension DatabaseFaultTests {
     defer { cluster.stop() }
     let proxy = try LoopbackProxy(unixSocket: cluster.socket)
     defer { proxy.stop() }
-    var configuration = SyncServer.Configuration.testing
-    configuration.databaseTimeout = Self.deadline
-    let server = try await SyncServer.open(
-      database: "postgres://postgres@127.0.0.1:\(proxy.port)/postgres",
-      maximumConnections: 4, configuration: configuration, logger: quietLogger)
+    let server = try await Self.openServer(behind: proxy)
     defer { server.close() }
     let answers = AnswerList()
     let stopping = try await server.serving { port in
