@@ -82,7 +82,9 @@ public struct Cursor: ~Copyable {
         code: .notFound, operation: "read the cursor's entry in \(database)",
         path: handle.state.path, message: "the cursor is not on an entry")
     }
-    return try body(key.buffer, value.buffer)
+    return try body(
+      try handle.bytes(key, "read a key of \(database)"),
+      try handle.bytes(value, "read a value of \(database)"))
   }
 
   /// The current entry's key, copied.
@@ -158,11 +160,17 @@ public struct Entries: ~Copyable {
       started = true
       found = try reverse ? startAtEnd(&key, &value) : startAtBeginning(&key, &value)
     }
-    guard found, isInRange(&key) else {
+    guard found else {
       finished = true
       return nil
     }
-    return try body(key.buffer, value.buffer)
+    let handle = cursor.handle
+    let keyBytes = try handle.bytes(key, "read a key of \(cursor.database)")
+    guard isInRange(&key) else {
+      finished = true
+      return nil
+    }
+    return try body(keyBytes, try handle.bytes(value, "read a value of \(cursor.database)"))
   }
 
   private func startAtBeginning(_ key: inout MDB_val, _ value: inout MDB_val) throws -> Bool {

@@ -19,6 +19,7 @@ extension Environment {
       var info = MDB_envinfo()
       try check(mdb_env_info(handle, &info), "read environment info", path: path)
       currentMapSize = info.me_mapsize
+      mapStart = MapBounds.mappedAddress(of: handle)
     }
   }
 
@@ -30,6 +31,7 @@ extension Environment {
       var info = MDB_envinfo()
       try check(mdb_env_info(handle, &info), "read environment info", path: path)
       currentMapSize = info.me_mapsize
+      mapStart = MapBounds.mappedAddress(of: handle)
     }
   }
 }

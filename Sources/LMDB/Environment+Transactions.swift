@@ -96,7 +96,11 @@ extension Environment {
               message: "mdb_txn_begin returned no transaction")
           }
           let handle = TransactionHandle(
-            pointer: pointer, state: TransactionState(path: path, isWrite: write))
+            pointer: pointer,
+            state: TransactionState(
+              path: path, isWrite: write,
+              bounds: MapBounds(
+                handle: self.handle, start: mapStart, pageSize: pageSize, isWrite: write)))
           let result: R
           do {
             result = try body(handle)

@@ -143,6 +143,11 @@ public final class Environment: Sendable {
   // Guarded by `lock`: written only while it is held exclusively, read while it is held.
   nonisolated(unsafe) var isClosed = false
   nonisolated(unsafe) var currentMapSize: Int
+  /// Where the data file is mapped (``MapBounds/mappedAddress(of:)``): moves when the map
+  /// grows. Guarded by `lock`, as `currentMapSize`.
+  nonisolated(unsafe) var mapStart: UInt
+  /// The environment's page size.
+  let pageSize: Int
   /// Runs the writes of ``onWriterQueue(_:)`` one at a time, off the cooperative pool.
   let writerQueue = DispatchQueue(label: "LMDB.Environment.writer")
   /// Serialises `mdb_dbi_open`, which LMDB forbids from concurrent transactions.
@@ -160,6 +165,9 @@ public final class Environment: Sendable {
     self.handle = handle
     self.currentMapSize = mapSize
     self.openLock = openLock
+    self.mapStart = MapBounds.mappedAddress(of: handle)
+    var stat = MDB_stat()
+    pageSize = mdb_env_stat(handle, &stat) == MDB_SUCCESS ? Int(stat.ms_psize) : 4096
   }
 
   deinit {

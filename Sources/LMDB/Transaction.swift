@@ -41,6 +41,22 @@ public struct TransactionHandle {
     }
   }
 
+  /// The bytes of a key or value LMDB handed back, after checking that they lie within the
+  /// pages in use: a damaged page can claim a size past the end of the file.
+  @inline(__always)
+  func bytes(_ value: MDB_val, _ operation: @autoclosure () -> String) throws(LMDBError)
+    -> UnsafeRawBufferPointer
+  {
+    guard state.bounds.contains(value) else {
+      throw LMDBError(
+        code: .corrupted, operation: operation(), path: state.path,
+        message:
+          "a stored size (\(value.mv_size) bytes) runs past the end of the data: the file is "
+          + "damaged")
+    }
+    return value.buffer
+  }
+
   /// Converts a result code into an error; in a write transaction, records failures after
   /// which LMDB requires the transaction to be aborted.
   @inline(__always)
@@ -61,10 +77,13 @@ final class TransactionState {
   let path: String
   let isWrite: Bool
   var failure: LMDBError?
+  /// Where the keys and values LMDB hands back must lie.
+  let bounds: MapBounds
 
-  init(path: String, isWrite: Bool) {
+  init(path: String, isWrite: Bool, bounds: MapBounds) {
     self.path = path
     self.isWrite = isWrite
+    self.bounds = bounds
   }
 }
 
@@ -145,7 +164,7 @@ extension Transaction where Self: ~Copyable {
     let rc = mdb_get(handle.pointer, database.dbi, &keyValue, &data)
     if rc == MDB_NOTFOUND { return try body(nil) }
     try handle.check(rc, "read from \(database)")
-    return try body(data.buffer)
+    return try body(try handle.bytes(data, "read from \(database)"))
   }
 
   /// The value stored under `key`, copied out of the map, or nil if there is none.
