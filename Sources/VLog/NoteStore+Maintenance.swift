@@ -1,3 +1,4 @@
+internal import Foundation
 internal import LMDB
 
 /// What ``NoteStore/compact(at:options:)`` did: the data file's size before and after.
@@ -41,6 +42,30 @@ extension NoteStore {
           maximumDatabases: Schema.databaseCount + 4, durability: .durable))
     }
     return CompactionReport(bytesBefore: result.bytesBefore, bytesAfter: result.bytesAfter)
+  }
+
+  /// Checks the page structure of the store's file at `path` without opening it: what an app
+  /// calls before opening a store that may be damaged — on the launch after a crash, or after
+  /// an I/O error — because LMDB follows the page numbers in its file as they are, and a
+  /// damaged one can end the process before any error can be raised. Every key and value VLog
+  /// reads is checked against the file; the pages LMDB walks to find them are checked only
+  /// here.
+  ///
+  /// Every B-tree of the file is walked from its newest meta page, reading the file itself
+  /// with every length and page number checked: pages past the pages in use or reached twice,
+  /// headers, node offsets and sizes, overflow runs, key order within and across pages and
+  /// against the branch keys, and the counts of each database. It reads the whole file once.
+  ///
+  /// When it finds faults, do not open the store: restore it from a backup, or replace it with
+  /// a new store that syncs everything back from the server.
+  ///
+  /// - Parameter path: The store's directory.
+  /// - Returns: What is wrong, one line each, naming the page; empty when the structure is
+  ///   whole, or when there is no store at `path` yet.
+  /// - Throws: ``VLogError/Code/storage`` if the file cannot be read.
+  public static func structureFaults(at path: String) throws -> [String] {
+    guard FileManager.default.fileExists(atPath: path + "/data.mdb") else { return [] }
+    return try VLogError.wrapping { try PageStructure.check(directory: path).faults }
   }
 
   /// Redacts the changes replaced longer ago than ``retention``: what every commit does, for a

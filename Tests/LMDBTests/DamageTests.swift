@@ -58,4 +58,99 @@ struct DamageTests {
       #expect(kept == value(3))
     }
   }
+
+  /// An environment with enough entries for branch pages, values on overflow pages, and two
+  /// named databases; the data file's bytes.
+  static func healthyFile(_ path: String) throws -> [UInt8] {
+    let environment = try Environment.open(at: path, configuration: .init(durability: .noSync))
+    let numbers = try environment.openDatabase(named: "numbers", flags: .create)
+    let large = try environment.openDatabase(named: "large", flags: .create)
+    try environment.write { transaction throws in
+      for number in 0..<3000 as Range<UInt64> {
+        try transaction.put(value(number), forKey: key(number), in: numbers)
+      }
+      for number in 0..<10 as Range<UInt64> {
+        try transaction.put(value(number, size: 20_000), forKey: key(number), in: large)
+      }
+    }
+    // A second transaction frees pages, so the free pages' tree has entries.
+    try environment.write { transaction throws in
+      for number in stride(from: 0, to: 3000, by: 7) as StrideTo<UInt64> {
+        _ = try transaction.delete(forKey: key(number), in: numbers)
+      }
+    }
+    environment.close()
+    return try [UInt8](Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+  }
+
+  static func structure(_ bytes: [UInt8]) -> PageStructure {
+    bytes.withUnsafeBytes { PageStructure(file: $0) }
+  }
+
+  @Test("A whole file's page structure checks whole, with every entry counted")
+  func wholeStructure() throws {
+    try withTemporaryDirectory { path in
+      let bytes = try Self.healthyFile(path)
+      let structure = Self.structure(bytes)
+      #expect(structure.faults.isEmpty, "\(structure.faults)")
+      #expect(structure.trees["numbers"]?.entries == 3000 - 429)
+      #expect(structure.trees["numbers"]?.branchPages ?? 0 > 0)
+      #expect(structure.trees["large"]?.overflowPages ?? 0 >= 10 * 5)
+      #expect(structure.trees["(free pages)"]?.entries ?? 0 > 0)
+      #expect(try PageStructure.check(directory: path).faults.isEmpty)
+    }
+  }
+
+  @Test("A flipped byte in a branch key, which liblmdb reads without complaint, is found")
+  func branchKey() throws {
+    try withTemporaryDirectory { path in
+      var bytes = try Self.healthyFile(path)
+      let structure = Self.structure(bytes)
+      let tree = try #require(structure.trees["numbers"])
+      #expect(tree.depth >= 2)
+      // The root, a branch page: its second node's key set high, as flipped bits would.
+      let base = try #require(tree.root) * structure.pageSize
+      let pointer = base + 16 + 2
+      let node = base + (Int(bytes[pointer]) | Int(bytes[pointer + 1]) << 8)
+      let keySize = Int(bytes[node + 6]) | Int(bytes[node + 7]) << 8
+      for offset in node + 8..<node + 8 + keySize { bytes[offset] = 0xFF }
+      let damaged = keySize > 0
+      #expect(damaged)
+      let faults = Self.structure(bytes).faults
+      #expect(!faults.isEmpty)
+      #expect(faults.contains { $0.contains("order") || $0.contains("below") }, "\(faults)")
+    }
+  }
+
+  @Test("A node size that runs past its page is found")
+  func nodeSize() throws {
+    try withTemporaryDirectory { path in
+      _ = try Self.damagedEnvironment(path)
+      let faults = try PageStructure.check(directory: path).faults
+      #expect(faults.contains { $0.contains("runs past the page") }, "\(faults)")
+    }
+  }
+
+  @Test("Single-byte flips anywhere never trap the check, and most that matter are found")
+  func flips() throws {
+    try withTemporaryDirectory { path in
+      let bytes = try Self.healthyFile(path)
+      let pageSize = Self.structure(bytes).pageSize
+      var generator = SeededGenerator(seed: 28)
+      var found = 0
+      for trial in 0..<400 {
+        var damaged = bytes
+        // Half aimed at page headers and node pointers, half anywhere.
+        let page = Int.random(in: 0..<bytes.count / pageSize, using: &generator)
+        let offset =
+          trial % 2 == 0
+          ? page * pageSize + Int.random(in: 0..<64, using: &generator)
+          : Int.random(in: 0..<bytes.count, using: &generator)
+        damaged[offset] ^= UInt8.random(in: 1...255, using: &generator)
+        if !Self.structure(damaged).faults.isEmpty { found += 1 }
+      }
+      // Flips in free space, in values and in unused pages change nothing the structure says.
+      #expect(found > 0)
+    }
+  }
 }

@@ -152,6 +152,42 @@ struct ArticleTests {
     }
   }
 
+  @Test("Embed VLog in a notes app: a damaged store is set aside before it is opened")
+  func embedDamagedStore() throws {
+    try withTemporaryDirectory { root in
+      let storePath = root + "/notes"
+      let first = try NoteStore.open(at: storePath)
+      try first.write { changes in
+        for index in 0..<300 { changes.createNote(text: "note \(index)") }
+      }
+      first.close()
+      // A branch key set high, as flipped bits would: LMDB would then look for entries on the
+      // wrong pages.
+      let file = URL(fileURLWithPath: storePath + "/data.mdb")
+      var bytes = try [UInt8](Data(contentsOf: file))
+      let log = try #require(bytes.withUnsafeBytes { PageStructure(file: $0) }.trees["log"])
+      let branch = try #require(log.root) * 4096
+      #expect(log.depth >= 2)
+      let pointer = branch + 16 + 2
+      let node = branch + (Int(bytes[pointer]) | Int(bytes[pointer + 1]) << 8)
+      let keySize = Int(bytes[node + 6]) | Int(bytes[node + 7]) << 8
+      for offset in node + 8..<node + 8 + keySize { bytes[offset] = 0xFF }
+      try Data(bytes).write(to: file)
+      // Article: when the disk damages the store.
+      let faults = try NoteStore.structureFaults(at: storePath)
+      if !faults.isEmpty {
+        // Keep the damaged directory aside for support, then start a new store: signing it in to
+        // the account syncs every note back from the server.
+        try FileManager.default.moveItem(atPath: storePath, toPath: storePath + ".damaged")
+      }
+      let store = try NoteStore.open(at: storePath)
+      defer { store.close() }
+      #expect(!faults.isEmpty)
+      #expect(try store.statistics().notes == 0)
+      #expect(FileManager.default.fileExists(atPath: storePath + ".damaged/data.mdb"))
+    }
+  }
+
   @Test("Run the sync server: on LMDB and on PostgreSQL, verified")
   func runTheSyncServer() async throws {
     try await withTemporaryDirectory { root in

@@ -21,7 +21,7 @@ struct CrashHarness: AsyncParsableCommand {
     commandName: "vlog-crash",
     abstract:
       "Kill VLog's writers with SIGKILL at random points; check nothing acknowledged is lost.",
-    subcommands: [Run.self, Writer.self],
+    subcommands: [Run.self, Writer.self, Flips.self],
     defaultSubcommand: Run.self)
 }
 

@@ -77,18 +77,34 @@ struct Verify: StoreCommand {
   }
 
   /// The output for `faults` found in `events` events; `healthy` is the text when there are none.
-  static func report(_ faults: [VerificationFault], events: Int, healthy: String)
-    -> CommandOutput
-  {
+  /// With `advice`, the last line says that instead of counting the faults.
+  static func report(
+    _ faults: [VerificationFault], events: Int, healthy: String, advice: String? = nil
+  ) -> CommandOutput {
     let output = Output(
       ok: faults.isEmpty, events: events,
       faults: faults.map { Fault(kind: $0.kind.rawValue, message: $0.message) })
     let text =
       faults.isEmpty
       ? healthy
-      : (faults.map { "fault: \($0)" } + ["\(faults.count) fault(s) in \(events) events"])
+      : (faults.map { "fault: \($0)" }
+        + [advice ?? "\(faults.count) fault(s) in \(events) events"])
         .joined(separator: "\n")
     return CommandOutput(text: text, json: output)
+  }
+
+  /// The report of a store whose page structure is damaged, which is not opened; nil for a
+  /// whole one.
+  func structureReport() throws -> CommandOutput? {
+    let path = try options.path()
+    let faults = try NoteStore.structureFaults(at: path)
+    guard !faults.isEmpty else { return nil }
+    return Self.report(
+      faults.map { VerificationFault(kind: .structure, message: $0) }, events: 0,
+      healthy: "",
+      advice:
+        "the store's page structure is damaged; it was not opened. Restore '\(path)' from a "
+        + "backup, or replace it with a new store that syncs everything back from the server")
   }
 
   /// Verifies a server's data directory.
@@ -104,6 +120,7 @@ struct Verify: StoreCommand {
         throw CLIError(
           "no server data at '\(directory)'; check the path given to 'vlog serve --data'")
       }
+      try refuseDamagedStructure(directory, kind: "server data")
       server = try SyncServer.open(dataDirectory: directory, logger: logger)
     }
     defer { server.close() }
@@ -119,6 +136,8 @@ struct Verify: StoreCommand {
     let output: CommandOutput
     if data != nil || database != nil {
       output = try await verifyServer(at: data, database: database)
+    } else if let damaged = try structureReport() {
+      output = damaged
     } else {
       let store = try options.open()
       defer { store.close() }

@@ -213,12 +213,14 @@ struct Compact: AsyncParsableCommand {
           "no server data at '\(data)'; check the path given to 'vlog serve --data'")
       }
       path = data
+      try refuseDamagedStructure(data, kind: "server data")
       sizes = try SyncServer.compact(dataDirectory: data)
     } else {
       path = try options.path()
       guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
         throw CLIError("no store at '\(path)'; check the path")
       }
+      try refuseDamagedStructure(path, kind: "store")
       let report = try NoteStore.compact(at: path)
       sizes = (report.bytesBefore, report.bytesAfter)
     }

@@ -205,6 +205,7 @@ struct Serve: AsyncParsableCommand {
         database: database, maximumConnections: databaseConnections,
         configuration: configuration, logger: logger)
     } else {
+      try refuseDamagedStructure(data ?? "", kind: "server data")
       server = try SyncServer.open(
         dataDirectory: data ?? "", configuration: configuration, logger: logger)
     }

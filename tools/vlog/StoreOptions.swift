@@ -1,5 +1,6 @@
 public import ArgumentParser
 import Foundation
+import LMDB
 import VLog
 
 /// The options every store command takes.
@@ -28,6 +29,7 @@ struct StoreOptions: ParsableArguments {
     if !creating && !FileManager.default.fileExists(atPath: path + "/data.mdb") {
       throw CLIError("no store at '\(path)'; create one with 'vlog note add' or check the path")
     }
+    try refuseDamagedStructure(path, kind: "store")
     return try NoteStore.open(at: path)
   }
 
@@ -110,4 +112,22 @@ struct ProgressBar {
   func finish() {
     if isVisible { FileHandle.standardOutput.write(Data("\n".utf8)) }
   }
+}
+
+/// Checks the page structure of the LMDB file in `directory` (``PageStructure``) before
+/// liblmdb, which trusts it, reads it: a damaged one is an error that lists what is wrong and
+/// says what to do, not a crash. Nothing to check when there is no file yet.
+///
+/// - Parameter kind: What the directory holds, for the message: `store` or `server data`.
+func refuseDamagedStructure(_ directory: String, kind: String) throws {
+  guard FileManager.default.fileExists(atPath: directory + "/data.mdb") else { return }
+  let structure = try PageStructure.check(directory: directory)
+  guard !structure.isWhole else { return }
+  let listed = structure.faults.prefix(5).map { "  " + $0 }.joined(separator: "\n")
+  let more = structure.faults.count > 5 ? "\n  … \(structure.faults.count - 5) more" : ""
+  throw CLIError(
+    "the \(kind)'s page structure is damaged (\(structure.faults.count) fault(s)); opening it "
+      + "could crash, so nothing was read:\n\(listed)\(more)\n"
+      + "Restore '\(directory)' from a backup; a device's store can also be replaced by a new one "
+      + "that syncs everything back from the server")
 }

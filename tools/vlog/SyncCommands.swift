@@ -264,6 +264,7 @@ struct Erase: ParsableCommand {
     guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
       throw CLIError("no store at '\(path)'; check the path")
     }
+    try refuseDamagedStructure(path, kind: "store")
     let store = try NoteStore.open(at: path)
     let notes = try store.statistics().notes
     let outbox = try store.outboxCount()

@@ -15,6 +15,9 @@ public struct VerificationFault: Sendable, Hashable, CustomStringConvertible {
     /// Content that should have been erased is still there: an event of a deleted note or
     /// attachment that is not redacted, or a replaced value kept past the retention period.
     case erasure
+    /// The file's page structure is damaged (``NoteStore/structureFaults(at:)``): its B-trees
+    /// cannot be read safely, so nothing else was checked.
+    case structure
   }
 
   /// What kind of check failed.
