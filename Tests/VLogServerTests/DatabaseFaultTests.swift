@@ -124,12 +124,17 @@ struct DatabaseFaultTests {
       case .blackhole: proxy.blackholed = true
       case .immediate, .kill: try cluster.halt(killing: fault == .kill)
       }
-      // And one more per account while the database is gone.
-      var answers = await pushed
-      for account in 0..<accounts {
-        answers.append(
-          await Self.push(Self.batch(account), token: tokensNow[account], to: transport(account)))
+      // And one more per account, at once, while the database is gone.
+      let inFlight = await pushed
+      let whileGone = await withTaskGroup(of: Answer.self) { group in
+        for account in 0..<accounts {
+          group.addTask {
+            await Self.push(Self.batch(account), token: tokensNow[account], to: transport(account))
+          }
+        }
+        return await group.reduce(into: []) { $0.append($1) }
       }
+      let answers = inFlight + whileGone
       // Before, pushes in flight were never answered.
       for answer in answers {
         #expect(answer.status == 200 || answer.status == 503, "\(answer)")
