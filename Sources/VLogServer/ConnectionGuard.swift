@@ -1,9 +1,9 @@
 internal import Foundation
 internal import HTTPTypes
+internal import LMDB
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOHTTPTypes
-internal import Synchronization
 internal import VLogWire
 
 /// The server's open connections, counted against a cap and per peer address, and known by
@@ -31,7 +31,8 @@ final class ConnectionRegistry: Sendable {
     var byAddress: [String: Int] = [:]
   }
 
-  private let state = Mutex(State())
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let state = Locked(State())
 
   init(limit: Int, perAddress: Int?) {
     self.limit = max(1, limit)

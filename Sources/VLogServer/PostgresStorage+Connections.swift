@@ -1,6 +1,6 @@
+internal import LMDB
 internal import NIOCore
 internal import PostgresNIO
-internal import Synchronization
 
 /// Connections: transactions, the deadline for getting a connection, and what a failure means
 /// (the database unreachable, the account deleted).
@@ -150,7 +150,8 @@ final class DeadlineRace<R: Sendable>: Sendable {
     var early: Result<R, any Error>?
     var cancelled = false
   }
-  private let state = Mutex(State())
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let state = Locked(State())
 
   func start(
     _ continuation: CheckedContinuation<R, any Error>, work: Task<Void, Never>,
@@ -220,7 +221,8 @@ final class HeldConnection: Sendable {
     var acquired = false
     var expired = false
   }
-  private let state = Mutex(State())
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let state = Locked(State())
 
   /// Whether the call has had its connection.
   var isAcquired: Bool { state.withLock { $0.acquired } }
