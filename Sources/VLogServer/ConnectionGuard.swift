@@ -174,6 +174,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     let body = ErrorBody(code: .httpError, message: message)
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
+    // A code and a message always encode; an empty body would be the fallback, as in
+    // ServerError's.
     let bytes = ByteBuffer(bytes: (try? encoder.encode(body)) ?? Data())
     var head = HTTPResponse(status: status)
     head.headerFields[.contentType] = "application/json"

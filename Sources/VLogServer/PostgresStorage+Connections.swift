@@ -177,6 +177,7 @@ final class DeadlineRace<R: Sendable>: Sendable {
     expire: @escaping @Sendable (String) -> String
   ) -> Task<Void, Never> {
     Task {
+      // Cancelled when the call finishes first: then the check below does not run.
       try? await Task.sleep(for: delay)
       guard !Task.isCancelled, let reason = check() else { return }
       stop(StorageError.unavailable(expire(reason)))
