@@ -60,7 +60,7 @@ package actor TestCluster {
     if let given = ProcessInfo.processInfo.environment["VLOG_TEST_POSTGRES"], !given.isEmpty {
       url = given
     } else {
-      url = try Self.startCluster()
+      url = try await Self.startCluster()
     }
     guard let components = URLComponents(string: url) else {
       throw ClusterError("not a PostgreSQL URL: \(url)")
@@ -87,8 +87,8 @@ package actor TestCluster {
   }
 
   /// Starts a cluster with `tools/pg-cluster`, watched by this process's id.
-  private static func startCluster() throws -> String {
-    let text = try pgCluster("start --watch \(getpid())")
+  private static func startCluster() async throws -> String {
+    let text = try await pgCluster("start --watch \(getpid())")
     guard let url = text.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
     else {
       throw ClusterError("tools/pg-cluster printed no URL: \(text)")
@@ -96,9 +96,23 @@ package actor TestCluster {
     return String(url)
   }
 
-  /// Runs `tools/pg-cluster` with `arguments`; what it printed. (Through `popen`: Foundation's
-  /// `Process.waitUntilExit` can hang when called from a task.)
-  package static func pgCluster(_ arguments: String) throws -> String {
+  /// Runs `tools/pg-cluster` with `arguments` on a thread of its own; what it printed. A
+  /// cluster takes seconds to start or stop, and waiting for it on the cooperative pool (two
+  /// threads on a two-core machine) would stall every server of the process meanwhile: their
+  /// accept loops and handlers run there.
+  package static func pgCluster(_ arguments: String) async throws -> String {
+    let result: Result<String, ClusterError> = await withCheckedContinuation { continuation in
+      Thread.detachNewThread {
+        continuation.resume(
+          returning: Result { () throws(ClusterError) in try runPGCluster(arguments) })
+      }
+    }
+    return try result.get()
+  }
+
+  /// Runs `tools/pg-cluster`, blocking. (Through `popen`: Foundation's `Process.waitUntilExit`
+  /// can hang when called from a task.)
+  private static func runPGCluster(_ arguments: String) throws(ClusterError) -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
     let command = "'\(root.path)/tools/pg-cluster' \(arguments) 2>&1"
@@ -138,8 +152,8 @@ package struct ThrowawayCluster: Sendable {
 
   /// Starts one, durable (a fault loses no commit), watched by this process's id like the
   /// shared cluster.
-  package static func start() throws -> ThrowawayCluster {
-    let text = try TestCluster.pgCluster("start --durable --watch \(getpid())")
+  package static func start() async throws -> ThrowawayCluster {
+    let text = try await TestCluster.pgCluster("start --durable --watch \(getpid())")
     guard let directory = text.split(separator: "\n").last.map(String.init),
       directory.hasPrefix("/")
     else {
@@ -153,17 +167,34 @@ package struct ThrowawayCluster: Sendable {
 
   /// Stops the server as a fault would: `pg_ctl stop -m immediate`, or SIGKILL to every process
   /// of it (`kill`).
-  package func halt(killing: Bool) throws {
-    _ = try TestCluster.pgCluster("halt '\(directory)' \(killing ? "kill" : "immediate")")
+  package func halt(killing: Bool) async throws {
+    _ = try await TestCluster.pgCluster("halt '\(directory)' \(killing ? "kill" : "immediate")")
   }
 
   /// Starts the halted server again.
-  package func resume() throws {
-    _ = try TestCluster.pgCluster("resume '\(directory)'")
+  package func resume() async throws {
+    _ = try await TestCluster.pgCluster("resume '\(directory)'")
   }
 
-  /// Stops the server and removes the directory.
-  package func stop() {
-    _ = try? TestCluster.pgCluster("stop '\(directory)'")
+  /// Stops the server and removes the directory. (A failure to is not the test's: the
+  /// cluster's watcher removes it when this process ends.)
+  package func stop() async {
+    _ = try? await TestCluster.pgCluster("stop '\(directory)'")
+  }
+
+  /// Runs `body` with a cluster of its own, stopped and removed afterwards, whether `body`
+  /// returns or throws.
+  package static func with<Result>(
+    _ body: (ThrowawayCluster) async throws -> Result
+  ) async throws -> Result {
+    let cluster = try await start()
+    do {
+      let result = try await body(cluster)
+      await cluster.stop()
+      return result
+    } catch {
+      await cluster.stop()
+      throw error
+    }
   }
 }

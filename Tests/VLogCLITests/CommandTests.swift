@@ -180,42 +180,42 @@ struct BinaryTests {
   }
 
   /// Runs the built `vlog` with `arguments`; returns its exit status, output and errors.
-  func vlog(_ arguments: [String], environment: [String: String] = [:]) throws -> (
+  func vlog(_ arguments: [String], environment: [String: String] = [:]) async throws -> (
     Int32, String, String
   ) {
     let binary = try #require(Self.binary())
-    return try ChildProcess.run(binary.path, arguments, environment: environment)
+    return try await ChildProcess.runOffPool(binary.path, arguments, environment: environment)
   }
 
   @Test(
     "papercuts: deleted notes named as deleted, JSON booleans, negative limits, directories, subcommands, refused connections"
   )
   func papercuts() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let store = root + "/store"
-      let (_, added, _) = try vlog(["note", "add", "x", "--store", store, "--json"])
+      let (_, added, _) = try await vlog(["note", "add", "x", "--store", store, "--json"])
       let id = try #require(
         (try JSONSerialization.jsonObject(with: Data(added.utf8)) as? [String: Any])?["id"]
           as? String)
-      let (_, removed, _) = try vlog(["note", "rm", id, "--store", store, "--json"])
+      let (_, removed, _) = try await vlog(["note", "rm", id, "--store", store, "--json"])
       #expect(removed.contains("\"deleted\" : true"))
       for verb in ["tag", "untag", "set"] {
-        let (status, _, error) = try vlog(["note", verb, id, "t", "--store", store])
+        let (status, _, error) = try await vlog(["note", verb, id, "t", "--store", store])
         #expect(status == 1)
         #expect(error == "vlog: error: note \(id) was deleted; deletes are final\n", "\(verb)")
       }
-      let (limitStatus, _, limit) = try vlog(["notes", "--limit", "-1", "--store", store])
+      let (limitStatus, _, limit) = try await vlog(["notes", "--limit", "-1", "--store", store])
       #expect(limitStatus == 2)
       #expect(limit.contains("--limit must be positive"))
-      let (directoryStatus, _, directory) = try vlog(["import", root, "--store", store])
+      let (directoryStatus, _, directory) = try await vlog(["import", root, "--store", store])
       #expect(directoryStatus == 1)
       #expect(
         directory
           == "vlog: error: cannot read '\(root)': it is a directory, not a JSON Lines file\n")
-      let (noteStatus, _, note) = try vlog(["note"])
+      let (noteStatus, _, note) = try await vlog(["note"])
       #expect(noteStatus == 2)
       #expect(note.contains("give a subcommand"))
-      let (refusedStatus, _, refused) = try vlog(
+      let (refusedStatus, _, refused) = try await vlog(
         ["sync", "--server", "http://127.0.0.1:1", "--user", "ann", "--store", store],
         environment: ["VLOG_PASSWORD": "correct horse"])
       #expect(refusedStatus == 1)
@@ -225,15 +225,15 @@ struct BinaryTests {
 
   @Test("verify --data checks a server's data directory")
   func verifyServerData() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let directory = root + "/server"
       var configuration = SyncServer.Configuration()
       configuration.passwordCost = .testing
       try SyncServer.open(dataDirectory: directory, configuration: configuration).close()
-      let (status, output, _) = try vlog(["verify", "--data", directory])
+      let (status, output, _) = try await vlog(["verify", "--data", directory])
       #expect(status == 0)
       #expect(output == "ok: 0 events in 0 accounts; checksums and indexes verified\n")
-      let (missingStatus, _, missing) = try vlog(["verify", "--data", root + "/nothing"])
+      let (missingStatus, _, missing) = try await vlog(["verify", "--data", root + "/nothing"])
       #expect(missingStatus == 1)
       #expect(missing.contains("no server data at"))
     }
@@ -241,35 +241,35 @@ struct BinaryTests {
 
   @Test("end to end: exit statuses 0, 1 and 2, one-line errors, VLOG_STORE")
   func endToEnd() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let store = root + "/store"
-      let (missingStatus, _, missing) = try vlog(["notes", "--store", store])
+      let (missingStatus, _, missing) = try await vlog(["notes", "--store", store])
       #expect(missingStatus == 1)
       #expect(
         missing
           == "vlog: error: no store at '\(store)'; create one with 'vlog note add' or check the path\n"
       )
 
-      let (addStatus, added, _) = try vlog(["note", "add", "hello", "--store", store])
+      let (addStatus, added, _) = try await vlog(["note", "add", "hello", "--store", store])
       #expect(addStatus == 0)
       #expect(added.hasPrefix("created "))
 
-      let (listStatus, listed, _) = try vlog(
+      let (listStatus, listed, _) = try await vlog(
         ["notes", "--json"], environment: ["VLOG_STORE": store])
       #expect(listStatus == 0)
       #expect(listed.contains("\"text\" : \"hello\""))
 
-      let (unknownStatus, _, unknown) = try vlog(
+      let (unknownStatus, _, unknown) = try await vlog(
         ["note", "rm", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "--store", store])
       #expect(unknownStatus == 1)
       #expect(unknown.split(separator: "\n").count == 1)
       #expect(unknown.contains("there is no note"))
 
-      let (usageStatus, _, usage) = try vlog(["notes", "--bogus", "--store", store])
+      let (usageStatus, _, usage) = try await vlog(["notes", "--bogus", "--store", store])
       #expect(usageStatus == 2)
       #expect(usage.contains("Unknown option '--bogus'"))
 
-      let (versionStatus, version, _) = try vlog(["--version"])
+      let (versionStatus, version, _) = try await vlog(["--version"])
       #expect(versionStatus == 0)
       #expect(version == "0.1.0\n")
     }
@@ -277,14 +277,14 @@ struct BinaryTests {
 
   @Test("verify exits 0 on a healthy store and 1, naming the fault, after corruption")
   func verifyExitStatus() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let path = root + "/store"
-      let (_, added, _) = try vlog(["note", "add", "keep me", "--store", path])
+      let (_, added, _) = try await vlog(["note", "add", "keep me", "--store", path])
       let id = try #require(
         NoteID(
           added.replacingOccurrences(of: "created ", with: "").trimmingCharacters(
             in: .whitespacesAndNewlines)))
-      let (healthyStatus, healthy, _) = try vlog(["verify", "--store", path])
+      let (healthyStatus, healthy, _) = try await vlog(["verify", "--store", path])
       #expect(healthyStatus == 0)
       #expect(healthy.hasPrefix("ok: 2 events"))
 
@@ -296,7 +296,7 @@ struct BinaryTests {
       }
       store.close()
 
-      let (status, output, _) = try vlog(["verify", "--store", path])
+      let (status, output, _) = try await vlog(["verify", "--store", path])
       #expect(status == 1)
       #expect(output.contains("fault: projection: notes: note \(id) differs from a fresh replay"))
     }
@@ -304,19 +304,19 @@ struct BinaryTests {
 
   @Test("a malformed import line exits 1 naming the line and field, and changes nothing")
   func importExitStatus() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let path = root + "/store"
-      _ = try vlog(["note", "add", "before", "--store", path])
+      _ = try await vlog(["note", "add", "before", "--store", path])
       let file = root + "/bad.jsonl"
       try
         #"{"time":"2026-01-01T00:00:00.000Z","counter":0,"replica":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","kind":"archivedSet","note":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","archived":"yes"}"#
         .write(toFile: file, atomically: true, encoding: .utf8)
-      let (_, before, _) = try vlog(["stats", "--json", "--store", path])
-      let (status, _, error) = try vlog(["import", file, "--store", path])
+      let (_, before, _) = try await vlog(["stats", "--json", "--store", path])
+      let (status, _, error) = try await vlog(["import", file, "--store", path])
       #expect(status == 1)
       #expect(
         error == "vlog: error: \(file):1: archived: expected true or false; nothing was imported\n")
-      let (_, after, _) = try vlog(["stats", "--json", "--store", path])
+      let (_, after, _) = try await vlog(["stats", "--json", "--store", path])
       #expect(after == before)
     }
   }

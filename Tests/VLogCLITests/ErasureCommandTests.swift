@@ -42,20 +42,22 @@ struct ErasureCommandTests {
 
 extension BinaryTests {
   @Test("compact refuses a store another process has open, then compacts it once closed")
-  func compact() throws {
-    try withTemporaryDirectory { root in
+  func compact() async throws {
+    try await withTemporaryDirectory { root in
       let path = root + "/store"
       let store = try NoteStore.open(at: path)
-      let id = try store.write { $0.createNote(text: String(repeating: "erase me ", count: 500)) }
-      try store.write { $0.deleteNote(id) }
+      let id = try await store.write {
+        $0.createNote(text: String(repeating: "erase me ", count: 500))
+      }
+      try await store.write { $0.deleteNote(id) }
       let digest = try store.stateDigest()
 
-      let (busyStatus, _, busy) = try vlog(["compact", "--store", path])
+      let (busyStatus, _, busy) = try await vlog(["compact", "--store", path])
       #expect(busyStatus == 1)
       #expect(busy.contains("a process has it open"))
       store.close()
 
-      let (status, output, _) = try vlog(["compact", "--store", path, "--json"])
+      let (status, output, _) = try await vlog(["compact", "--store", path, "--json"])
       #expect(status == 0)
       let result = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
       let after = try #require(result?["bytesAfter"] as? Int)
@@ -65,7 +67,7 @@ extension BinaryTests {
       defer { reopened.close() }
       #expect(try reopened.stateDigest() == digest)
 
-      let (missingStatus, _, missing) = try vlog(["compact", "--data", root + "/nothing"])
+      let (missingStatus, _, missing) = try await vlog(["compact", "--data", root + "/nothing"])
       #expect(missingStatus == 1)
       #expect(missing.contains("no server data"))
     }

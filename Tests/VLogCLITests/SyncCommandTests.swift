@@ -259,7 +259,7 @@ struct ServeBinaryTests {
       let server = try SyncServer.open(dataDirectory: root + "/data")
       defer { server.close() }
       try await server.serving { _ in
-        let (status, _, errors) = try BinaryTests().vlog([
+        let (status, _, errors) = try await BinaryTests().vlog([
           "serve", "--data", root + "/data", "--port", "0", "--log-level", "error",
         ])
         #expect(status == 1)
@@ -278,7 +278,7 @@ struct ServeBinaryTests {
       let server = try SyncServer.open(dataDirectory: root + "/first")
       defer { server.close() }
       try await server.serving { port in
-        let (status, output, errors) = try BinaryTests().vlog([
+        let (status, output, errors) = try await BinaryTests().vlog([
           "serve", "--data", root + "/second", "--port", String(port), "--log-level", "error",
         ])
         #expect(status == 1)
@@ -292,7 +292,7 @@ struct ServeBinaryTests {
 
   @Test("serve, account create, sync and status between processes; no password argument")
   func serveAndSync() async throws {
-    try withTemporaryDirectory { root in
+    try await withTemporaryDirectory { root in
       let binary = try #require(BinaryTests.binary())
       let server = try ChildProcess(
         binary.path,
@@ -311,42 +311,43 @@ struct ServeBinaryTests {
 
       let vlog = BinaryTests()
       let password = ["VLOG_PASSWORD": "correct horse"]
-      let (created, createdText, _) = try vlog.vlog(
+      let (created, createdText, _) = try await vlog.vlog(
         ["account", "create", "--server", url, "--user", "ann"], environment: password)
       #expect(created == 0)
       #expect(createdText == "created account 'ann' on \(url)\n")
 
       let store = root + "/store"
-      #expect(try vlog.vlog(["note", "add", "hello", "--store", store]).0 == 0)
-      let (synced, syncText, syncErrors) = try vlog.vlog(
+      #expect(try await vlog.vlog(["note", "add", "hello", "--store", store]).0 == 0)
+      let (synced, syncText, syncErrors) = try await vlog.vlog(
         ["sync", "--store", store, "--server", url, "--user", "ann"], environment: password)
       #expect(synced == 0, "\(syncErrors)")
       #expect(syncText.contains("in sync"))
       // The server and user are remembered.
-      #expect(try vlog.vlog(["sync", "--store", store], environment: password).0 == 0)
-      let (_, status, _) = try vlog.vlog(["status", "--store", store])
+      #expect(try await vlog.vlog(["sync", "--store", store], environment: password).0 == 0)
+      let (_, status, _) = try await vlog.vlog(["status", "--store", store])
       #expect(status.contains("account: ann on \(url)"))
       #expect(status.contains("— in sync"))
 
       // Events brought in by import never were in the outbox: the sync finds and pushes them.
       let other = root + "/other"
-      #expect(try vlog.vlog(["note", "add", "imported one", "--store", other]).0 == 0)
-      #expect(try vlog.vlog(["note", "add", "imported two", "--store", other]).0 == 0)
-      #expect(try vlog.vlog(["export", "--store", other, "-o", root + "/other.jsonl"]).0 == 0)
-      #expect(try vlog.vlog(["import", root + "/other.jsonl", "--store", store]).0 == 0)
-      let (repaired, repairText, repairErrors) = try vlog.vlog(
+      #expect(try await vlog.vlog(["note", "add", "imported one", "--store", other]).0 == 0)
+      #expect(try await vlog.vlog(["note", "add", "imported two", "--store", other]).0 == 0)
+      #expect(
+        try await vlog.vlog(["export", "--store", other, "-o", root + "/other.jsonl"]).0 == 0)
+      #expect(try await vlog.vlog(["import", root + "/other.jsonl", "--store", store]).0 == 0)
+      let (repaired, repairText, repairErrors) = try await vlog.vlog(
         ["sync", "--store", store], environment: password)
       #expect(repaired == 0, "\(repairErrors)")
       #expect(repairText.contains("pushed 4 events the server lacked"), "\(repairText)")
       #expect(repairText.contains("— in sync"), "\(repairText)")
 
-      let (wrong, _, wrongError) = try vlog.vlog(
+      let (wrong, _, wrongError) = try await vlog.vlog(
         ["sync", "--store", store], environment: ["VLOG_PASSWORD": "wrong password"])
       #expect(wrong == 1)
       #expect(wrongError == "vlog: error: the user name or the password is wrong (HTTP 401)\n")
-      let (usage, _, _) = try vlog.vlog(["sync", "--store", store, "--password", "x"])
+      let (usage, _, _) = try await vlog.vlog(["sync", "--store", store, "--password", "x"])
       #expect(usage == 2)
-      let (badURL, _, badURLError) = try vlog.vlog(
+      let (badURL, _, badURLError) = try await vlog.vlog(
         ["sync", "--store", store, "--server", "ftp://x"], environment: password)
       #expect(badURL == 2)
       #expect(badURLError.contains("--server: 'ftp://x' is not an http:// or https:// URL"))

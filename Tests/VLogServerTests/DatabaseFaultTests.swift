@@ -92,98 +92,101 @@ struct DatabaseFaultTests {
     "Pushes in flight when the database dies or stops answering are answered 503 within the deadline; retried, each event is stored once",
     .timeLimit(.minutes(10)), arguments: Fault.allCases, [1, 3])
   func inFlight(fault: Fault, instances: Int) async throws {
-    let cluster = try ThrowawayCluster.start()
-    defer { cluster.stop() }
-    let proxy = try LoopbackProxy(unixSocket: cluster.socket)
-    defer { proxy.stop() }
-    var servers: [SyncServer] = []
-    defer {
-      for server in servers { server.close() }
-    }
-    for _ in 0..<instances { servers.append(try await Self.openServer(behind: proxy)) }
-    let accounts = 4
-    try await servingAll(servers) { ports in
-      let transports = ports.map { HTTPTransport(baseURL: "http://127.0.0.1:\($0)") }
-      func transport(_ account: Int) -> HTTPTransport { transports[account % transports.count] }
-      var tokens: [String] = []
-      for account in 0..<accounts {
-        tokens.append(try await signUp(APICaller(transport: transport(account)), "user\(account)"))
+    try await ThrowawayCluster.with { cluster in
+      let proxy = try LoopbackProxy(unixSocket: cluster.socket)
+      defer { proxy.stop() }
+      var servers: [SyncServer] = []
+      defer {
+        for server in servers { server.close() }
       }
-      let tokensNow = tokens
-      // Four pushes at once, and the fault while they run.
-      async let pushed = withTaskGroup(of: Answer.self) { group in
+      for _ in 0..<instances { servers.append(try await Self.openServer(behind: proxy)) }
+      let accounts = 4
+      try await servingAll(servers) { ports in
+        let transports = ports.map { HTTPTransport(baseURL: "http://127.0.0.1:\($0)") }
+        func transport(_ account: Int) -> HTTPTransport { transports[account % transports.count] }
+        var tokens: [String] = []
         for account in 0..<accounts {
-          group.addTask {
-            await Self.push(Self.batch(account), token: tokensNow[account], to: transport(account))
+          tokens.append(
+            try await signUp(APICaller(transport: transport(account)), "user\(account)"))
+        }
+        let tokensNow = tokens
+        // Four pushes at once, and the fault while they run.
+        async let pushed = withTaskGroup(of: Answer.self) { group in
+          for account in 0..<accounts {
+            group.addTask {
+              await Self.push(
+                Self.batch(account), token: tokensNow[account], to: transport(account))
+            }
+          }
+          return await group.reduce(into: []) { $0.append($1) }
+        }
+        try await Task.sleep(for: .milliseconds(30))
+        switch fault {
+        case .blackhole: proxy.blackholed = true
+        case .immediate, .kill: try await cluster.halt(killing: fault == .kill)
+        }
+        // And one more per account, at once, while the database is gone.
+        let inFlight = await pushed
+        let whileGone = await withTaskGroup(of: Answer.self) { group in
+          for account in 0..<accounts {
+            group.addTask {
+              await Self.push(
+                Self.batch(account), token: tokensNow[account], to: transport(account))
+            }
+          }
+          return await group.reduce(into: []) { $0.append($1) }
+        }
+        let answers = inFlight + whileGone
+        // Before, pushes in flight were never answered.
+        for answer in answers {
+          #expect(answer.status == 200 || answer.status == 503, "\(answer)")
+          #expect(answer.took < Self.deadline + Self.slack, "\(answer)")
+          if answer.status == 503 {
+            #expect(answer.code == .unavailable)
+            #expect(answer.retryAfter != nil)
           }
         }
-        return await group.reduce(into: []) { $0.append($1) }
-      }
-      try await Task.sleep(for: .milliseconds(30))
-      switch fault {
-      case .blackhole: proxy.blackholed = true
-      case .immediate, .kill: try cluster.halt(killing: fault == .kill)
-      }
-      // And one more per account, at once, while the database is gone.
-      let inFlight = await pushed
-      let whileGone = await withTaskGroup(of: Answer.self) { group in
-        for account in 0..<accounts {
-          group.addTask {
-            await Self.push(Self.batch(account), token: tokensNow[account], to: transport(account))
-          }
-        }
-        return await group.reduce(into: []) { $0.append($1) }
-      }
-      let answers = inFlight + whileGone
-      // Before, pushes in flight were never answered.
-      for answer in answers {
-        #expect(answer.status == 200 || answer.status == 503, "\(answer)")
-        #expect(answer.took < Self.deadline + Self.slack, "\(answer)")
-        if answer.status == 503 {
-          #expect(answer.code == .unavailable)
-          #expect(answer.retryAfter != nil)
-        }
-      }
-      #expect(answers.suffix(accounts).allSatisfy { $0.status == 503 }, "\(answers)")
+        #expect(answers.suffix(accounts).allSatisfy { $0.status == 503 }, "\(answers)")
 
-      switch fault {
-      case .blackhole: proxy.blackholed = false
-      case .immediate, .kill: try cluster.resume()
-      }
-      // The servers recover on their own: every push again until it is taken, stored once.
-      for account in 0..<accounts {
-        var answer = await Self.push(
-          Self.batch(account), token: tokensNow[account], to: transport(account))
-        let until = ContinuousClock.now + .seconds(30 * Self.slowdown)
-        while answer.status != 200, ContinuousClock.now < until {
-          try await Task.sleep(for: .milliseconds(200))
-          answer = await Self.push(
+        switch fault {
+        case .blackhole: proxy.blackholed = false
+        case .immediate, .kill: try await cluster.resume()
+        }
+        // The servers recover on their own: every push again until it is taken, stored once.
+        for account in 0..<accounts {
+          var answer = await Self.push(
             Self.batch(account), token: tokensNow[account], to: transport(account))
-        }
-        #expect(answer.status == 200, "\(answer)")
-        let caller = APICaller(transport: transport(account))
-        var ids: [Stamp] = []
-        var cursor: UInt64 = 0
-        while true {
-          // A loaded machine may still answer 503 now and then: asked again until it answers.
-          var result = await caller.sync(
-            SyncPush(cursor: cursor, events: []), token: tokensNow[account])
-          for _ in 0..<20 {
-            guard result.status == 503 else { break }
-            try await Task.sleep(for: .milliseconds(500))
-            result = await caller.sync(
-              SyncPush(cursor: cursor, events: []), token: tokensNow[account])
+          let until = ContinuousClock.now + .seconds(30 * Self.slowdown)
+          while answer.status != 200, ContinuousClock.now < until {
+            try await Task.sleep(for: .milliseconds(200))
+            answer = await Self.push(
+              Self.batch(account), token: tokensNow[account], to: transport(account))
           }
-          let page = try result.get()
-          ids += page.events.map(\.stamp)
-          cursor = page.cursor
-          if !page.more { break }
+          #expect(answer.status == 200, "\(answer)")
+          let caller = APICaller(transport: transport(account))
+          var ids: [Stamp] = []
+          var cursor: UInt64 = 0
+          while true {
+            // A loaded machine may still answer 503 now and then: asked again until it answers.
+            var result = await caller.sync(
+              SyncPush(cursor: cursor, events: []), token: tokensNow[account])
+            for _ in 0..<20 {
+              guard result.status == 503 else { break }
+              try await Task.sleep(for: .milliseconds(500))
+              result = await caller.sync(
+                SyncPush(cursor: cursor, events: []), token: tokensNow[account])
+            }
+            let page = try result.get()
+            ids += page.events.map(\.stamp)
+            cursor = page.cursor
+            if !page.more { break }
+          }
+          #expect(ids.count == 1000, "account \(account)")
+          #expect(Set(ids) == Set(Self.batch(account).map(\.stamp)), "account \(account)")
         }
-        #expect(ids.count == 1000, "account \(account)")
-        #expect(Set(ids) == Set(Self.batch(account).map(\.stamp)), "account \(account)")
       }
+      #expect(try await servers[0].verify().faults.isEmpty)
     }
-    #expect(try await servers[0].verify().faults.isEmpty)
   }
 }
 
@@ -192,34 +195,34 @@ extension DatabaseFaultTests {
     "Graceful shutdown with pushes waiting on a database that stopped answering ends within the deadline",
     .timeLimit(.minutes(10)))
   func shutdownWithRequestsOpen() async throws {
-    let cluster = try ThrowawayCluster.start()
-    defer { cluster.stop() }
-    let proxy = try LoopbackProxy(unixSocket: cluster.socket)
-    defer { proxy.stop() }
-    let server = try await Self.openServer(behind: proxy)
-    defer { server.close() }
-    let answers = AnswerList()
-    let stopping = try await server.serving { port in
-      let transport = HTTPTransport(baseURL: "http://127.0.0.1:\(port)")
-      let token = try await signUp(APICaller(transport: transport), "ann")
-      proxy.blackholed = true
-      for part in 0..<4 {
-        Task {
-          answers.add(
-            await Self.push(
-              Array(Self.batch(0)[part * 250..<(part + 1) * 250]), token: token, to: transport))
+    try await ThrowawayCluster.with { cluster in
+      let proxy = try LoopbackProxy(unixSocket: cluster.socket)
+      defer { proxy.stop() }
+      let server = try await Self.openServer(behind: proxy)
+      defer { server.close() }
+      let answers = AnswerList()
+      let stopping = try await server.serving { port in
+        let transport = HTTPTransport(baseURL: "http://127.0.0.1:\(port)")
+        let token = try await signUp(APICaller(transport: transport), "ann")
+        proxy.blackholed = true
+        for part in 0..<4 {
+          Task {
+            answers.add(
+              await Self.push(
+                Array(Self.batch(0)[part * 250..<(part + 1) * 250]), token: token, to: transport))
+          }
         }
+        try await Task.sleep(for: .milliseconds(300))
+        // Shutdown starts when this returns, with the four pushes open.
+        return ContinuousClock.now
       }
-      try await Task.sleep(for: .milliseconds(300))
-      // Shutdown starts when this returns, with the four pushes open.
-      return ContinuousClock.now
+      // Before, shutdown waited for them for good.
+      let took = ContinuousClock.now - stopping
+      #expect(took < Self.deadline + Self.slack, "\(took)")
+      try await Task.sleep(for: .milliseconds(200))
+      #expect(answers.all.count == 4)
+      #expect(answers.all.allSatisfy { $0.status == 503 }, "\(answers.all)")
     }
-    // Before, shutdown waited for them for good.
-    let took = ContinuousClock.now - stopping
-    #expect(took < Self.deadline + Self.slack, "\(took)")
-    try await Task.sleep(for: .milliseconds(200))
-    #expect(answers.all.count == 4)
-    #expect(answers.all.allSatisfy { $0.status == 503 }, "\(answers.all)")
   }
 }
 
