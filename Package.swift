@@ -150,6 +150,7 @@ let package = Package(
     .executableTarget(
       name: "VLogCrash",
       dependencies: [
+        "LMDB",
         "VLog",
         "VLogSync",
         "VLogServer",

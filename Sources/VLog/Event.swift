@@ -152,13 +152,14 @@ extension Event {
   public func encoded() -> [UInt8] { EventCodec.encode(self) }
 
   /// Checks the event's values against the limits every replica enforces (text size, tag
-  /// names, dates, attachment metadata), so that an event one replica accepts, all accept.
+  /// names, dates, attachment metadata, the size of fields a newer version added), so that an event one replica accepts, all accept.
   ///
   /// ``NoteStore`` checks every event it appends or ingests; a server checks the events it is
   /// sent with this before storing them.
   ///
   /// - Throws: ``VLogError`` saying which value is out of bounds.
   public func validate() throws(VLogError) {
+    try Validation.checkUnknownFields(unknownFields, of: stamp)
     guard redaction == nil else { return }
     try Validation.check(change)
   }

@@ -23,4 +23,11 @@ public enum Limits {
   public static let earliestDate = Date(milliseconds: -62_135_596_800_000)
   /// The latest date: 9999-12-31T23:59:59.999Z.
   public static let latestDate = Date(milliseconds: 253_402_300_799_999)
+  /// The most bytes of fields a newer version of VLog added that one event may carry (fields
+  /// this version keeps without knowing them, ``Event/unknownFields``): 1 MiB.
+  public static let unknownFieldBytes = 1 << 20
+  /// The largest encoded event: 4 MiB, more than the largest text, replaced texts, tags,
+  /// attachments and unknown fields one event can carry together. A log record longer than
+  /// this is damage, and is reported as such before it is hashed or decoded.
+  public static let eventBytes = 4 << 20
 }

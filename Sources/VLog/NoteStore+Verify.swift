@@ -5,8 +5,9 @@ internal import LMDB
 extension NoteStore {
   /// Checks the store: the event log (every entry's checksum and encoding, the index and the
   /// event-set digest against the log, erasure of deleted objects and of changes replaced
-  /// longer ago than ``retention``), every blob against its hash, and every projection entry
-  /// against a fresh replay of the log.
+  /// longer ago than ``retention``), every blob against its hash, every entry of every
+  /// database found again by a lookup of its key, and every projection entry against a fresh
+  /// replay of the log.
   ///
   /// Verifying writes nothing: a replaced change past its retention period that waits in the
   /// retention queue is the next commit's work, not a fault (one that is not queued is). The
@@ -24,6 +25,7 @@ extension NoteStore {
       faults += try eventLog.verify(
         in: transaction, retention: (retention, now), progress: progress)
       try verifyBlobs(in: transaction, faults: &faults)
+      try verifyLookups(in: transaction, faults: &faults)
     }
     // A projection can only be compared with a replay of a sound log.
     guard !faults.contains(where: { $0.kind == .corruptEvent }) else { return faults }
@@ -42,6 +44,31 @@ extension NoteStore {
             kind: .blob,
             message: "blob \(BlobHash(bytes: Array(key))?.description ?? "?") holds bytes whose "
               + "SHA-256 is \(BlobHash(bytes: actual)!)"))
+      }
+    }
+  }
+
+  /// Looks every entry of every database up by its key: a scan reads a tree's leaves in order
+  /// without the branch keys, and a lookup descends through them, so a damaged branch key
+  /// hides entries from lookups (an index entry whose note "has no record") while every scan
+  /// reads whole.
+  private func verifyLookups(
+    in transaction: borrowing ReadTransaction, faults: inout [VerificationFault]
+  ) throws {
+    for database in schema.all {
+      var hidden = 0
+      var first: [UInt8]?
+      try transaction.forEach(in: database) { key, _ in
+        guard try !transaction.containsValue(forKey: key, in: database) else { return }
+        hidden += 1
+        if first == nil { first = Array(key) }
+      }
+      if let first {
+        faults.append(
+          VerificationFault(
+            kind: .index,
+            message: "\(database.name ?? "main"): \(hidden) entries a scan reads are not found "
+              + "by their keys, the first \(Hex.string(first)) (a branch page is damaged)"))
       }
     }
   }

@@ -66,6 +66,17 @@ enum Validation {
     }
   }
 
+  /// Bounds the fields a newer version added, so that every event fits in
+  /// ``Limits/eventBytes``.
+  static func checkUnknownFields(_ fields: [UInt8], of stamp: Stamp) throws(VLogError) {
+    guard fields.count <= Limits.unknownFieldBytes else {
+      throw VLogError(
+        .valueTooLarge,
+        "event \(stamp): \(fields.count) bytes of fields this version does not know; the limit "
+          + "is \(Limits.unknownFieldBytes) bytes")
+    }
+  }
+
   static func checkTagName(_ name: String) throws(VLogError) {
     let cleaned = TagName.clean(name)
     guard !cleaned.isEmpty else {

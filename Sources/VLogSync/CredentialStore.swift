@@ -59,7 +59,12 @@ public struct FileCredentialStore: CredentialStore {
 
   /// The default file of a store: `credentials.json` in the store's directory.
   public static func file(for store: NoteStore) -> FileCredentialStore {
-    FileCredentialStore(path: store.path + "/credentials.json")
+    file(forStoreAt: store.path)
+  }
+
+  /// The default file of the store in directory `path`.
+  public static func file(forStoreAt path: String) -> FileCredentialStore {
+    FileCredentialStore(path: path + "/credentials.json")
   }
 
   private struct File: Codable {

@@ -76,7 +76,12 @@ public actor SyncAccount {
 
   /// The default place of the state file: `sync-state.json` in the store's directory.
   public static func stateFile(for store: NoteStore) -> String {
-    store.path + "/sync-state.json"
+    stateFile(forStoreAt: store.path)
+  }
+
+  /// The default place of the state file of the store in directory `path`.
+  public static func stateFile(forStoreAt path: String) -> String {
+    path + "/sync-state.json"
   }
 
   /// Creates an account object for a store.

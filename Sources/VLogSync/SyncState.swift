@@ -49,6 +49,17 @@ public struct SyncState: Codable, Sendable, Hashable {
     self.server = server
   }
 
+  /// The state for a store rebuilt from this one's events (``NoteStore/salvage(from:to:options:)``):
+  /// the same account, and the cursor back at the start, so that the next sync reads every
+  /// event of the account again (the store skips those it has) and compares event sets anew.
+  public func restarted() -> SyncState {
+    var state = self
+    state.cursor = 0
+    state.serverEventSetDigest = nil
+    state.lastError = nil
+    return state
+  }
+
   /// Reads a state file, or nil if there is none.
   ///
   /// - Throws: When the file exists but is not a state file.

@@ -54,13 +54,28 @@ package actor TestCluster {
     return values
   }
 
+  /// The cluster being started: callers that come meanwhile wait for it (the actor takes
+  /// other calls while one waits) instead of each starting a cluster of its own.
+  private var starting: Task<(url: URLComponents, client: PostgresClient), any Error>?
+
   private func cluster() async throws -> (URLComponents, PostgresClient) {
     if let started { return started }
+    if let starting { return try await starting.value }
+    let task = Task { try await Self.start() }
+    starting = task
+    let result = try await task.value
+    started = result
+    return result
+  }
+
+  /// Starts the run's cluster (or takes the one `VLOG_TEST_POSTGRES` names) and a client of
+  /// its `postgres` database.
+  private static func start() async throws -> (url: URLComponents, client: PostgresClient) {
     let url: String
     if let given = ProcessInfo.processInfo.environment["VLOG_TEST_POSTGRES"], !given.isEmpty {
       url = given
     } else {
-      url = try await Self.startCluster()
+      url = try await startCluster()
     }
     guard let components = URLComponents(string: url) else {
       throw ClusterError("not a PostgreSQL URL: \(url)")
@@ -82,7 +97,6 @@ package actor TestCluster {
     logger.logLevel = .critical
     let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     Task.detached { await client.run() }
-    started = (components, client)
     return (components, client)
   }
 

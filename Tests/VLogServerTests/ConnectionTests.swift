@@ -135,8 +135,9 @@ struct ConnectionTests {
     arguments: Backend.allCases)
   func timeoutsAndCap(backend: Backend) async throws {
     var configuration = SyncServer.Configuration.testing
-    // Three seconds apart from "at once" leaves room for a slow machine (or ThreadSanitizer).
-    configuration.idleTimeout = .seconds(3)
+    // Six seconds apart from "at once" leaves room for a slow machine (or ThreadSanitizer), on
+    // which the server may accept each connection a second or two after it was made.
+    configuration.idleTimeout = .seconds(6)
     configuration.maximumConnections = 2
     try await withServer(backend: backend, configuration: configuration) { server in
       try await withLiveServer(server) { baseURL in
@@ -155,8 +156,8 @@ struct ConnectionTests {
         #expect(lived.count == 3)
         // Idle ones never close before the timeout; one past the cap closes well before them
         // (compared with each other, since a loaded machine delays both alike).
-        #expect(lived.filter { $0 >= 2.5 }.count >= 1, "\(lived)")
-        #expect((lived.min() ?? 0) + 1.5 < (lived.max() ?? 0), "\(lived)")
+        #expect(lived.filter { $0 >= 5.5 }.count >= 1, "\(lived)")
+        #expect((lived.min() ?? 0) + 2.5 < (lived.max() ?? 0), "\(lived)")
 
         let slowHeader = try RawConnection(port: port)
         slowHeader.send("POST /v1/sync HTT")
@@ -201,10 +202,15 @@ struct SlowBodyTests {
           answer += await offPool { trickle.receive(waiting: 0.2) }
           if answer.contains("\r\n\r\n{") { break }
         }
+        if !answer.contains("\r\n\r\n{") {
+          answer += await offPool { trickle.receive(waiting: 10) }
+        }
         #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
         #expect(answer.contains("requestTimeout"))
         #expect(answer.lowercased().contains("connection: close"))
-        #expect(Date().timeIntervalSince(start) < 10)
+        // The body timeout's answer, not the idle timeout's (30 s), on however loaded a
+        // machine.
+        #expect(Date().timeIntervalSince(start) < 25)
         #expect(await offPool { trickle.secondsUntilClosed(limit: 5) } != nil)
 
         let announced = try RawConnection(port: port)
@@ -319,8 +325,9 @@ struct IdleSocketTests {
         }
         let took = ContinuousClock.now - start
         #expect(try answer.get().hasPrefix("HTTP/1.1 200"), "\(answer)")
-        // Well under a second on an idle machine; bounded loosely for a loaded one.
-        #expect(took < .seconds(5), "\(took)")
+        // Well under a second on an idle machine; bounded loosely for a loaded one (a test run
+        // on two cores). Without eviction there is no answer until the idle timeout (60 s).
+        #expect(took < .seconds(15), "\(took)")
         #expect(server.openConnections <= 1024)
         // The server stops with no accepted connection left unhandled.
         flood.removeAll()

@@ -156,7 +156,7 @@ struct DatabaseFaultTests {
         for account in 0..<accounts {
           var answer = await Self.push(
             Self.batch(account), token: tokensNow[account], to: transport(account))
-          let until = ContinuousClock.now + .seconds(30 * Self.slowdown)
+          let until = ContinuousClock.now + .seconds(60 * Self.slowdown)
           while answer.status != 200, ContinuousClock.now < until {
             try await Task.sleep(for: .milliseconds(200))
             answer = await Self.push(

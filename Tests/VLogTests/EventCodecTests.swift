@@ -75,6 +75,37 @@ struct EventCodecTests {
     #expect(throws: VLogError.self) { try Event(encoded: zero.buffer) }
   }
 
+  @Test(
+    "the largest event every replica accepts fits the bound a store reads records with; one more byte of unknown fields is refused"
+  )
+  func largestEvent() throws {
+    let replaced = ReplacedTexts(
+      (0..<UInt64(Limits.replacedTexts)).map {
+        Stamp(time: HybridTime(milliseconds: $0, counter: UInt16($0)), replica: Self.stamp.replica)
+      })
+    let text = String(repeating: "ü", count: Limits.textBytes / 2)
+    // Field 99, length-delimited: what a newer version's field would look like.
+    var unknown: [UInt8] = [0x9A, 0x06, 0x80, 0x80, 0x40]
+    unknown += [UInt8](repeating: 0x61, count: Limits.unknownFieldBytes - unknown.count)
+    let largest = Event(
+      stamp: Self.stamp, change: .textSet(Self.note, text: text, replacing: replaced),
+      unknownFields: unknown)
+    try largest.validate()
+    #expect(largest.encoded().count <= Limits.eventBytes)
+    let tooMuch = Event(
+      stamp: Self.stamp, change: .archivedSet(Self.note, archived: true),
+      unknownFields: unknown + [0])
+    #expect(throws: VLogError.self) { try tooMuch.validate() }
+
+    // A record longer than the largest event is damage, refused before it is hashed.
+    let entry = [UInt8](repeating: 0, count: LogRecord.maximumSize + 1)
+    let refusal = #expect(throws: VLogError.self) {
+      _ = try entry.withUnsafeBytes { try LogRecord.event(in: $0, sequence: 7) }
+    }
+    #expect(refusal?.code == .corruptStore)
+    #expect(refusal?.message.contains("longer than the largest") == true)
+  }
+
   @Test("a deletion marked redacted is refused")
   func redactedDeletion() {
     var writer = ProtobufWriter()

@@ -1,18 +1,21 @@
 import ArgumentParser
 import Foundation
+import LMDB
 import VLog
 import VLogTesting
 
 /// Damages a store's file one byte at a time and runs `vlog`'s reading commands on each copy,
 /// as a disk that flips bits would: every damage must be reported (`vlog verify` exits 1) or
 /// change nothing that can be read (the events exported and the notes listed are the same),
-/// and no command may die by a signal.
+/// and no command may die by a signal. Each copy is also salvaged (`vlog salvage`), which must
+/// recover every event with a record the flip left intact.
 struct Flips: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "flips",
     abstract:
       "Flip single bytes of a store's file (random, and aimed at page headers, node pointers, "
-      + "node headers and branch keys); run verify, export, log, stats and notes on each.")
+      + "node headers and branch keys); run verify, export, log, stats, notes and salvage on "
+      + "each.")
 
   @Option(help: "Damaged copies to try.") var trials = 400
   @Option(help: "Notes in the store (each two or three events).") var notes = 2000
@@ -52,6 +55,8 @@ struct Flips: AsyncParsableCommand {
     guard try Self.status(tools, ["verify", "--store", healthy]) == 0 else {
       throw Failure("the undamaged store does not verify")
     }
+    let copies = Self.recordCopies(file)
+    var salvaged = (intact: 0, recovered: 0)
     var generator = SeededGenerator(seed: seed)
     var counts: [Aim: [Outcome: Int]] = [:]
     var failures: [String] = []
@@ -71,6 +76,29 @@ struct Flips: AsyncParsableCommand {
         let status = try Self.status(tools, command + ["--store", damaged])
         if status >= 128 { crashedBy.append("\(command[0]) (signal \(status - 128))") }
         if command == ["verify"], status == 1 { outcome = .detected }
+      }
+      // Salvage: every event with a copy of its record the flip missed comes back.
+      try? FileManager.default.removeItem(atPath: root + "/salvaged")
+      let (salvageStatus, salvageOutput, salvageErrors) = try ChildProcess.run(
+        tools.vlog.path, ["salvage", damaged, root + "/salvaged", "--json"])
+      let intact = copies.values.filter { ranges in
+        ranges.contains { !$0.contains { $0.contains(offset) } }
+      }.count
+      var recovered = -1
+      if salvageStatus >= 128 {
+        crashedBy.append("salvage (signal \(salvageStatus - 128))")
+      } else if salvageStatus == 0,
+        let json = try? JSONSerialization.jsonObject(with: Data(salvageOutput.utf8))
+          as? [String: Any]
+      {
+        recovered = json["events"] as? Int ?? -1
+      }
+      salvaged.intact += intact
+      salvaged.recovered += max(0, min(recovered, intact))
+      if crashedBy.isEmpty, recovered < intact {
+        failures.append(
+          "trial \(trial): \(aim.rawValue) at \(offset): salvage recovered \(recovered) of "
+            + "\(intact) intact events (status \(salvageStatus)) \(salvageErrors)")
       }
       if !crashedBy.isEmpty {
         outcome = .crashed
@@ -99,6 +127,9 @@ struct Flips: AsyncParsableCommand {
     print(
       "total: \(total(.detected)) detected, \(total(.harmless)) harmless, \(total(.crashed)) "
         + "crashed, \(total(.missed)) missed, in \(elapsed.components.seconds) s")
+    print(
+      "salvage: \(salvaged.recovered) of \(salvaged.intact) events with an intact record "
+        + "recovered, over \(trials) flips")
     for failure in failures { print("FAIL " + failure) }
     if !failures.isEmpty { throw ExitCode.failure }
   }
@@ -118,6 +149,24 @@ struct Flips: AsyncParsableCommand {
       }
     }
     return try store.eventCount()
+  }
+
+  /// Each log record's copies in the file (the current one, and older ones on freed pages)
+  /// whose checksum holds, by sequence number: the bytes of each copy's node and value.
+  static func recordCopies(_ file: [UInt8]) -> [UInt64: [[Range<Int>]]] {
+    var copies: [UInt64: [[Range<Int>]]] = [:]
+    file.withUnsafeBytes { bytes in
+      LeafScan.forEachNode(in: bytes) { node in
+        let key = UnsafeRawBufferPointer(rebasing: bytes[node.key])
+        guard key.count == 8, !node.isDatabaseRecord,
+          let sequence = BigEndian.read(UInt64.self, from: key),
+          (try? LogRecord.event(
+            in: UnsafeRawBufferPointer(rebasing: bytes[node.value]), sequence: sequence)) != nil
+        else { return }
+        copies[sequence, default: []].append([node.bytes, node.value])
+      }
+    }
+    return copies
   }
 
   /// What a store holds, as `vlog` reads it: its export and its notes, with their statuses.

@@ -104,7 +104,8 @@ struct Verify: StoreCommand {
       healthy: "",
       advice:
         "the store's page structure is damaged; it was not opened. Restore '\(path)' from a "
-        + "backup, or replace it with a new store that syncs everything back from the server")
+        + "backup, or recover what it holds into a new store with 'vlog salvage \(path) NEW' "
+        + "and sync that one: the server gives back the rest")
   }
 
   /// Verifies a server's data directory.

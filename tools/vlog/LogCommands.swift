@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import VLog
 import VLogServer
+import VLogSync
 
 /// One event as `vlog log` and `vlog history` print it; `field` and `outcome` only in a
 /// history (nil fields are left out of the JSON).
@@ -231,5 +232,70 @@ struct Compact: AsyncParsableCommand {
           "compacted \(path): \(sizes.bytesBefore) → \(sizes.bytesAfter) bytes "
           + "(\(sizes.bytesBefore - sizes.bytesAfter) reclaimed)",
         json: output))
+  }
+}
+
+struct Salvage: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    abstract: "Recover what a damaged store still holds into a new store.",
+    discussion: """
+      Reads the damaged store's file without trusting its B-trees: every log record whose \
+      checksum holds, the attachments' bytes whose hash holds, the store's replica id and \
+      account. Writes a new store from them, its notes rebuilt, and says which events were \
+      lost. This device's own events go in the new store's outbox; its sync state and \
+      credentials are copied with the cursor reset, so 'vlog sync --store OUT' pushes what the \
+      server lacks and gets back every event the server has. The damaged store is only read.
+      """)
+
+  @Argument(help: "The damaged store's directory.", completion: .directory)
+  var damaged: String
+
+  @Argument(
+    help: "The new store's directory (must not exist, or be empty).", completion: .directory)
+  var out: String
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  struct Output: Encodable {
+    let path: String
+    let replica: String?
+    let account: String?
+    let events: Int
+    let pending: Int
+    let lostEvents: UInt64
+    let missing: [String]
+    let loggedEvents: UInt64?
+    let blobs: Int
+    let missingBlobs: Int
+  }
+
+  func run() throws {
+    guard FileManager.default.fileExists(atPath: damaged + "/data.mdb") else {
+      throw CLIError("no store at '\(damaged)'; check the path")
+    }
+    let report = try NoteStore.salvage(from: damaged, to: out)
+    // The account's state and token, so that the next sync is that account's, from the start.
+    if let state = try SyncAccount.loadState(from: SyncAccount.stateFile(forStoreAt: damaged)) {
+      try state.restarted().write(to: SyncAccount.stateFile(forStoreAt: out))
+    }
+    let credentials = FileCredentialStore.file(forStoreAt: damaged).path
+    if FileManager.default.fileExists(atPath: credentials) {
+      try FileManager.default.copyItem(
+        atPath: credentials, toPath: FileCredentialStore.file(forStoreAt: out).path)
+    }
+    let output = Output(
+      path: out, replica: report.replicaID?.description, account: report.account?.description,
+      events: report.events, pending: report.pending, lostEvents: report.lostEvents,
+      missing: report.missing.map {
+        $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)"
+      },
+      loggedEvents: report.loggedEvents, blobs: report.blobs, missingBlobs: report.missingBlobs)
+    if json {
+      try print(CommandOutput(text: "", json: output).jsonText())
+    } else {
+      print("salvaged \(damaged) into \(out): \(report)")
+      print("next: vlog sync --store '\(out)' pushes what the server lacks and gets the rest back")
+    }
   }
 }

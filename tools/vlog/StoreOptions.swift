@@ -128,6 +128,9 @@ func refuseDamagedStructure(_ directory: String, kind: String) throws {
   throw CLIError(
     "the \(kind)'s page structure is damaged (\(structure.faults.count) fault(s)); opening it "
       + "could crash, so nothing was read:\n\(listed)\(more)\n"
-      + "Restore '\(directory)' from a backup; a device's store can also be replaced by a new one "
-      + "that syncs everything back from the server")
+      + "Restore '\(directory)' from a backup"
+      + (kind == "store"
+        ? ", or recover what it holds into a new store with 'vlog salvage \(directory) NEW' "
+          + "and sync that one: the server gives back the rest"
+        : ""))
 }

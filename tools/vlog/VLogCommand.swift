@@ -22,7 +22,7 @@ struct VLogCommand: AsyncParsableCommand {
     subcommands: [
       Demo.self, NoteCommand.self, Notes.self, Tags.self, Conflicts.self, Log.self, History.self,
       Stats.self,
-      Rebuild.self, Compact.self, Verify.self, Export.self, Import.self, Serve.self,
+      Rebuild.self, Compact.self, Verify.self, Salvage.self, Export.self, Import.self, Serve.self,
       AccountCommand.self,
       SyncCommand.self, Status.self, Erase.self,
     ]

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import VLog
 import VLogWire
 
@@ -48,6 +49,15 @@ enum Seeds {
       let encoder = JSONEncoder()
       encoder.outputFormatting = .sortedKeys
       seeds = try events.map { Array(try encoder.encode(WireEvent($0))) }
+    case .pageStructure:
+      // The store's file, after a commit that freed pages (so its free-page tree has entries).
+      let path = FileManager.default.temporaryDirectory
+        .appendingPathComponent("vlog-fuzz-seed-\(getpid())").path
+      defer { try? FileManager.default.removeItem(atPath: path) }
+      let seedStore = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      try makeChanges(on: seedStore)
+      seedStore.close()
+      seeds = [Array(try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))]
     case .store:
       let records = try StoreTarget.shared.dump()
       seeds = [StoreTarget.shared.encode(records)]

@@ -18,9 +18,14 @@ enum Target: String, CaseIterable {
   /// Arbitrary keys and values in every database of a real store, then `verify` and every
   /// query: the decoders of stored records, keys and the log state.
   case store
+  /// Any bytes as an LMDB data file, mutations of a real store's file among them: the
+  /// page-structure check (`PageStructure`) and salvage's reading (`SalvagedLog`), which read
+  /// a file without trusting it, then, for a file the check passes, `verify` through liblmdb.
+  case pageStructure = "page-structure"
 
   func run(_ bytes: [UInt8]) {
     switch self {
+    case .pageStructure: fuzzPageStructure(bytes)
     case .event: fuzzEvent(bytes)
     case .syncBinary: fuzzSyncBinary(bytes)
     case .wireJSON: fuzzWireJSON(bytes)
@@ -37,6 +42,39 @@ enum Target: String, CaseIterable {
 /// Fails the run, as a finding: only for a broken property of accepted input.
 func finding(_ message: String) -> Never {
   fatalError("finding: \(message)")
+}
+
+func fuzzPageStructure(_ bytes: [UInt8]) {
+  let (structure, salvaged) = bytes.withUnsafeBytes {
+    (PageStructure(file: $0), SalvagedLog(file: $0))
+  }
+  guard salvaged.events.count == salvaged.sequences.count else {
+    finding("salvage found \(salvaged.events.count) events and \(salvaged.sequences.count) places")
+  }
+  for event in salvaged.events where (try? event.validate()) == nil {
+    finding("salvage kept an event that does not validate: \(event)")
+  }
+  guard structure.isWhole else { return }
+  guard structure.pageSize > 0, structure.pagesInUse * structure.pageSize <= bytes.count else {
+    finding("a whole structure of \(structure.pagesInUse) pages does not fit the file")
+  }
+  // A file the check passes is safe to open: open it as a store and verify it.
+  let path = FileManager.default.temporaryDirectory
+    .appendingPathComponent("vlog-fuzz-pages-\(getpid())").path
+  try? FileManager.default.removeItem(atPath: path)
+  // The directory is this process's scratch space: an input it cannot write is not one to try.
+  guard
+    (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true))
+      != nil,
+    FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data(bytes))
+  else { return }
+  defer { try? FileManager.default.removeItem(atPath: path) }
+  // Opening refuses what it cannot read, with an error; only a trap or a signal is a finding.
+  guard let store = try? NoteStore.open(at: path, options: .init(durability: .noSync)) else {
+    return
+  }
+  defer { store.close() }
+  _ = try? store.verify()
 }
 
 func fuzzEvent(_ bytes: [UInt8]) {

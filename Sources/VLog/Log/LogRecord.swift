@@ -6,6 +6,8 @@ internal import LMDB
 /// Stores of format 1 used the low 32 bits of XXH64; opening one rewrites its checksums.
 package enum LogRecord {
   package static let headerSize = 4
+  /// The longest entry: the checksum and the largest event (``Limits/eventBytes``).
+  package static let maximumSize = headerSize + Limits.eventBytes
 
   package static func checksum(_ event: UnsafeRawBufferPointer) -> UInt32 {
     UInt32(truncatingIfNeeded: Hash.xxh3(event))
@@ -19,7 +21,7 @@ package enum LogRecord {
     }
   }
 
-  /// The event bytes of a log entry, after checking its checksum.
+  /// The event bytes of a log entry, after checking its length and its checksum.
   ///
   /// - Throws: ``VLogError/Code/corruptStore`` naming the entry.
   package static func event(
@@ -27,6 +29,12 @@ package enum LogRecord {
   ) throws(VLogError) -> UnsafeRawBufferPointer {
     guard entry.count >= headerSize else {
       throw VLogError(.corruptStore, "event \(sequence): the entry is shorter than its checksum")
+    }
+    guard entry.count <= maximumSize else {
+      throw VLogError(
+        .corruptStore,
+        "event \(sequence): the entry is \(entry.count) bytes, longer than the largest event "
+          + "(\(maximumSize) bytes)")
     }
     let stored = BigEndian.read(UInt32.self, from: entry) ?? 0
     let event = UnsafeRawBufferPointer(rebasing: entry[headerSize...])
