@@ -49,7 +49,7 @@ public struct SyncState: Codable, Sendable, Hashable {
     self.server = server
   }
 
-  /// The state for a store rebuilt from this one's events (``NoteStore/salvage(from:to:options:)``):
+  /// The state for a store rebuilt from this one's events (`NoteStore.salvage(from:to:options:)`):
   /// the same account, and the cursor back at the start, so that the next sync reads every
   /// event of the account again (the store skips those it has) and compares event sets anew.
   public func restarted() -> SyncState {
