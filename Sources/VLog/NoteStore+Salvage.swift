@@ -104,6 +104,8 @@ public struct SalvagedLog: Sendable {
       }
       switch key.count {
       case 8:
+        // Anything with an 8-byte key may be a log record: one whose checksum fails is damage
+        // or another database's entry, and is passed over.
         guard let sequence = BigEndian.read(UInt64.self, from: key),
           value.count <= LogRecord.maximumSize,
           let bytes = try? LogRecord.event(in: value, sequence: sequence)
@@ -123,6 +125,7 @@ public struct SalvagedLog: Sendable {
       case 7 where key.elementsEqual(Keys.Meta.replica) && value.count == 16:
         replicas[ReplicaID(Identifier(bytes: value)), default: 0] += 1
       case 7 where key.elementsEqual(Keys.Meta.account):
+        // A malformed copy is damage; another copy of the record may be whole.
         if let account = try? AccountBinding(decoding: Array(value)) {
           accounts[account, default: 0] += 1
         }
@@ -187,6 +190,8 @@ extension NoteStore {
     guard files.fileExists(atPath: damaged + "/data.mdb") else {
       throw VLogError(.invalidValue, "'\(damaged)' holds no store (no data.mdb)")
     }
+    // A directory that cannot be listed does not exist yet (or is not one: creating it fails
+    // below, with the reason).
     if let entries = try? files.contentsOfDirectory(atPath: path), !entries.isEmpty {
       throw VLogError(
         .invalidValue, "'\(path)' is not empty: salvage writes a new store, into a new directory")

@@ -88,6 +88,7 @@ struct Flips: AsyncParsableCommand {
       if salvageStatus >= 128 {
         crashedBy.append("salvage (signal \(salvageStatus - 128))")
       } else if salvageStatus == 0,
+        // Output that is not the JSON it prints counts as nothing recovered: a failure below.
         let json = try? JSONSerialization.jsonObject(with: Data(salvageOutput.utf8))
           as? [String: Any]
       {
