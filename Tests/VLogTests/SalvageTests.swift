@@ -197,7 +197,9 @@ struct SalvageTests {
   func headerAndPointerFlips() throws {
     try withTemporaryDirectory { root in
       let made = try Self.makeStore(at: root + "/store")
-      for page in try Self.logPages(made.file).leaves {
+      // The first, a middle and the last leaf page.
+      let leaves = try Self.logPages(made.file).leaves
+      for page in [leaves[0], leaves[leaves.count / 2], leaves[leaves.count - 1]] {
         // The free-space bounds (lower, upper) and the first two node pointers.
         for offset in [12, 13, 14, 15, 16, 17, 18, 19] {
           var bytes = made.file
@@ -216,7 +218,7 @@ struct SalvageTests {
       let healthy = made.file.withUnsafeBytes { SalvagedLog(file: $0) }
       #expect(healthy.events == made.events.map(\.event))
       var generator = SeededGenerator(seed: 3)
-      for _ in 0..<150 {
+      for _ in 0..<60 {
         var bytes = made.file
         let offset = Int.random(in: 0..<bytes.count, using: &generator)
         bytes[offset] ^= UInt8.random(in: 1...255, using: &generator)
