@@ -1,6 +1,6 @@
 import Foundation
+import LMDB
 import ServerTestSupport
-import Synchronization
 import Testing
 import VLog
 import VLogServer
@@ -228,7 +228,8 @@ extension DatabaseFaultTests {
 
 /// Answers collected from tasks.
 final class AnswerList: Sendable {
-  private let answers = Mutex<[DatabaseFaultTests.Answer]>([])
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let answers = Locked<[DatabaseFaultTests.Answer]>([])
   func add(_ answer: DatabaseFaultTests.Answer) { answers.withLock { $0.append(answer) } }
   var all: [DatabaseFaultTests.Answer] { answers.withLock { $0 } }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,7 +18,8 @@ final class LoopbackProxy: Sendable {
   private let listener: Int32
   private let target: String
   private let dropping = Atomic<Bool>(false)
-  private let open = Mutex<[Int32]>([])
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let open = Locked<[Int32]>([])
 
   struct Failed: Error { let what: String }
 
