@@ -68,19 +68,7 @@ public enum LeafScan {
   private static func meta(at offset: Int, in file: UnsafeRawBufferPointer) -> (
     pageSize: Int, transaction: UInt64, mainRoot: UInt64
   )? {
-    // After the 16-byte page header: magic (4), version (4), address (8), map size (8), the
-    // free pages' database record (48, whose first 4 bytes hold the page size), the main one
-    // (48), the last page (8) and the transaction (8).
-    let body = offset + 16
-    guard offset >= 0, body + 136 <= file.count,
-      file.loadUnaligned(fromByteOffset: body, as: UInt32.self).littleEndian == 0xBEEF_C0DE
-    else { return nil }
-    let size = Int(file.loadUnaligned(fromByteOffset: body + 24, as: UInt32.self).littleEndian)
-    guard size >= 512, size <= 65536, size & (size - 1) == 0 else { return nil }
-    return (
-      size, file.loadUnaligned(fromByteOffset: body + 128, as: UInt64.self).littleEndian,
-      file.loadUnaligned(fromByteOffset: body + 112, as: UInt64.self).littleEndian
-    )
+    Walker(file: file).meta(at: offset).map { ($0.pageSize, $0.transaction, $0.main.root) }
   }
 
   /// The two meta pages that agree with each other: the second lies one page after the first,

@@ -119,7 +119,7 @@ private enum Layout {
 }
 
 /// A database record (`MDB_db`) as read.
-private struct DatabaseRecord {
+struct DatabaseRecord {
   var flags: UInt16 = 0
   var depth: UInt16 = 0
   var branchPages: UInt64 = 0
@@ -131,7 +131,9 @@ private struct DatabaseRecord {
   static let noRoot = UInt64.max
 }
 
-private struct Walker {
+/// Reads a data file's meta pages and walks its trees (``LeafScan`` reads its meta pages
+/// with it too).
+struct Walker {
   let file: UnsafeRawBufferPointer
   var result = PageStructure()
   /// Pages reached so far (by any tree, as a node's page or an overflow run).

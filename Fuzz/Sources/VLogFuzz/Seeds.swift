@@ -53,6 +53,7 @@ enum Seeds {
       // The store's file, after a commit that freed pages (so its free-page tree has entries).
       let path = FileManager.default.temporaryDirectory
         .appendingPathComponent("vlog-fuzz-seed-\(getpid())").path
+      // A scratch directory left behind costs nothing; the seeds are what matters.
       defer { try? FileManager.default.removeItem(atPath: path) }
       let seedStore = try NoteStore.open(at: path, options: .init(durability: .noSync))
       try makeChanges(on: seedStore)

@@ -61,6 +61,7 @@ func fuzzPageStructure(_ bytes: [UInt8]) {
   // A file the check passes is safe to open: open it as a store and verify it.
   let path = FileManager.default.temporaryDirectory
     .appendingPathComponent("vlog-fuzz-pages-\(getpid())").path
+  // The last input's directory, if a crash left it: gone or not, creating it says.
   try? FileManager.default.removeItem(atPath: path)
   // The directory is this process's scratch space: an input it cannot write is not one to try.
   guard
@@ -68,6 +69,7 @@ func fuzzPageStructure(_ bytes: [UInt8]) {
       != nil,
     FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data(bytes))
   else { return }
+  // Removing scratch space cannot fail in a way that matters to the input under test.
   defer { try? FileManager.default.removeItem(atPath: path) }
   // Opening refuses what it cannot read, with an error; only a trap or a signal is a finding.
   guard let store = try? NoteStore.open(at: path, options: .init(durability: .noSync)) else {
