@@ -147,13 +147,9 @@ public final class ChildProcess: Sendable {
   public static func runOffPool(
     _ executable: String, _ arguments: [String], environment: [String: String] = [:]
   ) async throws -> (status: Int32, output: String, errors: String) {
-    let result: Result<(status: Int32, output: String, errors: String), any Error> =
-      await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-          continuation.resume(
-            returning: Result { try run(executable, arguments, environment: environment) })
-        }
-      }
+    let result = await offPool {
+      Result { try run(executable, arguments, environment: environment) }
+    }
     return try result.get()
   }
 }

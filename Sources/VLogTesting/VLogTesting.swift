@@ -120,3 +120,13 @@ public func withTemporaryStore<R>(
     return try await body(store)
   }
 }
+
+/// Runs `body` on a thread of its own and returns what it returns: for blocking work in a
+/// test (waiting on a socket or a child process, reading a file over and over). Waiting on one
+/// of Swift concurrency's cooperative threads (two on a two-core machine) would hold up every
+/// other task of the process meanwhile, servers under test among them.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(returning: body()) }
+  }
+}

@@ -13,15 +13,6 @@ import VLogTesting
   import Darwin
 #endif
 
-/// Runs blocking socket work on a thread of its own. Waiting in `poll` on one of Swift
-/// concurrency's few cooperative threads would starve the server under test, whose handlers
-/// run on the same threads, on a machine with two cores.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-  await withCheckedContinuation { continuation in
-    Thread.detachNewThread { continuation.resume(returning: body()) }
-  }
-}
-
 /// A raw TCP connection to the loopback server, to behave as no HTTP client would.
 final class RawConnection: Sendable {
   let descriptor: Int32

@@ -203,7 +203,7 @@ struct SalvageTests {
       let pages = [leaves[0], leaves[leaves.count / 2], leaves[leaves.count - 1]]
       // The free-space bounds (lower, upper) and the first two node pointers.
       let flips = pages.flatMap { page in (12..<20).map { page * 4096 + $0 } }
-      let lost = await Self.offPool {
+      let lost = await offPool {
         flips.filter { offset in
           var bytes = made.file
           bytes[offset] ^= 0xFF
@@ -227,7 +227,7 @@ struct SalvageTests {
           UInt8.random(in: 1...255, using: &generator)
         )
       }
-      let found = await Self.offPool {
+      let found = await offPool {
         flips.map { offset, mask in
           var bytes = made.file
           bytes[offset] ^= mask
@@ -238,15 +238,6 @@ struct SalvageTests {
       for (count, flip) in zip(found, flips) {
         #expect(count >= made.events.count - 1, "flip at \(flip.0)")
       }
-    }
-  }
-
-  /// Runs `body` on a thread of its own: these tests read a file over and over, and on the
-  /// cooperative pool (two threads on a two-core machine) they would hold up every other
-  /// test's tasks meanwhile, the servers' among them.
-  static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-      Thread.detachNewThread { continuation.resume(returning: body()) }
     }
   }
 }
