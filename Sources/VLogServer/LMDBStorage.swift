@@ -58,6 +58,9 @@ final class LMDBStorage: ServerStorage {
   private let releasedBlobs: Database
   /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
   private let logRules: LogRules
+  /// Where the signals of committed writes go, to the server's live channels: sent once
+  /// `write` has returned, so a channel never hears of what a reader cannot see.
+  let liveFeed = LiveFeed()
 
   private init(environment: Environment, logRules: LogRules) throws {
     self.environment = environment
@@ -358,6 +361,7 @@ final class LMDBStorage: ServerStorage {
         }
       }
     }
+    liveFeed.send(.passwordChanged(account: account, keeping: keeping))
   }
 
   /// Deletes an account and everything of it — its log and indexes, blobs, tokens, name — in one
@@ -384,6 +388,7 @@ final class LMDBStorage: ServerStorage {
         _ = try transaction.delete(forKey: name, in: accounts)
       }
     }
+    liveFeed.send(.accountDeleted(account: account))
   }
 
   /// The stored name of an account that exists.
@@ -449,15 +454,20 @@ final class LMDBStorage: ServerStorage {
   /// Revokes a token. Returns whether it existed.
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool {
-    try await onWriter { [self] in
+    let (existed, account) = try await onWriter { [self] () -> (Bool, UInt64?) in
       try environment.write { transaction in
-        guard let record = try transaction.value(forKey: hash, in: tokens) else { return false }
-        if record.count == 16, let account = BigEndian.read(UInt64.self, from: record) {
+        guard let record = try transaction.value(forKey: hash, in: tokens) else {
+          return (false, nil)
+        }
+        let account = record.count == 16 ? BigEndian.read(UInt64.self, from: record) : nil
+        if let account {
           _ = try transaction.delete(forKey: BigEndian.bytes(account) + hash, in: accountTokens)
         }
-        return try transaction.delete(forKey: hash, in: tokens)
+        return (try transaction.delete(forKey: hash, in: tokens), account)
       }
     }
+    if let account { liveFeed.send(.tokenRevoked(account: account, hash: hash)) }
+    return existed
   }
 
   // MARK: - Event logs
@@ -479,7 +489,7 @@ final class LMDBStorage: ServerStorage {
           limit: (limit, maximumBytes), skipping: [], stored: 0, in: transaction)
       }
     }
-    return try await onWriter { [self] in
+    let outcome = try await onWriter { [self] in
       try environment.write { transaction in
         // An account deleted after the request's token was checked takes nothing more.
         _ = try name(of: account, in: transaction)
@@ -508,7 +518,20 @@ final class LMDBStorage: ServerStorage {
           skipping: pushed, stored: appender.appended, in: transaction)
       }
     }
+    if outcome.stored > 0 {
+      liveFeed.send(.head(account: account, sequence: outcome.head.sequence))
+    }
+    return outcome
   }
+
+  /// The sequence number of the account's last event; 0 for an empty log or no account.
+  func head(of account: UInt64) async throws -> UInt64 {
+    let log = eventLog(of: account)
+    return try environment.read { transaction in try log.state(in: transaction).lastSequence }
+  }
+
+  /// Signals come from this storage's own writes: there is nothing to listen to.
+  func listenForSignals() async {}
 
   /// The events after `cursor`: at most `limit.events` of them, and as many as fit in
   /// `limit.bytes` of encoded events, but at least one.

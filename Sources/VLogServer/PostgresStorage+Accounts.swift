@@ -111,6 +111,7 @@ extension PostgresStorage {
         DELETE FROM vlog_tokens
         WHERE account = \(number) AND hash IS DISTINCT FROM \(keeping.map { ByteBuffer(bytes: $0) })
         """, logger: logger)
+      try await notify(.passwordChanged(account: account, keeping: keeping), on: connection)
     }
   }
 
@@ -140,18 +141,21 @@ extension PostgresStorage {
       var deleted = false
       for try await _ in rows { deleted = true }
       guard deleted else { throw StorageError.accountDeleted }
+      try await notify(.accountDeleted(account: account), on: connection)
     }
   }
 
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool {
-    try await withConnection { [self] connection in
+    try await transaction { [self] connection in
       let rows = try await connection.query(
         "DELETE FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash)) RETURNING account",
         logger: logger)
-      var deleted = false
-      for try await _ in rows { deleted = true }
-      return deleted
+      var account: Int64?
+      for try await number in rows.decode(Int64.self) { account = number }
+      guard let account, let number = UInt64(exactly: account) else { return false }
+      try await notify(.tokenRevoked(account: number, hash: hash), on: connection)
+      return true
     }
   }
 }

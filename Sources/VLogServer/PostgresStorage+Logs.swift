@@ -35,9 +35,18 @@ extension PostgresStorage {
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)
       _ = try await writer.commit()
+      if writer.appended > 0 {
+        try await notify(.head(account: account, sequence: writer.head.sequence), on: connection)
+      }
       return try await page(
         number, head: writer.head, after: cursor, limit: (limit, maximumBytes),
         skipping: pushed, stored: writer.appended, on: connection)
+    }
+  }
+
+  func head(of account: UInt64) async throws -> UInt64 {
+    try await withConnection { [self] connection in
+      try await head(of: Int64(clamping: account), on: connection, locking: false).sequence
     }
   }
 

@@ -47,6 +47,8 @@ final class PostgresStorage: ServerStorage {
   /// How long one call to the database may take, from asking for a connection to its last
   /// answer.
   let databaseTimeout: Duration
+  /// Where the signals heard on `LISTEN` go (see ``listenForSignals()``).
+  let liveFeed = LiveFeed()
 
   private init(
     client: PostgresClient, runner: Task<Void, Never>, location: String, logRules: LogRules,
@@ -70,7 +72,8 @@ final class PostgresStorage: ServerStorage {
   ) async throws -> PostgresStorage {
     let location = try DatabaseURL(url)
     var configuration = location.configuration
-    configuration.options.maximumConnections = max(1, maximumConnections)
+    // One more for `LISTEN`, which a running server holds (``listenForSignals()``).
+    configuration.options.maximumConnections = max(1, maximumConnections) + 1
     configuration.options.connectTimeout = .seconds(5)
     var backgroundLogger = logger
     backgroundLogger.logLevel = max(logger.logLevel, .warning)

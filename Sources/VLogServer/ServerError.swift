@@ -181,12 +181,13 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     )
   }
 
-  /// 503 with `Retry-After: 1`: the database cannot be reached now.
-  static func unavailable(_ message: String) -> ServerError {
+  /// 503 with `Retry-After` (1 second unless told): the database cannot be reached now, or
+  /// the server holds as many live channels as it can.
+  static func unavailable(_ message: String, retryAfter seconds: Int = 1) -> ServerError {
     var error = ServerError(
       .serviceUnavailable,
       ErrorBody(code: .unavailable, message: message + "; try again in a moment"))
-    error.headers[.retryAfter] = "1"
+    error.headers[.retryAfter] = String(seconds)
     return error
   }
 

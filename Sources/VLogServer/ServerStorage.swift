@@ -112,6 +112,19 @@ protocol ServerStorage: Sendable {
   /// ago keeps its values.
   func verify(retention: (period: Duration?, now: UInt64)) async throws -> ServerVerification
 
+  /// The sequence number of the account's last event: 0 for an empty log or no account.
+  func head(of account: UInt64) async throws -> UInt64
+
+  /// Where the storage sends a ``LiveSignal`` for each committed write that live channels must
+  /// hear of — a log that grew, a session that ended — whichever server made it.
+  var liveFeed: LiveFeed { get }
+
+  /// Hears the signals of every server of this storage and sends them to ``liveFeed``, until
+  /// cancelled: on PostgreSQL, `LISTEN` on a connection of its own, listening again after the
+  /// connection is lost (and then sending ``LiveSignal/resynchronize``); on LMDB, whose one
+  /// server sends its own signals, nothing.
+  func listenForSignals() async
+
   /// Whether the storage can serve requests now (the database answers).
   func isReady() async -> Bool
 

@@ -347,18 +347,26 @@ extension SyncServer {
   private func authenticate(_ request: Request) async throws -> (
     account: UInt64, tokenHash: [UInt8]
   ) {
+    let session = try await session(of: request)
+    return (session.account, session.hash)
+  }
+
+  /// The stored token of the request's bearer token, unexpired.
+  ///
+  /// - Throws: ``ServerError`` `unauthorized` without one or for an unknown one,
+  ///   `tokenExpired` for an expired one.
+  func session(of request: Request) async throws -> TokenRecord {
     guard let header = request.headers[.authorization], let token = Self.bearerToken(header)
     else {
       throw ServerError.unauthorized
     }
-    let tokenHash = sha256(Array(token.utf8))
-    guard let token = try await store.token(hash: tokenHash) else {
+    guard let session = try await store.token(hash: sha256(Array(token.utf8))) else {
       throw ServerError.unauthorized
     }
-    guard token.expiresAt > dependencies.now().milliseconds else {
+    guard session.expiresAt > dependencies.now().milliseconds else {
       throw ServerError.tokenExpired
     }
-    return (token.account, tokenHash)
+    return session
   }
 
   /// The token of an `Authorization` header's `Bearer` credentials: the scheme in any case

@@ -93,6 +93,24 @@ public final class SyncServer: Sendable {
     /// sends none: the server then still holds them. After it, they go (and an undo uploads
     /// them again, from the device, which keeps them while its undo may need them).
     public var blobGracePeriod: Duration
+    /// The most live channels (`GET /v1/live`) open at once; past it, 503 `unavailable` with
+    /// `Retry-After`. They are counted apart from ``maximumConnections``: a connection that
+    /// opens a channel leaves the request connections' count, and joins it again when the
+    /// channel ends.
+    public var maximumLiveChannels: Int
+    /// The most live channels one account may hold open at once; past it, 429
+    /// `tooManyRequests` with `Retry-After`.
+    public var maximumLiveChannelsPerAccount: Int
+    /// How often a live channel with nothing to say gets a ping. A device that hears nothing
+    /// for longer than twice this knows its channel is gone; the server finds a device that
+    /// is gone when a ping cannot be sent.
+    public var liveKeepAlive: Duration
+    /// The origins of web apps that may call the server from a browser, each
+    /// `scheme://host[:port]` as a browser sends it (`https://notes.example.com`); none by
+    /// default. Requests from these get the `Access-Control-*` headers of CORS, and their
+    /// preflight requests an answer; requests from any other origin get neither, so a browser
+    /// keeps the server's answers from their pages.
+    public var allowedOrigins: Set<String> = []
 
     /// Creates a configuration. The defaults: 8 MiB bodies, blobs up to the engine's attachment
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
@@ -100,7 +118,8 @@ public final class SyncServer: Sendable {
     /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
     /// idle seconds, 1,024 connections (no limit per address), 10 seconds for a connection's
     /// first request head, 120 seconds for a whole body, 10 seconds for a call to the database,
-    /// replaced values kept for 30 days, and released attachment bytes for an hour.
+    /// replaced values kept for 30 days, released attachment bytes for an hour, and 10,000 live
+    /// channels (128 per account) pinged every 25 seconds.
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of `Limits/textBytes`) fits in a body even as escaped JSON, and every attachment the
@@ -115,8 +134,13 @@ public final class SyncServer: Sendable {
       idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
       maximumConnectionsPerAddress: Int? = nil, requestHeadTimeout: Duration = .seconds(10),
       bodyTimeout: Duration = .seconds(120), databaseTimeout: Duration = .seconds(10),
-      retention: Duration? = .seconds(30 * 86400), blobGracePeriod: Duration = .seconds(3600)
+      retention: Duration? = .seconds(30 * 86400), blobGracePeriod: Duration = .seconds(3600),
+      maximumLiveChannels: Int = 10_000, maximumLiveChannelsPerAccount: Int = 128,
+      liveKeepAlive: Duration = .seconds(25)
     ) {
+      self.maximumLiveChannels = maximumLiveChannels
+      self.maximumLiveChannelsPerAccount = maximumLiveChannelsPerAccount
+      self.liveKeepAlive = liveKeepAlive
       self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
       self.requestHeadTimeout = requestHeadTimeout
       self.databaseTimeout = databaseTimeout
@@ -182,8 +206,13 @@ public final class SyncServer: Sendable {
   /// The open connections of the running application, against the cap.
   let connections: ConnectionRegistry
 
-  /// The HTTP connections open now.
+  /// The live channels open, by account.
+  let live: LiveHub
+
+  /// The HTTP connections open now, but those that hold a live channel.
   package var openConnections: Int { connections.openCount }
+  /// The live channels open now.
+  package var openLiveChannels: Int { live.count }
   /// Request counts and latencies, events stored and served, sign-in failures.
   let metrics = ServerMetrics()
 
@@ -199,6 +228,15 @@ public final class SyncServer: Sendable {
     self.connections = ConnectionRegistry(
       limit: configuration.maximumConnections,
       perAddress: configuration.maximumConnectionsPerAddress)
+    let now = dependencies.now
+    let live = LiveHub(
+      limits: .init(
+        total: max(1, configuration.maximumLiveChannels),
+        perAccount: max(1, configuration.maximumLiveChannelsPerAccount),
+        keepAlive: configuration.liveKeepAlive),
+      now: { now().milliseconds })
+    store.liveFeed.receive { live.deliver($0) }
+    self.live = live
     self.throttle = PasswordThrottle(
       limit: configuration.concurrentPasswordChecks, now: dependencies.now)
     self.decoy = try PasswordHash(
@@ -345,7 +383,9 @@ public final class SyncServer: Sendable {
       router: router(),
       server: .http1(configuration: http1),
       configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
-      services: [BlobSweeper(server: self)],
+      services: [
+        BlobSweeper(server: self), LiveHubService(hub: live, store: store, logger: logger),
+      ],
       onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
       logger: logger)
   }
@@ -414,6 +454,10 @@ public final class SyncServer: Sendable {
   /// each request.
   public func router() -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
+    // Outside the middleware that renders errors, so that error answers carry the headers too.
+    if !configuration.allowedOrigins.isEmpty {
+      router.middlewares.add(AllowedOrigins(origins: configuration.allowedOrigins))
+    }
     router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics))
     for route in Routes.all {
       let handler: @Sendable (Request, ServerContext) async throws -> Response = {
@@ -444,9 +488,13 @@ public struct ServerContext: RequestContext {
   /// Hummingbird's per-request storage.
   public var coreContext: CoreRequestContextStorage
 
+  /// The connection the request arrived on.
+  let channel: any Channel
+
   /// Creates a context for a request arriving on a channel.
   public init(source: ApplicationRequestContextSource) {
     coreContext = .init(source: source)
+    channel = source.channel
   }
 }
 
@@ -488,6 +536,7 @@ enum Routes {
     Route("v1/sessions", .post) { try await $0.signIn($1, $2) },
     Route("v1/sessions/current", .delete) { try await $0.signOut($1, $2) },
     Route("v1/sessions/:id", .delete) { try await $0.revokeSession($1, $2) },
+    Route("v1/live", .get) { try await $0.live($1, $2) },
     Route("v1/sync", .post) { try await $0.sync($1, $2) },
     Route("v1/sync/compare", .post) { try await $0.compare($1, $2) },
     Route("v1/sync/fetch", .post) { try await $0.fetch($1, $2) },

@@ -110,22 +110,38 @@ public struct APICaller: Sendable {
     await send(Endpoints.GetBlob(hash: hash), token: token)
   }
 
+  /// `GET /v1/live`: opens the account's live channel. Its value is the stream of the
+  /// channel's bytes; ``LiveChannel`` reads them as messages.
+  public func openLive(token: String) async -> APIResult<TransportStream> {
+    let request = Endpoints.Live()
+    let outgoing = self.outgoing(request, token: token, body: [])
+    let stream: TransportStream
+    do {
+      stream = try await transport.open(outgoing)
+    } catch {
+      return APIResult(
+        request: outgoing, response: nil,
+        error: APIError(.transport, "no answer from the server: \(error)"), value: nil)
+    }
+    if let error = Self.failure(stream.response) {
+      return APIResult(request: outgoing, response: stream.response, error: error, value: nil)
+    }
+    return APIResult(request: outgoing, response: stream.response, error: nil, value: stream)
+  }
+
   /// Sends any request value and reads its answer.
   public func send<Request: APIRequest>(_ request: Request, token: String?) async -> APIResult<
     Request.Value
   > {
-    var outgoing = TransportRequest(
-      method: request.method, path: request.path, headers: request.headers)
-    if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
-    if let accept = request.accept { outgoing.headers["accept"] = accept }
-    if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }
+    let body: [UInt8]
     do {
-      outgoing.body = try request.body()
+      body = try request.body()
     } catch {
       return APIResult(
-        request: outgoing, response: nil,
+        request: outgoing(request, token: token, body: []), response: nil,
         error: APIError(.invalidRequest, "cannot encode the request: \(error)"), value: nil)
     }
+    let outgoing = self.outgoing(request, token: token, body: body)
     let response: TransportResponse
     do {
       response = try await transport.send(outgoing)
@@ -134,20 +150,8 @@ public struct APICaller: Sendable {
         request: outgoing, response: nil,
         error: APIError(.transport, "no answer from the server: \(error)"), value: nil)
     }
-    guard (200..<300).contains(response.status) else {
-      // Not every error body is ours (a proxy's HTML page, say): then its text is the message.
-      let body: ErrorBody? = try? WireJSON.decode(from: response.body)
-      let message =
-        body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
-      // Retry-After in delta-seconds; the HTTP-date form is not used by the sync server.
-      let retryAfter = response.headers["retry-after"].flatMap { Int($0) }.map {
-        Duration.seconds(max(0, $0))
-      }
-      return APIResult(
-        request: outgoing, response: response,
-        error: APIError(
-          .server, message, status: response.status, body: body, retryAfter: retryAfter),
-        value: nil)
+    if let error = Self.failure(response) {
+      return APIResult(request: outgoing, response: response, error: error, value: nil)
     }
     do {
       return APIResult(
@@ -161,6 +165,32 @@ public struct APICaller: Sendable {
           status: response.status),
         value: nil)
     }
+  }
+
+  /// The request as it travels: method, path, headers, the token, the body.
+  private func outgoing(_ request: some APIRequest, token: String?, body: [UInt8])
+    -> TransportRequest
+  {
+    var outgoing = TransportRequest(
+      method: request.method, path: request.path, headers: request.headers, body: body)
+    if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
+    if let accept = request.accept { outgoing.headers["accept"] = accept }
+    if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }
+    return outgoing
+  }
+
+  /// The error an answer other than 2xx says; nil for a 2xx answer.
+  private static func failure(_ response: TransportResponse) -> APIError? {
+    guard !(200..<300).contains(response.status) else { return nil }
+    // Not every error body is ours (a proxy's HTML page, say): then its text is the message.
+    let body: ErrorBody? = try? WireJSON.decode(from: response.body)
+    let message =
+      body?.message ?? String(decoding: response.body.prefix(200), as: UTF8.self)
+    // Retry-After in delta-seconds; the HTTP-date form is not used by the sync server.
+    let retryAfter = response.headers["retry-after"].flatMap { Int($0) }.map {
+      Duration.seconds(max(0, $0))
+    }
+    return APIError(.server, message, status: response.status, body: body, retryAfter: retryAfter)
   }
 }
 

@@ -345,4 +345,25 @@ public enum Endpoints {
     /// The bytes.
     public func value(from body: [UInt8]) throws -> [UInt8] { body }
   }
+
+  /// `GET /v1/live`: opens the account's live channel, whose answer is a stream of
+  /// server-sent events (``APICaller/openLive(token:)`` sends it, not `send`).
+  public struct Live: APIRequest {
+    /// Creates the request.
+    public init() {}
+    /// `GET`.
+    public var method: String { "GET" }
+    /// `/v1/live`.
+    public var path: String { "/v1/live" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// `text/event-stream`.
+    public var accept: String? { LiveMessage.mediaType }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// Nothing: the answer is read as it arrives, not whole.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
 }

@@ -16,10 +16,15 @@ public enum SyncTrigger: Sendable, Hashable, CustomStringConvertible {
   case networkAvailable
   /// The user asked (pull to refresh, a "Sync now" button).
   case manual
+  /// The live channel said the server's log reaches past this device's cursor: another device
+  /// pushed. Runs a sync at once, without the coalescing delay.
+  case remoteChange
+  /// The poll interval passed while the live channel was not open.
+  case poll
 
   /// Whether the trigger says the world may have changed, so that a failed sync's back-off no
-  /// longer applies: everything but an edit.
-  public var resetsBackoff: Bool { self != .edit }
+  /// longer applies: everything but an edit and a poll.
+  public var resetsBackoff: Bool { self != .edit && self != .poll }
 
   /// The trigger's name, for logs.
   public var description: String {
@@ -30,6 +35,8 @@ public enum SyncTrigger: Sendable, Hashable, CustomStringConvertible {
     case .foreground: "foreground"
     case .networkAvailable: "network available"
     case .manual: "manual"
+    case .remoteChange: "remote change"
+    case .poll: "poll"
     }
   }
 }
@@ -112,6 +119,22 @@ public struct SyncStatus: Sendable, Hashable {
   /// Whether, at the end of the last sync, the store held exactly the server's events and had
   /// nothing left to push: everything is synced.
   public var isInSync = false
+  /// The live channel, through which the server says at once when another device pushed.
+  public var liveChannel = LiveChannelState.off
+
+  /// The state of an automatic sync's live channel.
+  public enum LiveChannelState: Sendable, Hashable {
+    /// Not held: the automatic sync is not running, or runs without one
+    /// (``AutomaticSync/LiveOptions/off``).
+    case off
+    /// Being opened.
+    case connecting
+    /// Open: other devices' changes arrive within milliseconds.
+    case open
+    /// Not open: the last attempt failed or the channel ended (`reason`); the next attempt
+    /// comes after `retryIn`, and meanwhile the automatic sync polls.
+    case waiting(reason: String, retryIn: Duration)
+  }
 
   /// Creates a status.
   public init() {}
@@ -122,6 +145,12 @@ public struct SyncStatus: Sendable, Hashable {
 /// now" button) — into one coalesced sync two seconds after the last trigger, retries failures
 /// with back-off (honouring the server's `Retry-After`), and publishes a ``SyncStatus`` for the
 /// UI.
+///
+/// While it runs it holds the account's live channel (``SyncAccount/openLiveChannel(silenceLimit:)``):
+/// when another device pushes, the server says so within milliseconds and this one syncs at
+/// once. A channel that fails or ends is opened again after a back-off with jitter (1 second
+/// doubling up to a minute, by default); while it is not open, the automatic sync polls, every
+/// 60 seconds by default (``LiveOptions``). ``SyncStatus/liveChannel`` says which.
 ///
 /// ```swift
 /// let sync = AutomaticSync(account: account)
@@ -145,6 +174,11 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
   private var isStopped = false
   private var subscribers: [Int: AsyncStream<SyncStatus>.Continuation] = [:]
   private var nextSubscriber = 0
+  private let live: LiveOptions
+  private var liveTask: Task<Void, Never>?
+  private var pollTask: Task<Void, Never>?
+  /// The newest head the live channel announced.
+  private var remoteHead: UInt64 = 0
   /// The current status.
   public private(set) var status = SyncStatus()
   /// How many syncs have started.
@@ -157,17 +191,21 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
   ///   - clock: The clock delays are measured on.
   ///   - delay: How long after the last trigger a sync starts.
   ///   - backoff: How long to wait after failures.
+  ///   - live: Whether to hold the live channel, how to reopen it, and how often to poll
+  ///     without it.
   public init(
     account: SyncAccount, clock: C, delay: Duration = .seconds(2),
-    backoff: SyncBackoff = SyncBackoff()
+    backoff: SyncBackoff = SyncBackoff(), live: LiveOptions = .standard
   ) {
     self.account = account
     self.clock = clock
     self.backoff = backoff
+    self.live = live
     self.coalescer = SyncCoalescer(delay: delay)
   }
 
-  /// Starts: observes the store's local edits, and triggers a first sync (``SyncTrigger/launch``).
+  /// Starts: observes the store's local edits, opens the live channel, and triggers a first
+  /// sync (``SyncTrigger/launch``).
   public func start() async {
     guard edits == nil, !isStopped else { return }
     let changes = account.store.changes()
@@ -176,19 +214,48 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
         await self?.trigger(.edit)
       }
     }
+    if live.isEnabled {
+      liveTask = Task { await self.holdLiveChannel() }
+      pollTask = Task { await self.poll() }
+    }
     await refreshStatus()
     trigger(.launch)
   }
 
-  /// Stops: no more syncs start (one running finishes), status streams end.
+  /// Stops: no more syncs start (one running finishes), the live channel closes, status
+  /// streams end.
   public func stop() {
     isStopped = true
     edits?.cancel()
     edits = nil
     timer?.cancel()
     timer = nil
+    liveTask?.cancel()
+    liveTask = nil
+    pollTask?.cancel()
+    pollTask = nil
+    publish { $0.liveChannel = .off }
     for continuation in subscribers.values { continuation.finish() }
     subscribers.removeAll()
+  }
+
+  /// Signs in with the password (``SyncAccount/signIn(password:)``), then syncs at once and
+  /// opens the live channel again if it was waiting.
+  ///
+  /// - Throws: What signing in throws.
+  public func signIn(password: String) async throws {
+    try await account.signIn(password: password)
+    trigger(.signIn)
+  }
+
+  /// Creates the account on the server (``SyncAccount/createAccount()``), signs in, and syncs
+  /// at once.
+  ///
+  /// - Throws: What creating the account or signing in throws.
+  public func createAccount() async throws {
+    try await account.createAccount()
+    try await account.signIn()
+    trigger(.signIn)
   }
 
   /// Something happened that calls for a sync. Every trigger but an edit also ends the wait
@@ -206,7 +273,14 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
         $0.isInSync = false
       }
     }
-    perform(coalescer.trigger(at: clock.now))
+    switch trigger {
+    case .remoteChange, .signIn: perform(coalescer.triggerNow(at: clock.now))
+    default: perform(coalescer.trigger(at: clock.now))
+    }
+    if trigger == .signIn, case .waiting = status.liveChannel, live.isEnabled {
+      liveTask?.cancel()
+      liveTask = Task { await self.holdLiveChannel() }
+    }
   }
 
   /// The status now, then each change of it, until ``stop()``. Only the newest status is kept
@@ -289,6 +363,10 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
         $0.isInSync = report.inSync && $0.pendingChanges == 0
       }
       perform(coalescer.syncFinished(at: clock.now))
+      // A head announced during the sync that the sync did not reach.
+      if remoteHead > (await account.state).cursor, !coalescer.isSyncing {
+        trigger(.remoteChange)
+      }
     case .failure(let error):
       let apiError = error as? APIError
       let transient = apiError.map { $0.isTransient || $0.body?.code == .clockSkew } ?? false
@@ -317,6 +395,57 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
     }
   }
 
+  // MARK: - Live channel
+
+  /// Holds the live channel until stopped: opens it, syncs when it announces a head past the
+  /// cursor, and opens it again after a back-off when it fails or ends.
+  private func holdLiveChannel() async {
+    var failures = 0
+    while !Task.isCancelled, !isStopped {
+      publish { $0.liveChannel = .connecting }
+      var reason = "the server ended the live channel"
+      var retryAfter: Duration?
+      do {
+        let channel = try await account.openLiveChannel(silenceLimit: live.silenceLimit)
+        publish { $0.liveChannel = .open }
+        failures = 0
+        for try await message in channel {
+          switch message {
+          case .head(let head): await heard(head: head)
+          case .ping: break
+          case .closed(let body): reason = body.message
+          }
+        }
+      } catch {
+        reason = "\(error)"
+        retryAfter = (error as? APIError)?.retryAfter
+      }
+      guard !Task.isCancelled, !isStopped else { return }
+      failures += 1
+      let delay = live.reconnect.delay(
+        afterFailures: failures, retryAfter: retryAfter, random: &random)
+      publish { $0.liveChannel = .waiting(reason: reason, retryIn: delay) }
+      do { try await clock.sleep(for: delay) } catch { return }
+    }
+  }
+
+  /// The live channel said the server's log reaches `head`: a sync if the cursor is behind.
+  /// During a sync, the head waits for its end (``syncFinished(_:)``), which usually covers
+  /// it — the announcement of this device's own push arrives while it runs.
+  private func heard(head: UInt64) async {
+    remoteHead = max(remoteHead, head)
+    guard !coalescer.isSyncing else { return }
+    if head > (await account.state).cursor { trigger(.remoteChange) }
+  }
+
+  /// Every poll interval, a sync if the live channel is not open.
+  private func poll() async {
+    while !Task.isCancelled {
+      do { try await clock.sleep(for: live.pollInterval) } catch { return }
+      if status.liveChannel != .open { trigger(.poll) }
+    }
+  }
+
   /// Reads the account's state and the outbox into the status.
   private func refreshStatus() async {
     let state = await account.state
@@ -334,8 +463,43 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
 extension AutomaticSync where C == ContinuousClock {
   /// Creates an automatic sync on the continuous clock.
   public init(
-    account: SyncAccount, delay: Duration = .seconds(2), backoff: SyncBackoff = SyncBackoff()
+    account: SyncAccount, delay: Duration = .seconds(2), backoff: SyncBackoff = SyncBackoff(),
+    live: LiveOptions = .standard
   ) {
-    self.init(account: account, clock: ContinuousClock(), delay: delay, backoff: backoff)
+    self.init(
+      account: account, clock: ContinuousClock(), delay: delay, backoff: backoff, live: live)
   }
+}
+
+/// How an ``AutomaticSync`` uses the live channel.
+public struct LiveOptions: Sendable, Hashable {
+  /// Whether it holds the channel and polls without it; if not, it syncs only when triggered.
+  public var isEnabled: Bool
+  /// How long to wait before opening the channel again after it failed or ended.
+  public var reconnect: SyncBackoff
+  /// How often to sync while the channel is not open.
+  public var pollInterval: Duration
+  /// How long the channel may stay silent before it counts as gone: more than the server's
+  /// keep-alive interval (25 seconds by default).
+  public var silenceLimit: Duration
+
+  /// Creates options: by default the channel is held, opened again after 1 second doubling up
+  /// to a minute (plus up to half as much at random, so that devices cut off together do not
+  /// come back together), and the sync polls every 60 seconds without it.
+  public init(
+    isEnabled: Bool = true,
+    reconnect: SyncBackoff = SyncBackoff(
+      initial: .seconds(1), maximum: .seconds(60), jitter: 0.5),
+    pollInterval: Duration = .seconds(60), silenceLimit: Duration = .seconds(30)
+  ) {
+    self.isEnabled = isEnabled
+    self.reconnect = reconnect
+    self.pollInterval = pollInterval
+    self.silenceLimit = silenceLimit
+  }
+
+  /// The defaults.
+  public static let standard = LiveOptions()
+  /// No live channel and no polling: syncs only when triggered.
+  public static let off = LiveOptions(isEnabled: false)
 }

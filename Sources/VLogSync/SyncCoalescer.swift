@@ -49,6 +49,20 @@ public struct SyncCoalescer<Instant: InstantProtocol>: Sendable where Instant: S
     }
   }
 
+  /// Something calls for a sync at once (another device's change, a sign-in): a sync starts
+  /// now, taking with it any trigger that waited for the delay; during a sync, one more runs
+  /// after it, as for ``trigger(at:)``.
+  public mutating func triggerNow(at now: Instant) -> Action {
+    switch state {
+    case .idle, .waiting:
+      state = .syncing(triggeredMeanwhile: false)
+      return .startSync
+    case .syncing:
+      state = .syncing(triggeredMeanwhile: true)
+      return .none
+    }
+  }
+
   /// The armed timer fired. A timer that was replaced by a later one is ignored.
   public mutating func timerFired(at now: Instant) -> Action {
     guard case .waiting(let deadline) = state else { return .none }

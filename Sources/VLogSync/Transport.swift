@@ -61,6 +61,40 @@ public protocol Transport: Sendable {
   ///
   /// - Throws: When no response arrives (connection refused, timeout, dropped).
   func send(_ request: TransportRequest) async throws -> TransportResponse
+
+  /// Sends a request whose answer goes on arriving — the live channel, `GET /v1/live` — and
+  /// returns its status and headers as soon as they come. A 2xx answer's body then arrives in
+  /// ``TransportStream/chunks`` until the server ends it, the connection fails, or the
+  /// consumer stops iterating (which closes the connection); any other answer's body is
+  /// read whole into ``TransportStream/response``.
+  ///
+  /// The default implementation throws: a transport that cannot hold an answer open (one that
+  /// only ever returns whole answers) has no live channel, and an automatic sync then polls.
+  ///
+  /// - Throws: When no answer arrives, or the transport cannot stream.
+  func open(_ request: TransportRequest) async throws -> TransportStream
+}
+
+extension Transport {
+  /// Throws: this transport has no streamed answers.
+  public func open(_ request: TransportRequest) async throws -> TransportStream {
+    throw TransportError(message: "\(server) cannot be reached with a streamed answer")
+  }
+}
+
+/// An answer whose body goes on arriving: its status and headers, then the body's bytes as they
+/// come.
+public struct TransportStream: Sendable {
+  /// The status and headers; for an answer other than 2xx, its whole body too.
+  public var response: TransportResponse
+  /// A 2xx answer's body as it arrives; finished at once for any other answer.
+  public var chunks: AsyncThrowingStream<[UInt8], any Error>
+
+  /// Creates a streamed answer.
+  public init(response: TransportResponse, chunks: AsyncThrowingStream<[UInt8], any Error>) {
+    self.response = response
+    self.chunks = chunks
+  }
 }
 
 /// The live transport: HTTP/1.1 through AsyncHTTPClient.
@@ -118,10 +152,52 @@ public struct HTTPTransport: Transport {
     } catch {
       throw TransportError(error, baseURL: baseURL, timeout: timeout)
     }
+    return TransportResponse(
+      status: Int(response.status.code), headers: Self.headers(of: response),
+      body: Array(body.readableBytesView))
+  }
+
+  /// Sends the request over HTTP with no deadline (the answer lasts as long as the server or
+  /// the consumer keeps it), and streams a 2xx answer's body.
+  public func open(_ request: TransportRequest) async throws -> TransportStream {
+    var outgoing = HTTPClientRequest(url: baseURL + request.path)
+    outgoing.method = HTTPMethod(rawValue: request.method)
+    for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
+    let response: HTTPClientResponse
+    do {
+      response = try await client.execute(outgoing, deadline: .distantFuture)
+    } catch {
+      throw TransportError(error, baseURL: baseURL, timeout: timeout)
+    }
+    var head = TransportResponse(
+      status: Int(response.status.code), headers: Self.headers(of: response))
+    guard (200..<300).contains(head.status) else {
+      do {
+        head.body = Array(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+      } catch {
+        throw TransportError(error, baseURL: baseURL, timeout: timeout)
+      }
+      return TransportStream(response: head, chunks: AsyncThrowingStream { $0.finish() })
+    }
+    let body = response.body
+    let (chunks, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+    let reader = Task { [baseURL, timeout] in
+      do {
+        for try await buffer in body { continuation.yield(Array(buffer.readableBytesView)) }
+        continuation.finish()
+      } catch {
+        continuation.finish(throwing: TransportError(error, baseURL: baseURL, timeout: timeout))
+      }
+    }
+    // The consumer stopped: cancelling the reader drops the body, and the request with it.
+    continuation.onTermination = { _ in reader.cancel() }
+    return TransportStream(response: head, chunks: chunks)
+  }
+
+  private static func headers(of response: HTTPClientResponse) -> [String: String] {
     var headers: [String: String] = [:]
     for header in response.headers { headers[header.name.lowercased()] = header.value }
-    return TransportResponse(
-      status: Int(response.status.code), headers: headers, body: Array(body.readableBytesView))
+    return headers
   }
 }
 
@@ -129,6 +205,9 @@ public struct HTTPTransport: Transport {
 public struct TransportError: Error, Sendable, CustomStringConvertible {
   /// What happened.
   public let message: String
+
+  /// An error with this message.
+  public init(message: String) { self.message = message }
 
   /// Describes an error of the HTTP client, naming the server.
   init(_ error: any Error, baseURL: String, timeout: Duration) {

@@ -290,6 +290,66 @@ struct ServeBinaryTests {
     }
   }
 
+  @Test(
+    "sync --watch holds the live channel, prints another device's push as it arrives, and ends at SIGINT"
+  )
+  func watch() async throws {
+    try await withTemporaryDirectory { root in
+      let binary = try #require(BinaryTests.binary())
+      let server = try ChildProcess(
+        binary.path,
+        [
+          "serve", "--data", root + "/server", "--port", "0", "--log-level", "warning",
+          "--password-cost", "10",
+        ])
+      defer {
+        server.send(SIGINT)
+        server.wait()
+      }
+      let banner = await offPool { server.readLine() }
+      let url = try #require(banner.split(separator: " ").last).trimmingCharacters(
+        in: .whitespacesAndNewlines)
+      let vlog = BinaryTests()
+      let password = ["VLOG_PASSWORD": "correct horse"]
+      #expect(
+        try await vlog.vlog(
+          ["account", "create", "--server", url, "--user", "ann"], environment: password
+        ).0 == 0)
+      let watcher = try ChildProcess(
+        binary.path,
+        ["sync", "--store", root + "/watcher", "--server", url, "--user", "ann", "--watch"],
+        environment: password)
+      /// The watcher's lines up to the first that contains `text` (all of them if none does).
+      func lines(until text: String) async -> [String] {
+        var lines: [String] = []
+        while lines.count < 50 {
+          let line = await offPool { watcher.readLine() }
+          guard !line.isEmpty else { break }
+          lines.append(line)
+          if line.contains(text) { break }
+        }
+        return lines
+      }
+      let opening = await lines(until: "live channel open")
+      #expect(opening.first?.contains("synced with \(url) as ann") == true, "\(opening)")
+      #expect(opening.last?.contains("live channel open") == true, "\(opening)")
+
+      let laptop = root + "/laptop"
+      #expect(try await vlog.vlog(["note", "add", "from the laptop", "--store", laptop]).0 == 0)
+      #expect(
+        try await vlog.vlog(
+          ["sync", "--store", laptop, "--server", url, "--user", "ann"], environment: password
+        ).0 == 0)
+      let pulled = await lines(until: "from the laptop")
+      #expect(pulled.contains { $0.contains("pulled") && $0.contains(": 1 new") }, "\(pulled)")
+      #expect(pulled.last?.contains("from the laptop") == true, "\(pulled)")
+
+      watcher.send(SIGINT)
+      let (status, _, errors) = await offPool { watcher.finish() }
+      #expect(status == 0, "\(errors)")
+    }
+  }
+
   @Test("serve, account create, sync and status between processes; no password argument")
   func serveAndSync() async throws {
     try await withTemporaryDirectory { root in

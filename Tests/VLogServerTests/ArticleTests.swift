@@ -294,6 +294,7 @@ struct ArticleTests {
           await automatic.trigger(.networkAvailable)
           let status = await automatic.status
           print(status.activity, status.pendingChanges, status.lastError?.needsSignIn ?? false)
+          print(status.liveChannel)  // .open once the live channel is held
           await automatic.stop()
           // Article: sessions.
           for session in try await account.sessions() where !session.current {

@@ -67,7 +67,8 @@ struct AutomaticSyncTests {
         defer { device.store.close() }
         try await device.account.createAccount()
         let clock = TestClock()
-        let sync = AutomaticSync(account: device.account, clock: clock, backoff: Self.backoff)
+        let sync = AutomaticSync(
+          account: device.account, clock: clock, backoff: Self.backoff, live: .off)
         await sync.start()
         #expect(await sync.status.activity == .scheduled)
         clock.advance(by: .seconds(2))
@@ -112,7 +113,8 @@ struct AutomaticSyncTests {
         try await device.account.createAccount()
         outage.down.withLock { $0 = true }
         let clock = TestClock()
-        let sync = AutomaticSync(account: device.account, clock: clock, backoff: Self.backoff)
+        let sync = AutomaticSync(
+          account: device.account, clock: clock, backoff: Self.backoff, live: .off)
         let updates = await sync.statusUpdates()
         await sync.start()
         clock.advance(by: .seconds(2))  // t = 2: the first sync, refused
@@ -167,7 +169,8 @@ struct AutomaticSyncTests {
           clock: ManualClock())
         defer { stranger.store.close() }
         let clock = TestClock()
-        let sync = AutomaticSync(account: stranger.account, clock: clock, backoff: Self.backoff)
+        let sync = AutomaticSync(
+          account: stranger.account, clock: clock, backoff: Self.backoff, live: .off)
         await sync.start()
         clock.advance(by: .seconds(2))
         #expect(await eventually { await sync.status.lastError != nil })
@@ -178,6 +181,55 @@ struct AutomaticSyncTests {
         await settle()
         #expect(await sync.syncCount == 1)
         await sync.stop()
+      }
+    }
+  }
+
+  @Test(
+    "without a live channel (a transport that cannot hold one), the status says why and the sync polls every interval; a sign-in syncs at once"
+  )
+  func pollsWithoutChannel() async throws {
+    try await withServer { server in
+      try await withTemporaryDirectory { root in
+        let device = try openDevice(
+          0, root: root, transport: InProcessTransport(server: server), credentials: Self.ann,
+          seed: 1, clock: ManualClock())
+        defer { device.store.close() }
+        try await device.account.createAccount()
+        let clock = TestClock()
+        let live = LiveOptions(
+          reconnect: SyncBackoff(initial: .seconds(1), maximum: .seconds(8), jitter: 0),
+          pollInterval: .seconds(30))
+        let sync = AutomaticSync(
+          account: device.account, clock: clock, backoff: Self.backoff, live: live)
+        await sync.start()
+        clock.advance(by: .seconds(2))
+        #expect(await eventually { await sync.progress == (1, .idle) })
+        #expect(
+          await eventually {
+            if case .waiting(_, let retry) = await sync.status.liveChannel {
+              retry > .zero
+            } else {
+              false
+            }
+          })
+        // No trigger for 29 seconds: no sync; at 30, the poll; at 60, another.
+        clock.advance(by: .seconds(27))
+        await settle()
+        #expect(await sync.syncCount == 1)
+        clock.advance(by: .seconds(1))
+        await settle()
+        clock.advance(by: .seconds(2))
+        #expect(await eventually { await sync.progress == (2, .idle) })
+        clock.advance(by: .seconds(30))
+        await settle()
+        clock.advance(by: .seconds(2))
+        #expect(await eventually { await sync.progress == (3, .idle) })
+        // A sign-in runs a sync at once, with no coalescing delay.
+        try await sync.signIn(password: Self.ann.password)
+        #expect(await eventually { await sync.progress == (4, .idle) })
+        await sync.stop()
+        #expect(await sync.status.liveChannel == .off)
       }
     }
   }

@@ -33,6 +33,12 @@ final class CheckedTransport: Transport {
     return response
   }
 
+  func open(_ request: TransportRequest) async throws -> TransportStream {
+    let stream = try await base.open(request)
+    record(request, stream.response)
+    return stream
+  }
+
   /// Checks an exchange made outside the transport (over a raw socket, say).
   func record(_ request: TransportRequest, _ response: TransportResponse) {
     let (key, problems) = validator.check(request, response)
@@ -110,7 +116,8 @@ struct ServerTests {
     let configuration = SyncServer.Configuration(
       maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10,
       passwordCost: PasswordCost(logRounds: 14), durability: .noSync,
-      concurrentPasswordChecks: 1, bodyTimeout: .milliseconds(300))
+      concurrentPasswordChecks: 1, bodyTimeout: .milliseconds(300),
+      maximumLiveChannelsPerAccount: 1)
     try await withServer(backend: backend, configuration: configuration) { server in
       let problemsAndMissing = try await withLiveServer(server) { baseURL in
         let transport = try CheckedTransport(HTTPTransport(baseURL: baseURL))
@@ -164,6 +171,23 @@ struct ServerTests {
         let comparison = try await caller.compare(EventSetBuckets(), token: token).get()
         #expect(comparison.ids.values.joined().map { $0 } == [event.stamp] && comparison.complete)
         #expect(try await caller.fetch([event.stamp], token: token).get() == [event])
+        // The live channel: open, saying the head (200, an event stream); refused past the
+        // account's cap (429: the tour's is one) and without a good token (401).
+        let live = TransportRequest(
+          method: "GET", path: "/v1/live",
+          headers: ["authorization": "Bearer \(token)", "accept": "text/event-stream"])
+        let channel = try await transport.open(live)
+        var parser = LiveStreamParser()
+        var heard: [LiveMessage] = []
+        for try await chunk in channel.chunks {
+          heard += try parser.read(chunk)
+          if !heard.isEmpty { break }
+        }
+        #expect(heard.first == .head(1))
+        #expect(try await transport.open(live).response.status == 429)
+        var stranger = live
+        stranger.headers["authorization"] = "Bearer nonsense"
+        #expect(try await transport.open(stranger).response.status == 401)
         _ = try await post(transport, "/v1/sync/compare", #"{"buckets":["00"]}"#, token: token)
         _ = try await post(transport, "/v1/sync/compare", #"{"buckets":[]}"#, token: "nonsense")
         _ = try await post(transport, "/v1/sync/compare", big, token: token)
@@ -206,7 +230,7 @@ struct ServerTests {
           "/v1/openapi.json", "/v1/accounts", "/v1/sessions", "/v1/sessions/current", "/v1/sync",
           "/v1/sync/compare", "/v1/sync/fetch", "/v1/sync/missing-blobs", "/v1/blobs/\(hash)",
           "/v1/accounts/current",
-          "/v1/accounts/current/password", "/v1/sessions/0123456789abcdef",
+          "/v1/accounts/current/password", "/v1/sessions/0123456789abcdef", "/v1/live",
         ] {
           let response = try await transport.send(TransportRequest(method: "PATCH", path: path))
           #expect(response.status == 405, "\(path)")
@@ -801,6 +825,9 @@ struct ServerTests {
       "tokenLifetimeSeconds": Int(defaults.tokenLifetime.components.seconds),
       "bodyTimeoutSeconds": Int(defaults.bodyTimeout.components.seconds),
       "idleTimeoutSeconds": Int(defaults.idleTimeout.components.seconds),
+      "maximumLiveChannels": defaults.maximumLiveChannels,
+      "maximumLiveChannelsPerAccount": defaults.maximumLiveChannelsPerAccount,
+      "liveKeepAliveSeconds": Int(defaults.liveKeepAlive.components.seconds),
     ]
     for (name, value) in expected {
       #expect(limits[name] as? Int == value, "x-vlog-limits.\(name)")

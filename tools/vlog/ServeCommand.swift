@@ -28,7 +28,8 @@ struct Serve: AsyncParsableCommand {
   static let environmentOptions = [
     "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
     "idle-timeout", "max-connections", "max-connections-per-address", "head-timeout",
-    "body-timeout", "database-timeout", "retention", "blob-grace",
+    "body-timeout", "database-timeout", "retention", "blob-grace", "max-live-channels",
+    "max-live-channels-per-account", "live-keep-alive", "allow-origin",
   ]
 
   /// The arguments that `environment` adds to a `vlog serve` command line (`given`): one
@@ -129,6 +130,46 @@ struct Serve: AsyncParsableCommand {
   )
   var blobGrace = 3600
 
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "The most live channels (GET /v1/live) open at once.",
+      discussion:
+        "Counted apart from --max-connections: a connection that holds a channel leaves that count."
+    ))
+  var maxLiveChannels = 10_000
+
+  @Option(name: .long, help: "The most live channels one account may hold open at once.")
+  var maxLiveChannelsPerAccount = 128
+
+  @Option(name: .long, help: "Seconds between the pings of a live channel with nothing to say.")
+  var liveKeepAlive = 25
+
+  @Option(
+    name: .customLong("allow-origin"),
+    help: ArgumentHelp(
+      "An origin whose web pages may call the server from a browser (repeat it, or separate origins with commas).",
+      discussion: "scheme://host[:port], for example https://notes.example.com; none by default.",
+      valueName: "origin"))
+  var allowOrigin: [String] = []
+
+  /// The origins `--allow-origin` names, as browsers send them.
+  var allowedOrigins: Set<String> {
+    get throws {
+      var origins = Set<String>()
+      for given in allowOrigin.flatMap({ $0.split(separator: ",") }) {
+        let text = given.trimmingCharacters(in: .whitespaces)
+        guard let origin = SyncServer.Configuration.origin(text) else {
+          throw ValidationError(
+            "--allow-origin: '\(text)' is not an origin: scheme://host[:port], http or https, "
+              + "with no path")
+        }
+        origins.insert(origin)
+      }
+      return origins
+    }
+  }
+
   /// The retention period `--retention` gives: nil for `off`.
   var retentionPeriod: Duration? {
     get throws {
@@ -143,6 +184,18 @@ struct Serve: AsyncParsableCommand {
 
   func validate() throws {
     _ = try retentionPeriod
+    _ = try allowedOrigins
+    guard maxLiveChannels >= 1 else {
+      throw ValidationError("--max-live-channels: \(maxLiveChannels) is not at least 1")
+    }
+    guard maxLiveChannelsPerAccount >= 1 else {
+      throw ValidationError(
+        "--max-live-channels-per-account: \(maxLiveChannelsPerAccount) is not at least 1")
+    }
+    guard liveKeepAlive >= 1 else {
+      throw ValidationError(
+        "--live-keep-alive: \(liveKeepAlive) is not a number of seconds from 1")
+    }
     guard (data == nil) != (database == nil) else {
       throw ValidationError(
         data == nil
@@ -192,13 +245,16 @@ struct Serve: AsyncParsableCommand {
     var logger = Logger(label: "vlog.serve") { label in StreamLogHandler.standardError(label: label)
     }
     logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-    let configuration = SyncServer.Configuration(
+    var configuration = SyncServer.Configuration(
       passwordCost: PasswordCost(logRounds: UInt8(passwordCost)),
       idleTimeout: .seconds(idleTimeout), maximumConnections: maxConnections,
       maximumConnectionsPerAddress: maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress,
       requestHeadTimeout: .seconds(headTimeout), bodyTimeout: .seconds(bodyTimeout),
       databaseTimeout: .seconds(databaseTimeout), retention: try retentionPeriod,
-      blobGracePeriod: .seconds(blobGrace))
+      blobGracePeriod: .seconds(blobGrace), maximumLiveChannels: maxLiveChannels,
+      maximumLiveChannelsPerAccount: maxLiveChannelsPerAccount,
+      liveKeepAlive: .seconds(liveKeepAlive))
+    configuration.allowedOrigins = try allowedOrigins
     let server: SyncServer
     if let database {
       server = try await SyncServer.open(

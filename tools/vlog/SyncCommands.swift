@@ -53,11 +53,17 @@ struct SyncCommand: AsyncParsableCommand {
       syncs need no password until the token expires or is revoked. A store belongs to the \
       first account and server it signs in to: syncing it as another is refused (its notes \
       would go into that account). To start over, sync a new store, or erase this one with \
-      'vlog erase'. A failed sign-in writes nothing.
+      'vlog erase'. A failed sign-in writes nothing. With --watch, it then keeps the store \
+      in sync until interrupted: it holds the server's live channel, pulls as soon as another \
+      device pushes, pushes two seconds after a local change, and prints each change pulled \
+      (with --json, one JSON object per line).
       """)
 
   @OptionGroup var options: StoreOptions
   @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Keep syncing live, printing each change pulled, until interrupted.")
+  var watch = false
 
   func run() async throws {
     let store = try options.open(creating: true)
@@ -77,35 +83,55 @@ struct SyncCommand: AsyncParsableCommand {
       $0.isEmpty ? nil : $0
     }
     let password = kept == nil || given != nil ? try readPassword() : nil
-    let output = try await Self.execute(on: store, server: url, user: user, password: password)
+    let account = try Self.account(for: store, server: url, user: user, password: password)
+    let output = try await Self.execute(on: store, account: account, signIn: password != nil)
     try options.emit(output)
+    if watch { try await Self.watch(store, account: account, json: options.json) }
   }
 
-  /// Syncs `store`; without a password, with the token kept in the store's credentials file.
-  static func execute(
-    on store: NoteStore, server: String, user: String, password: String?,
+  /// The account that syncs `store`; without a password, with the token kept in the store's
+  /// credentials file.
+  static func account(
+    for store: NoteStore, server: String, user: String, password: String?,
     transport: (any Transport)? = nil
-  ) async throws -> CommandOutput {
+  ) throws -> SyncAccount {
     let stateFile = SyncAccount.stateFile(for: store)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
     // The account ignores a state file of another account or server, and refuses a store
     // bound to another before it sends anything; it writes only once the server accepts it.
-    let account =
-      if let password {
-        try SyncAccount(
-          store: store, transport: transport,
-          credentials: Credentials(username: user, password: password), credentialStore: tokens,
-          stateFile: stateFile)
-      } else {
-        try SyncAccount(
-          store: store, transport: transport, username: user, credentialStore: tokens,
-          stateFile: stateFile)
-      }
+    return if let password {
+      try SyncAccount(
+        store: store, transport: transport,
+        credentials: Credentials(username: user, password: password), credentialStore: tokens,
+        stateFile: stateFile)
+    } else {
+      try SyncAccount(
+        store: store, transport: transport, username: user, credentialStore: tokens,
+        stateFile: stateFile)
+    }
+  }
+
+  /// Syncs `store` once; without a password, with the token kept in the store's credentials
+  /// file.
+  static func execute(
+    on store: NoteStore, server: String, user: String, password: String?,
+    transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    let account = try account(
+      for: store, server: server, user: user, password: password, transport: transport)
+    return try await execute(on: store, account: account, signIn: password != nil)
+  }
+
+  /// Syncs `store` once with `account`, signing in first if told.
+  static func execute(on store: NoteStore, account: SyncAccount, signIn: Bool) async throws
+    -> CommandOutput
+  {
+    let server = account.binding.server
     let report: SyncReport
     do {
       // A password given is used: it signs in afresh, replacing the kept token.
-      if password != nil { try await account.signIn() }
+      if signIn { try await account.signIn() }
       report = try await account.sync()
     } catch let error as APIError where error.code == .signedOut {
       throw CLIError("\(error.message): run `VLOG_PASSWORD=… vlog sync` or run it in a terminal")
@@ -163,6 +189,113 @@ struct SyncCommand: AsyncParsableCommand {
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
         clockSkewMilliseconds: after.clockSkewMilliseconds))
+  }
+}
+
+extension SyncCommand {
+  /// Keeps `store` in sync live until SIGINT or SIGTERM, printing each change pulled and each
+  /// change of the live channel's state.
+  static func watch(_ store: NoteStore, account: SyncAccount, json: Bool) async throws {
+    let automatic = AutomaticSync(account: account)
+    let changes = store.changes()
+    let statuses = await automatic.statusUpdates()
+    let (signals, sources) = interruptions()
+    await withTaskGroup(of: Void.self) { tasks in
+      tasks.addTask {
+        for await change in changes where change.source == .sync {
+          emit(watchLine(for: change, in: store), json: json)
+        }
+      }
+      tasks.addTask {
+        var shown = SyncStatus.LiveChannelState.off
+        var error: String?
+        for await status in statuses {
+          if status.liveChannel != shown {
+            shown = status.liveChannel
+            emit(WatchLine(event: "live", message: liveText(status.liveChannel)), json: json)
+          }
+          if status.lastError?.message != error {
+            error = status.lastError?.message
+            if let error { emit(WatchLine(event: "error", message: "sync: \(error)"), json: json) }
+          }
+        }
+      }
+      await automatic.start()
+      // Until interrupted; then the automatic sync stops, which ends the status stream.
+      for await _ in signals { break }
+      await automatic.stop()
+      tasks.cancelAll()
+    }
+    for source in sources { source.cancel() }
+  }
+
+  /// One line of `vlog sync --watch`.
+  struct WatchLine: Encodable {
+    var time = ISO8601.format(milliseconds: Date().milliseconds)
+    let event: String
+    let message: String
+    var notes: [String]? = nil
+  }
+
+  private static func emit(_ line: WatchLine, json: Bool) {
+    if json {
+      let encoder = JSONEncoder()
+      encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+      // Strings and a list of strings always encode.
+      guard let data = try? encoder.encode(line) else { return }
+      print(String(decoding: data, as: UTF8.self))
+    } else {
+      print("\(line.time)  \(line.message)")
+    }
+    // At once, though standard output is a pipe (all streams: `stdout` is a shared global).
+    fflush(nil)
+  }
+
+  private static func watchLine(for change: ChangeSet, in store: NoteStore) -> WatchLine {
+    var parts: [String] = []
+    if !change.insertedNotes.isEmpty { parts.append("\(change.insertedNotes.count) new") }
+    if !change.updatedNotes.isEmpty { parts.append("\(change.updatedNotes.count) changed") }
+    if !change.deletedNotes.isEmpty { parts.append("\(change.deletedNotes.count) deleted") }
+    if change.tagsChanged { parts.append("tags changed") }
+    let notes = change.insertedNotes.union(change.updatedNotes).sorted {
+      $0.description < $1.description
+    }
+    let titles = notes.prefix(5).map { id -> String in
+      let text = (try? store.note(id))??.text ?? ""
+      let title = text.split(separator: "\n", maxSplits: 1).first.map(String.init) ?? ""
+      return "\(id): " + (title.count > 60 ? title.prefix(59) + "…" : title)
+    }
+    let events = change.eventCount == 1 ? "1 event" : "\(change.eventCount) events"
+    let summary = "pulled \(events): " + parts.joined(separator: ", ")
+    return WatchLine(
+      event: "pulled",
+      message: ([summary] + titles.map { "  " + $0 }).joined(separator: "\n"),
+      notes: notes.map { $0.description })
+  }
+
+  private static func liveText(_ state: SyncStatus.LiveChannelState) -> String {
+    switch state {
+    case .off: "live channel closed"
+    case .connecting: "live channel opening"
+    case .open: "live channel open: changes on other devices arrive as they are pushed"
+    case .waiting(let reason, let retryIn):
+      "live channel not open (\(reason)); polling, next attempt in "
+        + formatDuration(milliseconds: Int64(retryIn.components.seconds * 1000))
+    }
+  }
+
+  /// SIGINT and SIGTERM, as they come, and the sources that catch them, which the caller keeps
+  /// (and cancels) while it listens: their default action, ending the process, is off.
+  private static func interruptions() -> (AsyncStream<Int32>, [any DispatchSourceSignal]) {
+    let (stream, continuation) = AsyncStream<Int32>.makeStream()
+    let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+      signal(number, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: number)
+      source.setEventHandler { continuation.yield(number) }
+      source.resume()
+      return source
+    }
+    return (stream, sources)
   }
 }
 

@@ -13,6 +13,12 @@ enum Seeds {
     let events = try store.events().map(\.event)
     var seeds: [[UInt8]] = []
     switch target {
+    case .liveStream:
+      seeds = [
+        ([.head(0), .ping, .head(42)] as [LiveMessage]).flatMap(\.encoded),
+        LiveMessage.closed(ErrorBody(code: .unauthorized, message: "the session ended")).encoded,
+        Array("event: head\r\ndata:{\"head\":7}\r\n\r\nid: 3\rretry: 1\r\r: ping\n\n".utf8),
+      ]
     case .event:
       seeds = events.map { $0.encoded() }
     case .syncBinary:

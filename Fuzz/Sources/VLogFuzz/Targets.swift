@@ -22,9 +22,13 @@ enum Target: String, CaseIterable {
   /// page-structure check (`PageStructure`) and salvage's reading (`SalvagedLog`), which read
   /// a file without trusting it, then, for a file the check passes, `verify` through liblmdb.
   case pageStructure = "page-structure"
+  /// The live channel's event stream as a client reads it (`LiveStreamParser`), whole and in
+  /// pieces.
+  case liveStream = "live-stream"
 
   func run(_ bytes: [UInt8]) {
     switch self {
+    case .liveStream: fuzzLiveStream(bytes)
     case .pageStructure: fuzzPageStructure(bytes)
     case .event: fuzzEvent(bytes)
     case .syncBinary: fuzzSyncBinary(bytes)
@@ -85,6 +89,23 @@ func fuzzEvent(_ bytes: [UInt8]) {
   guard (try? event.validate()) != nil else { return }
   guard let again = try? Event(encoded: event.encoded()), again == event else {
     finding("an accepted event does not survive encoding and decoding: \(event)")
+  }
+}
+
+func fuzzLiveStream(_ bytes: [UInt8]) {
+  var whole = LiveStreamParser()
+  guard let messages = try? whole.read(bytes) else { return }
+  // The same bytes in two pieces, split where the first byte says, read the same.
+  let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+  var pieces = LiveStreamParser()
+  guard let first = try? pieces.read(bytes[..<split]),
+    let second = try? pieces.read(bytes[split...]),
+    first + second == messages
+  else { finding("a stream read whole and in two pieces reads differently") }
+  // What was read, written again, reads back.
+  var again = LiveStreamParser()
+  guard let reread = try? again.read(messages.flatMap(\.encoded)), reread == messages else {
+    finding("accepted messages do not survive encoding and reading")
   }
 }
 

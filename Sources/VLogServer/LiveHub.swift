@@ -1,0 +1,312 @@
+internal import Foundation
+internal import LMDB
+internal import Logging
+internal import ServiceLifecycle
+internal import VLog
+internal import VLogWire
+
+/// The live channels (`GET /v1/live`) a server holds, by account: it admits them against its
+/// caps, hands each the signals of its account (``LiveSignal``), pings them, and ends those
+/// whose session ends.
+///
+/// The channels are counted here, apart from the request connections of the
+/// ``ConnectionRegistry``: a channel leaves that registry when it opens, so devices that hold
+/// channels never take the places of requests, and requests never take theirs.
+final class LiveHub: Sendable {
+  /// The bounds of the channels a server holds.
+  struct Limits: Sendable {
+    /// The most channels open at once on the server.
+    var total: Int
+    /// The most channels one account may hold open at once.
+    var perAccount: Int
+    /// How often an idle channel gets a ping.
+    var keepAlive: Duration
+  }
+
+  private struct Channel {
+    let account: UInt64
+    let token: [UInt8]
+    let expiresAt: Int64
+    let mailbox: LiveMailbox
+  }
+
+  private struct State {
+    var channels: [UInt64: Channel] = [:]
+    var byAccount: [UInt64: Set<UInt64>] = [:]
+    var nextID: UInt64 = 0
+    /// The earliest expiry of an open channel's token, in milliseconds.
+    var earliestExpiry = Int64.max
+    var lastPing = ContinuousClock.now
+    var shuttingDown = false
+  }
+
+  /// The bounds.
+  let limits: Limits
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let state = Locked(State())
+  private let now: @Sendable () -> Int64
+  private let resynchronizations: AsyncStream<Void>
+  private let resynchronize: AsyncStream<Void>.Continuation
+
+  /// Creates a hub. `now` is the wall clock in milliseconds, against which tokens expire.
+  init(limits: Limits, now: @escaping @Sendable () -> Int64) {
+    self.limits = limits
+    self.now = now
+    (resynchronizations, resynchronize) = AsyncStream.makeStream(
+      bufferingPolicy: .bufferingNewest(1))
+  }
+
+  /// Opens a channel for a session of `account` whose token has hash `token` and expires at
+  /// `expiresAt` (milliseconds).
+  ///
+  /// - Returns: The channel's id, to ``close(_:)`` it by, and its mailbox.
+  /// - Throws: ``ServerError``: 503 `unavailable` when the server holds its most channels or
+  ///   is shutting down, 429 `tooManyRequests` when the account holds its most; both with
+  ///   `Retry-After`.
+  func open(account: UInt64, token: [UInt8], expiresAt: Int64) throws(ServerError) -> (
+    id: UInt64, mailbox: LiveMailbox
+  ) {
+    let mailbox = LiveMailbox()
+    let limits = limits
+    let outcome = state.withLock { state -> Result<UInt64, ServerError> in
+      guard !state.shuttingDown else {
+        return .failure(.unavailable("the server is shutting down"))
+      }
+      guard state.channels.count < limits.total else {
+        return .failure(
+          .unavailable(
+            "this server holds as many live channels as it can (\(limits.total)); sync "
+              + "without one meanwhile", retryAfter: 30))
+      }
+      guard state.byAccount[account, default: []].count < limits.perAccount else {
+        return .failure(
+          .tooManyRequests(
+            retryAfter: 30,
+            "this account holds \(limits.perAccount) live channels, the most one account may; "
+              + "close one, or sync without one"))
+      }
+      state.nextID += 1
+      let id = state.nextID
+      state.channels[id] = Channel(
+        account: account, token: token, expiresAt: expiresAt, mailbox: mailbox)
+      state.byAccount[account, default: []].insert(id)
+      state.earliestExpiry = min(state.earliestExpiry, expiresAt)
+      return .success(id)
+    }
+    return (try outcome.get(), mailbox)
+  }
+
+  /// Ends a channel's place: what its stream does when it ends, however it ends.
+  func close(_ id: UInt64) {
+    let channel = state.withLock { state -> Channel? in
+      guard let channel = state.channels.removeValue(forKey: id) else { return nil }
+      state.byAccount[channel.account]?.remove(id)
+      if state.byAccount[channel.account]?.isEmpty == true {
+        state.byAccount[channel.account] = nil
+      }
+      return channel
+    }
+    channel?.mailbox.finish()
+  }
+
+  /// The channels open now.
+  var count: Int { state.withLock { $0.channels.count } }
+
+  /// Hands a signal to the channels it concerns.
+  func deliver(_ signal: LiveSignal) {
+    switch signal {
+    case .head(let account, let sequence):
+      for mailbox in mailboxes(of: account) { mailbox.post(head: sequence) }
+    case .tokenRevoked(let account, let hash):
+      end(account: account, where: { $0.token == hash }, with: Self.revoked)
+    case .passwordChanged(let account, let keeping):
+      end(account: account, where: { $0.token != keeping }, with: Self.passwordChanged)
+    case .accountDeleted(let account):
+      end(account: account, where: { _ in true }, with: Self.accountDeleted)
+    case .resynchronize:
+      resynchronize.yield()
+    }
+  }
+
+  private func mailboxes(of account: UInt64) -> [LiveMailbox] {
+    state.withLock { state in
+      state.byAccount[account, default: []].compactMap { state.channels[$0]?.mailbox }
+    }
+  }
+
+  /// Sends `reason` to the account's channels that `matches` picks, and ends them.
+  private func end(
+    account: UInt64, where matches: (Channel) -> Bool, with reason: ErrorBody
+  ) {
+    let ending = state.withLock { state in
+      state.byAccount[account, default: []].compactMap { id in
+        state.channels[id].flatMap { matches($0) ? $0.mailbox : nil }
+      }
+    }
+    for mailbox in ending { mailbox.post(closing: reason) }
+  }
+
+  /// Pings every channel if the keep-alive interval has passed, and ends those whose token has
+  /// expired. The hub's service calls it every second.
+  func tick() {
+    let now = now()
+    let (pinged, expired) = state.withLock { state -> ([LiveMailbox], [LiveMailbox]) in
+      var expired: [LiveMailbox] = []
+      if state.earliestExpiry <= now {
+        expired = state.channels.values.filter { $0.expiresAt <= now }.map(\.mailbox)
+        state.earliestExpiry =
+          state.channels.values.lazy.map(\.expiresAt).filter { $0 > now }.min() ?? .max
+      }
+      guard ContinuousClock.now - state.lastPing >= limits.keepAlive else { return ([], expired) }
+      state.lastPing = .now
+      return (state.channels.values.map(\.mailbox), expired)
+    }
+    for mailbox in expired { mailbox.post(closing: Self.expired) }
+    for mailbox in pinged { mailbox.postPing() }
+  }
+
+  /// Ends every channel, saying the server is shutting down, and admits no more.
+  func shutDown() {
+    let all = state.withLock { state in
+      state.shuttingDown = true
+      return state.channels.values.map(\.mailbox)
+    }
+    for mailbox in all { mailbox.post(closing: Self.shuttingDown) }
+  }
+
+  /// Checks every open channel's token against storage (ending those whose session ended) and
+  /// sends each account its head: what follows signals that may have been missed.
+  func resynchronize(with store: any ServerStorage) async throws {
+    let open = state.withLock { state in
+      state.channels.values.map { (account: $0.account, token: $0.token) }
+    }
+    var valid: [[UInt8]: Bool] = [:]
+    let now = now()
+    for (account, token) in open where valid[token] == nil {
+      let record = try await store.token(hash: token)
+      valid[token] = record.map { $0.account == account && $0.expiresAt > now } ?? false
+    }
+    for (account, token) in open where valid[token] == false {
+      end(account: account, where: { $0.token == token }, with: Self.revoked)
+    }
+    for account in Set(open.map(\.account)) {
+      let head = try await store.head(of: account)
+      for mailbox in mailboxes(of: account) { mailbox.post(head: head) }
+    }
+  }
+
+  /// Waits for resynchronization requests, one at a time, until cancelled.
+  func resynchronizing(with store: any ServerStorage, logger: Logger) async {
+    for await _ in resynchronizations {
+      do {
+        try await resynchronize(with: store)
+      } catch {
+        logger.warning(
+          "resynchronizing the live channels failed", metadata: ["error": "\(error)"])
+      }
+    }
+  }
+
+  static let revoked = ErrorBody(
+    code: .unauthorized, message: "the session ended (signed out or revoked); sign in again")
+  static let passwordChanged = ErrorBody(
+    code: .unauthorized, message: "the account's password changed; sign in again")
+  static let accountDeleted = ErrorBody(code: .unauthorized, message: "the account was deleted")
+  static let expired = ErrorBody(code: .tokenExpired, message: "the token expired; sign in again")
+  static let shuttingDown = ErrorBody(
+    code: .unavailable, message: "the server is shutting down; open the channel again")
+}
+
+/// What one live channel has yet to send: the newest head, a ping, or the message that ends
+/// it. Only the newest head matters, so a device that reads slowly costs no more memory than
+/// one that reads at once.
+final class LiveMailbox: Sendable {
+  private struct State {
+    var head: UInt64?
+    var ping = false
+    var closing: ErrorBody?
+    var closed = false
+  }
+
+  // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
+  private let state = Locked(State())
+  /// Wakes the channel's writer: finished when the channel ends.
+  let wakeups: AsyncStream<Void>
+  private let wake: AsyncStream<Void>.Continuation
+
+  init() {
+    (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+  }
+
+  /// Posts the account's head; a later head replaces one not yet sent.
+  func post(head: UInt64) {
+    state.withLock { $0.head = max($0.head ?? 0, head) }
+    wake.yield()
+  }
+
+  /// Posts a ping.
+  func postPing() {
+    state.withLock { $0.ping = true }
+    wake.yield()
+  }
+
+  /// Posts the message that ends the channel; nothing is sent after it.
+  func post(closing reason: ErrorBody) {
+    state.withLock { if $0.closing == nil { $0.closing = reason } }
+    wake.yield()
+  }
+
+  /// Ends the writer's wait.
+  func finish() { wake.finish() }
+
+  /// The next message to send, nil if there is none; the closing one ends the channel.
+  func take() -> LiveMessage? {
+    state.withLock { state in
+      guard !state.closed else { return nil }
+      // An ended session hears nothing more, not even a head.
+      if let closing = state.closing {
+        state.closed = true
+        return .closed(closing)
+      }
+      if let head = state.head {
+        state.head = nil
+        state.ping = false
+        return .head(head)
+      }
+      if state.ping {
+        state.ping = false
+        return .ping
+      }
+      return nil
+    }
+  }
+
+  /// Whether the closing message was taken.
+  var isClosed: Bool { state.withLock { $0.closed } }
+}
+
+/// Runs a server's ``LiveHub``: storage's listening for signals, a tick every second (pings
+/// and expired tokens), the resynchronizations storage asks for, and at graceful shutdown,
+/// the end of every channel.
+struct LiveHubService: Service {
+  let hub: LiveHub
+  let store: any ServerStorage
+  let logger: Logger
+
+  func run() async throws {
+    await withTaskGroup(of: Void.self) { tasks in
+      tasks.addTask { await store.listenForSignals() }
+      tasks.addTask { await hub.resynchronizing(with: store, logger: logger) }
+      tasks.addTask {
+        while !Task.isCancelled {
+          do { try await Task.sleep(for: .seconds(1)) } catch { return }
+          hub.tick()
+        }
+      }
+      // Until the server shuts down; then every channel ends, so that its connection can.
+      do { try await gracefulShutdown() } catch {}  // cancelled: the server is ending anyway
+      hub.shutDown()
+      tasks.cancelAll()
+    }
+  }
+}
