@@ -125,7 +125,7 @@ public struct SyncStatus: Sendable, Hashable {
   /// The state of an automatic sync's live channel.
   public enum LiveChannelState: Sendable, Hashable {
     /// Not held: the automatic sync is not running, or runs without one
-    /// (``AutomaticSync/LiveOptions/off``).
+    /// (``LiveOptions/off``).
     case off
     /// Being opened.
     case connecting

@@ -5,7 +5,7 @@ public import VLogWire
 /// messages the server sends as they arrive — the account's head when it opens and after each
 /// commit that grows the log, pings, and the message that ends it.
 ///
-/// Iterating ends after a ``LiveMessage/closed(_:)`` message, and throws ``APIError``
+/// Iterating ends after a `LiveMessage.closed(_:)` message, and throws ``APIError``
 /// (``APIError/Code/transport``) when the connection fails or ends without one, when nothing
 /// at all arrives for longer than twice the silence limit (the connection is gone without
 /// saying so), or (``APIError/Code/invalidResponse``) when the stream is malformed. Stopping

@@ -497,7 +497,7 @@ public actor SyncAccount {
 
   /// Opens the account's live channel (`GET /v1/live`), signing in first or again as a sync
   /// would: the server then says, within milliseconds of each commit to the account's log,
-  /// how far the log reaches (``LiveMessage/head(_:)``), and the device syncs if it is behind.
+  /// how far the log reaches (`LiveMessage.head(_:)`), and the device syncs if it is behind.
   /// ``AutomaticSync`` holds one while it runs.
   ///
   /// - Parameter silenceLimit: How long the channel may stay silent before it counts as gone;
