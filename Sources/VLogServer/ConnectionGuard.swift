@@ -82,6 +82,11 @@ final class ConnectionRegistry: Sendable {
   /// The connections open now.
   var openCount: Int { state.withLock { $0.entries.count } }
 
+  /// Whether a connection holds a place (it does not once it holds a live channel).
+  func holds(_ channel: any Channel) -> Bool {
+    state.withLock { $0.entries[ObjectIdentifier(channel)] != nil }
+  }
+
   private static func remove(_ id: ObjectIdentifier, from state: inout State) -> Entry? {
     guard let entry = state.entries.removeValue(forKey: id) else { return nil }
     if let address = entry.address {
@@ -143,6 +148,18 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     headTimer?.cancel()
     if admitted == true { registry.release(context.channel) }
     context.fireChannelInactive()
+  }
+
+  /// A client that closes its side of a connection holding a live channel is gone: the
+  /// connection closes at once. (The server keeps half-closed connections open for their
+  /// answers, so without this it would notice only when a ping fails.)
+  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    if let event = event as? ChannelEvent, event == .inputClosed, admitted == true,
+      !registry.holds(context.channel)
+    {
+      context.close(promise: nil)
+    }
+    context.fireUserInboundEventTriggered(event)
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {

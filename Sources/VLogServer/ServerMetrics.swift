@@ -8,7 +8,8 @@ internal import Prometheus
 /// |---|---|---|
 /// | `vlog_http_requests_total` | counter | `method`, `path` (the route, e.g. `/v1/blobs/:hash`), `status` |
 /// | `vlog_http_request_duration_seconds` | histogram | `method`, `path`, `status` |
-/// | `vlog_http_connections` | gauge | open connections |
+/// | `vlog_http_connections` | gauge | open request connections (not those holding a live channel) |
+/// | `vlog_live_channels` | gauge | open live channels |
 /// | `vlog_events_stored_total` | counter | events new to their account's log |
 /// | `vlog_pages_served_total`, `vlog_events_served_total` | counter | sync answers and the events they carried |
 /// | `vlog_sign_in_failures_total` | counter | wrong user name or password |
@@ -22,6 +23,7 @@ final class ServerMetrics: Sendable {
   let eventsServed: CoreMetrics.Counter
   let signInFailures: CoreMetrics.Counter
   private let connections: CoreMetrics.Gauge
+  private let liveChannels: CoreMetrics.Gauge
 
   init() {
     var factory = PrometheusMetricsFactory(registry: registry)
@@ -37,6 +39,7 @@ final class ServerMetrics: Sendable {
     eventsServed = CoreMetrics.Counter(label: "vlog_events_served_total", factory: factory)
     signInFailures = CoreMetrics.Counter(label: "vlog_sign_in_failures_total", factory: factory)
     connections = CoreMetrics.Gauge(label: "vlog_http_connections", factory: factory)
+    liveChannels = CoreMetrics.Gauge(label: "vlog_live_channels", factory: factory)
   }
 
   /// Counts a request and records how long it took.
@@ -52,9 +55,11 @@ final class ServerMetrics: Sendable {
         + duration.components.attoseconds / 1_000_000_000)
   }
 
-  /// The metrics in Prometheus's text exposition format, with the open connections now.
-  func exposition(openConnections: Int) -> [UInt8] {
+  /// The metrics in Prometheus's text exposition format, with the open connections and live
+  /// channels now.
+  func exposition(openConnections: Int, liveChannels: Int) -> [UInt8] {
     connections.record(openConnections)
+    self.liveChannels.record(liveChannels)
     return registry.emitToBuffer()
   }
 }

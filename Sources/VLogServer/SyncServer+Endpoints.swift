@@ -333,7 +333,8 @@ extension SyncServer {
       status: .ok, headers: headers,
       body: .init(
         byteBuffer: ByteBuffer(
-          bytes: metrics.exposition(openConnections: connections.openCount))))
+          bytes: metrics.exposition(
+            openConnections: connections.openCount, liveChannels: live.count))))
   }
 
   // MARK: - Helpers

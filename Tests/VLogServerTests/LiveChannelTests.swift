@@ -219,6 +219,8 @@ struct LiveChannelTests {
     configuration.maximumLiveChannels = 3
     configuration.maximumLiveChannelsPerAccount = 2
     configuration.maximumConnections = 2
+    // No ping within the test: a channel whose device stops must end by itself.
+    configuration.liveKeepAlive = .seconds(600)
     try await withServer(configuration: configuration) { server in
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
@@ -241,9 +243,12 @@ struct LiveChannelTests {
         for _ in 0..<3 {
           _ = try await caller.sync(SyncPush(cursor: 0, events: []), token: bob).get()
         }
-        // A channel that ends gives its place back.
+        // A channel whose device stops reading gives its place back at once (before, only
+        // when the next ping found the connection gone).
         await open.removeFirst().close()
+        let closed = ContinuousClock.now
         #expect(await eventually { server.openLiveChannels == 2 })
+        #expect(ContinuousClock.now - closed < .seconds(5))
         open.append(try await LiveInbox.open(caller, token: ann))
         for inbox in open { await inbox.close() }
       }

@@ -17,6 +17,14 @@ import VLogSync
 ///   before and after, and checks that every event acknowledged is in the account's log.
 /// - `round-trip`: one device pushing one edit and pulling, call after call: p50 and p99.
 /// - `initial-sync`: a new device pulling an account of `initial-events` events.
+/// - `edit-to-screen`: device A pushes an edit; device B, holding the live channel, shows it:
+///   p50 and p99 over `round-trips` edits.
+/// - `fan-out`: one edit to an account with `fan-out` devices holding live channels: the time
+///   until the last shows it.
+/// - `idle-live`: `live-channels` open channels held by other processes: the server's memory
+///   per channel and its idle CPU, and the cap still enforced.
+/// - `live`: the three above. `load --live` runs the load with every client also holding a
+///   live channel.
 @main
 struct Load: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -33,12 +41,26 @@ struct Load: AsyncParsableCommand {
   var instances = 1
   @Option(help: "load, round-trip, initial-sync, or all.") var measure = Measurement.load
   @Option(help: "Events in the account of the initial sync.") var initialEvents = 100_000
-  @Option(help: "Sync calls of the round-trip measurement.") var roundTrips = 1000
+  @Option(help: "Sync calls of the round-trip measurement, and edits of edit-to-screen.")
+  var roundTrips = 1000
+  @Option(help: "Devices holding live channels in the fan-out measurement.") var fanOut = 100
+  @Option(help: "Open channels of the idle-live measurement.") var liveChannels = 10_000
+  @Option(help: "Processes holding the idle-live measurement's channels.")
+  var holderProcesses = 4
+  @Flag(help: "In the load measurement, every client also holds a live channel.")
+  var live = false
+  @Option(help: .hidden) var hold: String?
+  @Option(help: .hidden) var holdURL: String?
 
   enum Measurement: String, ExpressibleByArgument, CaseIterable {
     case load
     case roundTrip = "round-trip"
     case initialSync = "initial-sync"
+    case editToScreen = "edit-to-screen"
+    case fanOut = "fan-out"
+    case idleLive = "idle-live"
+    /// The three live-channel measurements.
+    case live
     case all
   }
 
@@ -57,6 +79,10 @@ struct Load: AsyncParsableCommand {
   }
 
   func run() async throws {
+    if let hold, let holdURL {
+      try await self.hold(file: hold, url: holdURL)
+      return
+    }
     let vlog = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
       .deletingLastPathComponent().appendingPathComponent("vlog")
     let data = FileManager.default.temporaryDirectory
@@ -78,6 +104,7 @@ struct Load: AsyncParsableCommand {
         ["serve"] + storage + [
           "--port", "0", "--password-cost", "10", "--log-level", "error",
           "--database-connections", "\(max(4, 2 * clients / instances))",
+          "--max-live-channels", "\(liveChannels)",
         ]
       let output = Pipe()
       server.standardOutput = output
@@ -97,7 +124,8 @@ struct Load: AsyncParsableCommand {
     }
 
     var configuration = HTTPClient.Configuration()
-    configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = clients * 2
+    configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit =
+      max(clients * 2, fanOut * 2 + 16)
     let http = HTTPClient(
       eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     do {
@@ -114,6 +142,15 @@ struct Load: AsyncParsableCommand {
       if measure == .load || measure == .all {
         try await load(callers: callers, servers: pids, run: run)
       }
+      if [.editToScreen, .live].contains(measure) {
+        try await editToScreen(urls: urls, http: http, run: run)
+      }
+      if [.fanOut, .live].contains(measure) {
+        try await fanOut(urls: urls, http: http, run: run)
+      }
+      if [.idleLive, .live].contains(measure) {
+        try await idleChannels(urls: urls, servers: pids, http: http, run: run)
+      }
       try await http.shutdown()
     } catch {
       try? await http.shutdown()
@@ -129,6 +166,8 @@ struct Load: AsyncParsableCommand {
       _ = try await caller.createAccount(credentials).get()
       tokens.append(try await caller.signIn(credentials).get().token)
     }
+    let readers = live ? try await holdChannels(callers: callers, tokens: tokens) : []
+    defer { for reader in readers { reader.cancel() } }
     let before = Memory(pids: servers)
 
     let start = ContinuousClock.now
@@ -181,7 +220,8 @@ struct Load: AsyncParsableCommand {
     print(
       """
       \(backend): \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
-      \(events) events per sync, \(Int(seconds)) s (\(build), durable commits):
+      \(live ? "each holding a live channel, " : "")\(events) events per sync, \
+      \(Int(seconds)) s (\(build), durable commits):
         syncs: \(syncs), \(String(format: "%.0f", Double(syncs) / seconds))/s; events \
       acknowledged: \(acknowledged), \(String(format: "%.0f", Double(acknowledged) / seconds))/s
         latency of a sync call: p50 \(String(format: "%.1f", Self.percentile(latencies, 0.5))) ms, \
