@@ -23,6 +23,12 @@ struct RandomServerTransport: Transport {
   func send(_ request: TransportRequest) async throws -> TransportResponse {
     try await servers.randomElement()!.send(request)
   }
+
+  /// A live channel, to whichever instance: after one is killed, a device's next channel
+  /// opens on another (or fails on the dead one, and the next attempt tries again).
+  func open(_ request: TransportRequest) async throws -> TransportStream {
+    try await servers.randomElement()!.open(request)
+  }
 }
 
 /// Starts `vlog serve` on `database` and returns it with its URL.
@@ -84,6 +90,28 @@ func crashScaleOut(
     )
   }
   defer { for (store, _) in devices { store.close() } }
+  // Devices of the first account that only watch: each holds a live channel to a random
+  // instance and syncs only when it hears of a push (no polling within the round). Those on
+  // the killed instance must open a channel on another and catch up by themselves.
+  let watching = LiveOptions(
+    reconnect: SyncBackoff(initial: .milliseconds(100), maximum: .seconds(1), jitter: 0.5),
+    pollInterval: .seconds(3600))
+  var watchers: [(store: NoteStore, sync: AutomaticSync<ContinuousClock>)] = []
+  defer { for watcher in watchers { watcher.store.close() } }
+  for index in 0..<3 {
+    let store = try NoteStore.open(
+      at: "\(root)/watcher-\(index)", options: .init(durability: .noSync))
+    let account = try SyncAccount(
+      store: store, transport: transport, credentials: accounts[0], pageSize: 50)
+    let sync = AutomaticSync(account: account, delay: .milliseconds(50), live: watching)
+    await sync.start()
+    watchers.append((store, sync))
+  }
+  for watcher in watchers {
+    for _ in 0..<500 where await watcher.sync.status.liveChannel != .open {
+      try await Task.sleep(for: .milliseconds(10))
+    }
+  }
   let acknowledged = Acknowledged()
   let pushers = (0..<4).map { pusher in
     Task { [tokens] in
@@ -181,6 +209,21 @@ func crashScaleOut(
   say(
     "\(acknowledged.all.count) acknowledged batches of 5 events: every one in the log, whole, "
       + "each event once; verify: no fault")
+  // The watchers caught up by themselves, over their channels, on whichever instances.
+  for (index, watcher) in watchers.enumerated() {
+    var caughtUp = false
+    for _ in 0..<1500 where !caughtUp {
+      caughtUp = try watcher.store.eventSetDigest() == serverDigest
+      if !caughtUp { try await Task.sleep(for: .milliseconds(20)) }
+    }
+    guard caughtUp else {
+      throw Failure(
+        "watcher \(index) did not catch up within 30 s over its live channel "
+          + "(\(await watcher.sync.status.liveChannel))")
+    }
+  }
+  for watcher in watchers { await watcher.sync.stop() }
+  say("3 watching devices caught up over their live channels, with no sync of their own")
   let digests = try devices.map { try $0.0.eventSetDigest() }
   let states = try devices.map { try $0.0.stateDigest() }
   guard Set(digests).count == 1, digests.first == serverDigest, Set(states).count == 1 else {
