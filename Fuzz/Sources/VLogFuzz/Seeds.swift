@@ -15,7 +15,7 @@ enum Seeds {
     switch target {
     case .liveStream:
       seeds = [
-        ([.head(0), .ping, .head(42)] as [LiveMessage]).flatMap(\.encoded),
+        ([.head(0), .ping, .head(42)] as [LiveMessage]).flatMap { $0.encoded },
         LiveMessage.closed(ErrorBody(code: .unauthorized, message: "the session ended")).encoded,
         Array("event: head\r\ndata:{\"head\":7}\r\n\r\nid: 3\rretry: 1\r\r: ping\n\n".utf8),
       ]

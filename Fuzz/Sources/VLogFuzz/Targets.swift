@@ -104,7 +104,7 @@ func fuzzLiveStream(_ bytes: [UInt8]) {
   else { finding("a stream read whole and in two pieces reads differently") }
   // What was read, written again, reads back.
   var again = LiveStreamParser()
-  guard let reread = try? again.read(messages.flatMap(\.encoded)), reread == messages else {
+  guard let reread = try? again.read(messages.flatMap { $0.encoded }), reread == messages else {
     finding("accepted messages do not survive encoding and reading")
   }
 }
