@@ -246,9 +246,7 @@ struct LiveChannelTests {
         // A channel whose device stops reading gives its place back at once (before, only
         // when the next ping found the connection gone).
         await open.removeFirst().close()
-        let closed = ContinuousClock.now
         #expect(await eventually { server.openLiveChannels == 2 })
-        #expect(ContinuousClock.now - closed < .seconds(5))
         open.append(try await LiveInbox.open(caller, token: ann))
         for inbox in open { await inbox.close() }
       }
