@@ -103,7 +103,12 @@ func crashScaleOut(
       at: "\(root)/watcher-\(index)", options: .init(durability: .noSync))
     let account = try SyncAccount(
       store: store, transport: transport, credentials: accounts[0], pageSize: 50)
-    let sync = AutomaticSync(account: account, delay: .milliseconds(50), live: watching)
+    // A sync that hits the killed instance fails (this transport keeps choosing it, as no
+    // load balancer would): retried within a second, not after the app's minutes of back-off.
+    let sync = AutomaticSync(
+      account: account, delay: .milliseconds(50),
+      backoff: SyncBackoff(initial: .milliseconds(100), maximum: .seconds(1), jitter: 0.5),
+      live: watching)
     await sync.start()
     watchers.append((store, sync))
   }
