@@ -184,12 +184,9 @@ extension Load {
       try holder.run()
       holders.append(holder)
       // "holding N" once every channel is open.
-      var said = ""
-      while !said.contains("\n") {
-        let chunk = output.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        said += String(decoding: chunk, as: UTF8.self)
-      }
+      let said = firstLine(of: output)
+      // The holder has read its file; a file left behind is only clutter in the temporary
+      // directory.
       try? FileManager.default.removeItem(atPath: file)
       guard said.hasPrefix("holding") else {
         throw ValidationError("a holder process failed: \(said)")

@@ -110,12 +110,7 @@ struct Load: AsyncParsableCommand {
       server.standardOutput = output
       try server.run()
       servers.append(server)
-      var banner = ""
-      while !banner.contains("\n") {
-        let chunk = output.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        banner += String(decoding: chunk, as: UTF8.self)
-      }
+      let banner = firstLine(of: output)
       guard
         let url = banner.split(separator: " ").last?.trimmingCharacters(
           in: .whitespacesAndNewlines), url.hasPrefix("http")
@@ -367,6 +362,17 @@ func runClient(
     if counter % 60_000 == 0 { try await Task.sleep(for: .milliseconds(2)) }
   }
   return result
+}
+
+/// What a child process writes to `pipe` up to its first line's end (or its output's end).
+func firstLine(of pipe: Pipe) -> String {
+  var text = ""
+  while !text.contains("\n") {
+    let chunk = pipe.fileHandleForReading.availableData
+    if chunk.isEmpty { break }
+    text += String(decoding: chunk, as: UTF8.self)
+  }
+  return text
 }
 
 /// Processes' resident memory: anonymous (heap) and file-backed (the mapped LMDB file, which

@@ -261,6 +261,7 @@ extension SyncCommand {
       $0.description < $1.description
     }
     let titles = notes.prefix(5).map { id -> String in
+      // A note that cannot be read is shown by its id alone: the line reports, it does not fail.
       let text = (try? store.note(id))??.text ?? ""
       let title = text.split(separator: "\n", maxSplits: 1).first.map(String.init) ?? ""
       return "\(id): " + (title.count > 60 ? title.prefix(59) + "…" : title)
