@@ -30,7 +30,8 @@ enum OpenLock {
   static let fileName = "open.lock"
 
   /// Takes the lock of the environment at `directory`: shared (waiting while a compaction
-  /// runs) or exclusive (failing at once if any process has the environment open).
+  /// runs) or exclusive (failing if any process still has the environment open after
+  /// ``FileLock/exclusiveGrace``).
   ///
   /// - Returns: nil when the directory cannot hold the lock file (read-only media): nothing
   ///   can compact there either.
@@ -51,7 +52,8 @@ extension Environment {
   /// LMDB reuses freed pages but neither shrinks its file nor clears free pages, so bytes a
   /// store erased can survive in them; after compaction they are not in the file. A crash at
   /// any point leaves either the old file or the new one, both whole. Opens wait while a
-  /// compaction runs; a compaction fails at once while the environment is open anywhere.
+  /// compaction runs; a compaction fails while the environment is open anywhere (after a
+  /// second's grace for a process that is closing it).
   ///
   /// - Parameters:
   ///   - path: The environment's directory.

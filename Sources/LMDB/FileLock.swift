@@ -5,12 +5,18 @@
 #endif
 
 /// An advisory `flock` on a file in a directory, held until ``release()`` or the lock goes
-/// away: shared (waiting while someone holds it exclusively) or exclusive (failing at once if
-/// anyone holds it). `flock` locks belong to the open file, so a second lock in the same
-/// process conflicts like one in another, and the kernel drops them when a process dies.
+/// away: shared (waiting while someone holds it exclusively) or exclusive (failing if anyone
+/// still holds it after ``exclusiveGrace``). `flock` locks belong to the open file, so a second
+/// lock in the same process conflicts like one in another, and the kernel drops them when a
+/// process dies.
 package final class FileLock: Sendable {
   // Closed once, by `release()` or `deinit`, which the owner never runs concurrently.
   private nonisolated(unsafe) var descriptor: Int32
+
+  /// How long an exclusive lock waits for holders to let go before it fails: a process that is
+  /// closing the file, or a child process that a holder started at that moment (which holds
+  /// the open file from its start until it runs its program), lets go within it.
+  package static let exclusiveGrace: Duration = .seconds(1)
 
   /// Takes the lock of `fileName` in `directory`, creating the file if needed.
   ///
@@ -26,9 +32,15 @@ package final class FileLock: Sendable {
       if exclusive { throw makeError(errno, "open \(fileName)", path: directory) }
       return nil
     }
+    let clock = ContinuousClock()
+    let giveUp = clock.now + Self.exclusiveGrace
     while flock(descriptor, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH) != 0 {
       let error = errno
       if error == EINTR { continue }
+      if error == EWOULDBLOCK && clock.now < giveUp {
+        usleep(10_000)
+        continue
+      }
       close(descriptor)
       if error == EWOULDBLOCK { throw busy() }
       throw makeError(error, "lock \(fileName)", path: directory)

@@ -20,9 +20,9 @@ extension NoteStore {
   /// copy: free pages are left out, and with them every erased byte. A crash during
   /// compaction leaves the old file or the new one, whole.
   ///
-  /// The store must not be open, in this process or another: compaction fails at once then
-  /// (``VLogError/Code/storage``), and a process that opens the store while compaction runs
-  /// waits for it to finish. It takes about as long as reading the store once.
+  /// The store must not be open, in this process or another: compaction fails then
+  /// (``VLogError/Code/storage``, after a second's grace for a process that is closing it), and
+  /// a process that opens the store while compaction runs waits for it to finish. It takes about as long as reading the store once.
   ///
   /// - Parameters:
   ///   - path: The store's directory.

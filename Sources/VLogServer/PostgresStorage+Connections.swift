@@ -59,6 +59,15 @@ extension PostgresStorage {
       }
       return try await withDeadline(
         total, checkpoints: [(acquire, acquiring)], expire: expire, work)
+    } catch let error as StorageError {
+      throw error
+    } catch is CancellationError {
+      throw CancellationError()
+    } catch  where !held.isAcquired {
+      // The pool gave no connection: whatever its error says (connections that keep failing
+      // trip its circuit breaker, an error of a module of its own), the database cannot be
+      // reached.
+      throw StorageError.unavailable("no database connection: \(Self.describe(error))")
     } catch {
       throw Self.availability(error)
     }

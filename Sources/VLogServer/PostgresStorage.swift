@@ -98,7 +98,9 @@ final class PostgresStorage: ServerStorage {
 
   func isReady() async -> Bool {
     do {
-      return try await withDeadline(.seconds(2)) { [client, logger] in
+      // As long as a request waits for a connection before it is answered 503.
+      return try await withDeadline(min(Self.acquireTimeout, databaseTimeout)) {
+        [client, logger] in
         try await client.query("SELECT 1", logger: logger)
         return true
       }

@@ -34,9 +34,10 @@ final class SeededBytes: Sendable {
   }
 }
 
+/// The servers' logger: silent, or everything with `VLOG_TEST_LOG=1` in the environment.
 let quietLogger: Logger = {
   var logger = Logger(label: "VLogServerTests")
-  logger.logLevel = .critical
+  logger.logLevel = ProcessInfo.processInfo.environment["VLOG_TEST_LOG"] != nil ? .debug : .critical
   return logger
 }()
 
