@@ -442,12 +442,19 @@ final class LMDBStorage: ServerStorage {
 
   /// The account and expiry of a token, by the token's hash.
   func token(hash: [UInt8]) async throws -> TokenRecord? {
+    try await tokens(hashes: [hash]).first
+  }
+
+  /// The tokens of `hashes` that exist, in one read transaction.
+  func tokens(hashes: [[UInt8]]) async throws -> [TokenRecord] {
     try environment.read { transaction in
-      guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
-        let account = BigEndian.read(UInt64.self, from: record, at: 0),
-        let expiry = BigEndian.read(Int64.self, from: record, at: 8)
-      else { return nil }
-      return TokenRecord(hash: hash, account: account, expiresAt: expiry)
+      try hashes.compactMap { hash in
+        guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
+          let account = BigEndian.read(UInt64.self, from: record, at: 0),
+          let expiry = BigEndian.read(Int64.self, from: record, at: 8)
+        else { return nil }
+        return TokenRecord(hash: hash, account: account, expiresAt: expiry)
+      }
     }
   }
 
@@ -524,10 +531,16 @@ final class LMDBStorage: ServerStorage {
     return outcome
   }
 
-  /// The sequence number of the account's last event; 0 for an empty log or no account.
-  func head(of account: UInt64) async throws -> UInt64 {
-    let log = eventLog(of: account)
-    return try environment.read { transaction in try log.state(in: transaction).lastSequence }
+  /// The sequence numbers of the accounts' last events, in one read transaction; 0 for an
+  /// empty log or no account.
+  func heads(of accounts: [UInt64]) async throws -> [UInt64: UInt64] {
+    try environment.read { transaction in
+      var heads: [UInt64: UInt64] = [:]
+      for account in accounts where heads[account] == nil {
+        heads[account] = try eventLog(of: account).state(in: transaction).lastSequence
+      }
+      return heads
+    }
   }
 
   /// Signals come from this storage's own writes: there is nothing to listen to.

@@ -178,22 +178,42 @@ final class LiveHub: Sendable {
   /// sends each account its head: what follows signals that may have been missed.
   func resynchronize(with store: any ServerStorage) async throws {
     let open = state.withLock { state in
-      state.channels.values.map { (account: $0.account, token: $0.token) }
+      Set(state.channels.values.map { Pair(account: $0.account, token: $0.token) })
     }
-    var valid: [[UInt8]: Bool] = [:]
     let now = now()
-    for (account, token) in open where valid[token] == nil {
-      let record = try await store.token(hash: token)
-      valid[token] = record.map { $0.account == account && $0.expiresAt > now } ?? false
+    // A few queries whatever the number of channels: a thousand tokens or accounts in each.
+    let batch = Self.resynchronizationBatch
+    var sessions: [[UInt8]: TokenRecord] = [:]
+    let hashes = Array(Set(open.map(\.token)))
+    for start in stride(from: 0, to: hashes.count, by: batch) {
+      let slice = Array(hashes[start..<min(start + batch, hashes.count)])
+      for record in try await store.tokens(hashes: slice) { sessions[record.hash] = record }
     }
-    for (account, token) in open where valid[token] == false {
-      end(account: account, where: { $0.token == token }, with: Self.revoked)
+    for channel in open {
+      if let session = sessions[channel.token], session.account == channel.account,
+        session.expiresAt > now
+      {
+        continue
+      }
+      end(account: channel.account, where: { $0.token == channel.token }, with: Self.revoked)
     }
-    for account in Set(open.map(\.account)) {
-      let head = try await store.head(of: account)
-      for mailbox in mailboxes(of: account) { mailbox.post(head: head) }
+    let accounts = Array(Set(open.map(\.account)))
+    for start in stride(from: 0, to: accounts.count, by: batch) {
+      let slice = Array(accounts[start..<min(start + batch, accounts.count)])
+      for (account, head) in try await store.heads(of: slice) {
+        for mailbox in mailboxes(of: account) { mailbox.post(head: head) }
+      }
     }
   }
+
+  /// A channel's account and session.
+  private struct Pair: Hashable {
+    let account: UInt64
+    let token: [UInt8]
+  }
+
+  /// How many tokens, or accounts, one query of a resynchronization reads.
+  static let resynchronizationBatch = 1000
 
   /// Waits for resynchronization requests, one at a time, until cancelled.
   func resynchronizing(with store: any ServerStorage, logger: Logger) async {

@@ -54,15 +54,22 @@ extension PostgresStorage {
   }
 
   func token(hash: [UInt8]) async throws -> TokenRecord? {
-    try await withConnection { [self] connection in
+    try await tokens(hashes: [hash]).first
+  }
+
+  func tokens(hashes: [[UInt8]]) async throws -> [TokenRecord] {
+    let keys = hashes.map { ByteBuffer(bytes: $0) }
+    return try await withConnection { [self] connection in
       let rows = try await connection.query(
-        "SELECT account, expires_at FROM vlog_tokens WHERE hash = \(ByteBuffer(bytes: hash))",
+        "SELECT hash, account, expires_at FROM vlog_tokens WHERE hash = ANY(\(keys))",
         logger: logger)
-      for try await (account, expiry) in rows.decode((Int64, Int64).self) {
-        guard let account = UInt64(exactly: account) else { return nil }
-        return TokenRecord(hash: hash, account: account, expiresAt: expiry)
+      var found: [TokenRecord] = []
+      for try await (hash, account, expiry) in rows.decode((ByteBuffer, Int64, Int64).self) {
+        guard let account = UInt64(exactly: account) else { continue }
+        found.append(
+          TokenRecord(hash: Array(hash.readableBytesView), account: account, expiresAt: expiry))
       }
-      return nil
+      return found
     }
   }
 

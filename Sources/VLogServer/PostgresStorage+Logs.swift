@@ -44,9 +44,18 @@ extension PostgresStorage {
     }
   }
 
-  func head(of account: UInt64) async throws -> UInt64 {
-    try await withConnection { [self] connection in
-      try await head(of: Int64(clamping: account), on: connection, locking: false).sequence
+  func heads(of accounts: [UInt64]) async throws -> [UInt64: UInt64] {
+    let numbers = accounts.map { Int64(clamping: $0) }
+    return try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT account, last_sequence FROM vlog_heads WHERE account = ANY(\(numbers))",
+        logger: logger)
+      var heads = Dictionary(accounts.map { ($0, UInt64(0)) }) { first, _ in first }
+      for try await (account, sequence) in rows.decode((Int64, Int64).self) {
+        guard let account = UInt64(exactly: account) else { continue }
+        heads[account] = try PostgresLogWriter.sequence(sequence)
+      }
+      return heads
     }
   }
 

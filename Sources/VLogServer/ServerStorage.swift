@@ -56,6 +56,10 @@ protocol ServerStorage: Sendable {
   /// A token, by its hash.
   func token(hash: [UInt8]) async throws -> TokenRecord?
 
+  /// The tokens of `hashes` that exist, read at once (one query on a database): what
+  /// resynchronizing every live channel checks.
+  func tokens(hashes: [[UInt8]]) async throws -> [TokenRecord]
+
   /// Revokes a token. Returns whether it existed.
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool
@@ -112,8 +116,9 @@ protocol ServerStorage: Sendable {
   /// ago keeps its values.
   func verify(retention: (period: Duration?, now: UInt64)) async throws -> ServerVerification
 
-  /// The sequence number of the account's last event: 0 for an empty log or no account.
-  func head(of account: UInt64) async throws -> UInt64
+  /// The sequence numbers of the accounts' last events, read at once (one query on a
+  /// database): 0 for an empty log or no account.
+  func heads(of accounts: [UInt64]) async throws -> [UInt64: UInt64]
 
   /// Where the storage sends a ``LiveSignal`` for each committed write that live channels must
   /// hear of — a log that grew, a session that ended — whichever server made it.
@@ -131,6 +136,13 @@ protocol ServerStorage: Sendable {
   /// Releases the storage (a database's connections close in the background). Requests after
   /// this fail.
   func close()
+}
+
+extension ServerStorage {
+  /// The sequence number of the account's last event: 0 for an empty log or no account.
+  func head(of account: UInt64) async throws -> UInt64 {
+    try await heads(of: [account])[account] ?? 0
+  }
 }
 
 /// An account as storage keeps it.
