@@ -1,5 +1,6 @@
 internal import LMDB
 internal import NIOCore
+internal import NIOPosix
 internal import PostgresNIO
 
 /// Connections: transactions, the deadline for getting a connection, and what a failure means
@@ -132,6 +133,10 @@ func withDeadline<R: Sendable>(
   let race = DeadlineRace<R>()
   let last: @Sendable () -> String? = { "the database did not answer within \(limit)" }
   let schedule = checkpoints.filter { $0.0 < limit } + [(limit, last)]
+  // The timers are an event loop's: cancelled when the call finishes, they are gone (a
+  // cancelled `Task.sleep` keeps its timer until it would have fired, and every call of a
+  // busy server would leave two behind).
+  let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
   return try await withTaskCancellationHandler {
     try await withCheckedThrowingContinuation { continuation in
       race.start(
@@ -141,7 +146,9 @@ func withDeadline<R: Sendable>(
           do { result = .success(try await body()) } catch { result = .failure(error) }
           race.finish(result)
         },
-        timers: schedule.map { race.timer(after: $0.0, check: $0.1, expire: expire) })
+        timers: schedule.map {
+          race.timer(after: $0.0, on: eventLoop, check: $0.1, expire: expire)
+        })
     }
   } onCancel: {
     race.cancel()
@@ -154,7 +161,7 @@ final class DeadlineRace<R: Sendable>: Sendable {
   private struct State {
     var continuation: CheckedContinuation<R, any Error>?
     var work: Task<Void, Never>?
-    var timers: [Task<Void, Never>] = []
+    var timers: [Scheduled<Void>] = []
     /// The result that came before `start` recorded the continuation.
     var early: Result<R, any Error>?
     var cancelled = false
@@ -164,7 +171,7 @@ final class DeadlineRace<R: Sendable>: Sendable {
 
   func start(
     _ continuation: CheckedContinuation<R, any Error>, work: Task<Void, Never>,
-    timers: [Task<Void, Never>]
+    timers: [Scheduled<Void>]
   ) {
     let (early, cancelled) = state.withLock { state in
       state.work = work
@@ -179,16 +186,14 @@ final class DeadlineRace<R: Sendable>: Sendable {
     }
   }
 
-  /// A task that, after `delay`, stops the call if `check` gives a reason, with the message
-  /// `expire` makes of it.
+  /// A timer on `eventLoop` that, after `delay`, stops the call if `check` gives a reason,
+  /// with the message `expire` makes of it. Cancelled when the call finishes first.
   func timer(
-    after delay: Duration, check: @escaping @Sendable () -> String?,
-    expire: @escaping @Sendable (String) -> String
-  ) -> Task<Void, Never> {
-    Task {
-      // Cancelled when the call finishes first: then the check below does not run.
-      try? await Task.sleep(for: delay)
-      guard !Task.isCancelled, let reason = check() else { return }
+    after delay: Duration, on eventLoop: any EventLoop,
+    check: @escaping @Sendable () -> String?, expire: @escaping @Sendable (String) -> String
+  ) -> Scheduled<Void> {
+    eventLoop.scheduleTask(in: TimeAmount(delay)) { [self] in
+      guard let reason = check() else { return }
       stop(StorageError.unavailable(expire(reason)))
     }
   }

@@ -192,7 +192,11 @@ extension Load {
         throw ValidationError("a holder process failed: \(said)")
       }
     }
-    try await Task.sleep(for: .seconds(2))
+    // Idle means after what the opening set going: the database pool schedules a keep-alive
+    // and an idle timer each time it takes a connection back, and each stays armed until it
+    // would fire, cancelled or not (a sleeping task's timer on Linux), so the two queries of
+    // each opening leave timers that fire for a minute after.
+    try await Task.sleep(for: .seconds(max(2, settle)))
     let after = Memory(pids: [servers[0]])
     let period = 25.0
     let cpuBefore = cpuSeconds(of: servers[0])
@@ -207,7 +211,8 @@ extension Load {
       "\(backend): \(liveChannels) idle live channels from \(holders.count) processes: "
         + "server memory \(String(format: "%.1f", perChannel / 1024)) KiB per channel "
         + "(\(before) before, \(after) after); CPU \(String(format: "%.2f", cpu * 100)) % of "
-        + "one core over \(Int(period)) s (one keep-alive period, pings included); one more "
+        + "one core over \(Int(period)) s (one keep-alive period, pings included, from "
+        + "\(max(2, settle)) s after the channels opened); one more "
         + "channel: \(refused.status.map(String.init) ?? "no answer"); a sync call meanwhile: "
         + "\(served.status.map(String.init) ?? "no answer"); earlier channels ended "
         + "\(String(format: "%.0f", drained)) ms after their devices stopped")

@@ -47,6 +47,13 @@ struct Load: AsyncParsableCommand {
   @Option(help: "Open channels of the idle-live measurement.") var liveChannels = 10_000
   @Option(help: "Processes holding the idle-live measurement's channels.")
   var holderProcesses = 4
+  @Option(
+    help: """
+      Seconds the idle-live measurement waits after the channels open before it measures: \
+      by 65, the database connection pool's timers of the opening burst (keep-alive at \
+      30 s, idle at 60 s) have fired.
+      """)
+  var settle = 65
   @Flag(help: "In the load measurement, every client also holds a live channel.")
   var live = false
   @Option(help: .hidden) var hold: String?
