@@ -215,14 +215,24 @@ final class LiveHub: Sendable {
   /// How many tokens, or accounts, one query of a resynchronization reads.
   static let resynchronizationBatch = 1000
 
-  /// Waits for resynchronization requests, one at a time, until cancelled.
+  /// Waits for resynchronization requests, one at a time, until cancelled. One that fails
+  /// (the database just came back, and is slow or gone again) is tried again after 1 second,
+  /// doubling up to 30, until it succeeds: devices catch up whenever the database lets them.
   func resynchronizing(with store: any ServerStorage, logger: Logger) async {
     for await _ in resynchronizations {
-      do {
-        try await resynchronize(with: store)
-      } catch {
-        logger.warning(
-          "resynchronizing the live channels failed", metadata: ["error": "\(error)"])
+      var wait = 1.0
+      while true {
+        do {
+          try await resynchronize(with: store)
+          break
+        } catch {
+          guard !Task.isCancelled else { return }
+          logger.warning(
+            "resynchronizing the live channels failed; trying again",
+            metadata: ["error": "\(error)", "retryIn": "\(wait) s"])
+        }
+        do { try await Task.sleep(for: .seconds(wait)) } catch { return }
+        wait = min(30, wait * 2)
       }
     }
   }
