@@ -182,12 +182,9 @@ final class LiveHub: Sendable {
     }
     let now = now()
     // A few queries whatever the number of channels: a thousand tokens or accounts in each.
-    let batch = Self.resynchronizationBatch
     var sessions: [[UInt8]: TokenRecord] = [:]
-    let hashes = Array(Set(open.map(\.token)))
-    for start in stride(from: 0, to: hashes.count, by: batch) {
-      let slice = Array(hashes[start..<min(start + batch, hashes.count)])
-      for record in try await store.tokens(hashes: slice) { sessions[record.hash] = record }
+    for batch in Self.batches(of: Set(open.map(\.token))) {
+      for record in try await store.tokens(hashes: batch) { sessions[record.hash] = record }
     }
     for channel in open {
       if let session = sessions[channel.token], session.account == channel.account,
@@ -197,10 +194,8 @@ final class LiveHub: Sendable {
       }
       end(account: channel.account, where: { $0.token == channel.token }, with: Self.revoked)
     }
-    let accounts = Array(Set(open.map(\.account)))
-    for start in stride(from: 0, to: accounts.count, by: batch) {
-      let slice = Array(accounts[start..<min(start + batch, accounts.count)])
-      for (account, head) in try await store.heads(of: slice) {
+    for batch in Self.batches(of: Set(open.map(\.account))) {
+      for (account, head) in try await store.heads(of: batch) {
         for mailbox in mailboxes(of: account) { mailbox.post(head: head) }
       }
     }
@@ -214,6 +209,14 @@ final class LiveHub: Sendable {
 
   /// How many tokens, or accounts, one query of a resynchronization reads.
   static let resynchronizationBatch = 1000
+
+  /// `items` in batches of at most ``resynchronizationBatch``.
+  private static func batches<T>(of items: Set<T>) -> [[T]] {
+    let all = Array(items)
+    return stride(from: 0, to: all.count, by: resynchronizationBatch).map {
+      Array(all[$0..<min($0 + resynchronizationBatch, all.count)])
+    }
+  }
 
   /// Waits for resynchronization requests, one at a time, until cancelled. One that fails
   /// (the database just came back, and is slow or gone again) is tried again after 1 second,

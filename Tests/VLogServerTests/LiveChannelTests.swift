@@ -55,6 +55,8 @@ actor LiveInbox {
     after skip: Int = 0, pings: Bool = false, within seconds: Double = 10
   ) async -> LiveMessage? {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    // Each wait below polls; a cancelled sleep only ends its wait sooner, which the deadline
+    // check then reports as nothing arriving.
     while ContinuousClock.now < deadline {
       let wanted = messages.dropFirst(skip).first { pings || $0 != .ping }
       if let wanted { return wanted }
@@ -341,6 +343,7 @@ struct LiveChannelTests {
           }
           let before = await syncs[1].syncCount
           let note = try await devices[0].store.write { $0.createNote(text: "from the laptop") }
+          // A read that fails counts as not there yet; the next line reads it with `try`.
           #expect(await eventually { (try? devices[1].store.note(note)) != nil })
           #expect(try devices[1].store.note(note)?.text == "from the laptop")
           #expect(await syncs[1].syncCount == before + 1)
@@ -357,6 +360,7 @@ struct LiveChannelTests {
   private func eventually(_ condition: () async -> Bool) async -> Bool {
     for _ in 0..<1000 {
       if await condition() { return true }
+      // A cancelled sleep only polls sooner; the count still bounds the wait.
       try? await Task.sleep(for: .milliseconds(10))
     }
     return await condition()

@@ -146,6 +146,7 @@ func crashScaleOut(
           }
           if attempt == 19 { acknowledged.fail("p\(pusher)b\(batch) never acknowledged") }
         }
+        // Pacing only: a cancelled sleep does no harm.
         try? await Task.sleep(for: .milliseconds(1))
       }
     }
@@ -175,6 +176,7 @@ func crashScaleOut(
   for _ in 0..<3 {
     for (_, account) in devices {
       var synced = false
+      // A failed sync is tried again (20 times) before the round fails, saying so.
       for _ in 0..<20 where !synced { synced = (try? await account.sync()) != nil }
       guard synced else { throw Failure("a device could not sync after the kill") }
     }

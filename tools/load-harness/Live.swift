@@ -93,6 +93,7 @@ extension Load {
   ) async throws {
     let root = FileManager.default.temporaryDirectory
       .appendingPathComponent("vlog-live-\(UUID().uuidString)").path
+    // Clean-up of the temporary directory: one left behind is only clutter.
     defer { try? FileManager.default.removeItem(atPath: root) }
     let credentials = Credentials(username: name, password: "correct horse")
     let transports = urls.map { HTTPTransport(baseURL: $0, client: http) }
@@ -159,6 +160,7 @@ extension Load {
     let before = Memory(pids: [servers[0]])
     let tokenFile = FileManager.default.temporaryDirectory
       .appendingPathComponent("vlog-idle-\(run).txt").path
+    // Clean-up, as above.
     defer { try? FileManager.default.removeItem(atPath: tokenFile) }
     // One line per channel: the token it opens with.
     let lines = (0..<liveChannels).map { tokens[$0 / perAccount] }
