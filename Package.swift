@@ -177,6 +177,7 @@ let package = Package(
     .target(
       name: "ServerTestSupport",
       dependencies: [
+        "VLogTesting",
         .product(name: "Logging", package: "swift-log"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
       ],

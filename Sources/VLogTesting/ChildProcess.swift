@@ -27,6 +27,19 @@ public final class ChildProcess: Sendable {
     public let description: String
   }
 
+  #if canImport(Glibc)
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which its headers
+    /// declare only to C compiled with `_GNU_SOURCE`; nil where the C library has none.
+    private static let addCloseFrom:
+      (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? =
+        dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+          unsafeBitCast(
+            $0,
+            to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)
+              .self)
+        }
+  #endif
+
   /// Starts `executable` with `arguments`, and the environment of this process with
   /// `environment` laid over it.
   public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:])
@@ -44,6 +57,12 @@ public final class ChildProcess: Sendable {
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
     posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
+    // Nothing else of this process's: sockets are not close-on-exec (SwiftNIO accepts without
+    // it), and a child that keeps a copy of a connection the server closed (a database server
+    // started here lives on) holds it open, so its peer never sees it close.
+    #if canImport(Glibc)
+      if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+    #endif
 
     var variables: [String: String] = [:]
     var entry = environ

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import VLogTesting
 
 /// Where a test server keeps its data: every server test runs on both.
 package enum Backend: String, CaseIterable, Sendable, CustomStringConvertible {
@@ -102,7 +103,7 @@ package actor TestCluster {
 
   /// Starts a cluster with `tools/pg-cluster`, watched by this process's id.
   private static func startCluster() async throws -> String {
-    let text = try await pgCluster("start --watch \(getpid())")
+    let text = try await pgCluster(["start", "--watch", "\(getpid())"])
     guard let url = text.split(separator: "\n").first(where: { $0.hasPrefix("postgres://") })
     else {
       throw ClusterError("tools/pg-cluster printed no URL: \(text)")
@@ -114,42 +115,20 @@ package actor TestCluster {
   /// cluster takes seconds to start or stop, and waiting for it on the cooperative pool (two
   /// threads on a two-core machine) would stall every server of the process meanwhile: their
   /// accept loops and handlers run there.
-  package static func pgCluster(_ arguments: String) async throws -> String {
-    let result: Result<String, ClusterError> = await withCheckedContinuation { continuation in
-      Thread.detachNewThread {
-        continuation.resume(
-          returning: Result { () throws(ClusterError) in try runPGCluster(arguments) })
-      }
-    }
-    return try result.get()
-  }
-
-  /// Runs `tools/pg-cluster`, blocking. (Through `popen`: Foundation's `Process.waitUntilExit`
-  /// can hang when called from a task.)
-  private static func runPGCluster(_ arguments: String) throws(ClusterError) -> String {
+  ///
+  /// Through ``ChildProcess``, which gives the child none of this process's descriptors: the
+  /// cluster's server and its watcher live on, and a copy of a server's connection in them
+  /// would keep it open after the server closed it.
+  package static func pgCluster(_ arguments: [String]) async throws -> String {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
-    let command = "'\(root.path)/tools/pg-cluster' \(arguments) 2>&1"
-    guard let pipe = popen(command, "r") else {
-      throw ClusterError("cannot run tools/pg-cluster: errno \(errno)")
+    let result = try await ChildProcess.runOffPool("\(root.path)/tools/pg-cluster", arguments)
+    guard result.status == 0 else {
+      throw ClusterError(
+        "tools/pg-cluster \(arguments.joined(separator: " ")) failed (status \(result.status)): "
+          + result.output + result.errors)
     }
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    let descriptor = fileno(pipe)
-    while true {
-      let count = read(descriptor, &buffer, buffer.count)
-      if count > 0 {
-        output += buffer[0..<count]
-      } else if count == 0 || errno != EINTR {
-        break
-      }
-    }
-    let status = pclose(pipe)
-    let text = String(decoding: output, as: UTF8.self)
-    guard status == 0 else {
-      throw ClusterError("tools/pg-cluster \(arguments) failed (status \(status)): \(text)")
-    }
-    return text
+    return result.output
   }
 
   struct ClusterError: Error, CustomStringConvertible {
@@ -167,7 +146,7 @@ package struct ThrowawayCluster: Sendable {
   /// Starts one, durable (a fault loses no commit), watched by this process's id like the
   /// shared cluster.
   package static func start() async throws -> ThrowawayCluster {
-    let text = try await TestCluster.pgCluster("start --durable --watch \(getpid())")
+    let text = try await TestCluster.pgCluster(["start", "--durable", "--watch", "\(getpid())"])
     guard let directory = text.split(separator: "\n").last.map(String.init),
       directory.hasPrefix("/")
     else {
@@ -182,18 +161,18 @@ package struct ThrowawayCluster: Sendable {
   /// Stops the server as a fault would: `pg_ctl stop -m immediate`, or SIGKILL to every process
   /// of it (`kill`).
   package func halt(killing: Bool) async throws {
-    _ = try await TestCluster.pgCluster("halt '\(directory)' \(killing ? "kill" : "immediate")")
+    _ = try await TestCluster.pgCluster(["halt", directory, killing ? "kill" : "immediate"])
   }
 
   /// Starts the halted server again.
   package func resume() async throws {
-    _ = try await TestCluster.pgCluster("resume '\(directory)'")
+    _ = try await TestCluster.pgCluster(["resume", directory])
   }
 
   /// Stops the server and removes the directory. (A failure to is not the test's: the
   /// cluster's watcher removes it when this process ends.)
   package func stop() async {
-    _ = try? await TestCluster.pgCluster("stop '\(directory)'")
+    _ = try? await TestCluster.pgCluster(["stop", directory])
   }
 
   /// Runs `body` with a cluster of its own, stopped and removed afterwards, whether `body`

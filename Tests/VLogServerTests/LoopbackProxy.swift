@@ -19,7 +19,13 @@ final class LoopbackProxy: Sendable {
   private let target: String
   private let dropping = Atomic<Bool>(false)
   // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
-  private let open = Locked<[Int32]>([])
+  private let open = Locked(Descriptors())
+
+  /// The connections' descriptors, and whether ``stop()`` was called.
+  private struct Descriptors {
+    var list: [Int32] = []
+    var stopped = false
+  }
 
   struct Failed: Error { let what: String }
 
@@ -56,17 +62,28 @@ final class LoopbackProxy: Sendable {
     set { dropping.store(newValue, ordering: .relaxed) }
   }
 
-  /// Closes the listener and every connection.
+  /// Stops listening and ends every connection.
+  ///
+  /// It only shuts descriptors down; the threads that use them close them, under the lock that
+  /// lists them. A descriptor closed here while a thread was about to use it could be reused by
+  /// the time it did: an `accept` on a reused number takes another server's connections.
   func stop() {
-    shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
-    for descriptor in open.withLock({ $0 }) { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    open.withLock { open in
+      open.stopped = true
+      shutdown(listener, Int32(SHUT_RDWR))
+      for descriptor in open.list { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
   }
 
   private func accepting() {
     while true {
       let client = accept(listener, nil, nil)
-      guard client >= 0 else { return }
+      guard client >= 0 else {
+        // Shut down by stop(), or failed: this thread closes what it listened on.
+        if errno == EINTR || errno == ECONNABORTED, !open.withLock({ $0.stopped }) { continue }
+        close(listener)
+        return
+      }
       #if canImport(Glibc)
         let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
       #else
@@ -87,16 +104,27 @@ final class LoopbackProxy: Sendable {
         close(server)
         continue
       }
-      open.withLock { $0 += [client, server] }
+      let admitted = open.withLock { open in
+        guard !open.stopped else { return false }
+        open.list += [client, server]
+        return true
+      }
+      guard admitted else {
+        close(client)
+        close(server)
+        continue
+      }
       let done = PumpCount()
       for (from, to) in [(client, server), (server, client)] {
         Thread.detachNewThread { [self] in
           pump(from: from, to: to)
           // The second pump to end closes both.
           if done.ended() == 2 {
-            open.withLock { $0.removeAll { $0 == client || $0 == server } }
-            close(client)
-            close(server)
+            open.withLock { open in
+              open.list.removeAll { $0 == client || $0 == server }
+              close(client)
+              close(server)
+            }
           }
         }
       }
