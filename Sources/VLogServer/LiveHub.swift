@@ -1,6 +1,8 @@
 internal import Foundation
 internal import LMDB
 internal import Logging
+internal import NIOCore
+internal import NIOHTTPTypes
 internal import ServiceLifecycle
 internal import VLog
 internal import VLogWire
@@ -253,69 +255,134 @@ final class LiveHub: Sendable {
 /// What one live channel has yet to send: the newest head, a ping, or the message that ends
 /// it. Only the newest head matters, so a device that reads slowly costs no more memory than
 /// one that reads at once.
+///
+/// Once its stream has started (``stream(to:)``), it writes its messages to the connection
+/// itself, on the connection's event loop, one write at a time: no task runs per channel
+/// meanwhile. (The connection's task waits, and keeps whatever its frames took for as long as
+/// it waits; a loop writing from it took 11 KiB of them per channel.)
 final class LiveMailbox: Sendable {
   private struct State {
     var head: UInt64?
     var ping = false
     var closing: ErrorBody?
     var closed = false
+    /// The connection the messages go to, once the stream has started.
+    var connection: (any Channel)?
+    /// Whether a write is on its way to the socket: the next waits for it.
+    var writing = false
+    /// The stream, waiting for the channel to end.
+    var ended: CheckedContinuation<Void, Never>?
+    /// Whether the channel has ended: its closing message written, its connection gone, or
+    /// its place given back.
+    var finished = false
   }
 
   // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
   private let state = Locked(State())
-  /// Wakes the channel's writer: finished when the channel ends.
-  let wakeups: AsyncStream<Void>
-  private let wake: AsyncStream<Void>.Continuation
 
-  init() {
-    (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
-  }
+  init() {}
 
   /// Posts the account's head; a later head replaces one not yet sent.
   func post(head: UInt64) {
-    state.withLock { $0.head = max($0.head ?? 0, head) }
-    wake.yield()
+    wake(state.withLock { $0.head = max($0.head ?? 0, head) })
   }
 
   /// Posts a ping.
   func postPing() {
-    state.withLock { $0.ping = true }
-    wake.yield()
+    wake(state.withLock { $0.ping = true })
   }
 
   /// Posts the message that ends the channel; nothing is sent after it.
   func post(closing reason: ErrorBody) {
-    state.withLock { if $0.closing == nil { $0.closing = reason } }
-    wake.yield()
+    wake(state.withLock { if $0.closing == nil { $0.closing = reason } })
   }
 
-  /// Ends the writer's wait.
-  func finish() { wake.finish() }
+  /// Ends the stream's wait: the channel's place is given back.
+  func finish() {
+    state.withLock { Self.end(&$0) }?.resume()
+  }
 
   /// The next message to send, nil if there is none; the closing one ends the channel.
   func take() -> LiveMessage? {
-    state.withLock { state in
-      guard !state.closed else { return nil }
-      // An ended session hears nothing more, not even a head.
-      if let closing = state.closing {
-        state.closed = true
-        return .closed(closing)
-      }
-      if let head = state.head {
-        state.head = nil
-        state.ping = false
-        return .head(head)
-      }
-      if state.ping {
-        state.ping = false
-        return .ping
-      }
-      return nil
-    }
+    state.withLock { Self.take(&$0) }
   }
 
   /// Whether the closing message was taken.
   var isClosed: Bool { state.withLock { $0.closed } }
+
+  /// Writes the channel's messages to `connection` as body parts of its response, as they
+  /// come, until the closing one is written, the connection fails or ``finish()`` is called.
+  ///
+  /// What was written before (the response's head) must have reached the connection's
+  /// pipeline: these writes enter it from its end, as the response's own do.
+  func stream(to connection: any Channel) async {
+    await withCheckedContinuation { continuation in
+      let finished = state.withLock { state in
+        // Ended already, or its closing message was the first and is written.
+        guard !state.finished, !state.closed else { return true }
+        state.connection = connection
+        state.ended = continuation
+        return false
+      }
+      if finished { continuation.resume() } else { pump(connection) }
+    }
+  }
+
+  /// Sends the next message, if one waits and no write is on its way; on the connection's event
+  /// loop.
+  private func pump(_ connection: any Channel) {
+    guard connection.eventLoop.inEventLoop else {
+      connection.eventLoop.execute { self.pump(connection) }
+      return
+    }
+    let message = state.withLock { state -> LiveMessage? in
+      guard !state.finished, !state.writing, let message = Self.take(&state) else { return nil }
+      state.writing = true
+      return message
+    }
+    guard let message else { return }
+    let part = HTTPResponsePart.body(ByteBuffer(bytes: message.encoded))
+    connection.writeAndFlush(part).whenComplete { result in
+      let ended = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+        state.writing = false
+        guard state.closed || (try? result.get()) == nil else { return nil }
+        return Self.end(&state)
+      }
+      if let ended { ended.resume() } else { self.pump(connection) }
+    }
+  }
+
+  /// Wakes the stream, if it has started, after a post.
+  private func wake(_: Void) {
+    if let connection = state.withLock({ $0.connection }) { pump(connection) }
+  }
+
+  private static func take(_ state: inout State) -> LiveMessage? {
+    guard !state.closed else { return nil }
+    // An ended session hears nothing more, not even a head.
+    if let closing = state.closing {
+      state.closed = true
+      return .closed(closing)
+    }
+    if let head = state.head {
+      state.head = nil
+      state.ping = false
+      return .head(head)
+    }
+    if state.ping {
+      state.ping = false
+      return .ping
+    }
+    return nil
+  }
+
+  /// Marks the channel ended; the stream's continuation, to resume outside the lock.
+  private static func end(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+    state.finished = true
+    state.connection = nil
+    defer { state.ended = nil }
+    return state.ended
+  }
 }
 
 /// Runs a server's ``LiveHub``: storage's listening for signals, a tick every second (pings

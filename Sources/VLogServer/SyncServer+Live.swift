@@ -19,16 +19,9 @@ extension SyncServer {
   /// the token is never in a URL), described in the OpenAPI document, and carried by the same
   /// HTTP/1.1 stack, middleware and proxies as the rest of the API.
   func live(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let session = try await session(of: request)
-    let (id, mailbox) = try live.open(
-      account: session.account, token: session.hash, expiresAt: session.expiresAt)
-    let head: UInt64
-    do {
-      head = try await store.head(of: session.account)
-    } catch {
-      live.close(id)
-      throw error
-    }
+    // In a task of its own: the connection's task keeps the deepest its frames ever went for
+    // as long as the channel is open, so the session's and the head's reads go elsewhere.
+    let (session, id, mailbox, head) = try await Task { try await openChannel(request) }.value
     // The channel's place is the hub's from now: the connection leaves the request
     // connections' count, and joins it again (or closes, if it has no place there) when the
     // channel ends. Closing the connection ends the channel, whatever the stream is doing.
@@ -47,15 +40,16 @@ extension SyncServer {
       status: .ok, headers: headers,
       body: ResponseBody { writer in
         defer { hub.close(id) }
-        // The server waits for its requests to end before it stops: a channel ends when the
-        // server starts shutting down, saying so.
-        try await withGracefulShutdownHandler {
-          stream: for await _ in mailbox.wakeups {
-            while let message = mailbox.take() {
-              try await writer.write(ByteBuffer(bytes: message.encoded))
-              if mailbox.isClosed { break stream }
-            }
-          }
+        // The first message through the response's writer, which writes its head before it:
+        // both are in the connection's pipeline before the mailbox writes the rest.
+        if let first = mailbox.take() {
+          try await writer.write(ByteBuffer(bytes: first.encoded))
+        }
+        // The server waits for its requests to end before it stops (and before the hub's
+        // service hears of the shutdown): a channel ends when the server starts shutting down,
+        // saying so.
+        await withGracefulShutdownHandler {
+          await mailbox.stream(to: channel)
         } onGracefulShutdown: {
           mailbox.post(closing: LiveHub.shuttingDown)
         }
@@ -67,5 +61,21 @@ extension SyncServer {
         }
         try await writer.finish(nil)
       })
+  }
+
+  /// Authenticates a live channel's request, takes the channel's place and reads the account's
+  /// head.
+  private func openChannel(_ request: Request) async throws -> (
+    session: TokenRecord, id: UInt64, mailbox: LiveMailbox, head: UInt64
+  ) {
+    let session = try await session(of: request)
+    let (id, mailbox) = try live.open(
+      account: session.account, token: session.hash, expiresAt: session.expiresAt)
+    do {
+      return (session, id, mailbox, try await store.head(of: session.account))
+    } catch {
+      live.close(id)
+      throw error
+    }
   }
 }

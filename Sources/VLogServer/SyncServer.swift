@@ -577,12 +577,29 @@ struct ServerMiddleware: RouterMiddleware {
     _ request: Request, context: ServerContext,
     next: (Request, ServerContext) async throws -> Response
   ) async throws -> Response {
+    // Only what the wait below needs lives across it; the rest is synchronous. A connection's
+    // task keeps the most its frames took for as long as the connection is open, and a live
+    // channel's connection stays open for good.
     let start = ContinuousClock.now
-    // A request id from the caller (a load balancer's, say) is kept, so one request can be
-    // followed through both logs; otherwise Hummingbird's own.
+    let (context, requestID) = Self.identify(request, context)
+    let outcome: Result<Response, any Error>
+    do {
+      outcome = .success(try await next(request, context))
+    } catch {
+      outcome = .failure(error)
+    }
+    return answer(outcome, to: request, context: context, requestID: requestID, start: start)
+  }
+
+  /// The request's id, and the context that logs under it. A request id from the caller (a
+  /// load balancer's, say) is kept, so one request can be followed through both logs;
+  /// otherwise Hummingbird's own.
+  private static func identify(
+    _ request: Request, _ context: ServerContext
+  ) -> (ServerContext, String) {
     var context = context
     let requestID: String
-    if let given = request.headers[.requestID], Self.isAcceptableRequestID(given) {
+    if let given = request.headers[.requestID], isAcceptableRequestID(given) {
       requestID = given
     } else if let own = context.logger[metadataKey: "hb.request.id"] {
       requestID = own.description
@@ -591,16 +608,23 @@ struct ServerMiddleware: RouterMiddleware {
       requestID = Hex.string((0..<8).map { _ in UInt8.random(in: 0...255) })
     }
     context.logger[metadataKey: "hb.request.id"] = .string(requestID)
+    return (context, requestID)
+  }
+
+  /// The response to send for what the route answered or threw: every error as a JSON
+  /// ``ErrorBody``, a HEAD without its body; counted and logged.
+  private func answer(
+    _ outcome: Result<Response, any Error>, to request: Request, context: ServerContext,
+    requestID: String, start: ContinuousClock.Instant
+  ) -> Response {
     var response: Response
     do {
+      response = try outcome.get()
       if request.method == .head {
         // HEAD is GET without the body (the routes send HEAD to GET's handlers).
-        response = try await next(request, context)
         let length = response.body.contentLength
         response.body = ResponseBody()
         if let length { response.headers[.contentLength] = String(length) }
-      } else {
-        response = try await next(request, context)
       }
     } catch let error as ServerError {
       response = error.response()
