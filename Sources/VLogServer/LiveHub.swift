@@ -284,17 +284,20 @@ final class LiveMailbox: Sendable {
 
   /// Posts the account's head; a later head replaces one not yet sent.
   func post(head: UInt64) {
-    wake(state.withLock { $0.head = max($0.head ?? 0, head) })
+    state.withLock { $0.head = max($0.head ?? 0, head) }
+    wake()
   }
 
   /// Posts a ping.
   func postPing() {
-    wake(state.withLock { $0.ping = true })
+    state.withLock { $0.ping = true }
+    wake()
   }
 
   /// Posts the message that ends the channel; nothing is sent after it.
   func post(closing reason: ErrorBody) {
-    wake(state.withLock { if $0.closing == nil { $0.closing = reason } })
+    state.withLock { if $0.closing == nil { $0.closing = reason } }
+    wake()
   }
 
   /// Ends the stream's wait: the channel's place is given back.
@@ -345,7 +348,9 @@ final class LiveMailbox: Sendable {
     connection.writeAndFlush(part).whenComplete { result in
       let ended = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
         state.writing = false
-        guard state.closed || (try? result.get()) == nil else { return nil }
+        // Ended when the closing message is written, or when a write fails (the connection
+        // is gone: its close gives the place back too).
+        if case .success = result, !state.closed { return nil }
         return Self.end(&state)
       }
       if let ended { ended.resume() } else { self.pump(connection) }
@@ -353,7 +358,7 @@ final class LiveMailbox: Sendable {
   }
 
   /// Wakes the stream, if it has started, after a post.
-  private func wake(_: Void) {
+  private func wake() {
     if let connection = state.withLock({ $0.connection }) { pump(connection) }
   }
 
