@@ -1,3 +1,4 @@
+internal import Logging
 internal import PostgresNIO
 internal import VLog
 
@@ -9,9 +10,16 @@ extension PostgresStorage {
   /// reads, no writes) while it is rewritten, about as long as copying it once. Not bound by
   /// the database timeout.
   ///
+  /// `VACUUM FULL` copies a deleted row that a transaction still open could read, so that
+  /// transaction's snapshot would keep the row's bytes in the new files. Compaction therefore
+  /// first waits for every transaction of this database that began before it to end, saying
+  /// which it waits for every 10 seconds, and fails, having rewritten nothing, when one is
+  /// still open after `patience`.
+  ///
   /// - Returns: The tables' size (with their indexes and TOAST) before and after, in bytes.
-  func compact() async throws -> (bytesBefore: Int, bytesAfter: Int) {
+  func compact(patience: Duration) async throws -> (bytesBefore: Int, bytesAfter: Int) {
     try await client.withConnection { [logger] connection in
+      try await Self.waitForOlderSnapshots(on: connection, patience: patience, logger: logger)
       func size() async throws -> Int {
         let rows = try await connection.query(
           """
@@ -39,6 +47,60 @@ extension PostgresStorage {
         try await connection.query(PostgresQuery(unsafeSQL: "VACUUM FULL \(table)"), logger: logger)
       }
       return (before, try await size())
+    }
+  }
+
+  /// Waits until no other session of this database holds a snapshot or a transaction id from
+  /// before the call, so that every row deleted before it is dead to all of them.
+  private static func waitForOlderSnapshots(
+    on connection: PostgresConnection, patience: Duration, logger: Logger
+  ) async throws {
+    // The first transaction id not yet begun when compaction starts.
+    var start = ""
+    for try await xid in try await connection.query(
+      "SELECT pg_snapshot_xmax(pg_current_snapshot())::text", logger: logger
+    ).decode(String.self) {
+      start = xid
+    }
+    let clock = ContinuousClock()
+    let began = clock.now
+    var told = began - .seconds(10)
+    while true {
+      // age(x) counts back from the next transaction id: an older id has a greater age.
+      let rows = try await connection.query(
+        """
+        SELECT pid, coalesce(application_name, ''), coalesce(state, ''),
+          coalesce(to_char(xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '')
+        FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()
+          AND (age(backend_xmin) > age(\(start)::xid) OR age(backend_xid) > age(\(start)::xid))
+        ORDER BY pid
+        """, logger: logger)
+      var sessions: [String] = []
+      for try await (pid, application, state, since) in rows.decode(
+        (Int32, String, String, String).self)
+      {
+        let name = application.isEmpty ? "" : " '\(application)'"
+        let when = since.isEmpty ? "" : ", in a transaction since \(since)"
+        sessions.append("pid \(pid)\(name) (\(state.isEmpty ? "state unknown" : state)\(when))")
+      }
+      guard !sessions.isEmpty else { return }
+      let list = sessions.joined(separator: "; ")
+      if clock.now - began >= patience {
+        throw StorageError.unusable(
+          """
+          \(sessions.count) transaction(s) that began before compaction are still open after \
+          \(patience), and VACUUM FULL would keep the deleted rows they can read: \(list). \
+          Nothing was rewritten; end them (SELECT pg_terminate_backend(pid)) and compact again
+          """)
+      }
+      if clock.now - told >= .seconds(10) {
+        told = clock.now
+        logger.notice(
+          "compaction waits for transactions that began before it, which can still read deleted rows: \(list)"
+        )
+      }
+      try await Task.sleep(for: .milliseconds(100))
     }
   }
 

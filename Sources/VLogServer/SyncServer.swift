@@ -335,15 +335,20 @@ public final class SyncServer: Sendable {
   /// WAL keeps the old bytes until its segments are recycled (after the next checkpoints), and
   /// backups until they are deleted.
   ///
+  /// A deleted row that a transaction still open can read would be copied into the new files,
+  /// so compaction first waits for the transactions of the database that began before it to
+  /// end (logging which, every 10 seconds), and fails, having rewritten nothing, if one is
+  /// still open after `patience`.
+  ///
   /// - Returns: The database, for messages (without the password), and the tables' size, with
   ///   indexes, before and after.
-  public static func compact(database: String, logger: Logger) async throws -> (
-    location: String, bytesBefore: Int, bytesAfter: Int
-  ) {
+  public static func compact(
+    database: String, patience: Duration = .seconds(300), logger: Logger
+  ) async throws -> (location: String, bytesBefore: Int, bytesAfter: Int) {
     let store = try await PostgresStorage.open(url: database, maximumConnections: 1, logger: logger)
     defer { store.close() }
     do {
-      let (before, after) = try await store.compact()
+      let (before, after) = try await store.compact(patience: patience)
       return (store.location, before, after)
     } catch {
       throw StorageError.unusable(

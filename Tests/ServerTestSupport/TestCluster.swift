@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PostgresNIO
+package import PostgresNIO
 import VLogTesting
 
 /// Where a test server keeps its data: every server test runs on both.
@@ -81,24 +81,45 @@ package actor TestCluster {
     guard let components = URLComponents(string: url) else {
       throw ClusterError("not a PostgreSQL URL: \(url)")
     }
+    let client = client(of: components, database: "postgres")
+    Task.detached { await client.run() }
+    return (components, client)
+  }
+
+  /// A client, not yet running, of database `name` of the cluster at `components`.
+  private static func client(of components: URLComponents, database name: String)
+    -> PostgresClient
+  {
     let socket = components.queryItems?.first { $0.name == "host" }?.value
     let configuration: PostgresClient.Configuration =
       if let socket {
         .init(
           unixSocketPath: socket + "/.s.PGSQL.\(components.port ?? 5432)",
           username: components.user ?? "postgres", password: components.password,
-          database: "postgres")
+          database: name)
       } else {
         .init(
           host: components.host ?? "localhost", port: components.port ?? 5432,
           username: components.user ?? "postgres", password: components.password,
-          database: "postgres", tls: .disable)
+          database: name, tls: .disable)
       }
     var logger = Logger(label: "TestCluster")
     logger.logLevel = .critical
-    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-    Task.detached { await client.run() }
-    return (components, client)
+    return PostgresClient(configuration: configuration, backgroundLogger: logger)
+  }
+
+  /// Runs `body` with a connection, as the cluster's superuser, to database `name`, which
+  /// closes when `body` returns.
+  package func withConnection<R: Sendable>(
+    database name: String, _ body: @Sendable (PostgresConnection) async throws -> R
+  ) async throws -> R {
+    let (components, _) = try await cluster()
+    let client = Self.client(of: components, database: name)
+    return try await withThrowingDiscardingTaskGroup { group in
+      group.addTask { await client.run() }
+      defer { group.cancelAll() }
+      return try await client.withConnection { try await body($0) }
+    }
   }
 
   /// Starts a cluster with `tools/pg-cluster`, watched by this process's id.

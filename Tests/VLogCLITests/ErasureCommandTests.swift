@@ -70,6 +70,16 @@ extension BinaryTests {
       let (missingStatus, _, missing) = try await vlog(["compact", "--data", root + "/nothing"])
       #expect(missingStatus == 1)
       #expect(missing.contains("no server data"))
+
+      // --wait is for --database alone, and a number of seconds above 0.
+      let (waitStatus, _, wait) = try await vlog(["compact", "--store", path, "--wait", "5"])
+      #expect(waitStatus == 1)
+      #expect(wait.contains("--wait applies only with --database"), "\(wait)")
+      let (zeroStatus, _, zero) = try await vlog([
+        "compact", "--database", "postgres://nobody@127.0.0.1:1/none", "--wait", "0",
+      ])
+      #expect(zeroStatus == 1)
+      #expect(zero.contains("--wait: 0"), "\(zero)")
     }
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import PostgresNIO
 import ServerTestSupport
 import Testing
 import VLog
@@ -315,5 +316,60 @@ struct PostgresCompactionTests {
     // The database still serves.
     let again = try await signUp(caller, "bob")
     _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: again).get()
+  }
+
+  @Test(
+    "Compaction waits for a transaction that could still read the deleted rows, then erases them; out of patience, it rewrites nothing and names the session"
+  )
+  func compactWaitsForOlderSnapshots() async throws {
+    let url = try await TestCluster.shared.newDatabase()
+    let name = try #require(URLComponents(string: url)?.path.dropFirst().description)
+    let server = try await SyncServer.open(
+      database: url, configuration: .testing, logger: quietLogger)
+    defer { server.close() }
+    let caller = APICaller(transport: InProcessTransport(server: server))
+    let token = try await signUp(caller, "ann")
+    let canary = "canary-\(UUID().uuidString)"
+    let event = Event(
+      stamp: Stamp(
+        time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
+        replica: ReplicaID(Identifier(high: 9, low: 9))),
+      change: .textSet(NoteID(Identifier(high: 9, low: 1)), text: canary))
+    _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token).get()
+    try await TestCluster.shared.withConnection(database: name) { reader in
+      // A transaction whose snapshot is older than the deletion, holding no lock on VLog's
+      // tables (one that did would make VACUUM FULL wait for it anyway): a report on other
+      // tables, an autovacuum worker listing the tables.
+      try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: quietLogger)
+      var pid: Int32 = 0
+      for try await value in try await reader.query(
+        "SELECT pg_backend_pid()", logger: quietLogger
+      ).decode(Int32.self) {
+        pid = value
+      }
+      #expect(pid != 0)
+      _ = try await caller.deleteAccount(password: "correct horse", token: token).get()
+
+      // Out of patience: an error naming the reader, and the rows not rewritten.
+      let impatient = await #expect(throws: StorageError.self) {
+        _ = try await SyncServer.compact(
+          database: url, patience: .milliseconds(300), logger: quietLogger)
+      }
+      #expect(impatient?.message.contains("pid \(pid)") == true, "\(String(describing: impatient))")
+      #expect(try await Self.filesHold(canary, database: name))
+
+      // Patient: it waits while the reader's transaction is open, and finishes once it ends.
+      let finished = Locked(false)
+      let compaction = Task {
+        defer { finished.withLock { $0 = true } }
+        return try await SyncServer.compact(database: url, logger: quietLogger)
+      }
+      try await Task.sleep(for: .seconds(1))
+      #expect(finished.withLock { $0 } == false)
+      try await reader.query("COMMIT", logger: quietLogger)
+      _ = try await compaction.value
+    }
+    // Before, the rewrite copied the rows the reader could still read, canary and all.
+    #expect(try await !Self.filesHold(canary, database: name))
   }
 }

@@ -192,6 +192,17 @@ struct Compact: AsyncParsableCommand {
         + "is locked, no reads and no writes, while it is rewritten.",
       valueName: "url"))
   var database: String?
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "With --database: how long to wait for transactions that began before compaction.",
+      discussion:
+        "A transaction open since before a deletion could still read the deleted rows, and "
+        + "VACUUM FULL would copy them; compaction waits for such transactions to end, naming "
+        + "them every 10 seconds, and past this many seconds (300 by default) fails having "
+        + "rewritten nothing.",
+      valueName: "seconds"))
+  var wait: Int?
 
   struct Output: Encodable {
     let path: String
@@ -204,11 +215,16 @@ struct Compact: AsyncParsableCommand {
     let sizes: (bytesBefore: Int, bytesAfter: Int)
     if let database {
       guard data == nil else { throw CLIError("give --data or --database, not both") }
+      let wait = wait ?? 300
+      guard wait > 0 else { throw CLIError("--wait: \(wait) is not a number of seconds above 0") }
+      var logger = Logger(label: "vlog.compact") { StreamLogHandler.standardError(label: $0) }
+      logger.logLevel = .notice
       let result = try await SyncServer.compact(
-        database: database, logger: Logger(label: "vlog") { _ in SwiftLogNoOpLogHandler() })
+        database: database, patience: .seconds(wait), logger: logger)
       path = result.location
       sizes = (result.bytesBefore, result.bytesAfter)
     } else if let data {
+      guard wait == nil else { throw CLIError("--wait applies only with --database") }
       guard FileManager.default.fileExists(atPath: data + "/data.mdb") else {
         throw CLIError(
           "no server data at '\(data)'; check the path given to 'vlog serve --data'")
@@ -217,6 +233,7 @@ struct Compact: AsyncParsableCommand {
       try refuseDamagedStructure(data, kind: "server data")
       sizes = try SyncServer.compact(dataDirectory: data)
     } else {
+      guard wait == nil else { throw CLIError("--wait applies only with --database") }
       path = try options.path()
       guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
         throw CLIError("no store at '\(path)'; check the path")
