@@ -288,24 +288,45 @@ struct PostgresCompactionTests {
     return false
   }
 
+  /// A server on a new database, and account ann there, whose log holds a canary's text.
+  struct Subject {
+    let url: String
+    let name: String
+    let server: SyncServer
+    let caller: APICaller
+    let token: String
+    let canary: String
+    let event: Event
+
+    static func make() async throws -> Subject {
+      let url = try await TestCluster.shared.newDatabase()
+      let name = try #require(URLComponents(string: url)?.path.dropFirst().description)
+      let server = try await SyncServer.open(
+        database: url, configuration: .testing, logger: quietLogger)
+      let caller = APICaller(transport: InProcessTransport(server: server))
+      let token = try await signUp(caller, "ann")
+      let canary = "canary-\(UUID().uuidString)"
+      let event = Event(
+        stamp: Stamp(
+          time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
+          replica: ReplicaID(Identifier(high: 9, low: 9))),
+        change: .textSet(NoteID(Identifier(high: 9, low: 1)), text: canary))
+      _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token).get()
+      return Subject(
+        url: url, name: name, server: server, caller: caller, token: token, canary: canary,
+        event: event)
+    }
+  }
+
   @Test(
     "After an account's deletion, its bytes stay in the table files until vlog compact --database rewrites them"
   )
   func compactErasesDeletedAccount() async throws {
-    let url = try await TestCluster.shared.newDatabase()
-    let name = try #require(URLComponents(string: url)?.path.dropFirst().description)
-    let server = try await SyncServer.open(
-      database: url, configuration: .testing, logger: quietLogger)
-    defer { server.close() }
-    let caller = APICaller(transport: InProcessTransport(server: server))
-    let token = try await signUp(caller, "ann")
-    let canary = "canary-\(UUID().uuidString)"
-    let event = Event(
-      stamp: Stamp(
-        time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
-        replica: ReplicaID(Identifier(high: 9, low: 9))),
-      change: .textSet(NoteID(Identifier(high: 9, low: 1)), text: canary))
-    _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token).get()
+    let subject = try await Subject.make()
+    defer { subject.server.close() }
+    let (url, name, caller, token, canary, event) = (
+      subject.url, subject.name, subject.caller, subject.token, subject.canary, subject.event
+    )
     _ = try await caller.deleteAccount(password: "correct horse", token: token).get()
     // What the issue found: the deleted rows' bytes are still in the files.
     #expect(try await Self.filesHold(canary, database: name))
@@ -322,20 +343,11 @@ struct PostgresCompactionTests {
     "Compaction waits for a transaction that could still read the deleted rows, then erases them; out of patience, it rewrites nothing and names the session"
   )
   func compactWaitsForOlderSnapshots() async throws {
-    let url = try await TestCluster.shared.newDatabase()
-    let name = try #require(URLComponents(string: url)?.path.dropFirst().description)
-    let server = try await SyncServer.open(
-      database: url, configuration: .testing, logger: quietLogger)
-    defer { server.close() }
-    let caller = APICaller(transport: InProcessTransport(server: server))
-    let token = try await signUp(caller, "ann")
-    let canary = "canary-\(UUID().uuidString)"
-    let event = Event(
-      stamp: Stamp(
-        time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
-        replica: ReplicaID(Identifier(high: 9, low: 9))),
-      change: .textSet(NoteID(Identifier(high: 9, low: 1)), text: canary))
-    _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token).get()
+    let subject = try await Subject.make()
+    defer { subject.server.close() }
+    let (url, name, caller, token, canary) = (
+      subject.url, subject.name, subject.caller, subject.token, subject.canary
+    )
     try await TestCluster.shared.withConnection(database: name) { reader in
       // A transaction whose snapshot is older than the deletion, holding no lock on VLog's
       // tables (one that did would make VACUUM FULL wait for it anyway): a report on other
