@@ -70,18 +70,26 @@ enum LiveSignal: Sendable, Hashable {
 /// Where storage hands the signals of its commits to the server's ``LiveHub``: one receiver,
 /// called on the committing thread (or the `LISTEN` connection's), which must not block.
 final class LiveFeed: Sendable {
+  /// The receiver, boxed: a function held directly as a lock's generic value is wrapped in
+  /// two more reabstraction thunks each time the lock hands it out and takes it back, so every
+  /// signal went through all the thunks of every signal before it (a server's pushes grew
+  /// slower, and its stack deeper, with each one).
+  private struct Receiver: Sendable {
+    let body: @Sendable (LiveSignal) -> Void
+  }
+
   // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
-  private let receiver = Locked<(@Sendable (LiveSignal) -> Void)?>(nil)
+  private let receiver = Locked<Receiver?>(nil)
 
   init() {}
 
   /// Sets the receiver of every signal from now on.
   func receive(_ body: @escaping @Sendable (LiveSignal) -> Void) {
-    receiver.withLock { $0 = body }
+    receiver.withLock { $0 = Receiver(body: body) }
   }
 
   /// Hands a signal to the receiver, if there is one.
   func send(_ signal: LiveSignal) {
-    receiver.withLock { $0 }?(signal)
+    receiver.withLock { $0 }?.body(signal)
   }
 }

@@ -67,3 +67,33 @@ struct LiveHubTests {
     }
   }
 }
+
+@Suite("Live feed")
+struct LiveFeedTests {
+  /// The stack's depth here: the address of a local.
+  @inline(never)
+  static func stackAddress() -> UInt {
+    var marker = 0
+    return withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+  }
+
+  @Test("A signal reaches the receiver at the same stack depth however many came before it")
+  func receiverDepth() {
+    let feed = LiveFeed()
+    let depths = Locked<[UInt]>([])
+    feed.receive { _ in
+      let here = LiveFeedTests.stackAddress()
+      depths.withLock { $0.append(here) }
+    }
+    for sequence in 0..<20_000 {
+      feed.send(.head(account: 1, sequence: UInt64(sequence)))
+    }
+    let seen = depths.withLock { $0 }
+    #expect(seen.count == 20_000)
+    // Before, the lock wrapped the receiver in two more thunks at each signal: each went
+    // through every earlier signal's thunks, ever deeper in the stack.
+    #expect(
+      Set(seen).count == 1,
+      "\(Set(seen).count) depths, from \(seen.first ?? 0) to \(seen.last ?? 0)")
+  }
+}
