@@ -335,6 +335,10 @@ public final class SyncServer: Sendable {
   /// WAL keeps the old bytes until its segments are recycled (after the next checkpoints), and
   /// backups until they are deleted.
   ///
+  /// How long ``compact(database:patience:logger:)`` waits, by default, for the transactions
+  /// that began before it.
+  public static let compactionPatience: Duration = .seconds(300)
+
   /// A deleted row that a transaction still open can read would be copied into the new files,
   /// so compaction first waits for the transactions of the database that began before it to
   /// end (logging which, every 10 seconds), and fails, having rewritten nothing, if one is
@@ -343,7 +347,7 @@ public final class SyncServer: Sendable {
   /// - Returns: The database, for messages (without the password), and the tables' size, with
   ///   indexes, before and after.
   public static func compact(
-    database: String, patience: Duration = .seconds(300), logger: Logger
+    database: String, patience: Duration = compactionPatience, logger: Logger
   ) async throws -> (location: String, bytesBefore: Int, bytesAfter: Int) {
     let store = try await PostgresStorage.open(url: database, maximumConnections: 1, logger: logger)
     defer { store.close() }

@@ -213,18 +213,22 @@ struct Compact: AsyncParsableCommand {
   func run() async throws {
     let path: String
     let sizes: (bytesBefore: Int, bytesAfter: Int)
+    guard database != nil || wait == nil else {
+      throw CLIError("--wait applies only with --database")
+    }
     if let database {
       guard data == nil else { throw CLIError("give --data or --database, not both") }
-      let wait = wait ?? 300
-      guard wait > 0 else { throw CLIError("--wait: \(wait) is not a number of seconds above 0") }
+      if let wait, wait <= 0 {
+        throw CLIError("--wait: \(wait) is not a number of seconds above 0")
+      }
       var logger = Logger(label: "vlog.compact") { StreamLogHandler.standardError(label: $0) }
       logger.logLevel = .notice
       let result = try await SyncServer.compact(
-        database: database, patience: .seconds(wait), logger: logger)
+        database: database, patience: wait.map { .seconds($0) } ?? SyncServer.compactionPatience,
+        logger: logger)
       path = result.location
       sizes = (result.bytesBefore, result.bytesAfter)
     } else if let data {
-      guard wait == nil else { throw CLIError("--wait applies only with --database") }
       guard FileManager.default.fileExists(atPath: data + "/data.mdb") else {
         throw CLIError(
           "no server data at '\(data)'; check the path given to 'vlog serve --data'")
@@ -233,7 +237,6 @@ struct Compact: AsyncParsableCommand {
       try refuseDamagedStructure(data, kind: "server data")
       sizes = try SyncServer.compact(dataDirectory: data)
     } else {
-      guard wait == nil else { throw CLIError("--wait applies only with --database") }
       path = try options.path()
       guard FileManager.default.fileExists(atPath: path + "/data.mdb") else {
         throw CLIError("no store at '\(path)'; check the path")
