@@ -270,6 +270,12 @@ struct PostgresCompactionTests {
   /// Whether the files of database `name` hold `canary`, after a checkpoint has written what
   /// PostgreSQL keeps in memory.
   static func filesHold(_ canary: String, database name: String) async throws -> Bool {
+    try await !filesHolding(canary, database: name).isEmpty
+  }
+
+  /// The files of database `name` that hold `canary`, each with the relation it belongs to,
+  /// after a checkpoint has written what PostgreSQL keeps in memory.
+  static func filesHolding(_ canary: String, database name: String) async throws -> [String] {
     try await TestCluster.shared.execute("CHECKPOINT")
     let directory = try #require(try await TestCluster.shared.strings("SHOW data_directory").first)
     let oid = try #require(
@@ -278,14 +284,32 @@ struct PostgresCompactionTests {
       ).first)
     let base = directory + "/base/" + oid
     let needle = Data(canary.utf8)
+    var files: [String] = []
     for file in try FileManager.default.contentsOfDirectory(atPath: base) {
       if let data = FileManager.default.contents(atPath: base + "/" + file),
         data.range(of: needle) != nil
       {
-        return true
+        files.append(file)
       }
     }
-    return false
+    guard !files.isEmpty else { return [] }
+    let found = files
+    return try await TestCluster.shared.withConnection(database: name) { connection in
+      var named: [String] = []
+      for file in found {
+        var relation = "no relation"
+        if let number = UInt32(file.prefix { $0.isNumber }) {
+          for try await value in try await connection.query(
+            "SELECT coalesce(pg_filenode_relation(0, \(Int64(number))::oid)::text, 'none')",
+            logger: quietLogger
+          ).decode(String.self) {
+            relation = value
+          }
+        }
+        named.append("\(file) (\(relation))")
+      }
+      return named
+    }
   }
 
   /// A server on a new database, and account ann there, whose log holds a canary's text.
@@ -333,7 +357,8 @@ struct PostgresCompactionTests {
     let (location, before, after) = try await SyncServer.compact(database: url, logger: quietLogger)
     #expect(!location.contains("password"))
     #expect(before > 0 && after > 0)
-    #expect(try await !Self.filesHold(canary, database: name))
+    let left = try await Self.filesHolding(canary, database: name)
+    #expect(left.isEmpty, "the canary is still in \(left)")
     // The database still serves.
     let again = try await signUp(caller, "bob")
     _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: again).get()
@@ -382,6 +407,7 @@ struct PostgresCompactionTests {
       _ = try await compaction.value
     }
     // Before, the rewrite copied the rows the reader could still read, canary and all.
-    #expect(try await !Self.filesHold(canary, database: name))
+    let left = try await Self.filesHolding(canary, database: name)
+    #expect(left.isEmpty, "the canary is still in \(left)")
   }
 }
