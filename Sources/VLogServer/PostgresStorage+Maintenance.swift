@@ -11,10 +11,12 @@ extension PostgresStorage {
   /// the database timeout.
   ///
   /// `VACUUM FULL` copies a deleted row that a transaction still open could read, so that
-  /// transaction's snapshot would keep the row's bytes in the new files. Compaction therefore
-  /// first waits for every transaction of this database that began before it to end, saying
-  /// which it waits for every 10 seconds, and fails, having rewritten nothing, when one is
-  /// still open after `patience`.
+  /// transaction's snapshot would keep the row's bytes in the new files. That includes its
+  /// own snapshot, which counts every transaction of the cluster, whatever its database, that
+  /// was running when it began. Compaction therefore first waits for every transaction that
+  /// began before it to end (of this database, and those of other databases that hold a
+  /// transaction id), saying which it waits for every 10 seconds, and fails, having rewritten
+  /// nothing, when one is still open after `patience`.
   ///
   /// - Returns: The tables' size (with their indexes and TOAST) before and after, in bytes.
   func compact(patience: Duration) async throws -> (bytesBefore: Int, bytesAfter: Int) {
@@ -50,8 +52,10 @@ extension PostgresStorage {
     }
   }
 
-  /// Waits until no other session of this database holds a snapshot or a transaction id from
-  /// before the call, so that every row deleted before it is dead to all of them.
+  /// Waits until no transaction that began before the call is still running anywhere in the
+  /// cluster, and no other session of this database holds a snapshot from before it, so that
+  /// every row deleted before the call is dead to all of them and to the rewrite's own
+  /// snapshot.
   private static func waitForOlderSnapshots(
     on connection: PostgresConnection, patience: Duration, logger: Logger
   ) async throws {
@@ -66,23 +70,39 @@ extension PostgresStorage {
     let began = clock.now
     var told = began - .seconds(10)
     while true {
-      // age(x) counts back from the next transaction id: an older id has a greater age.
+      // A snapshot's xmin is the oldest transaction id still running in the whole cluster: a
+      // new snapshot, the rewrite's own included, counts that transaction as running and so
+      // keeps what it could see. age(x) counts back from the next transaction id: an older id
+      // has a greater age. Sessions of other roles may hide their ids; the snapshot does not.
       let rows = try await connection.query(
         """
-        SELECT pid, coalesce(application_name, ''), coalesce(state, ''),
+        SELECT pid, coalesce(datname, ''), coalesce(application_name, ''), coalesce(state, ''),
           coalesce(to_char(xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '')
         FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> pg_backend_pid()
-          AND (age(backend_xmin) > age(\(start)::xid) OR age(backend_xid) > age(\(start)::xid))
-        ORDER BY pid
+        WHERE pid <> pg_backend_pid()
+          AND (age(backend_xid) > age(\(start)::xid)
+            OR (datname = current_database() AND age(backend_xmin) > age(\(start)::xid)))
+        UNION ALL
+        SELECT 0, '', '', '', ''
+        WHERE pg_snapshot_xmin(pg_current_snapshot()) < '\(start)'::xid8
+          AND NOT EXISTS (
+            SELECT FROM pg_stat_activity
+            WHERE pid <> pg_backend_pid() AND age(backend_xid) > age(\(start)::xid))
+        ORDER BY 1
         """, logger: logger)
       var sessions: [String] = []
-      for try await (pid, application, state, since) in rows.decode(
-        (Int32, String, String, String).self)
+      for try await (pid, database, application, state, since) in rows.decode(
+        (Int32, String, String, String, String).self)
       {
+        guard pid != 0 else {
+          sessions.append("a transaction this role cannot see (another role's, or prepared)")
+          continue
+        }
         let name = application.isEmpty ? "" : " '\(application)'"
+        let place = database.isEmpty ? "" : " of database \(database)"
         let when = since.isEmpty ? "" : ", in a transaction since \(since)"
-        sessions.append("pid \(pid)\(name) (\(state.isEmpty ? "state unknown" : state)\(when))")
+        sessions.append(
+          "pid \(pid)\(name)\(place) (\(state.isEmpty ? "state unknown" : state)\(when))")
       }
       guard !sessions.isEmpty else { return }
       let list = sessions.joined(separator: "; ")
@@ -91,7 +111,8 @@ extension PostgresStorage {
           """
           \(sessions.count) transaction(s) that began before compaction are still open after \
           \(patience), and VACUUM FULL would keep the deleted rows they can read: \(list). \
-          Nothing was rewritten; end them (SELECT pg_terminate_backend(pid)) and compact again
+          Nothing was rewritten; end them (SELECT pg_terminate_backend(pid), or COMMIT \
+          PREPARED) and compact again
           """)
       }
       if clock.now - told >= .seconds(10) {

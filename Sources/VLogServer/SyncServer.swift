@@ -328,6 +328,10 @@ public final class SyncServer: Sendable {
   /// this fail.
   public func close() { store.close() }
 
+  /// How long ``compact(database:patience:logger:)`` waits, by default, for the transactions
+  /// that began before it.
+  public static let compactionPatience: Duration = .seconds(300)
+
   /// Rewrites the tables of a PostgreSQL database with `VACUUM FULL`, so that erased bytes
   /// (a deleted account's rows, deleted notes' old values) leave the table files. Servers may
   /// keep running: each table is locked while it is rewritten, about as long as copying it
@@ -335,14 +339,11 @@ public final class SyncServer: Sendable {
   /// WAL keeps the old bytes until its segments are recycled (after the next checkpoints), and
   /// backups until they are deleted.
   ///
-  /// How long ``compact(database:patience:logger:)`` waits, by default, for the transactions
-  /// that began before it.
-  public static let compactionPatience: Duration = .seconds(300)
-
   /// A deleted row that a transaction still open can read would be copied into the new files,
-  /// so compaction first waits for the transactions of the database that began before it to
-  /// end (logging which, every 10 seconds), and fails, having rewritten nothing, if one is
-  /// still open after `patience`.
+  /// and so would one deleted while a writing transaction of another database of the cluster
+  /// was running (every snapshot counts it). Compaction therefore first waits for those
+  /// transactions that began before it to end (logging which, every 10 seconds), and fails,
+  /// having rewritten nothing, if one is still open after `patience`.
   ///
   /// - Returns: The database, for messages (without the password), and the tables' size, with
   ///   indexes, before and after.

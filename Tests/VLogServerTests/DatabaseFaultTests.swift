@@ -364,20 +364,51 @@ struct PostgresCompactionTests {
     _ = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: again).get()
   }
 
+  /// A transaction open since before a deletion that `VACUUM FULL` would let keep the
+  /// deleted rows.
+  enum OlderTransaction: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    /// A snapshot of the same database, holding no lock on VLog's tables (one that did would
+    /// make `VACUUM FULL` wait for it anyway): a report on other tables, an autovacuum worker
+    /// listing the tables.
+    case snapshotHere
+    /// A transaction of another database of the cluster that has written (holds a
+    /// transaction id): every snapshot taken while it runs, the rewrite's own included,
+    /// counts it as running.
+    case writerElsewhere
+
+    var testDescription: String {
+      switch self {
+      case .snapshotHere: "a snapshot of the same database"
+      case .writerElsewhere: "a writing transaction of another database"
+      }
+    }
+  }
+
   @Test(
-    "Compaction waits for a transaction that could still read the deleted rows, then erases them; out of patience, it rewrites nothing and names the session"
-  )
-  func compactWaitsForOlderSnapshots() async throws {
+    "Compaction waits for a transaction that could still read the deleted rows, then erases them; out of patience, it rewrites nothing and names the session",
+    arguments: OlderTransaction.allCases)
+  func compactWaitsForOlderTransactions(_ older: OlderTransaction) async throws {
     let subject = try await Subject.make()
     defer { subject.server.close() }
     let (url, name, caller, token, canary) = (
       subject.url, subject.name, subject.caller, subject.token, subject.canary
     )
-    try await TestCluster.shared.withConnection(database: name) { reader in
-      // A transaction whose snapshot is older than the deletion, holding no lock on VLog's
-      // tables (one that did would make VACUUM FULL wait for it anyway): a report on other
-      // tables, an autovacuum worker listing the tables.
-      try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: quietLogger)
+    let database: String
+    switch older {
+    case .snapshotHere: database = name
+    case .writerElsewhere:
+      let other = try await TestCluster.shared.newDatabase()
+      database = try #require(URLComponents(string: other)?.path.dropFirst().description)
+    }
+    try await TestCluster.shared.withConnection(database: database) { reader in
+      switch older {
+      case .snapshotHere:
+        try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: quietLogger)
+        try await reader.query("SELECT count(*) FROM pg_class", logger: quietLogger)
+      case .writerElsewhere:
+        try await reader.query("BEGIN", logger: quietLogger)
+        try await reader.query("SELECT pg_current_xact_id()", logger: quietLogger)
+      }
       var pid: Int32 = 0
       for try await value in try await reader.query(
         "SELECT pg_backend_pid()", logger: quietLogger
@@ -387,7 +418,7 @@ struct PostgresCompactionTests {
       #expect(pid != 0)
       _ = try await caller.deleteAccount(password: "correct horse", token: token).get()
 
-      // Out of patience: an error naming the reader, and the rows not rewritten.
+      // Out of patience: an error naming the older transaction, and the rows not rewritten.
       let impatient = await #expect(throws: StorageError.self) {
         _ = try await SyncServer.compact(
           database: url, patience: .milliseconds(300), logger: quietLogger)
@@ -395,7 +426,7 @@ struct PostgresCompactionTests {
       #expect(impatient?.message.contains("pid \(pid)") == true, "\(String(describing: impatient))")
       #expect(try await Self.filesHold(canary, database: name))
 
-      // Patient: it waits while the reader's transaction is open, and finishes once it ends.
+      // Patient: it waits while the older transaction is open, and finishes once it ends.
       let finished = Locked(false)
       let compaction = Task {
         defer { finished.withLock { $0 = true } }
