@@ -136,6 +136,12 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
   }
 
   func handlerAdded(context: ChannelHandlerContext) {
+    // A connection's first read is a request head, a few hundred bytes: its receive buffer
+    // starts at 512 bytes (NIO's default is 2 KiB) and grows with what arrives. A connection
+    // keeps its buffer while it is open, and one that holds a live channel reads no more.
+    try? context.channel.syncOptions?.setOption(
+      ChannelOptions.recvAllocator,
+      value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
     if context.channel.isActive { admit(context) }
   }
 

@@ -2,7 +2,6 @@ internal import Foundation
 internal import LMDB
 internal import Logging
 internal import NIOCore
-internal import NIOHTTPTypes
 internal import ServiceLifecycle
 internal import VLog
 internal import VLogWire
@@ -242,6 +241,9 @@ final class LiveHub: Sendable {
     }
   }
 
+  /// How long a server shutting down waits for its channels to end.
+  static let shutdownGrace: Duration = .seconds(5)
+
   static let revoked = ErrorBody(
     code: .unauthorized, message: "the session ended (signed out or revoked); sign in again")
   static let passwordChanged = ErrorBody(
@@ -256,22 +258,21 @@ final class LiveHub: Sendable {
 /// it. Only the newest head matters, so a device that reads slowly costs no more memory than
 /// one that reads at once.
 ///
-/// Once its stream has started (``stream(to:)``), it writes its messages to the connection
-/// itself, on the connection's event loop, one write at a time: no task runs per channel
-/// meanwhile. (The connection's task waits, and keeps whatever its frames took for as long as
-/// it waits; a loop writing from it took 11 KiB of them per channel.)
+/// Once its connection is handed over (``start(on:)``), it writes its messages to the
+/// connection itself, on the connection's event loop, one write at a time, and ends the
+/// response and closes the connection after the closing message: no task runs or waits per
+/// channel. (A task that waits keeps whatever its frames took for as long as it waits: 11 KiB
+/// and more per channel.)
 final class LiveMailbox: Sendable {
   private struct State {
     var head: UInt64?
     var ping = false
     var closing: ErrorBody?
     var closed = false
-    /// The connection the messages go to, once the stream has started.
-    var connection: (any Channel)?
+    /// The connection the messages go to, once it is handed over.
+    var connection: LiveConnection?
     /// Whether a write is on its way to the socket: the next waits for it.
     var writing = false
-    /// The stream, waiting for the channel to end.
-    var ended: CheckedContinuation<Void, Never>?
     /// Whether the channel has ended: its closing message written, its connection gone, or
     /// its place given back.
     var finished = false
@@ -300,9 +301,12 @@ final class LiveMailbox: Sendable {
     wake()
   }
 
-  /// Ends the stream's wait: the channel's place is given back.
+  /// Marks the channel ended, its place given back: nothing more is written.
   func finish() {
-    state.withLock { Self.end(&$0) }?.resume()
+    state.withLock {
+      $0.finished = true
+      $0.connection = nil
+    }
   }
 
   /// The next message to send, nil if there is none; the closing one ends the channel.
@@ -314,26 +318,29 @@ final class LiveMailbox: Sendable {
   var isClosed: Bool { state.withLock { $0.closed } }
 
   /// Writes the channel's messages to `connection` as body parts of its response, as they
-  /// come, until the closing one is written, the connection fails or ``finish()`` is called.
+  /// come, until the closing one is written (then ends the response and closes the
+  /// connection), the connection fails or ``finish()`` is called; on the connection's event
+  /// loop.
   ///
-  /// What was written before (the response's head) must have reached the connection's
-  /// pipeline: these writes enter it from its end, as the response's own do.
-  func stream(to connection: any Channel) async {
-    await withCheckedContinuation { continuation in
-      let finished = state.withLock { state in
-        // Ended already, or its closing message was the first and is written.
-        guard !state.finished, !state.closed else { return true }
-        state.connection = connection
-        state.ended = continuation
-        return false
+  /// What was written before (the response's head, its first message) must have reached the
+  /// connection's pipeline.
+  func start(on connection: LiveConnection) {
+    let closedAlready = state.withLock { state in
+      guard !state.finished else { return false }
+      // Its closing message was the first, and is written.
+      guard !state.closed else {
+        state.finished = true
+        return true
       }
-      if finished { continuation.resume() } else { pump(connection) }
+      state.connection = connection
+      return false
     }
+    if closedAlready { connection.finish() } else { pump(connection) }
   }
 
   /// Sends the next message, if one waits and no write is on its way; on the connection's event
   /// loop.
-  private func pump(_ connection: any Channel) {
+  private func pump(_ connection: LiveConnection) {
     guard connection.eventLoop.inEventLoop else {
       connection.eventLoop.execute { self.pump(connection) }
       return
@@ -344,16 +351,21 @@ final class LiveMailbox: Sendable {
       return message
     }
     guard let message else { return }
-    let part = HTTPResponsePart.body(ByteBuffer(bytes: message.encoded))
-    connection.writeAndFlush(part).whenComplete { result in
-      let ended = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+    guard let written = connection.send(ByteBuffer(bytes: message.encoded)) else {
+      finish()
+      return
+    }
+    written.whenComplete { result in
+      let ended = self.state.withLock { state -> Bool in
         state.writing = false
         // Ended when the closing message is written, or when a write fails (the connection
         // is gone: its close gives the place back too).
-        if case .success = result, !state.closed { return nil }
-        return Self.end(&state)
+        if case .success = result, !state.closed { return false }
+        state.finished = true
+        state.connection = nil
+        return true
       }
-      if let ended { ended.resume() } else { self.pump(connection) }
+      if ended { connection.finish() } else { self.pump(connection) }
     }
   }
 
@@ -380,14 +392,6 @@ final class LiveMailbox: Sendable {
     }
     return nil
   }
-
-  /// Marks the channel ended; the stream's continuation, to resume outside the lock.
-  private static func end(_ state: inout State) -> CheckedContinuation<Void, Never>? {
-    state.finished = true
-    state.connection = nil
-    defer { state.ended = nil }
-    return state.ended
-  }
 }
 
 /// Runs a server's ``LiveHub``: storage's listening for signals, a tick every second (pings
@@ -411,6 +415,13 @@ struct LiveHubService: Service {
       // Until the server shuts down; then every channel ends, so that its connection can.
       do { try await gracefulShutdown() } catch {}  // cancelled: the server is ending anyway
       hub.shutDown()
+      // No task waits for a channel: the service does, for a few seconds, so that devices
+      // hear why their channels end before the process may exit.
+      let clock = ContinuousClock()
+      let deadline = clock.now + LiveHub.shutdownGrace
+      while hub.count > 0, clock.now < deadline {
+        do { try await Task.sleep(for: .milliseconds(10)) } catch { break }
+      }
       tasks.cancelAll()
     }
   }

@@ -2,7 +2,6 @@ internal import HTTPTypes
 internal import Hummingbird
 internal import Logging
 internal import NIOCore
-internal import ServiceLifecycle
 internal import VLog
 internal import VLogWire
 
@@ -18,46 +17,51 @@ extension SyncServer {
   /// the same `Authorization` header as every other call (a browser reads it with `fetch`, so
   /// the token is never in a URL), described in the OpenAPI document, and carried by the same
   /// HTTP/1.1 stack, middleware and proxies as the rest of the API.
+  ///
+  /// Once its answer's head and first message are written, the connection is handed over to
+  /// the channel (``LiveConnectionHandler``): it serves no more requests, and closes when the
+  /// channel ends.
   func live(_ request: Request, _ context: ServerContext) async throws -> Response {
     // In a task of its own: the connection's task keeps the deepest its frames ever went for
-    // as long as the channel is open, so the session's and the head's reads go elsewhere.
+    // as long as it runs, so the session's and the head's reads go elsewhere.
     let (session, id, mailbox, head) = try await Task { try await openChannel(request) }.value
     // The channel's place is the hub's from now: the connection leaves the request
-    // connections' count, and joins it again (or closes, if it has no place there) when the
-    // channel ends. Closing the connection ends the channel, whatever the stream is doing.
+    // connections' count. Closing the connection ends the channel, whatever it is doing.
     let channel = context.channel
-    let connections = connections
     let hub = live
+    // What the channel keeps until it ends: the server's logger and the request's id, not
+    // the request's logger with its metadata.
+    let logger = self.logger
+    let requestID = context.logger[metadataKey: "hb.request.id"]?.description ?? ""
+    do {
+      try await channel.triggerUserOutboundEvent(LiveConnectionHandler.Opening(mailbox: mailbox))
+        .get()
+    } catch {
+      hub.close(id)
+      throw error
+    }
     connections.release(channel)
-    channel.closeFuture.whenComplete { _ in hub.close(id) }
+    let account = session.account
+    channel.closeFuture.whenComplete { _ in
+      hub.close(id)
+      logger.info(
+        "live channel ended", metadata: ["account": "\(account)", "hb.request.id": "\(requestID)"])
+    }
     mailbox.post(head: head)
-    let logger = context.logger
-    logger.info("live channel opened", metadata: ["account": "\(session.account)"])
+    context.logger.info("live channel opened", metadata: ["account": "\(account)"])
     var headers = HTTPFields()
     headers[.contentType] = LiveMessage.mediaType
     headers[.cacheControl] = "no-store"
+    // The connection closes when the channel ends: a client must not send another request on
+    // it.
+    headers[.connection] = "close"
     return Response(
       status: .ok, headers: headers,
       body: ResponseBody { writer in
-        defer { hub.close(id) }
-        // The first message through the response's writer, which writes its head before it:
-        // both are in the connection's pipeline before the mailbox writes the rest.
+        // The first message through the response's writer, after its head; the end the
+        // writer then writes hands the connection over.
         if let first = mailbox.take() {
           try await writer.write(ByteBuffer(bytes: first.encoded))
-        }
-        // The server waits for its requests to end before it stops (and before the hub's
-        // service hears of the shutdown): a channel ends when the server starts shutting down,
-        // saying so.
-        await withGracefulShutdownHandler {
-          await mailbox.stream(to: channel)
-        } onGracefulShutdown: {
-          mailbox.post(closing: LiveHub.shuttingDown)
-        }
-        logger.info("live channel ended", metadata: ["account": "\(session.account)"])
-        // On the connection's event loop, where its guard hears it close: a connection still
-        // open there is released by its guard when it closes.
-        channel.eventLoop.execute {
-          if channel.isActive, !connections.admit(channel) { channel.close(promise: nil) }
         }
         try await writer.finish(nil)
       })

@@ -387,17 +387,41 @@ public final class SyncServer: Sendable {
     let registry = connections
     let headTimeout = TimeAmount(configuration.requestHeadTimeout)
     let http1 = HTTP1Channel.Configuration(
-      additionalChannelHandlers: [ConnectionGuardHandler(registry, headTimeout: headTimeout)],
+      additionalChannelHandlers: [
+        ConnectionGuardHandler(registry, headTimeout: headTimeout), LiveConnectionHandler(),
+      ],
       idleTimeout: TimeAmount(configuration.idleTimeout))
     return Application(
       router: router(),
-      server: .http1(configuration: http1),
+      server: HTTPServerBuilder { responder in
+        HTTP1Channel(responder: Self.respondingInChildTask(responder), configuration: http1)
+      },
       configuration: .init(address: .hostname(host, port: port), serverName: "vlog"),
       services: [
         BlobSweeper(server: self), LiveHubService(hub: live, store: store, logger: logger),
       ],
       onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
       logger: logger)
+  }
+
+  /// `responder`, run for each request in a child task of the connection's task. A task keeps
+  /// the memory of the deepest frames it ever reached until it ends, and a connection's task
+  /// lives as long as the connection: a live channel's, as long as the channel, waiting for
+  /// it to close. In a child task, a request's frames (middleware, routing, the endpoint) go
+  /// when the request ends.
+  static func respondingInChildTask(
+    _ responder: @escaping HTTPChannelHandler.Responder
+  ) -> HTTPChannelHandler.Responder {
+    { request, writer, channel in
+      let box = ResponseWriterBox(writer)
+      try await withThrowingDiscardingTaskGroup { group in
+        group.addTask {
+          // Taken once, by this task alone: the connection's task waits meanwhile.
+          guard let writer = box.take() else { return }
+          try await responder(request, writer, channel)
+        }
+      }
+    }
   }
 
   /// Serves HTTP on `host` and `port` until the process gets SIGINT or SIGTERM, then shuts down
@@ -743,4 +767,16 @@ struct BlobSweeper: Service {
       }
     }
   }
+}
+
+/// A request's response writer, handed from the connection's task to the child task that
+/// answers the request.
+private final class ResponseWriterBox: @unchecked Sendable {
+  // Unchecked: written once, before the child task starts, and taken once, by it.
+  private var writer: ResponseWriter?
+
+  init(_ writer: consuming ResponseWriter) { self.writer = consume writer }
+
+  /// The writer, the first time; nil after.
+  func take() -> ResponseWriter? { writer.take() }
 }

@@ -49,6 +49,10 @@ public final class TestClock: Clock, Sendable {
   /// How many tasks are sleeping on the clock.
   public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
+  /// When the tasks sleeping on the clock are due, earliest first: a test can wait for a task
+  /// to have gone to sleep before it moves the clock past the task's deadline.
+  public var deadlines: [Instant] { state.withLock { $0.sleepers.map(\.deadline).sorted() } }
+
   /// Suspends until the clock is advanced to `deadline`, or throws `CancellationError` when the
   /// task is cancelled.
   public func sleep(until deadline: Instant, tolerance: Duration?) async throws {

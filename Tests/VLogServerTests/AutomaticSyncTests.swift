@@ -50,6 +50,13 @@ struct AutomaticSyncTests {
     return await condition()
   }
 
+  /// Waits until a task sleeps on `clock` until `distance` from now or later: the poll, once it
+  /// has gone back to sleep. A loaded machine may take a while to get there, and a poll that
+  /// went to sleep after the clock moved on would be due an interval too late.
+  private func pollWaits(on clock: TestClock, _ distance: Duration = .seconds(20)) async -> Bool {
+    await eventually { clock.deadlines.contains { $0 >= clock.now.advanced(by: distance) } }
+  }
+
   /// Lets the scheduler's tasks run after the clock moved, without expecting anything.
   private func settle() async {
     for _ in 0..<200 { await Task.yield() }
@@ -214,6 +221,7 @@ struct AutomaticSyncTests {
             }
           })
         // No trigger for 29 seconds: no sync; at 30, the poll; at 60, another.
+        #expect(await pollWaits(on: clock))
         clock.advance(by: .seconds(27))
         await settle()
         #expect(await sync.syncCount == 1)
@@ -221,6 +229,7 @@ struct AutomaticSyncTests {
         await settle()
         clock.advance(by: .seconds(2))
         #expect(await eventually { await sync.progress == (2, .idle) })
+        #expect(await pollWaits(on: clock))
         clock.advance(by: .seconds(30))
         await settle()
         clock.advance(by: .seconds(2))

@@ -171,6 +171,8 @@ struct LiveChannelTests {
         let bystander = try await LiveInbox.open(caller, token: try await session())
         _ = try await caller.signOut(token: first).get()
         #expect(await signedOut.closing()?.code == .unauthorized)
+        // After its closing message the answer ends (the connection holding it closes).
+        #expect(await signedOut.hasEnded)
         #expect(await !bystander.hasEnded)
 
         // Revoked from another session.
