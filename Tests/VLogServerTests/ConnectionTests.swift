@@ -161,10 +161,12 @@ struct ConnectionTests {
         // two (the test harness's own client may hold one of the places): each past the cap
         // closes the one idle longest at once, so the first goes at once and the others when
         // the idle timeout has passed.
+        // Apart enough that the server takes them in order: each is set up on one of its event
+        // loops, and a loaded loop can take a connection after a later one on another.
         var connections: [RawConnection] = []
         for _ in 0..<3 {
           connections.append(try RawConnection(port: port))
-          try await Task.sleep(for: .milliseconds(50))
+          try await Task.sleep(for: .milliseconds(400))
         }
         let watched = connections
         let lived = await offPool { lifetimes(of: watched, limit: 45) }
