@@ -99,7 +99,7 @@ final class LiveConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
       context.close(mode: mode, promise: promise)
       return
     }
-    // The server's task ending, or its idle timer: the mailbox closes the connection.
+    // The server's task ending: the mailbox closes the connection.
     promise?.succeed(())
   }
 

@@ -303,10 +303,7 @@ final class LiveMailbox: Sendable {
 
   /// Marks the channel ended, its place given back: nothing more is written.
   func finish() {
-    state.withLock {
-      $0.finished = true
-      $0.connection = nil
-    }
+    state.withLock { Self.end(&$0) }
   }
 
   /// The next message to send, nil if there is none; the closing one ends the channel.
@@ -329,7 +326,7 @@ final class LiveMailbox: Sendable {
       guard !state.finished else { return false }
       // Its closing message was the first, and is written.
       guard !state.closed else {
-        state.finished = true
+        Self.end(&state)
         return true
       }
       state.connection = connection
@@ -361,8 +358,7 @@ final class LiveMailbox: Sendable {
         // Ended when the closing message is written, or when a write fails (the connection
         // is gone: its close gives the place back too).
         if case .success = result, !state.closed { return false }
-        state.finished = true
-        state.connection = nil
+        Self.end(&state)
         return true
       }
       if ended { connection.finish() } else { self.pump(connection) }
@@ -372,6 +368,12 @@ final class LiveMailbox: Sendable {
   /// Wakes the stream, if it has started, after a post.
   private func wake() {
     if let connection = state.withLock({ $0.connection }) { pump(connection) }
+  }
+
+  /// Marks the channel ended: no connection to write to any more.
+  private static func end(_ state: inout State) {
+    state.finished = true
+    state.connection = nil
   }
 
   private static func take(_ state: inout State) -> LiveMessage? {

@@ -22,9 +22,7 @@ extension SyncServer {
   /// the channel (``LiveConnectionHandler``): it serves no more requests, and closes when the
   /// channel ends.
   func live(_ request: Request, _ context: ServerContext) async throws -> Response {
-    // In a task of its own: the connection's task keeps the deepest its frames ever went for
-    // as long as it runs, so the session's and the head's reads go elsewhere.
-    let (session, id, mailbox, head) = try await Task { try await openChannel(request) }.value
+    let (session, id, mailbox, head) = try await openChannel(request)
     // The channel's place is the hub's from now: the connection leaves the request
     // connections' count. Closing the connection ends the channel, whatever it is doing.
     let channel = context.channel

@@ -611,9 +611,7 @@ struct ServerMiddleware: RouterMiddleware {
     _ request: Request, context: ServerContext,
     next: (Request, ServerContext) async throws -> Response
   ) async throws -> Response {
-    // Only what the wait below needs lives across it; the rest is synchronous. A connection's
-    // task keeps the most its frames took for as long as the connection is open, and a live
-    // channel's connection stays open for good.
+    // Only what the wait below needs lives across it; the rest is synchronous.
     let start = ContinuousClock.now
     let (context, requestID) = Self.identify(request, context)
     let outcome: Result<Response, any Error>
