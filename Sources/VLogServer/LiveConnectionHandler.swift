@@ -12,8 +12,9 @@ internal import NIOHTTPTypesHTTP1
 /// announces it (``Opening``) before it answers; its answer is the response's head and first
 /// message. When the answer's end comes down the pipeline, this handler keeps it (the
 /// response goes on), hands the connection to the mailbox, which writes its messages from here,
-/// and tells the handlers behind it — the HTTP server's — that the connection has closed, so
-/// that the server's task for the connection ends. It then takes the handlers that read
+/// and tells the handlers behind it — the HTTP server's — that the connection has closed. The
+/// response then throws ``HandedOver``, so that the server's task for the connection ends
+/// without waiting for the connection to close. This handler takes the handlers that read
 /// requests out of the pipeline (the HTTP decoder and its converters, the connection's guard
 /// and idle timer): only the response's encoder stays, so that the channel's messages go out
 /// as the rest of its answer. From then on it keeps what the handlers behind it would do to the
@@ -25,6 +26,16 @@ final class LiveConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
   typealias InboundOut = HTTPRequestPart
   typealias OutboundIn = HTTPResponsePart
   typealias OutboundOut = HTTPResponsePart
+
+  /// What a live channel's response throws once its end is written, so that the HTTP
+  /// server's task for the connection ends now rather than when the connection closes.
+  ///
+  /// That task runs the connection in NIO's `executeThenClose`, which, once its body returns,
+  /// waits for the connection to close: a task, with the frames of every call it is in, for
+  /// each open channel. When the body throws instead, it asks for a close (which this handler
+  /// keeps, and answers) and returns at once, and the server's task ends with it, logging the
+  /// error at trace level.
+  struct HandedOver: Error {}
 
   /// The outbound event by which a live channel's route announces that its answer opens the
   /// channel of `mailbox`.
@@ -73,10 +84,9 @@ final class LiveConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
       state = .live(mailbox)
       promise?.succeed(())
       context.flush()
-      // The handlers that served requests leave; the server's task, which waits for the
-      // connection's next request, ends as if the client had gone (the idle timer, which
-      // keeps that news to itself, has left first), and the close it then asks for is kept
-      // here.
+      // The handlers that served requests leave, and those behind this one hear that the
+      // connection has gone (the idle timer, which keeps that news to itself, has left
+      // first): the server's streams of the connection end.
       Self.removeRequestHandlers(from: context.pipeline)
       context.fireChannelInactive()
       // Reads go on whatever the server's handlers behind this one want: a client that closes
@@ -95,12 +105,13 @@ final class LiveConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
   }
 
   func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-    guard case .live = state else {
-      context.close(mode: mode, promise: promise)
+    guard case .http = state else {
+      // The server's task ending (``HandedOver``), which may ask before the answer's end
+      // has come down: the mailbox closes the connection.
+      promise?.succeed(())
       return
     }
-    // The server's task ending: the mailbox closes the connection.
-    promise?.succeed(())
+    context.close(mode: mode, promise: promise)
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -57,11 +57,13 @@ extension SyncServer {
       status: .ok, headers: headers,
       body: ResponseBody { writer in
         // The first message through the response's writer, after its head; the end the
-        // writer then writes hands the connection over.
+        // writer then writes hands the connection over, and the error thrown after it ends
+        // the server's task for the connection.
         if let first = mailbox.take() {
           try await writer.write(ByteBuffer(bytes: first.encoded))
         }
         try await writer.finish(nil)
+        throw LiveConnectionHandler.HandedOver()
       })
   }
 

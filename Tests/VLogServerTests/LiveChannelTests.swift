@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServerTestSupport
 import Testing
 import VLogServer
@@ -253,6 +254,38 @@ struct LiveChannelTests {
         #expect(await eventually { server.openLiveChannels == 2 })
         open.append(try await LiveInbox.open(caller, token: ann))
         for inbox in open { await inbox.close() }
+      }
+    }
+  }
+
+  @Test(
+    "An open channel holds no task of the HTTP server: the connection's task ends as the channel opens, and the channel goes on"
+  )
+  func connectionTaskEnds() async throws {
+    // The HTTP server says that a connection's task ended through an error only at trace
+    // level; without the handover's error, the task waits for the connection to close.
+    let recording = RecordingLogHandler()
+    let logger = Logger(label: "test") { _ in
+      var handler = recording.handler
+      handler.logLevel = .trace
+      return handler
+    }
+    try await withServer(configuration: Self.configuration, logger: logger) { server in
+      try await withLiveServer(server) { baseURL in
+        let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let ann = try await signUp(caller, "ann")
+        let inbox = try await LiveInbox.open(caller, token: ann)
+        #expect(await inbox.message() == .head(0))
+        func taskEnded() -> Bool {
+          recording.recorded.contains { $0.contains("HandedOver()") }
+        }
+        try await waitUntil(seconds: 10, taskEnded)
+        #expect(taskEnded(), "\(recording.recorded.suffix(20))")
+        _ = try await caller.sync(SyncPush(cursor: 0, events: [liveEvent(1)]), token: ann).get()
+        #expect(await inbox.message(after: 1) == .head(1))
+        #expect(await inbox.waitForPings(1))
+        #expect(server.openLiveChannels == 1)
+        await inbox.close()
       }
     }
   }
