@@ -435,6 +435,53 @@ extension WriteTransaction {
     try handle.ensureUsable("drop \(database)")
     try handle.check(mdb_drop(handle.pointer, database.dbi, 1), "drop \(database)")
   }
+
+  /// Runs `body` in a transaction nested in this one, and returns how it went: what `body`
+  /// returned, its writes now this transaction's (kept when this one commits); or what it
+  /// threw, its writes undone and this transaction as it was before.
+  ///
+  /// Several units of work can so share one commit, and its sync, while each fails alone: a
+  /// unit that throws takes back only its own writes.
+  ///
+  /// - Parameter body: Reads (this transaction's writes included) and writes through the
+  ///   nested transaction. This transaction must not be used until `body` returns.
+  /// - Returns: `body`'s result, or the error it threw.
+  /// - Throws: ``LMDBError`` when this transaction cannot go on: an operation of the nested
+  ///   one failed in a way after which LMDB requires an abort (``LMDBError/Code/mapFull``
+  ///   among them). This transaction then fails as if its own operation had, and
+  ///   ``Environment/write(_:)`` handles it as it does its own (growing the map and running
+  ///   again, for example).
+  public func nested<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> Result<
+    R, any Error
+  > {
+    try handle.ensureUsable("begin nested transaction")
+    var pointer: OpaquePointer?
+    try handle.check(
+      mdb_txn_begin(mdb_txn_env(handle.pointer), handle.pointer, 0, &pointer),
+      "begin nested transaction")
+    guard let pointer else {
+      throw LMDBError(
+        code: .badTransaction, operation: "begin nested transaction", path: handle.state.path,
+        message: "mdb_txn_begin returned no transaction")
+    }
+    let child = TransactionHandle(
+      pointer: pointer,
+      state: TransactionState(path: handle.state.path, isWrite: true, bounds: handle.state.bounds))
+    let outcome = Result { try body(WriteTransaction(child)) }
+    if let failure = child.state.failure {
+      mdb_txn_abort(pointer)
+      handle.state.failure = failure
+      throw failure
+    }
+    guard case .success = outcome else {
+      mdb_txn_abort(pointer)
+      return outcome
+    }
+    // mdb_txn_commit frees the nested transaction whether or not it succeeds; when it fails,
+    // this one is failed too.
+    try handle.check(mdb_txn_commit(pointer), "commit nested transaction")
+    return outcome
+  }
 }
 
 /// The reads of an open transaction as a copyable value, for code that must keep them in a

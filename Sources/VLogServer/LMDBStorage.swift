@@ -61,10 +61,17 @@ final class LMDBStorage: ServerStorage {
   /// Where the signals of committed writes go, to the server's live channels: sent once
   /// `write` has returned, so a channel never hears of what a reader cannot see.
   let liveFeed = LiveFeed()
+  /// Pushes that arrive while a commit is in flight share the next one, and its sync.
+  private let pushes: GroupCommit
 
-  private init(environment: Environment, logRules: LogRules) throws {
+  private init(
+    environment: Environment, logRules: LogRules, acknowledgesPushesBeforeCommit: Bool
+  ) throws {
     self.environment = environment
     self.logRules = logRules
+    pushes = GroupCommit(
+      environment, maximumGroup: Self.maximumPushGroup,
+      acknowledgesBeforeCommit: acknowledgesPushesBeforeCommit)
     func open(_ name: String) throws -> Database {
       try environment.openDatabase(named: name, flags: .create)
     }
@@ -86,13 +93,16 @@ final class LMDBStorage: ServerStorage {
 
   /// Opens or creates the server's data directory.
   static func open(
-    at path: String, durability: Environment.Durability, logRules: LogRules = .standard
+    at path: String, durability: Environment.Durability, logRules: LogRules = .standard,
+    acknowledgesPushesBeforeCommit: Bool = false
   ) throws -> LMDBStorage {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     let environment = try Environment.open(
       at: path, configuration: configuration(durability: durability))
     do {
-      let store = try LMDBStorage(environment: environment, logRules: logRules)
+      let store = try LMDBStorage(
+        environment: environment, logRules: logRules,
+        acknowledgesPushesBeforeCommit: acknowledgesPushesBeforeCommit)
       try store.checkFormat()
       return store
     } catch {
@@ -479,8 +489,17 @@ final class LMDBStorage: ServerStorage {
 
   // MARK: - Event logs
 
-  /// Stores the pushed events not yet in the account's log, in one transaction, redacts the
-  /// replaced changes whose `retention` period has passed, then reads the page after `cursor`.
+  /// The most pushes that share a commit: enough to take, in one commit, the pushes of far more
+  /// clients than a server's cores serve at once, and few enough that a group of the largest
+  /// requests stays far below LMDB's limit on a transaction's dirty pages.
+  static let maximumPushGroup = 64
+
+  /// Stores the pushed events not yet in the account's log, redacts the replaced changes whose
+  /// `retention` period has passed, then reads the page after `cursor`.
+  ///
+  /// The push is applied in a transaction of its own nested in a group commit's: pushes that
+  /// arrive while a commit is in flight share the next one and its sync, each is answered only
+  /// once that commit is durable, and one that fails takes back only its own writes.
   ///
   /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
@@ -496,34 +515,32 @@ final class LMDBStorage: ServerStorage {
           limit: (limit, maximumBytes), skipping: [], stored: 0, in: transaction)
       }
     }
-    let outcome = try await onWriter { [self] in
-      try environment.write { transaction in
-        // An account deleted after the request's token was checked takes nothing more.
-        _ = try name(of: account, in: transaction)
-        var appender = try log.appender(in: transaction)
-        let last = appender.state.lastSequence
-        guard cursor <= last else { throw StorageError.invalidCursor(cursor, last) }
-        var pushed = Set<Stamp>()
-        pushed.reserveCapacity(events.count)
-        for event in events {
-          guard pushed.insert(event.stamp).inserted,
-            try !log.contains(event.stamp, in: transaction)
-          else { continue }
-          try appender.append(event, local: false, in: transaction)
-        }
-        try appender.applyRetention(retention.period, now: retention.now, in: transaction)
-        try appender.commit(in: transaction)
-        // Blobs that only erased events used wait out the grace period (for an undo), then go.
-        for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
-          let key = BigEndian.bytes(account) + hash.bytes
-          if try transaction.containsValue(forKey: key, in: blobs) {
-            try transaction.put(BigEndian.bytes(retention.now), forKey: key, in: releasedBlobs)
-          }
-        }
-        return try page(
-          log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
-          skipping: pushed, stored: appender.appended, in: transaction)
+    let outcome = try await pushes.write { [self] transaction in
+      // An account deleted after the request's token was checked takes nothing more.
+      _ = try name(of: account, in: transaction)
+      var appender = try log.appender(in: transaction)
+      let last = appender.state.lastSequence
+      guard cursor <= last else { throw StorageError.invalidCursor(cursor, last) }
+      var pushed = Set<Stamp>()
+      pushed.reserveCapacity(events.count)
+      for event in events {
+        guard pushed.insert(event.stamp).inserted,
+          try !log.contains(event.stamp, in: transaction)
+        else { continue }
+        try appender.append(event, local: false, in: transaction)
       }
+      try appender.applyRetention(retention.period, now: retention.now, in: transaction)
+      try appender.commit(in: transaction)
+      // Blobs that only erased events used wait out the grace period (for an undo), then go.
+      for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
+        let key = BigEndian.bytes(account) + hash.bytes
+        if try transaction.containsValue(forKey: key, in: blobs) {
+          try transaction.put(BigEndian.bytes(retention.now), forKey: key, in: releasedBlobs)
+        }
+      }
+      return try page(
+        log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
+        skipping: pushed, stored: appender.appended, in: transaction)
     }
     if outcome.stored > 0 {
       liveFeed.send(.head(account: account, sequence: outcome.head.sequence))

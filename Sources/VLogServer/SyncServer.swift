@@ -65,6 +65,9 @@ public final class SyncServer: Sendable {
     /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests that plant a
     /// wrong one to show both backends follow the engine's.
     package var logRules = LogRules.standard
+    /// On LMDB, pushes are acknowledged before the commit they share is durable: a bug planted
+    /// by the crash harness, to show that it finds the pushes a kill then loses.
+    package var acknowledgesPushesBeforeCommit = false
     /// The most connections open at once. At the cap, the connection idle longest (between
     /// requests, or yet to send its first request head) is closed to admit a new one; a new
     /// connection is closed at once only when every open one is inside a request.
@@ -253,7 +256,8 @@ public final class SyncServer: Sendable {
   ) throws -> SyncServer {
     let store = try LMDBStorage.open(
       at: dataDirectory, durability: configuration.durability.environment,
-      logRules: configuration.logRules)
+      logRules: configuration.logRules,
+      acknowledgesPushesBeforeCommit: configuration.acknowledgesPushesBeforeCommit)
     do {
       return try SyncServer(
         location: dataDirectory, store: store, configuration: configuration,
@@ -406,9 +410,9 @@ public final class SyncServer: Sendable {
 
   /// `responder`, run for each request in a child task of the connection's task. A task keeps
   /// the memory of the deepest frames it ever reached until it ends, and a connection's task
-  /// lives as long as the connection: a live channel's, as long as the channel, waiting for
-  /// it to close. In a child task, a request's frames (middleware, routing, the endpoint) go
-  /// when the request ends.
+  /// lives as long as the connection: an idle connection kept alive between syncs would keep
+  /// its last request's. In a child task, a request's frames (middleware, routing, the
+  /// endpoint) go when the request ends.
   static func respondingInChildTask(
     _ responder: @escaping HTTPChannelHandler.Responder
   ) -> HTTPChannelHandler.Responder {

@@ -21,13 +21,14 @@ struct CrashHarness: AsyncParsableCommand {
     commandName: "vlog-crash",
     abstract:
       "Kill VLog's writers with SIGKILL at random points; check nothing acknowledged is lost.",
-    subcommands: [Run.self, Writer.self, Flips.self],
+    subcommands: [Run.self, Writer.self, PlantedServer.self, Flips.self],
     defaultSubcommand: Run.self)
 }
 
 /// What the harness can plant, to show that it catches the bug.
 enum Plant: String, ExpressibleByArgument, CaseIterable {
-  /// The writer says a batch is written before writing it.
+  /// The writer says a batch is written before writing it (the writes scenario); the server
+  /// answers pushes before the commit they share is durable (the server scenario).
   case acknowledgeBeforeCommit = "acknowledge-before-commit"
 }
 
@@ -47,7 +48,8 @@ struct Run: AsyncParsableCommand {
   @Option(help: "A PostgreSQL database (URL) for the scale-out scenario.") var database: String?
   @Flag(help: "Say what each round does.") var narrate = false
   @Option(help: "The seed of the kill times.") var seed: UInt64 = 1
-  @Option(help: "A bug to plant in the writer: acknowledge-before-commit.") var plant: Plant?
+  @Option(help: "A bug to plant in the writes or server scenario: acknowledge-before-commit.")
+  var plant: Plant?
   @Flag(help: "Succeed only if some round fails: for checking a planted bug is caught.")
   var expectFailure = false
 
@@ -76,7 +78,8 @@ struct Run: AsyncParsableCommand {
           case .import:
             try await crashImport(root: root, tools: tools, using: &generator, summary: &summary)
           case .server:
-            try await crashServer(root: root, tools: tools, using: &generator, summary: &summary)
+            try await crashServer(
+              root: root, tools: tools, plant: plant, using: &generator, summary: &summary)
           case .scaleOut:
             try await crashScaleOut(
               root: root, round: round, tools: tools, database: database ?? "",

@@ -37,6 +37,30 @@ func numbers(after prefix: String, in lines: [String]) -> [Int] {
   lines.compactMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil }
 }
 
+/// `vlog-crash planted-server`: the server scenario's child when a bug is planted: the server
+/// `vlog serve` runs, on LMDB, with the bug.
+struct PlantedServer: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "planted-server",
+    abstract: "Serve a data directory with a planted bug (the server scenario's child).",
+    shouldDisplay: false)
+
+  @Option var data: String
+  @Option var plant: Plant
+
+  func run() async throws {
+    var configuration = SyncServer.Configuration(passwordCost: .testing)
+    configuration.acknowledgesPushesBeforeCommit = plant == .acknowledgeBeforeCommit
+    var logger = Logger(label: "vlog-crash")
+    logger.logLevel = .critical
+    let server = try SyncServer.open(
+      dataDirectory: data, configuration: configuration, logger: logger)
+    try await server.run(host: "127.0.0.1", port: 0) { port in
+      FileHandle.standardOutput.write(Data("serving on http://127.0.0.1:\(port)\n".utf8))
+    }
+  }
+}
+
 /// Checks that the batches acknowledged are all there, and every batch there is whole.
 func checkBatches(
   texts: [String], acknowledged: Set<String>, batchSize: Int, summary: inout Summary
@@ -136,12 +160,22 @@ func crashImport(
 // MARK: - Server
 
 func crashServer(
-  root: String, tools: Tools, using generator: inout SeededGenerator, summary: inout Summary
+  root: String, tools: Tools, plant: Plant?, using generator: inout SeededGenerator,
+  summary: inout Summary
 ) async throws {
   let data = root + "/server"
-  let child = try Child(
-    tools.vlog,
-    ["serve", "--data", data, "--port", "0", "--password-cost", "10", "--log-level", "critical"])
+  let child =
+    if let plant {
+      try Child(tools.harness, ["planted-server", "--data", data, "--plant", plant.rawValue])
+    } else {
+      try Child(
+        tools.vlog,
+        [
+          "serve", "--data", data, "--port", "0", "--password-cost", "10", "--log-level",
+          "critical",
+        ]
+      )
+    }
   var url: String?
   for _ in 0..<500 where url == nil {
     url = child.lines.first { $0.contains("serving on ") }?.split(separator: " ").last.map(
