@@ -56,6 +56,8 @@ struct Load: AsyncParsableCommand {
   var settle = 65
   @Flag(help: "In the load measurement, every client also holds a live channel.")
   var live = false
+  @Option(help: "The load measurement's encoding of sync calls: binary or json.")
+  var encoding = EncodingOption.binary
   @Option(help: .hidden) var hold: String?
   @Option(help: .hidden) var holdURL: String?
 
@@ -171,6 +173,7 @@ struct Load: AsyncParsableCommand {
     let readers = live ? try await holdChannels(callers: callers, tokens: tokens) : []
     defer { for reader in readers { reader.cancel() } }
     let before = Memory(pids: servers)
+    let cpuBefore = servers.reduce(0) { $0 + cpuSeconds(of: $1) }
 
     let start = ContinuousClock.now
     let deadline = start + .seconds(seconds)
@@ -178,17 +181,20 @@ struct Load: AsyncParsableCommand {
       for client in 0..<clients {
         let token = tokens[client % accounts]
         let batch = events
+        let encoding = encoding.encoding
         // Each client talks to one instance; the clients spread evenly over them.
         let instance = callers[client % callers.count]
         group.addTask {
           try await runClient(
-            client, caller: instance, token: token, events: batch, until: deadline)
+            client, caller: instance, token: token, events: batch, encoding: encoding,
+            until: deadline)
         }
       }
       return try await group.reduce(into: [ClientResult]()) { $0.append($1) }
     }
     let elapsed = ContinuousClock.now - start
     let after = Memory(pids: servers)
+    let cpu = servers.reduce(0) { $0 + cpuSeconds(of: $1) } - cpuBefore
 
     // Nothing acknowledged is lost: each account's log holds every event acknowledged to it.
     var lost = 0
@@ -214,6 +220,10 @@ struct Load: AsyncParsableCommand {
     let syncs = latencies.count
     let seconds = Self.milliseconds(elapsed) / 1000
     let acknowledged = results.reduce(0) { $0 + $1.acknowledged.count }
+    let requestBytes = results.reduce(0) { $0 + $1.requestBytes }
+    func per(_ count: Int, scale: Double) -> String {
+      String(format: "%.1f", count > 0 ? cpu * scale / Double(count) : 0)
+    }
     #if DEBUG
       let build = "debug build: checks only, no figures"
     #else
@@ -223,12 +233,15 @@ struct Load: AsyncParsableCommand {
       """
       \(backend): \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
       \(live ? "each holding a live channel, " : "")\(events) events per sync, \
-      \(Int(seconds)) s (\(build), durable commits):
+      \(Int(seconds)) s (\(build), durable commits, \(encoding) encoding):
         syncs: \(syncs), \(String(format: "%.0f", Double(syncs) / seconds))/s; events \
       acknowledged: \(acknowledged), \(String(format: "%.0f", Double(acknowledged) / seconds))/s
         latency of a sync call: p50 \(String(format: "%.1f", Self.percentile(latencies, 0.5))) ms, \
       p99 \(String(format: "%.1f", Self.percentile(latencies, 0.99))) ms
         pulled by the clients: \(results.reduce(0) { $0 + $1.pulled }) events
+        server CPU: \(String(format: "%.1f", cpu)) s, \(per(syncs, scale: 1e6)) µs per sync, \
+      \(per(acknowledged, scale: 1e6)) µs per event pushed, \(per(requestBytes, scale: 1e9)) ns per \
+      byte of request body (\(syncs > 0 ? requestBytes / syncs : 0) bytes a push)
         server memory: before \(before), after \(after)
         lost: \(lost) of \(acknowledged) acknowledged events (the logs hold \(held))
       """)
@@ -332,11 +345,21 @@ struct ClientResult: Sendable {
   var latencies: [Double] = []
   var acknowledged: [Stamp] = []
   var pulled = 0
+  /// The size of this client's first push's body, which stands for all of them.
+  var pushBytes = 0
+  /// The bytes of the request bodies this client sent.
+  var requestBytes = 0
+}
+
+/// The encodings a sync call can use, as the `--encoding` option names them.
+enum EncodingOption: String, ExpressibleByArgument, CaseIterable {
+  case binary, json
+  var encoding: SyncEncoding { self == .binary ? .binary : .json }
 }
 
 /// One device: pushes `events` new events per sync and pulls the page after its cursor.
 func runClient(
-  _ client: Int, caller: APICaller, token: String, events count: Int,
+  _ client: Int, caller: APICaller, token: String, events count: Int, encoding: SyncEncoding,
   until deadline: ContinuousClock.Instant
 ) async throws -> ClientResult {
   var result = ClientResult(client: client)
@@ -356,10 +379,15 @@ func runClient(
           NoteID(Identifier(high: UInt64(client), low: counter % 1000)),
           text: "client \(client) edit \(counter) " + String(repeating: "x", count: 80 + index)))
     }
+    let push = SyncPush(cursor: cursor, events: events, limit: 1000)
+    // The first push's size stands for all of this client's: they differ by a few bytes, and
+    // encoding each twice would take the client's CPU from the server's cores.
+    if result.pushBytes == 0 {
+      result.pushBytes = try Endpoints.Sync(push, encoding: encoding).body().count
+    }
     let started = ContinuousClock.now
-    let page = try await caller.sync(
-      SyncPush(cursor: cursor, events: events, limit: 1000), encoding: .binary, token: token
-    ).get()
+    let page = try await caller.sync(push, encoding: encoding, token: token).get()
+    result.requestBytes += result.pushBytes
     result.latencies.append(Load.milliseconds(ContinuousClock.now - started))
     result.acknowledged += events.map(\.stamp)
     result.pulled += page.events.count
