@@ -7,9 +7,11 @@ internal import VLog
 /// account's head row (`SELECT … FOR UPDATE`): a shell around the engine's ``LogBatch``, which
 /// decides everything — what is stored, redacted, indexed, queued and released — so that a log
 /// holds the same bytes on either backend. This type only reads the facts the batch asks for
-/// (``PostgresLogFacts``, in batches: before the appends, the deletion markers and newest
-/// field changes of everything the events name; while finishing, each round of what is
-/// missing at once) and writes what it decided, in one statement per table at ``commit()``.
+/// (``PostgresLogFacts``, one statement per round of questions: before the appends, the
+/// deletion markers and newest field changes of everything the events name; while finishing,
+/// each round of what is missing) and writes what it decided at ``commit(signaling:)``: the
+/// appends, the indexes and the head in one statement, and one per table for what erasure and
+/// retention changed.
 struct PostgresLogWriter {
   let account: Int64
   let connection: PostgresConnection
@@ -114,23 +116,28 @@ struct PostgresLogWriter {
     throw StorageError.damaged("account \(account): the log's facts could not be read")
   }
 
-  /// Reads the facts `missing` names, in one statement per kind.
+  /// Reads the facts `missing` names, all in one statement (a round trip to the database per
+  /// round of the batch's questions, whatever they ask): a `UNION ALL` of one query per kind,
+  /// each row tagged with its kind.
   private mutating func read(_ missing: MissingLogFacts) async throws {
+    var query = PostgresQuery.StringInterpolation(literalCapacity: 1024, interpolationCount: 16)
+    var parts = 0
+    // Every part's columns: kind, key (an object, a note or a blob's hash), a sequence number,
+    // bytes (a stamp or a record), a field.
+    func part(_ kind: FactKind, _ columns: String, from table: String) {
+      query.appendLiteral(parts == 0 ? "" : " UNION ALL ")
+      query.appendLiteral(
+        "(SELECT \(kind.rawValue)::int2, \(columns) FROM \(table) WHERE account = ")
+      query.appendInterpolation(account)
+      parts += 1
+    }
     if !missing.deletions.isEmpty {
       let objects = Array(missing.deletions)
       for object in objects { facts.deletions[object] = (nil, nil) }
-      let rows = try await connection.query(
-        """
-        SELECT object, sequence, stamp FROM vlog_deletions
-        WHERE account = \(account) AND object = ANY(\(objects.map { ByteBuffer(bytes: $0.bytes) }))
-        """, logger: logger)
-      for try await (object, sequence, stamp) in rows.decode(
-        (ByteBuffer, Int64?, ByteBuffer?).self)
-      {
-        facts.deletions[try Self.identifier(object)] = (
-          try sequence.map(Self.sequence), try stamp.map(Self.stamp)
-        )
-      }
+      part(.deletion, "object, sequence, stamp, NULL::int2", from: "vlog_deletions")
+      query.appendLiteral(" AND object = ANY(")
+      query.appendInterpolation(objects.map { ByteBuffer(bytes: $0.bytes) })
+      query.appendLiteral("))")
     }
     if !missing.fields.isEmpty {
       // Every field of each note at once: a push that sets one usually sets others.
@@ -138,59 +145,79 @@ struct PostgresLogWriter {
       for note in notes {
         for field in Change.fields { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
       }
-      let rows = try await connection.query(
-        """
-        SELECT note, field, stamp, sequence FROM vlog_fields
-        WHERE account = \(account) AND note = ANY(\(notes.map { ByteBuffer(bytes: $0.identifier.bytes) }))
-        """, logger: logger)
-      for try await (note, field, stamp, sequence) in rows.decode(
-        (ByteBuffer, Int16, ByteBuffer, Int64).self)
-      {
-        guard let field = UInt8(exactly: field) else {
-          throw StorageError.damaged("vlog_fields holds field \(field)")
-        }
-        facts.fields[FieldKey(note: NoteID(try Self.identifier(note)), field: field)] =
-          FieldChange(stamp: try Self.stamp(stamp), sequence: try Self.sequence(sequence))
-      }
+      part(.field, "note, sequence, stamp, field", from: "vlog_fields")
+      query.appendLiteral(" AND note = ANY(")
+      query.appendInterpolation(notes.map { ByteBuffer(bytes: $0.identifier.bytes) })
+      query.appendLiteral("))")
     }
     if !missing.sequences.isEmpty {
       let objects = Array(missing.sequences)
       for object in objects { facts.sequences[object] = [] }
-      let rows = try await connection.query(
-        """
-        SELECT object, sequence FROM vlog_objects
-        WHERE account = \(account) AND object = ANY(\(objects.map { ByteBuffer(bytes: $0.bytes) }))
-        """, logger: logger)
-      for try await (object, sequence) in rows.decode((ByteBuffer, Int64).self) {
-        facts.sequences[try Self.identifier(object), default: []].append(
-          try Self.sequence(sequence))
-      }
+      part(.sequence, "object, sequence, NULL::bytea, NULL::int2", from: "vlog_objects")
+      query.appendLiteral(" AND object = ANY(")
+      query.appendInterpolation(objects.map { ByteBuffer(bytes: $0.bytes) })
+      query.appendLiteral("))")
     }
     if !missing.events.isEmpty {
       let sequences = Array(missing.events)
       for sequence in sequences { facts.events[sequence] = .some(nil) }
-      let rows = try await connection.query(
-        """
-        SELECT sequence, record FROM vlog_events
-        WHERE account = \(account) AND sequence = ANY(\(sequences.map { Int64(clamping: $0) }))
-        """, logger: logger)
-      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
-        let sequence = try Self.sequence(sequence)
-        facts.events[sequence] = try Self.event(record: record, sequence: sequence)
-      }
+      part(.event, "NULL::bytea, sequence, record, NULL::int2", from: "vlog_events")
+      query.appendLiteral(" AND sequence = ANY(")
+      query.appendInterpolation(sequences.map { Int64(clamping: $0) })
+      query.appendLiteral("))")
     }
     for (hash, excluded) in missing.references {
-      let rows = try await connection.query(
-        """
-        SELECT 1 FROM vlog_blob_references
-        WHERE account = \(account) AND hash = \(ByteBuffer(bytes: hash.bytes))
-          AND sequence <> ALL(\(excluded.map { Int64(clamping: $0) })::int8[])
-        LIMIT 1
-        """, logger: logger)
-      var referenced = false
-      for try await _ in rows { referenced = true }
-      facts.references[hash] = (excluded, referenced)
+      facts.references[hash] = (excluded, false)
+      part(.reference, "hash, NULL::int8, NULL::bytea, NULL::int2", from: "vlog_blob_references")
+      query.appendLiteral(" AND hash = ")
+      query.appendInterpolation(ByteBuffer(bytes: hash.bytes))
+      query.appendLiteral(" AND sequence <> ALL(")
+      query.appendInterpolation(excluded.map { Int64(clamping: $0) })
+      query.appendLiteral("::int8[]) LIMIT 1)")
     }
+    guard parts > 0 else { return }
+    let rows = try await connection.query(PostgresQuery(stringInterpolation: query), logger: logger)
+    for try await (kind, key, sequence, bytes, field) in rows.decode(
+      (Int16, ByteBuffer?, Int64?, ByteBuffer?, Int16?).self)
+    {
+      switch FactKind(rawValue: kind) {
+      case .deletion:
+        facts.deletions[try Self.identifier(try Self.required(key))] = (
+          try sequence.map(Self.sequence), try bytes.map(Self.stamp)
+        )
+      case .field:
+        guard let field, let number = UInt8(exactly: field) else {
+          throw StorageError.damaged("vlog_fields holds field \(field.map(String.init) ?? "NULL")")
+        }
+        let note = NoteID(try Self.identifier(try Self.required(key)))
+        facts.fields[FieldKey(note: note, field: number)] = FieldChange(
+          stamp: try Self.stamp(try Self.required(bytes)),
+          sequence: try Self.sequence(try Self.required(sequence)))
+      case .sequence:
+        facts.sequences[try Self.identifier(try Self.required(key)), default: []].append(
+          try Self.sequence(try Self.required(sequence)))
+      case .event:
+        let sequence = try Self.sequence(try Self.required(sequence))
+        facts.events[sequence] = try Self.event(
+          record: try Self.required(bytes), sequence: sequence)
+      case .reference:
+        let hash = try Self.blobHash(try Self.required(key))
+        facts.references[hash]?.referenced = true
+      case nil:
+        throw StorageError.damaged("a fact of unknown kind \(kind)")
+      }
+    }
+  }
+
+  /// What a row of ``read(_:)`` holds.
+  private enum FactKind: Int16 {
+    case deletion, field, sequence, event, reference
+  }
+
+  /// A column the row's kind always fills.
+  private static func required<T>(_ value: T?) throws -> T {
+    guard let value else { throw StorageError.damaged("a log fact's row lacks a column") }
+    return value
   }
 
   // MARK: - Committing
@@ -198,7 +225,11 @@ struct PostgresLogWriter {
   /// Finishes the batch (``LogBatch/finish(facts:)``), writes everything it decided — what
   /// erasure and retention changed first, then the appends in one statement — and removes and
   /// returns the blobs no event references any more.
-  mutating func commit() async throws -> Set<BlobHash> {
+  ///
+  /// - Parameter signal: Sent with `NOTIFY` by the statement that moves the head, once the
+  ///   log has grown (a round trip saved); delivered, as every notification, when the
+  ///   transaction commits.
+  mutating func commit(signaling signal: LiveSignal? = nil) async throws -> Set<BlobHash> {
     try await resolve(inPlace: false) { batch, facts in try batch.finish(facts: &facts) }
     let changes = batch.changes
     let firstAppended = changes.appended.first?.sequence ?? .max
@@ -319,6 +350,8 @@ struct PostgresLogWriter {
       UPDATE vlog_heads SET last_sequence = \(Int64(clamping: head.sequence)),
         digest = \(ByteBuffer(bytes: head.digest.bytes))
       WHERE account = \(account)
+      RETURNING CASE WHEN \(head.sequence > initialHead.sequence ? signal?.payload : nil)::text
+        IS NOT NULL THEN pg_notify(\(LiveSignal.channel), \(signal?.payload)::text) END
       """, logger: logger)
     return try await releaseBlobs(changes.releasedBlobs)
   }
@@ -368,6 +401,13 @@ struct PostgresLogWriter {
       throw StorageError.damaged("an event id in the database is \(buffer.readableBytes) bytes")
     }
     return buffer.withUnsafeReadableBytes { Stamp(bytes: $0) }
+  }
+
+  static func blobHash(_ buffer: ByteBuffer) throws -> BlobHash {
+    guard let hash = BlobHash(bytes: Array(buffer.readableBytesView)) else {
+      throw StorageError.damaged("a blob's hash in the database is \(buffer.readableBytes) bytes")
+    }
+    return hash
   }
 
   static func sequence(_ value: Int64) throws -> UInt64 {

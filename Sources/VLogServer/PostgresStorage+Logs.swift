@@ -34,9 +34,15 @@ extension PostgresStorage {
       try await writer.prefetch(for: fresh)
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)
-      _ = try await writer.commit()
-      if writer.appended > 0 {
-        try await notify(.head(account: account, sequence: writer.head.sequence), on: connection)
+      // The channels hear of the new head with the commit's own statement.
+      _ = try await writer.commit(
+        signaling: .head(account: account, sequence: writer.head.sequence))
+      // A device that was up to date pulls only what it pushed, which a page skips: no
+      // statement needed.
+      if cursor == head.sequence, limit > 0 {
+        return SyncOutcome(
+          events: [], cursor: writer.head.sequence, more: false, stored: writer.appended,
+          head: writer.head)
       }
       return try await page(
         number, head: writer.head, after: cursor, limit: (limit, maximumBytes),

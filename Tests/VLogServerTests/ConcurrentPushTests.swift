@@ -78,4 +78,41 @@ struct ConcurrentPushTests {
       #expect(try await server.verify().faults.isEmpty)
     }
   }
+
+  @Test(
+    "What a push decides from earlier pushes' facts is the same on both backends: a change to a note deleted by an earlier push is stored erased, and its text's newest change stays the newest",
+    arguments: Backend.allCases)
+  func factsOfEarlierPushes(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
+      let password = try PasswordHash(
+        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
+      try await server.store.createAccount(named: "ann", password: password)
+      let note = NoteID(Identifier(high: 0xFAC7, low: 1))
+      func event(_ milliseconds: UInt64, _ change: Change) -> Event {
+        Event(
+          stamp: Stamp(
+            time: HybridTime(milliseconds: 1_790_000_000_000 + milliseconds, counter: 0),
+            replica: ReplicaID(Identifier(high: 0xFAC7, low: 2))),
+          change: change)
+      }
+      // One push each: every later one reads what the earlier ones stored.
+      let pushes = [
+        event(1, .noteCreated(note, creationDate: Date(milliseconds: 1_790_000_000_000))),
+        event(3, .textSet(note, text: "newer")),
+        event(2, .textSet(note, text: "older, arriving later")),
+        event(4, .noteDeleted(note)),
+        event(5, .textSet(note, text: "after the deletion")),
+      ]
+      for push in pushes {
+        _ = try await server.store.sync(account: 1, pushing: [push], after: 0, limit: 0)
+      }
+      let log = try await server.store.sync(account: 1, pushing: [], after: 0, limit: 100)
+      #expect(log.events.count == pushes.count)
+      // The deletion erased what came before it, and what came after arrives erased.
+      #expect(log.events.filter { $0.redaction == .deleted }.count == 4)
+      #expect(log.events.last?.stamp == pushes.last?.stamp)
+      #expect(log.events.last?.redaction == .deleted)
+      #expect(try await server.verify().faults.isEmpty)
+    }
+  }
 }
