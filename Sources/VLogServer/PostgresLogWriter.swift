@@ -47,9 +47,10 @@ struct PostgresLogWriter {
 
   // MARK: - Appending
 
-  /// Reads, in a few statements, what appending `events` will look up.
-  mutating func prefetch(for events: [Event]) async throws {
-    try await read(batch.factsToAppend(events))
+  /// Reads, in one statement, what appending `events` will look up, and which of them the log
+  /// already holds: those it returns.
+  mutating func prefetch(for events: [Event]) async throws -> Set<Stamp> {
+    try await read(batch.factsToAppend(events), storedAmong: events.map(\.stamp))
   }
 
   /// Appends an event the log does not hold (``LogBatch/append(_:facts:)``).
@@ -118,8 +119,11 @@ struct PostgresLogWriter {
 
   /// Reads the facts `missing` names, all in one statement (a round trip to the database per
   /// round of the batch's questions, whatever they ask): a `UNION ALL` of one query per kind,
-  /// each row tagged with its kind.
-  private mutating func read(_ missing: MissingLogFacts) async throws {
+  /// each row tagged with its kind. Returns those of `ids` the log holds.
+  @discardableResult
+  private mutating func read(_ missing: MissingLogFacts, storedAmong ids: [Stamp] = [])
+    async throws -> Set<Stamp>
+  {
     var query = PostgresQuery.StringInterpolation(literalCapacity: 1024, interpolationCount: 16)
     var parts = 0
     // Every part's columns: kind, key (an object, a note or a blob's hash), a sequence number,
@@ -175,7 +179,14 @@ struct PostgresLogWriter {
       query.appendInterpolation(excluded.map { Int64(clamping: $0) })
       query.appendLiteral("::int8[]) LIMIT 1)")
     }
-    guard parts > 0 else { return }
+    if !ids.isEmpty {
+      part(.stored, "id, NULL::int8, NULL::bytea, NULL::int2", from: "vlog_events")
+      query.appendLiteral(" AND id = ANY(")
+      query.appendInterpolation(ids.map { ByteBuffer(bytes: $0.bytes) })
+      query.appendLiteral("::bytea[]))")
+    }
+    var stored = Set<Stamp>()
+    guard parts > 0 else { return stored }
     let rows = try await connection.query(PostgresQuery(stringInterpolation: query), logger: logger)
     for try await (kind, key, sequence, bytes, field) in rows.decode(
       (Int16, ByteBuffer?, Int64?, ByteBuffer?, Int16?).self)
@@ -203,15 +214,20 @@ struct PostgresLogWriter {
       case .reference:
         let hash = try Self.blobHash(try Self.required(key))
         facts.references[hash]?.referenced = true
+      case .stored:
+        stored.insert(try Self.stamp(try Self.required(key)))
       case nil:
         throw StorageError.damaged("a fact of unknown kind \(kind)")
       }
     }
+    return stored
   }
 
   /// What a row of ``read(_:)`` holds.
   private enum FactKind: Int16 {
     case deletion, field, sequence, event, reference
+    /// An event the log holds, among those asked about.
+    case stored
   }
 
   /// A column the row's kind always fills.

@@ -26,12 +26,13 @@ extension PostgresStorage {
       var pushed = Set<Stamp>()
       var fresh: [Event] = []
       for event in events where pushed.insert(event.stamp).inserted { fresh.append(event) }
-      let known = try await storedIDs(of: number, among: fresh.map(\.stamp), on: connection)
-      fresh.removeAll { known.contains($0.stamp) }
       var writer = PostgresLogWriter(
         account: number, head: head, rules: logRules, now: retention.now, connection: connection,
         logger: logger)
-      try await writer.prefetch(for: fresh)
+      // What the appends look up and which events the log holds already (a retry), in one
+      // statement after the head's lock: it sees every push that committed before.
+      let known = try await writer.prefetch(for: fresh)
+      fresh.removeAll { known.contains($0.stamp) }
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)
       // The channels hear of the new head with the commit's own statement.
@@ -96,23 +97,6 @@ extension PostgresStorage {
       guard exists else { throw StorageError.accountDeleted }
     }
     throw StorageError.damaged("account \(account) has no head")
-  }
-
-  /// The ids among `ids` that the account's log holds.
-  func storedIDs(of account: Int64, among ids: [Stamp], on connection: PostgresConnection)
-    async throws -> Set<Stamp>
-  {
-    guard !ids.isEmpty else { return [] }
-    let rows = try await connection.query(
-      """
-      SELECT id FROM vlog_events
-      WHERE account = \(account) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
-      """, logger: logger)
-    var found = Set<Stamp>()
-    for try await id in rows.decode(ByteBuffer.self) {
-      found.insert(try PostgresLogWriter.stamp(id))
-    }
-    return found
   }
 
   /// The events after `cursor` up to the head: at most `limit.events` of them, and as many as
