@@ -47,8 +47,7 @@ public enum SyncEncoding: String, Sendable, Hashable, CaseIterable {
   /// The encoding of a `Content-Type` value (parameters such as `charset` are ignored), or nil
   /// for a media type that is neither.
   public init?(contentType: String) {
-    let type = contentType.split(separator: ";", maxSplits: 1).first
-      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    let type = Self.mediaType(contentType[...])
     guard let found = Self.allCases.first(where: { $0.mediaType == type }) else { return nil }
     self = found
   }
@@ -56,12 +55,18 @@ public enum SyncEncoding: String, Sendable, Hashable, CaseIterable {
   /// The encoding an `Accept` header asks for: binary if it lists binary's media type, else
   /// JSON.
   public init(accept: String?) {
-    let types = (accept ?? "").split(separator: ",").map {
-      $0.split(separator: ";", maxSplits: 1).first.map {
-        $0.trimmingCharacters(in: .whitespaces).lowercased()
-      } ?? ""
-    }
+    let types = (accept ?? "").split(separator: ",").map(Self.mediaType)
     self = types.contains(SyncEncoding.binary.mediaType) ? .binary : .json
+  }
+
+  /// The media type of a header's value, lowercased: what comes before its parameters, without
+  /// the spaces and tabs HTTP allows around it. (Read on every sync request, so without
+  /// Foundation's character sets.)
+  private static func mediaType(_ value: Substring) -> String {
+    var type = value.prefix { $0 != ";" }
+    while let first = type.first, first == " " || first == "\t" { type = type.dropFirst() }
+    while let last = type.last, last == " " || last == "\t" { type = type.dropLast() }
+    return type.lowercased()
   }
 }
 

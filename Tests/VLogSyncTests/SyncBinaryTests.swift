@@ -132,5 +132,11 @@ struct SyncBinaryTests {
     #expect(SyncEncoding(accept: nil) == .json)
     #expect(SyncEncoding(accept: "*/*") == .json)
     #expect(SyncEncoding(accept: "application/vnd.vlog.sync, application/json") == .binary)
+    // Spaces and tabs around a type and before its parameters, as HTTP allows.
+    #expect(SyncEncoding(contentType: " \tapplication/vnd.vlog.sync \t; q=1") == .binary)
+    #expect(SyncEncoding(contentType: "") == nil)
+    #expect(SyncEncoding(contentType: " ; ") == nil)
+    #expect(SyncEncoding(accept: "application/json,\tapplication/vnd.vlog.sync ;q=0.9") == .binary)
+    #expect(SyncEncoding(accept: "application/vnd.vlog.syncx, text/vnd.vlog.sync") == .json)
   }
 }
