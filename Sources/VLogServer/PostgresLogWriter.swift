@@ -331,6 +331,8 @@ struct PostgresLogWriter {
       head != initialHead || !newObjects.isEmpty || !added.isEmpty || !dirty.isEmpty
         || !newSuperseded.isEmpty
     else { return try await releaseBlobs(changes.releasedBlobs) }
+    // Only a log that grew is announced.
+    let notification = head.sequence > initialHead.sequence ? signal?.payload : nil
     try await connection.query(
       """
       WITH new_events AS (
@@ -366,8 +368,8 @@ struct PostgresLogWriter {
       UPDATE vlog_heads SET last_sequence = \(Int64(clamping: head.sequence)),
         digest = \(ByteBuffer(bytes: head.digest.bytes))
       WHERE account = \(account)
-      RETURNING CASE WHEN \(head.sequence > initialHead.sequence ? signal?.payload : nil)::text
-        IS NOT NULL THEN pg_notify(\(LiveSignal.channel), \(signal?.payload)::text) END
+      RETURNING CASE WHEN \(notification)::text IS NOT NULL
+        THEN pg_notify(\(LiveSignal.channel), \(notification)::text) END
       """, logger: logger)
     return try await releaseBlobs(changes.releasedBlobs)
   }

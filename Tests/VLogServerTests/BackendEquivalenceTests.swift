@@ -78,9 +78,7 @@ struct BackendEquivalenceTests {
   static func replay(
     _ batches: [[Event]], on server: SyncServer, retention: Duration?, blobs: [BlobHash]
   ) async throws -> Snapshot {
-    let password = try PasswordHash(
-      hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-    try await server.store.createAccount(named: "ann", password: password)
+    try await createAccounts(["ann"], in: server.store)
     for hash in blobs {
       _ = try await server.store.storeBlob(Array("blob".utf8), hash: hash, account: 1, now: 0)
     }
@@ -176,9 +174,7 @@ struct BackendEquivalenceTests {
       -> (events: [Event], faults: [VerificationFault])
     {
       try await withServer(backend: backend, configuration: configuration) { server in
-        let password = try PasswordHash(
-          hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-        try await server.store.createAccount(named: "ann", password: password)
+        try await createAccounts(["ann"], in: server.store)
         for push in pushes {
           _ = try await server.store.sync(account: 1, pushing: push, after: 0, limit: 1)
         }
@@ -206,9 +202,7 @@ struct BackendEquivalenceTests {
     arguments: Backend.allCases)
   func blobReleasedAndNamedAgain(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
-      let password = try PasswordHash(
-        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-      try await server.store.createAccount(named: "ann", password: password)
+      try await createAccounts(["ann"], in: server.store)
       let bytes = Array("the same photo".utf8)
       let hash = try #require(BlobHash(bytes: sha256(bytes)))
       #expect(try await server.store.storeBlob(bytes, hash: hash, account: 1, now: 0))

@@ -13,17 +13,13 @@ struct ConcurrentPushTests {
     arguments: Backend.allCases)
   func pushesAtOnce(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
-      let password = try PasswordHash(
-        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
       let accounts: [UInt64] = Array(1...4)
-      for account in accounts {
-        try await server.store.createAccount(named: "user\(account)", password: password)
-      }
+      try await createAccounts(accounts.map { "user\($0)" }, in: server.store)
       // On LMDB, account 1 has 8 writers and the others 2 each; on PostgreSQL, whose test
       // servers have a pool of 8 connections, 4 and 1: no push waits for a connection, which
-      // under a whole suite's load on the shared cluster could outlast the database deadline. Every writer also sends, between
-      // its pushes, one that must fail (a cursor past the end of the log), which takes
-      // nothing with it.
+      // under a whole suite's load on the shared cluster could outlast the database deadline.
+      // Every writer also sends, between its pushes, one that must fail (a cursor past the end
+      // of the log), which takes nothing with it.
       let (shared, others) = backend == .lmdb ? (8, 6) : (4, 3)
       let writers =
         (0..<shared).map { (writer: $0, account: UInt64(1)) }
@@ -84,9 +80,7 @@ struct ConcurrentPushTests {
     arguments: Backend.allCases)
   func factsOfEarlierPushes(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
-      let password = try PasswordHash(
-        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-      try await server.store.createAccount(named: "ann", password: password)
+      try await createAccounts(["ann"], in: server.store)
       let note = NoteID(Identifier(high: 0xFAC7, low: 1))
       func event(_ milliseconds: UInt64, _ change: Change) -> Event {
         Event(

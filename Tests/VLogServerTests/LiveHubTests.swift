@@ -21,11 +21,7 @@ struct LiveHubTests {
   func resynchronize(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
       let store = server.store
-      let password = try PasswordHash(
-        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-      for name in ["ann", "bob", "cid"] {
-        try await store.createAccount(named: name, password: password)
-      }
+      try await createAccounts(["ann", "bob", "cid"], in: store)
       // Account 1's log holds 2 events, account 2's 1, account 3's none.
       for (account, events) in [(UInt64(1), [liveEvent(1), liveEvent(2)]), (2, [liveEvent(3)])] {
         _ = try await store.sync(

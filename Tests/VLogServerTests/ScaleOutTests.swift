@@ -35,9 +35,7 @@ struct ScaleOutTests {
     }
     let servers = opened
     defer { for server in servers { server.close() } }
-    let password = try PasswordHash(
-      hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-    try await servers[0].store.createAccount(named: "ann", password: password)
+    try await createAccounts(["ann"], in: servers[0].store)
 
     let writers = 6
     let pushesPerWriter = 25

@@ -26,9 +26,7 @@ struct ServerStorageTests {
       let directory = root + "/server"
       var server = try SyncServer.open(
         dataDirectory: directory, configuration: .testing, logger: quietLogger)
-      let password = try PasswordHash(
-        hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
-      try await server.store.createAccount(named: "ann", password: password)
+      try await createAccounts(["ann"], in: server.store)
       let events = [Self.event(1, text: "plain"), Self.event(2, text: "MARKER-5e1c-payload")]
       _ = try await server.store.sync(account: 1, pushing: events, after: 0, limit: 10)
       #expect(try await server.verify().faults.isEmpty)

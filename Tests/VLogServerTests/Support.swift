@@ -234,3 +234,11 @@ extension ServerStorage {
       retention: (nil, 0))
   }
 }
+
+/// Creates the accounts `names` directly in `store`, in order (numbered 1, 2, 3… in a new
+/// store), each with the password "pw" hashed at the test cost.
+func createAccounts(_ names: [String], in store: any ServerStorage) async throws {
+  let password = try PasswordHash(
+    hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
+  for name in names { try await store.createAccount(named: name, password: password) }
+}
