@@ -3,22 +3,27 @@
 ///
 /// Reads check the length of the bytes they are given and return nil when the bytes end too
 /// soon, so that a short key or value read from a damaged file is reported, never read past.
-package enum BigEndian {
+///
+/// The type is public, and its functions inlinable, so that a module using them gets them
+/// specialized for its integer types: the compiler does not specialize a package type's generic
+/// functions in another module, and each call would look up the integer type's metadata at run
+/// time.
+public enum BigEndian {
   /// The bytes of `value`, most significant first.
   @inlinable
-  package static func bytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+  public static func bytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
     withUnsafeBytes(of: value.bigEndian) { Array($0) }
   }
 
   /// Appends the bytes of `value`, most significant first.
   @inlinable
-  package static func append<T: FixedWidthInteger>(_ value: T, to buffer: inout [UInt8]) {
+  public static func append<T: FixedWidthInteger>(_ value: T, to buffer: inout [UInt8]) {
     withUnsafeBytes(of: value.bigEndian) { buffer.append(contentsOf: $0) }
   }
 
   /// Reads a `T` at `offset`, or nil if the bytes end before it does.
   @inlinable
-  package static func read<T: FixedWidthInteger>(
+  public static func read<T: FixedWidthInteger>(
     _ type: T.Type, from bytes: UnsafeRawBufferPointer, at offset: Int = 0
   ) -> T? {
     guard offset >= 0, bytes.count - offset >= MemoryLayout<T>.size else { return nil }
@@ -27,7 +32,7 @@ package enum BigEndian {
 
   /// Reads a `T` at `offset` of an array, or nil if it ends before it does.
   @inlinable
-  package static func read<T: FixedWidthInteger>(
+  public static func read<T: FixedWidthInteger>(
     _ type: T.Type, from bytes: [UInt8], at offset: Int = 0
   ) -> T? {
     bytes.withUnsafeBytes { read(type, from: $0, at: offset) }
@@ -36,7 +41,7 @@ package enum BigEndian {
   /// Reads a `T` at `offset` of a slice (counted from the slice's start), or nil if it ends
   /// before it does.
   @inlinable
-  package static func read<T: FixedWidthInteger>(
+  public static func read<T: FixedWidthInteger>(
     _ type: T.Type, from bytes: ArraySlice<UInt8>, at offset: Int = 0
   ) -> T? {
     bytes.withUnsafeBytes { read(type, from: $0, at: offset) }

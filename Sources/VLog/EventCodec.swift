@@ -205,7 +205,7 @@ package enum EventCodec {
     -> String?
   {
     guard let text = try textBytes(of: bytes, stamp: stamp) else { return nil }
-    guard let string = String(validating: text, as: UTF8.self) else {
+    guard let string = String(validUTF8: text) else {
       throw VLogError(.malformedEvent, "text: not valid UTF-8")
     }
     return string
@@ -668,7 +668,7 @@ package struct ProtobufReader {
 
   package mutating func string(_ name: String) throws(VLogError) -> String {
     let bytes = try lengthDelimited()
-    guard let string = String(validating: bytes, as: UTF8.self) else {
+    guard let string = String(validUTF8: bytes) else {
       throw VLogError(.malformedEvent, "\(name): not valid UTF-8")
     }
     return string

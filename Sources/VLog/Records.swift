@@ -504,7 +504,7 @@ extension ProtobufReader {
 
   mutating func rawString(_ name: String) throws(VLogError) -> String {
     let bytes = try lengthDelimited()
-    guard let string = String(validating: bytes, as: UTF8.self) else {
+    guard let string = String(validUTF8: bytes) else {
       throw VLogError(.corruptStore, "a record's \(name) is not valid UTF-8")
     }
     return string

@@ -243,6 +243,29 @@ struct EventCodecTests {
     #expect(error?.message == "text: not valid UTF-8")
   }
 
+  @Test(
+    "UTF-8 is validated as the standard library does, including invalid sequences whose repair is as long as they are"
+  )
+  func utf8Validation() {
+    var cases: [[UInt8]] = [
+      [], Array("Héllo, 世界 👋".utf8), Array("\u{FFFD}".utf8), [0xC3, 0x28], [0xFF],
+      // A four-byte sequence cut after three bytes: repaired to one U+FFFD, three bytes too.
+      [0xF0, 0x90, 0x80, 0x41], [0xF0, 0x90, 0x80], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80],
+      [0xEF, 0xBF, 0xBD], [0xEF, 0xBF], [0x41, 0xEF, 0xBF, 0xBD, 0xF4, 0x90, 0x80, 0x80],
+    ]
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<2_000 {
+      let count = Int.random(in: 0...6, using: &generator)
+      let pool: [UInt8] = [0x41, 0x80, 0xBF, 0xC2, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xFF, 0xBD, 0x90]
+      cases.append((0..<count).map { _ in pool.randomElement(using: &generator)! })
+    }
+    for bytes in cases {
+      let expected = String(validating: bytes, as: UTF8.self)
+      let found = bytes.withUnsafeBytes { String(validUTF8: $0) }
+      #expect(found == expected, "\(bytes.map { String($0, radix: 16) })")
+    }
+  }
+
   @Test("the log's hashes match XXH3's reference vectors, so stored checksums stay readable")
   func xxh3Vectors() {
     func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }

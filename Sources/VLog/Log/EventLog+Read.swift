@@ -161,7 +161,7 @@ extension EventLog {
   }
 
   private static func validated(_ bytes: UnsafeRawBufferPointer) throws -> String {
-    guard let string = String(validating: bytes, as: UTF8.self) else {
+    guard let string = String(validUTF8: bytes) else {
       throw VLogError(.malformedEvent, "text: not valid UTF-8")
     }
     return string
