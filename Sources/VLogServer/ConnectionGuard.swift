@@ -98,9 +98,15 @@ final class ConnectionRegistry: Sendable {
 }
 
 /// Guards one connection: takes its place in the ``ConnectionRegistry`` (or closes it at once),
-/// closes it if no request head arrives within the head timeout of its opening, tells the
+/// closes it if no request head arrives within the head timeout of its opening, fails a request
+/// whose body has not ended within the body timeout of its head (``BodyTimedOut``), tells the
 /// registry when it is between requests, and answers a request that is not valid HTTP with the
 /// JSON error every other refusal has.
+///
+/// The body's deadline is a timer on the connection's event loop, cancelled when the body ends:
+/// a request costs no task and leaves no timer behind (a cancelled `Task.sleep` keeps its timer
+/// until it would have fired, and at the 120-second default a busy server would hold hundreds
+/// of thousands).
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
   typealias InboundIn = HTTPRequestPart
   typealias InboundOut = HTTPRequestPart
@@ -109,15 +115,20 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
   private let registry: ConnectionRegistry
   private let headTimeout: TimeAmount
+  private let bodyTimeout: TimeAmount
   /// Whether this connection holds a place; nil until decided, once per connection.
   private var admitted: Bool?
   /// Requests whose head has arrived and whose answer has not ended.
   private var open = 0
   private var headTimer: Scheduled<Void>?
+  /// The deadline of the body of the request being read; nil between a body's end and the next
+  /// request's head.
+  private var bodyTimer: Scheduled<Void>?
 
-  init(_ registry: ConnectionRegistry, headTimeout: TimeAmount) {
+  init(_ registry: ConnectionRegistry, headTimeout: TimeAmount, bodyTimeout: TimeAmount) {
     self.registry = registry
     self.headTimeout = headTimeout
+    self.bodyTimeout = bodyTimeout
   }
 
   /// Takes a place for the connection, or closes it; only the first call per connection
@@ -150,8 +161,14 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     if admitted == true { context.fireChannelActive() }
   }
 
+  func handlerRemoved(context: ChannelHandlerContext) {
+    bodyTimer?.cancel()
+    bodyTimer = nil
+  }
+
   func channelInactive(context: ChannelHandlerContext) {
     headTimer?.cancel()
+    bodyTimer?.cancel()
     if admitted == true { registry.release(context.channel) }
     context.fireChannelInactive()
   }
@@ -169,11 +186,22 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-    if case .head = unwrapInboundIn(data) {
+    switch unwrapInboundIn(data) {
+    case .head:
       headTimer?.cancel()
       headTimer = nil
       open += 1
       if open == 1 { registry.setIdle(context.channel, false) }
+      let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+      bodyTimer?.cancel()
+      bodyTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
+        bound.value.fireErrorCaught(BodyTimedOut())
+      }
+    case .end:
+      bodyTimer?.cancel()
+      bodyTimer = nil
+    case .body:
+      break
     }
     context.fireChannelRead(data)
   }
@@ -228,3 +256,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
   }
 }
+
+/// A request's body did not end within the server's body timeout: what reading the body
+/// throws, answered with 408 and a closed connection.
+struct BodyTimedOut: Error {}

@@ -117,31 +117,18 @@ struct PostgresLogWriter {
     throw StorageError.damaged("account \(account): the log's facts could not be read")
   }
 
-  /// Reads the facts `missing` names, all in one statement (a round trip to the database per
-  /// round of the batch's questions, whatever they ask): a `UNION ALL` of one query per kind,
-  /// each row tagged with its kind. Returns those of `ids` the log holds.
+  /// Reads the facts `missing` names, all in one statement (``FactsQuery``, a round trip to
+  /// the database per round of the batch's questions, whatever they ask). Returns those of
+  /// `ids` the log holds.
   @discardableResult
   private mutating func read(_ missing: MissingLogFacts, storedAmong ids: [Stamp] = [])
     async throws -> Set<Stamp>
   {
-    var query = PostgresQuery.StringInterpolation(literalCapacity: 1024, interpolationCount: 16)
-    var parts = 0
-    // Every part's columns: kind, key (an object, a note or a blob's hash), a sequence number,
-    // bytes (a stamp or a record), a field.
-    func part(_ kind: FactKind, _ columns: String, from table: String) {
-      query.appendLiteral(parts == 0 ? "" : " UNION ALL ")
-      query.appendLiteral(
-        "(SELECT \(kind.rawValue)::int2, \(columns) FROM \(table) WHERE account = ")
-      query.appendInterpolation(account)
-      parts += 1
-    }
+    var query = FactsQuery(account: account)
     if !missing.deletions.isEmpty {
       let objects = Array(missing.deletions)
       for object in objects { facts.deletions[object] = (nil, nil) }
-      part(.deletion, "object, sequence, stamp, NULL::int2", from: "vlog_deletions")
-      query.appendLiteral(" AND object = ANY(")
-      query.appendInterpolation(objects.map { ByteBuffer(bytes: $0.bytes) })
-      query.appendLiteral("))")
+      query.deletions = objects.map { ByteBuffer(bytes: $0.bytes) }
     }
     if !missing.fields.isEmpty {
       // Every field of each note at once: a push that sets one usually sets others.
@@ -149,47 +136,32 @@ struct PostgresLogWriter {
       for note in notes {
         for field in Change.fields { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
       }
-      part(.field, "note, sequence, stamp, field", from: "vlog_fields")
-      query.appendLiteral(" AND note = ANY(")
-      query.appendInterpolation(notes.map { ByteBuffer(bytes: $0.identifier.bytes) })
-      query.appendLiteral("))")
+      query.fieldNotes = notes.map { ByteBuffer(bytes: $0.identifier.bytes) }
     }
     if !missing.sequences.isEmpty {
       let objects = Array(missing.sequences)
       for object in objects { facts.sequences[object] = [] }
-      part(.sequence, "object, sequence, NULL::bytea, NULL::int2", from: "vlog_objects")
-      query.appendLiteral(" AND object = ANY(")
-      query.appendInterpolation(objects.map { ByteBuffer(bytes: $0.bytes) })
-      query.appendLiteral("))")
+      query.sequenceObjects = objects.map { ByteBuffer(bytes: $0.bytes) }
     }
     if !missing.events.isEmpty {
       let sequences = Array(missing.events)
       for sequence in sequences { facts.events[sequence] = .some(nil) }
-      part(.event, "NULL::bytea, sequence, record, NULL::int2", from: "vlog_events")
-      query.appendLiteral(" AND sequence = ANY(")
-      query.appendInterpolation(sequences.map { Int64(clamping: $0) })
-      query.appendLiteral("))")
+      query.events = sequences.map { Int64(clamping: $0) }
     }
     for (hash, excluded) in missing.references {
       facts.references[hash] = (excluded, false)
-      part(.reference, "hash, NULL::int8, NULL::bytea, NULL::int2", from: "vlog_blob_references")
-      query.appendLiteral(" AND hash = ")
-      query.appendInterpolation(ByteBuffer(bytes: hash.bytes))
-      query.appendLiteral(" AND sequence <> ALL(")
-      query.appendInterpolation(excluded.map { Int64(clamping: $0) })
-      query.appendLiteral("::int8[]) LIMIT 1)")
+      let key = ByteBuffer(bytes: hash.bytes)
+      query.referencedHashes.append(key)
+      for sequence in excluded {
+        query.excludedHashes.append(key)
+        query.excludedSequences.append(Int64(clamping: sequence))
+      }
     }
-    if !ids.isEmpty {
-      part(.stored, "id, NULL::int8, NULL::bytea, NULL::int2", from: "vlog_events")
-      query.appendLiteral(" AND id = ANY(")
-      query.appendInterpolation(ids.map { ByteBuffer(bytes: $0.bytes) })
-      query.appendLiteral("::bytea[]))")
-    }
+    query.stored = ids.map { ByteBuffer(bytes: $0.bytes) }
     var stored = Set<Stamp>()
-    guard parts > 0 else { return stored }
-    let rows = try await connection.query(PostgresQuery(stringInterpolation: query), logger: logger)
-    for try await (kind, key, sequence, bytes, field) in rows.decode(
-      (Int16, ByteBuffer?, Int64?, ByteBuffer?, Int16?).self)
+    guard query.asks else { return stored }
+    for try await (kind, key, sequence, bytes, field) in try await connection.execute(
+      query, logger: logger)
     {
       switch FactKind(rawValue: kind) {
       case .deletion:
@@ -333,44 +305,23 @@ struct PostgresLogWriter {
     else { return try await releaseBlobs(changes.releasedBlobs) }
     // Only a log that grew is announced.
     let notification = head.sequence > initialHead.sequence ? signal?.payload : nil
-    try await connection.query(
-      """
-      WITH new_events AS (
-        INSERT INTO vlog_events (account, sequence, id, record)
-        SELECT \(account), * FROM UNNEST(\(sequences)::int8[], \(ids)::bytea[], \(records)::bytea[])
-      ), new_objects AS (
-        INSERT INTO vlog_objects (account, object, sequence)
-        SELECT \(account), * FROM UNNEST(
-          \(newObjects.map { ByteBuffer(bytes: $0.object.bytes) })::bytea[],
-          \(newObjects.map { Int64(clamping: $0.sequence) })::int8[])
-        ON CONFLICT DO NOTHING
-      ), new_references AS (
-        INSERT INTO vlog_blob_references (account, hash, sequence)
-        SELECT \(account), * FROM UNNEST(\(added.map { ByteBuffer(bytes: $0.0.bytes) })::bytea[],
-          \(added.map { Int64(clamping: $0.1) })::int8[])
-        ON CONFLICT DO NOTHING
-      ), new_fields AS (
-        INSERT INTO vlog_fields (account, note, field, stamp, sequence)
-        SELECT \(account), * FROM UNNEST(
-          \(dirty.map { ByteBuffer(bytes: $0.0.note.identifier.bytes) })::bytea[],
-          \(dirty.map { Int16($0.0.field) })::int2[],
-          \(dirty.map { ByteBuffer(bytes: $0.1.stamp.bytes) })::bytea[],
-          \(dirty.map { Int64(clamping: $0.1.sequence) })::int8[])
-        ON CONFLICT (account, note, field)
-        DO UPDATE SET stamp = EXCLUDED.stamp, sequence = EXCLUDED.sequence
-      ), new_superseded AS (
-        INSERT INTO vlog_superseded (account, replaced_at, sequence)
-        SELECT \(account), * FROM UNNEST(
-          \(newSuperseded.map { Int64(clamping: $0.milliseconds) })::int8[],
-          \(newSuperseded.map { Int64(clamping: $0.sequence) })::int8[])
-        ON CONFLICT DO NOTHING
-      )
-      UPDATE vlog_heads SET last_sequence = \(Int64(clamping: head.sequence)),
-        digest = \(ByteBuffer(bytes: head.digest.bytes))
-      WHERE account = \(account)
-      RETURNING CASE WHEN \(notification)::text IS NOT NULL
-        THEN pg_notify(\(LiveSignal.channel), \(notification)::text) END
-      """, logger: logger)
+    let rows = try await connection.execute(
+      AppendStatement(
+        account: account, sequences: sequences, ids: ids, records: records,
+        objects: newObjects.map { ByteBuffer(bytes: $0.object.bytes) },
+        objectSequences: newObjects.map { Int64(clamping: $0.sequence) },
+        referenceHashes: added.map { ByteBuffer(bytes: $0.0.bytes) },
+        referenceSequences: added.map { Int64(clamping: $0.1) },
+        fieldNotes: dirty.map { ByteBuffer(bytes: $0.0.note.identifier.bytes) },
+        fields: dirty.map { Int16($0.0.field) },
+        fieldStamps: dirty.map { ByteBuffer(bytes: $0.1.stamp.bytes) },
+        fieldSequences: dirty.map { Int64(clamping: $0.1.sequence) },
+        replacedAt: newSuperseded.map { Int64(clamping: $0.milliseconds) },
+        replacedSequences: newSuperseded.map { Int64(clamping: $0.sequence) },
+        head: Int64(clamping: head.sequence), digest: ByteBuffer(bytes: head.digest.bytes),
+        notification: notification, channel: LiveSignal.channel),
+      logger: logger)
+    for try await _ in rows {}
     return try await releaseBlobs(changes.releasedBlobs)
   }
 

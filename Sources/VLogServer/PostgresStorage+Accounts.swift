@@ -60,11 +60,9 @@ extension PostgresStorage {
   func tokens(hashes: [[UInt8]]) async throws -> [TokenRecord] {
     let keys = hashes.map { ByteBuffer(bytes: $0) }
     return try await withConnection { [self] connection in
-      let rows = try await connection.query(
-        "SELECT hash, account, expires_at FROM vlog_tokens WHERE hash = ANY(\(keys))",
-        logger: logger)
+      let rows = try await connection.execute(TokensQuery(hashes: keys), logger: logger)
       var found: [TokenRecord] = []
-      for try await (hash, account, expiry) in rows.decode((ByteBuffer, Int64, Int64).self) {
+      for try await (hash, account, expiry) in rows {
         guard let account = UInt64(exactly: account) else { continue }
         found.append(
           TokenRecord(hash: Array(hash.readableBytesView), account: account, expiresAt: expiry))

@@ -72,12 +72,11 @@ extension PostgresStorage {
     async throws -> Head
   {
     for _ in 0..<2 {
-      let rows = try await connection.query(
+      let rows =
         locking
-          ? "SELECT last_sequence, digest FROM vlog_heads WHERE account = \(account) FOR UPDATE"
-          : "SELECT last_sequence, digest FROM vlog_heads WHERE account = \(account)",
-        logger: logger)
-      for try await (sequence, digest) in rows.decode((Int64, ByteBuffer).self) {
+        ? try await connection.execute(LockedHeadQuery(account: account), logger: logger)
+        : try await connection.execute(HeadQuery(account: account), logger: logger)
+      for try await (sequence, digest) in rows {
         guard let digest = EventSetDigest(bytes: Array(digest.readableBytesView)) else {
           throw StorageError.damaged("account \(account): the head's digest is malformed")
         }
@@ -114,15 +113,13 @@ extension PostgresStorage {
     var from = cursor
     let batch = max(1, min(limit.events, 5000))
     scan: while from < head.sequence, limit.events > 0 {
-      let rows = try await connection.query(
-        """
-        SELECT sequence, record FROM vlog_events
-        WHERE account = \(account) AND sequence > \(Int64(clamping: from))
-          AND sequence <= \(Int64(clamping: head.sequence))
-        ORDER BY sequence LIMIT \(Int64(batch + pushed.count))
-        """, logger: logger)
+      let rows = try await connection.execute(
+        PageQuery(
+          account: account, after: Int64(clamping: from),
+          through: Int64(clamping: head.sequence), limit: Int64(batch + pushed.count)),
+        logger: logger)
       var read = 0
-      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+      for try await (sequence, record) in rows {
         read += 1
         let sequence = try PostgresLogWriter.sequence(sequence)
         guard sequence == from + 1 else {

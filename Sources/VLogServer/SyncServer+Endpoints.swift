@@ -398,25 +398,16 @@ extension SyncServer {
     if let announced = request.headers[.contentLength].flatMap({ Int($0) }), announced > limit {
       throw ServerError.bodyTooLarge(limit)
     }
-    let timeout = configuration.bodyTimeout
-    let buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-      group.addTask {
-        var request = request
-        do {
-          return try await request.collectBody(upTo: limit)
-        } catch is NIOTooManyBytesError {
-          throw ServerError.bodyTooLarge(limit)
-        }
-      }
-      group.addTask {
-        try await Task.sleep(for: timeout)
-        return nil
-      }
-      defer { group.cancelAll() }
-      guard let first = try await group.next(), let buffer = first else {
-        throw ServerError.requestTimeout(timeout)
-      }
-      return buffer
+    // The body's deadline is the connection guard's: past it, reading fails with
+    // `BodyTimedOut`.
+    var request = request
+    let buffer: ByteBuffer
+    do {
+      buffer = try await request.collectBody(upTo: limit)
+    } catch is NIOTooManyBytesError {
+      throw ServerError.bodyTooLarge(limit)
+    } catch is BodyTimedOut {
+      throw ServerError.requestTimeout(configuration.bodyTimeout)
     }
     return Array(buffer.readableBytesView)
   }

@@ -390,9 +390,11 @@ public final class SyncServer: Sendable {
   ) -> some ApplicationProtocol {
     let registry = connections
     let headTimeout = TimeAmount(configuration.requestHeadTimeout)
+    let bodyTimeout = TimeAmount(configuration.bodyTimeout)
     let http1 = HTTP1Channel.Configuration(
       additionalChannelHandlers: [
-        ConnectionGuardHandler(registry, headTimeout: headTimeout), LiveConnectionHandler(),
+        ConnectionGuardHandler(registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout),
+        LiveConnectionHandler(),
       ],
       idleTimeout: TimeAmount(configuration.idleTimeout))
     return Application(
