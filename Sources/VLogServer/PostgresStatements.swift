@@ -89,25 +89,39 @@ struct TokensQuery: PostgresPreparedStatement {
 /// columns its kind uses — a key (an object, a note, a blob's hash or an event's id), a
 /// sequence number, bytes (a stamp or a record), a field. A kind asked nothing has an empty
 /// array, and its part reads nothing.
+///
+/// Each part looks its keys up one by one (a `LATERAL` subquery that `OFFSET 0` or `LIMIT 1`
+/// keeps from being flattened into a join): the plan is generic, made once for every account,
+/// and given `account = $1 AND key = ANY($2)` PostgreSQL may plan to read the whole account
+/// and filter, which costs as much as the account is large.
 struct FactsQuery: PostgresPreparedStatement {
   static let sql = """
-    (SELECT 0::int2, object, sequence, stamp, NULL::int2 FROM vlog_deletions
-      WHERE account = $1 AND object = ANY($2::bytea[]))
-    UNION ALL (SELECT 1::int2, note, sequence, stamp, field FROM vlog_fields
-      WHERE account = $1 AND note = ANY($3::bytea[]))
-    UNION ALL (SELECT 2::int2, object, sequence, NULL::bytea, NULL::int2 FROM vlog_objects
-      WHERE account = $1 AND object = ANY($4::bytea[]))
-    UNION ALL (SELECT 3::int2, NULL::bytea, sequence, record, NULL::int2 FROM vlog_events
-      WHERE account = $1 AND sequence = ANY($5::int8[]))
+    (SELECT 0::int2, d.object, d.sequence, d.stamp, NULL::int2
+      FROM UNNEST($2::bytea[]) AS k(object), LATERAL (
+        SELECT object, sequence, stamp FROM vlog_deletions
+        WHERE account = $1 AND object = k.object OFFSET 0) AS d)
+    UNION ALL (SELECT 1::int2, f.note, f.sequence, f.stamp, f.field
+      FROM UNNEST($3::bytea[]) AS k(note), LATERAL (
+        SELECT note, sequence, stamp, field FROM vlog_fields
+        WHERE account = $1 AND note = k.note OFFSET 0) AS f)
+    UNION ALL (SELECT 2::int2, o.object, o.sequence, NULL::bytea, NULL::int2
+      FROM UNNEST($4::bytea[]) AS k(object), LATERAL (
+        SELECT object, sequence FROM vlog_objects
+        WHERE account = $1 AND object = k.object OFFSET 0) AS o)
+    UNION ALL (SELECT 3::int2, NULL::bytea, e.sequence, e.record, NULL::int2
+      FROM UNNEST($5::int8[]) AS k(sequence), LATERAL (
+        SELECT sequence, record FROM vlog_events
+        WHERE account = $1 AND sequence = k.sequence OFFSET 0) AS e)
     UNION ALL (SELECT 4::int2, h.hash, NULL::int8, NULL::bytea, NULL::int2
-      FROM UNNEST($6::bytea[]) AS h(hash)
-      WHERE EXISTS (
+      FROM UNNEST($6::bytea[]) AS h(hash), LATERAL (
         SELECT 1 FROM vlog_blob_references AS r
         WHERE r.account = $1 AND r.hash = h.hash AND NOT EXISTS (
           SELECT 1 FROM UNNEST($7::bytea[], $8::int8[]) AS x(hash, sequence)
-          WHERE x.hash = r.hash AND x.sequence = r.sequence)))
-    UNION ALL (SELECT 5::int2, id, NULL::int8, NULL::bytea, NULL::int2 FROM vlog_events
-      WHERE account = $1 AND id = ANY($9::bytea[]))
+          WHERE x.hash = r.hash AND x.sequence = r.sequence)
+        LIMIT 1) AS r)
+    UNION ALL (SELECT 5::int2, e.id, NULL::int8, NULL::bytea, NULL::int2
+      FROM UNNEST($9::bytea[]) AS k(id), LATERAL (
+        SELECT id FROM vlog_events WHERE account = $1 AND id = k.id OFFSET 0) AS e)
     """
   static let bindingDataTypes: [PostgresDataType] = [
     .int8, .byteaArray, .byteaArray, .byteaArray, .int8Array, .byteaArray, .byteaArray,

@@ -244,6 +244,22 @@ extension Load {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
   }
 
+  /// The CPU seconds of every process of this machine named `postgres` (a database on this
+  /// machine: its backends, WAL writer, checkpointer and the rest), and of the children they
+  /// waited for.
+  func databaseCPUSeconds() -> Double {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    var total = 0.0
+    for entry in entries {
+      guard let pid = Int32(entry),
+        let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
+        name.trimmingCharacters(in: .whitespacesAndNewlines) == "postgres"
+      else { continue }
+      total += cpuSeconds(of: pid)
+    }
+    return total
+  }
+
   /// What a holder process does (`--hold FILE --hold-url URL`): opens one live channel per line
   /// of FILE (a token), says "holding N" once all are open, and keeps reading them until it is
   /// terminated.

@@ -23,6 +23,11 @@ import VLogSync
 ///   until the last shows it.
 /// - `idle-live`: `live-channels` open channels held by other processes: the server's memory
 ///   per channel and its idle CPU, and the cap still enforced.
+/// - `capacity`: the capacity model's inputs and a check of its prediction (see
+///   Benchmarks/README.md): one-event syncs one at a time (`--rate 50` from one client), then as
+///   fast as `clients` devices go, then offered at half that rate; the servers' CPU (and
+///   PostgreSQL's) at half rate must fall between what the CPU per sync of the busy run and of
+///   the one-at-a-time run predict, give or take a quarter (a third for PostgreSQL).
 /// - `live`: the three above. `load --live` runs the load with every client also holding a
 ///   live channel.
 @main
@@ -54,6 +59,12 @@ struct Load: AsyncParsableCommand {
       30 s, idle at 60 s) have fired.
       """)
   var settle = 65
+  @Option(
+    help: ArgumentHelp(
+      "Syncs per second the load measurement offers, spread over its clients; 0 for as many as the server answers.",
+      discussion:
+        "Each client starts its syncs on a schedule and does not start one before the last is answered, so the rate reached can fall short of it: the report gives both."
+    )) var rate = 0.0
   @Flag(help: "In the load measurement, every client also holds a live channel.")
   var live = false
   @Option(help: "The load measurement's encoding of sync calls: binary or json.")
@@ -68,6 +79,7 @@ struct Load: AsyncParsableCommand {
     case editToScreen = "edit-to-screen"
     case fanOut = "fan-out"
     case idleLive = "idle-live"
+    case capacity
     /// The three live-channel measurements.
     case live
     case all
@@ -77,6 +89,7 @@ struct Load: AsyncParsableCommand {
     guard clients >= 1, accounts >= 1, accounts <= clients, seconds >= 1, events >= 1 else {
       throw ValidationError("need clients ≥ accounts ≥ 1, seconds ≥ 1, events ≥ 1")
     }
+    guard rate >= 0, rate.isFinite else { throw ValidationError("--rate must be 0 or more") }
     guard instances >= 1, instances == 1 || database != nil else {
       throw ValidationError("--instances above 1 needs --database (LMDB serves from one process)")
     }
@@ -146,6 +159,9 @@ struct Load: AsyncParsableCommand {
       if measure == .load || measure == .all {
         try await load(callers: callers, servers: pids, run: run)
       }
+      if measure == .capacity {
+        try await capacity(callers: callers, servers: pids, run: run)
+      }
       if [.editToScreen, .live].contains(measure) {
         try await editToScreen(urls: urls, http: http, run: run)
       }
@@ -162,7 +178,21 @@ struct Load: AsyncParsableCommand {
     }
   }
 
-  func load(callers: [APICaller], servers: [Int32], run: String) async throws {
+  /// What a load run measured.
+  struct LoadFigures {
+    var syncsPerSecond: Double
+    /// The servers' CPU per sync, in seconds, and in cores over the run.
+    var serverCPU: Double
+    var serverCores: Double
+    /// PostgreSQL's CPU per sync and in cores (0 on LMDB).
+    var databaseCPU: Double
+    var databaseCores: Double
+    /// Milliseconds.
+    var p99: Double
+  }
+
+  @discardableResult
+  func load(callers: [APICaller], servers: [Int32], run: String) async throws -> LoadFigures {
     let caller = callers[0]
     var tokens: [String] = []
     for account in 0..<accounts {
@@ -174,6 +204,7 @@ struct Load: AsyncParsableCommand {
     defer { for reader in readers { reader.cancel() } }
     let before = Memory(pids: servers)
     let cpuBefore = servers.reduce(0) { $0 + cpuSeconds(of: $1) }
+    let databaseBefore = database != nil ? databaseCPUSeconds() : 0
 
     let start = ContinuousClock.now
     let deadline = start + .seconds(seconds)
@@ -184,10 +215,13 @@ struct Load: AsyncParsableCommand {
         let encoding = encoding.encoding
         // Each client talks to one instance; the clients spread evenly over them.
         let instance = callers[client % callers.count]
+        // Each client's share of the rate, its first sync at a random point of its interval
+        // so that the clients do not start together.
+        let interval = rate > 0 ? Duration.seconds(Double(clients) / rate) : nil
         group.addTask {
           try await runClient(
             client, caller: instance, token: token, events: batch, encoding: encoding,
-            until: deadline)
+            every: interval, until: deadline)
         }
       }
       return try await group.reduce(into: [ClientResult]()) { $0.append($1) }
@@ -195,6 +229,7 @@ struct Load: AsyncParsableCommand {
     let elapsed = ContinuousClock.now - start
     let after = Memory(pids: servers)
     let cpu = servers.reduce(0) { $0 + cpuSeconds(of: $1) } - cpuBefore
+    let databaseCPU = database != nil ? databaseCPUSeconds() - databaseBefore : 0
 
     // Nothing acknowledged is lost: each account's log holds every event acknowledged to it.
     var lost = 0
@@ -233,19 +268,88 @@ struct Load: AsyncParsableCommand {
       """
       \(backend): \(clients) clients on \(accounts == 1 ? "one account" : "\(accounts) accounts"), \
       \(live ? "each holding a live channel, " : "")\(events) events per sync, \
+      \(rate > 0 ? "offered \(String(format: "%.0f", rate)) syncs/s, " : "")\
       \(Int(seconds)) s (\(build), durable commits, \(encoding) encoding):
         syncs: \(syncs), \(String(format: "%.0f", Double(syncs) / seconds))/s; events \
       acknowledged: \(acknowledged), \(String(format: "%.0f", Double(acknowledged) / seconds))/s
         latency of a sync call: p50 \(String(format: "%.1f", Self.percentile(latencies, 0.5))) ms, \
       p99 \(String(format: "%.1f", Self.percentile(latencies, 0.99))) ms
         pulled by the clients: \(results.reduce(0) { $0 + $1.pulled }) events
-        server CPU: \(String(format: "%.1f", cpu)) s, \(per(syncs, scale: 1e6)) µs per sync, \
+        server CPU: \(String(format: "%.1f", cpu)) s (\(String(format: "%.2f", cpu / seconds)) cores), \
+      \(per(syncs, scale: 1e6)) µs per sync, \
       \(per(acknowledged, scale: 1e6)) µs per event pushed, \(per(requestBytes, scale: 1e9)) ns per \
       byte of request body (\(syncs > 0 ? requestBytes / syncs : 0) bytes a push)
-        server memory: before \(before), after \(after)
+        \(database == nil ? "" : "PostgreSQL's CPU (its processes on this machine): \(String(format: "%.1f", databaseCPU)) s (\(String(format: "%.2f", databaseCPU / seconds)) cores), \(String(format: "%.1f", syncs > 0 ? databaseCPU * 1e6 / Double(syncs) : 0)) µs per sync\n  ")\
+      server memory: before \(before), after \(after)
         lost: \(lost) of \(acknowledged) acknowledged events (the logs hold \(held))
       """)
     if lost > 0 { throw ExitCode.failure }
+    return LoadFigures(
+      syncsPerSecond: Double(syncs) / seconds, serverCPU: syncs > 0 ? cpu / Double(syncs) : 0,
+      serverCores: cpu / seconds, databaseCPU: syncs > 0 ? databaseCPU / Double(syncs) : 0,
+      databaseCores: databaseCPU / seconds, p99: Self.percentile(latencies, 0.99))
+  }
+
+  /// The capacity model's inputs, measured, and a check of its prediction.
+  func capacity(callers: [APICaller], servers: [Int32], run: String) async throws {
+    var alone = self
+    alone.clients = 1
+    alone.accounts = 1
+    alone.rate = 50
+    alone.events = 1
+    let one = try await alone.load(callers: callers, servers: servers, run: run + "a")
+    var busy = self
+    busy.events = 1
+    busy.rate = 0
+    let full = try await busy.load(callers: callers, servers: servers, run: run + "b")
+    var half = busy
+    half.rate = (full.syncsPerSecond / 2).rounded()
+    let check = try await half.load(callers: callers, servers: servers, run: run + "c")
+
+    // Each edit is a push from one device and a pull on the account's other device; a user has
+    // two devices, each active 10 % of the time, editing once a minute while active.
+    let syncsPerUser = 2 * 0.1 / 60 * 2
+    func users(perCore cpu: Double) -> String {
+      cpu > 0 ? String(format: "%.0f", 1 / (cpu * syncsPerUser)) : "-"
+    }
+    func micro(_ seconds: Double) -> String { String(format: "%.0f µs", seconds * 1e6) }
+    let rate = half.rate
+    let server = (low: rate * full.serverCPU, high: rate * one.serverCPU)
+    let databaseBounds = (low: rate * full.databaseCPU, high: rate * one.databaseCPU)
+    // Between the two, whichever is lower, with a margin for a short run's noise: a quarter
+    // for the servers; a third for PostgreSQL, whose CPU per sync hardly changes with the rate
+    // but is the highest when busy (contention on the same cores), so that the run at half
+    // rate falls just below both.
+    func within(_ measured: Double, _ bounds: (low: Double, high: Double), margin: Double)
+      -> Bool
+    {
+      measured >= (1 - margin) * min(bounds.low, bounds.high)
+        && measured <= (1 + margin) * max(bounds.low, bounds.high)
+    }
+    let held =
+      within(check.serverCores, server, margin: 0.25)
+      && (database == nil || within(check.databaseCores, databaseBounds, margin: 0.35))
+    let millionUsers = 1_000_000 * syncsPerUser
+    print(
+      """
+      capacity model (\(backend); one-event syncs, a push or a pull each):
+        CPU per sync, one at a time / busy: server \(micro(one.serverCPU)) / \(micro(full.serverCPU))\
+      \(database == nil ? "" : ", PostgreSQL \(micro(one.databaseCPU)) / \(micro(full.databaseCPU))")
+        users per server core (2 devices, 10 % active, 1 edit a minute while active: \
+      \(String(format: "%.4f", syncsPerUser)) syncs/s a user): \(users(perCore: one.serverCPU)) \
+      to \(users(perCore: full.serverCPU))\
+      \(database == nil ? "" : "; per PostgreSQL core \(users(perCore: one.databaseCPU)) to \(users(perCore: full.databaseCPU))")
+        1,000,000 users: \(String(format: "%.0f", millionUsers)) syncs/s, server cores \
+      \(String(format: "%.1f", millionUsers * full.serverCPU)) to \
+      \(String(format: "%.1f", millionUsers * one.serverCPU))\
+      \(database == nil ? "" : ", PostgreSQL cores \(String(format: "%.1f", millionUsers * full.databaseCPU)) to \(String(format: "%.1f", millionUsers * one.databaseCPU))")
+        prediction at \(String(format: "%.0f", rate)) syncs/s offered (half the busy rate): server \
+      \(String(format: "%.2f", server.low))–\(String(format: "%.2f", server.high)) cores, \
+      measured \(String(format: "%.2f", check.serverCores))\
+      \(database == nil ? "" : "; PostgreSQL \(String(format: "%.2f", databaseBounds.low))–\(String(format: "%.2f", databaseBounds.high)) cores, measured \(String(format: "%.2f", check.databaseCores))"); \
+      p99 \(String(format: "%.1f", check.p99)) ms: \(held ? "the prediction held" : "THE PREDICTION FAILED")
+      """)
+    if !held { throw ExitCode.failure }
   }
 
   /// One device alone, pushing one edit and pulling the page after its cursor, `roundTrips`
@@ -358,15 +462,24 @@ enum EncodingOption: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// One device: pushes `events` new events per sync and pulls the page after its cursor.
+/// With `interval`, starts a sync every `interval` (or, when one takes longer, as soon as it is
+/// answered) instead of one after another.
 func runClient(
   _ client: Int, caller: APICaller, token: String, events count: Int, encoding: SyncEncoding,
-  until deadline: ContinuousClock.Instant
+  every interval: Duration?, until deadline: ContinuousClock.Instant
 ) async throws -> ClientResult {
   var result = ClientResult(client: client)
+  var next = ContinuousClock.now
+  if let interval { next += interval * Double.random(in: 0..<1) }
   let replica = ReplicaID(Identifier(high: 0x10AD, low: UInt64(client)))
   var cursor: UInt64 = 0
   var counter: UInt64 = 0
   while ContinuousClock.now < deadline {
+    if let interval {
+      if next > ContinuousClock.now { try await Task.sleep(until: next) }
+      guard ContinuousClock.now < deadline else { break }
+      next += interval
+    }
     let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
     let events = (0..<count).map { index in
       counter += 1
