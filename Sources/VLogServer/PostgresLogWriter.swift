@@ -163,7 +163,7 @@ struct PostgresLogWriter {
     for try await (kind, key, sequence, bytes, field) in try await connection.execute(
       query, logger: logger)
     {
-      switch FactKind(rawValue: kind) {
+      switch FactsQuery.Kind(rawValue: kind) {
       case .deletion:
         facts.deletions[try Self.identifier(try Self.required(key))] = (
           try sequence.map(Self.sequence), try bytes.map(Self.stamp)
@@ -193,13 +193,6 @@ struct PostgresLogWriter {
       }
     }
     return stored
-  }
-
-  /// What a row of ``read(_:)`` holds.
-  private enum FactKind: Int16 {
-    case deletion, field, sequence, event, reference
-    /// An event the log holds, among those asked about.
-    case stored
   }
 
   /// A column the row's kind always fills.

@@ -85,7 +85,7 @@ struct TokensQuery: PostgresPreparedStatement {
 }
 
 /// Everything a log batch asks about, in one statement: a `UNION ALL` of one part per kind of
-/// fact, each row tagged with its kind's number (the writer's `FactKind`) and filling the
+/// fact, each row tagged with its ``Kind``'s number and filling the
 /// columns its kind uses — a key (an object, a note, a blob's hash or an event's id), a
 /// sequence number, bytes (a stamp or a record), a field. A kind asked nothing has an empty
 /// array, and its part reads nothing.
@@ -95,31 +95,38 @@ struct TokensQuery: PostgresPreparedStatement {
 /// and given `account = $1 AND key = ANY($2)` PostgreSQL may plan to read the whole account
 /// and filter, which costs as much as the account is large.
 struct FactsQuery: PostgresPreparedStatement {
+  /// What a row holds: the number in its first column.
+  enum Kind: Int16 {
+    case deletion, field, sequence, event, reference
+    /// An event the log holds, among those asked about.
+    case stored
+  }
+
   static let sql = """
-    (SELECT 0::int2, d.object, d.sequence, d.stamp, NULL::int2
+    (SELECT \(Kind.deletion.rawValue)::int2, d.object, d.sequence, d.stamp, NULL::int2
       FROM UNNEST($2::bytea[]) AS k(object), LATERAL (
         SELECT object, sequence, stamp FROM vlog_deletions
         WHERE account = $1 AND object = k.object OFFSET 0) AS d)
-    UNION ALL (SELECT 1::int2, f.note, f.sequence, f.stamp, f.field
+    UNION ALL (SELECT \(Kind.field.rawValue)::int2, f.note, f.sequence, f.stamp, f.field
       FROM UNNEST($3::bytea[]) AS k(note), LATERAL (
         SELECT note, sequence, stamp, field FROM vlog_fields
         WHERE account = $1 AND note = k.note OFFSET 0) AS f)
-    UNION ALL (SELECT 2::int2, o.object, o.sequence, NULL::bytea, NULL::int2
+    UNION ALL (SELECT \(Kind.sequence.rawValue)::int2, o.object, o.sequence, NULL::bytea, NULL::int2
       FROM UNNEST($4::bytea[]) AS k(object), LATERAL (
         SELECT object, sequence FROM vlog_objects
         WHERE account = $1 AND object = k.object OFFSET 0) AS o)
-    UNION ALL (SELECT 3::int2, NULL::bytea, e.sequence, e.record, NULL::int2
+    UNION ALL (SELECT \(Kind.event.rawValue)::int2, NULL::bytea, e.sequence, e.record, NULL::int2
       FROM UNNEST($5::int8[]) AS k(sequence), LATERAL (
         SELECT sequence, record FROM vlog_events
         WHERE account = $1 AND sequence = k.sequence OFFSET 0) AS e)
-    UNION ALL (SELECT 4::int2, h.hash, NULL::int8, NULL::bytea, NULL::int2
+    UNION ALL (SELECT \(Kind.reference.rawValue)::int2, h.hash, NULL::int8, NULL::bytea, NULL::int2
       FROM UNNEST($6::bytea[]) AS h(hash), LATERAL (
         SELECT 1 FROM vlog_blob_references AS r
         WHERE r.account = $1 AND r.hash = h.hash AND NOT EXISTS (
           SELECT 1 FROM UNNEST($7::bytea[], $8::int8[]) AS x(hash, sequence)
           WHERE x.hash = r.hash AND x.sequence = r.sequence)
         LIMIT 1) AS r)
-    UNION ALL (SELECT 5::int2, e.id, NULL::int8, NULL::bytea, NULL::int2
+    UNION ALL (SELECT \(Kind.stored.rawValue)::int2, e.id, NULL::int8, NULL::bytea, NULL::int2
       FROM UNNEST($9::bytea[]) AS k(id), LATERAL (
         SELECT id FROM vlog_events WHERE account = $1 AND id = k.id OFFSET 0) AS e)
     """
