@@ -26,13 +26,10 @@ extension PostgresStorage {
     }
   }
 
-  /// How long a request waits for a connection before it is answered 503 `unavailable`.
-  static let acquireTimeout: Duration = .seconds(5)
-
   /// Runs `body` on a connection of the pool, within `timeout` (nil: ``databaseTimeout``).
   ///
   /// Fails with ``StorageError`` `unavailable` when no connection can be had within
-  /// ``acquireTimeout`` (the database is down or unreachable), when the connection fails, or
+  /// ``connectionWait`` (the database is down or unreachable), when the connection fails, or
   /// when the whole call has not finished within its timeout (a database that stopped
   /// answering, or a network that drops its packets). Past the deadline, the connection is
   /// closed — the pool discards it, and the database ends its transaction — and the call
@@ -43,7 +40,7 @@ extension PostgresStorage {
   ) async throws -> R {
     let held = HeldConnection()
     let total = timeout ?? databaseTimeout
-    let acquire = min(Self.acquireTimeout, total)
+    let acquire = min(connectionWait, total)
     do {
       let acquiring: @Sendable () -> String? = {
         held.isAcquired ? nil : "no database connection within \(acquire)"

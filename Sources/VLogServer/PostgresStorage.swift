@@ -47,14 +47,18 @@ final class PostgresStorage: ServerStorage {
   /// How long one call to the database may take, from asking for a connection to its last
   /// answer.
   let databaseTimeout: Duration
+  /// How long a call waits for a connection before it fails `unavailable`: at most
+  /// ``databaseTimeout``.
+  let connectionWait: Duration
   /// Where the signals heard on `LISTEN` go (see ``listenForSignals()``).
   let liveFeed = LiveFeed()
 
   private init(
     client: PostgresClient, runner: Task<Void, Never>, location: String, logRules: LogRules,
-    databaseTimeout: Duration, logger: Logger
+    databaseTimeout: Duration, connectionWait: Duration, logger: Logger
   ) {
     self.databaseTimeout = databaseTimeout
+    self.connectionWait = min(connectionWait, databaseTimeout)
     self.logRules = logRules
     self.client = client
     self.runner = runner
@@ -68,7 +72,8 @@ final class PostgresStorage: ServerStorage {
   ///   be reached, or a schema newer than this server's.
   static func open(
     url: String, maximumConnections: Int, logRules: LogRules = .standard,
-    databaseTimeout: Duration = .seconds(10), logger: Logger
+    databaseTimeout: Duration = .seconds(10), connectionWait: Duration = .seconds(5),
+    logger: Logger
   ) async throws -> PostgresStorage {
     let location = try DatabaseURL(url)
     var configuration = location.configuration
@@ -88,7 +93,7 @@ final class PostgresStorage: ServerStorage {
     let runner = Task { await client.run() }
     let storage = PostgresStorage(
       client: client, runner: runner, location: location.description, logRules: logRules,
-      databaseTimeout: databaseTimeout, logger: logger)
+      databaseTimeout: databaseTimeout, connectionWait: connectionWait, logger: logger)
     do {
       try await storage.migrate()
       return storage
@@ -106,7 +111,7 @@ final class PostgresStorage: ServerStorage {
   func isReady() async -> Bool {
     do {
       // As long as a request waits for a connection before it is answered 503.
-      return try await withDeadline(min(Self.acquireTimeout, databaseTimeout)) {
+      return try await withDeadline(connectionWait) {
         [client, logger] in
         try await client.query("SELECT 1", logger: logger)
         return true

@@ -85,6 +85,11 @@ public final class SyncServer: Sendable {
     /// request's id. A push whose commit's outcome is unknown is safe to retry: events are
     /// stored once by id.
     public var databaseTimeout: Duration
+    /// How long a request waits for a connection to the PostgreSQL database (every one busy,
+    /// or the database down or unreachable) before it is answered 503 `unavailable` with
+    /// `Retry-After`: 5 seconds, or ``databaseTimeout`` if that is shorter. A database that
+    /// cannot be reached is reported this soon, whatever ``databaseTimeout`` allows a call.
+    public var databaseConnectionWait: Duration = .seconds(5)
     /// How long a request's whole body may take to arrive, however steadily it trickles in;
     /// past it, 408 and the connection is closed.
     public var bodyTimeout: Duration
@@ -287,7 +292,8 @@ public final class SyncServer: Sendable {
   ) async throws -> SyncServer {
     let store = try await PostgresStorage.open(
       url: database, maximumConnections: maximumConnections, logRules: configuration.logRules,
-      databaseTimeout: configuration.databaseTimeout, logger: logger)
+      databaseTimeout: configuration.databaseTimeout,
+      connectionWait: configuration.databaseConnectionWait, logger: logger)
     do {
       return try SyncServer(
         location: store.location, store: store, configuration: configuration,

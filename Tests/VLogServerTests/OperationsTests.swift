@@ -18,8 +18,12 @@ struct OperationsTests {
   func readinessFollowsTheDatabase() async throws {
     let url = try await TestCluster.shared.newDatabase()
     let name = try #require(URLComponents(string: url)?.path.dropFirst()).description
+    // A database that cannot be reached is reported as soon as a server of the default
+    // configuration reports it.
+    var configuration = SyncServer.Configuration.testing
+    configuration.databaseConnectionWait = SyncServer.Configuration().databaseConnectionWait
     let server = try await SyncServer.open(
-      database: url, maximumConnections: 2, configuration: .testing, logger: quietLogger)
+      database: url, maximumConnections: 2, configuration: configuration, logger: quietLogger)
     defer { server.close() }
     let transport = try CheckedTransport(InProcessTransport(server: server))
     func status(_ path: String) async throws -> Int {

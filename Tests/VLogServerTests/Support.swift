@@ -13,13 +13,16 @@ import VLogTesting
 
 extension SyncServer.Configuration {
   /// Fast password hashing, no fsync, room for the concurrent sign-ins of many simulated
-  /// devices, and a minute for a call to the database (whose locks a loaded test machine may
-  /// hold for seconds): the server for tests. The throttle's and the faults' own tests set
-  /// their limits.
+  /// devices, a minute for a call to the database (whose locks a loaded test machine may hold
+  /// for seconds) and half of it for a connection (a new one takes seconds when the whole
+  /// suite runs on two cores): the server for tests. The throttle's, the readiness check's and
+  /// the faults' own tests set their limits.
   static var testing: Self {
-    .init(
+    var configuration = Self(
       passwordCost: .testing, durability: .noSync, concurrentPasswordChecks: 64,
       databaseTimeout: .seconds(60))
+    configuration.databaseConnectionWait = .seconds(30)
+    return configuration
   }
 }
 
