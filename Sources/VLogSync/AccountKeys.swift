@@ -1,0 +1,409 @@
+internal import Crypto
+internal import Foundation
+public import VLog
+internal import _CryptoExtras
+
+// The keys of an end-to-end encrypted account, made and used on its devices only.
+//
+// - The password is stretched with scrypt, under a salt made from the user name, into a master
+//   secret, from which HKDF draws two unrelated values: the *sign-in secret*, which the device
+//   sends where a clear account sends its password (the server hashes it as it hashes passwords),
+//   and the private half of the *password key pair*. Neither gives the other: the server, which
+//   sees the sign-in secret, learns nothing from which the account key can be derived. (The
+//   scheme of Bitwarden's master password hash and stretched key, with a key pair in place of
+//   the stretched key.)
+// - The recovery key, 32 random bytes shown once, gives the same two values by HKDF.
+// - The account's keys (``AccountKeys``) are random. The server stores them only sealed (HPKE)
+//   to the public halves of the password's and the recovery key's key pairs: a device that
+//   holds the account's keys can seal new ones to them without the password, which is what
+//   lets every device rotate the content key after a deletion (crypto-shredding).
+
+/// scrypt's cost for stretching an encrypted account's password on its devices. Every device of
+/// an account must use the same: another cost derives other keys, and the sign-in fails.
+public struct KeyDerivationCost: Sendable, Hashable, CustomStringConvertible {
+  /// log₂ of scrypt's N (CPU and memory cost).
+  public var logRounds: UInt8
+  /// scrypt's block size r.
+  public var blockSize: UInt8
+  /// scrypt's parallelism p.
+  public var parallelism: UInt8
+
+  /// Creates a cost.
+  public init(logRounds: UInt8, blockSize: UInt8 = 8, parallelism: UInt8 = 1) {
+    self.logRounds = logRounds
+    self.blockSize = blockSize
+    self.parallelism = parallelism
+  }
+
+  /// N = 2¹⁷, r = 8, p = 1: 128 MiB of memory per guess, a fraction of a second on a phone.
+  /// A password's stretching on the device is the only cost an attacker who holds the server's
+  /// files pays per guess, so it is higher than the server's own password hashing.
+  public static let standard = KeyDerivationCost(logRounds: 17)
+
+  /// N = 2⁴: fast and weak, for tests only.
+  public static let testing = KeyDerivationCost(logRounds: 4)
+
+  /// `scrypt N=2^17 r=8 p=1`.
+  public var description: String { "scrypt N=2^\(logRounds) r=\(blockSize) p=\(parallelism)" }
+}
+
+/// What a password gives on a device of an encrypted account: the secret that signs in, and
+/// the private key that opens the account's keys. Derived, never stored.
+public struct PasswordKeys: Sendable {
+  /// What the device sends the server in place of the password: 43 characters of base64url.
+  /// The server stores only its hash; it cannot be turned back into the password, nor into
+  /// ``publicKey``'s private half.
+  public let signInSecret: String
+  /// The private half of the password's key pair: opens the account's keys sealed to
+  /// ``publicKey``. It never leaves the device.
+  private let privateBytes: [UInt8]
+
+  /// The public half of the password's key pair, which the server stores so that any device
+  /// of the account can seal new account keys to it (32 bytes).
+  public let publicKey: [UInt8]
+
+  func privateKey() throws -> Curve25519.KeyAgreement.PrivateKey {
+    try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateBytes)
+  }
+
+  /// Stretches `password` for the account `username` (compared without case, as the server
+  /// does) at `cost`.
+  ///
+  /// The password is taken in Unicode's composed form (NFC), so the same characters typed on
+  /// two devices give the same keys.
+  public init(username: String, password: String, cost: KeyDerivationCost = .standard) throws {
+    let salt = Array(
+      SHA256.hash(data: Array("vlog account keys v1\u{0}\(username.lowercased())".utf8)))
+    let master = try KDF.Scrypt.deriveKey(
+      from: Array(password.precomposedStringWithCanonicalMapping.utf8), salt: salt,
+      outputByteCount: 32, rounds: 1 << Int(cost.logRounds), blockSize: Int(cost.blockSize),
+      parallelism: Int(cost.parallelism))
+    try self.init(master: master, purpose: "password")
+  }
+
+  /// The two values HKDF draws from `master` for `purpose` (`password` or `recovery`).
+  init(master: SymmetricKey, purpose: String) throws {
+    let secret = HKDF<SHA256>.expand(
+      pseudoRandomKey: master, info: Array("vlog \(purpose) sign-in".utf8), outputByteCount: 32)
+    let seed = HKDF<SHA256>.expand(
+      pseudoRandomKey: master, info: Array("vlog \(purpose) key pair".utf8), outputByteCount: 32)
+    signInSecret = Base64URL.encode(secret.bytes)
+    privateBytes = seed.bytes
+    publicKey = Array(
+      try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateBytes).publicKey
+        .rawRepresentation)
+  }
+}
+
+/// An encrypted account's recovery key: 32 random bytes, shown once when the account is
+/// created, that sign in and open the account's keys when the password is lost. Losing both
+/// the password and the recovery key loses the account's notes: nobody else can read them.
+///
+/// Written as 56 characters of Crockford's base32 in groups of four — the key and a 3-byte
+/// checksum, so that a mistyped key is told apart from a wrong one.
+public struct RecoveryKey: Sendable, Hashable, CustomStringConvertible {
+  /// The 32 bytes.
+  let bytes: [UInt8]
+
+  /// A new recovery key from 32 bytes of `random` (a cryptographically secure source).
+  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
+    let bytes = random(32)
+    guard bytes.count == 32 else {
+      throw AccountKeyError("a recovery key needs 32 random bytes, got \(bytes.count)")
+    }
+    self.bytes = bytes
+  }
+
+  /// Reads a recovery key as ``description`` writes it: case, spaces and dashes do not matter,
+  /// and `I`, `L` read as `1`, `O` as `0`.
+  ///
+  /// - Throws: ``AccountKeyError`` saying what is wrong: a character that is not base32, the
+  ///   wrong length, or a checksum that does not match (a typing mistake).
+  public init(_ text: String) throws(AccountKeyError) {
+    var values: [UInt8] = []
+    for character in text.uppercased() where character != "-" && !character.isWhitespace {
+      guard let value = Self.value(of: character) else {
+        throw AccountKeyError("'\(character)' is not a character of a recovery key")
+      }
+      values.append(value)
+    }
+    guard values.count == 56 else {
+      throw AccountKeyError("a recovery key has 56 characters, this has \(values.count)")
+    }
+    var decoded: [UInt8] = []
+    var buffer = 0
+    var bits = 0
+    for value in values {
+      buffer = (buffer << 5) | Int(value)
+      bits += 5
+      if bits >= 8 {
+        bits -= 8
+        decoded.append(UInt8((buffer >> bits) & 0xFF))
+      }
+    }
+    let key = Array(decoded.prefix(32))
+    guard Array(decoded.suffix(3)) == Self.checksum(key) else {
+      throw AccountKeyError("the recovery key's checksum does not match: a character is wrong")
+    }
+    bytes = key
+  }
+
+  static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+  private static func value(of character: Character) -> UInt8? {
+    switch character {
+    case "O": return 0
+    case "I", "L": return 1
+    default: return alphabet.firstIndex(of: character).map(UInt8.init)
+    }
+  }
+
+  private static func checksum(_ key: [UInt8]) -> [UInt8] {
+    Array(SHA256.hash(data: key).prefix(3))
+  }
+
+  /// `XXXX-XXXX-…`: 14 groups of four characters.
+  public var description: String {
+    var characters: [Character] = []
+    var buffer = 0
+    var bits = 0
+    for byte in bytes + Self.checksum(bytes) {
+      buffer = (buffer << 8) | Int(byte)
+      bits += 8
+      while bits >= 5 {
+        bits -= 5
+        characters.append(Self.alphabet[(buffer >> bits) & 31])
+      }
+      buffer &= (1 << bits) - 1
+    }
+    return stride(from: 0, to: characters.count, by: 4).map {
+      String(characters[$0..<min($0 + 4, characters.count)])
+    }.joined(separator: "-")
+  }
+
+  /// The recovery key's sign-in secret and key pair.
+  public func keys() throws -> PasswordKeys {
+    try PasswordKeys(master: SymmetricKey(data: bytes), purpose: "recovery")
+  }
+}
+
+/// The keys a device of an encrypted account holds once signed in: the content key of the
+/// account's current epoch, which wraps each note's key, and the tag key, which names tags.
+///
+/// The content key is replaced by a new random one (``rotated(random:)``) after a deletion has
+/// synced, and the old one is forgotten everywhere: a copy of the server's files taken before
+/// the deletion then holds the deleted note's key wrapped by a key nobody has. The tag key
+/// never changes: it only names tags, which must keep their ids.
+public struct AccountKeys: Sendable, Equatable {
+  /// Which content key this is: 1 for the account's first, one more at each rotation.
+  public let epoch: UInt64
+  /// Wraps the notes' keys: 32 bytes.
+  private let contentBytes: [UInt8]
+  /// Names tags (``tagName(_:)``) and seals what names a tag apart from a note: 32 bytes.
+  private let tagBytes: [UInt8]
+
+  var contentKey: SymmetricKey { SymmetricKey(data: contentBytes) }
+  var tagKey: SymmetricKey { SymmetricKey(data: tagBytes) }
+
+  /// The keys of a new account: epoch 1, from 64 bytes of `random`.
+  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
+    let bytes = random(64)
+    guard bytes.count == 64 else {
+      throw AccountKeyError("account keys need 64 random bytes, got \(bytes.count)")
+    }
+    self.init(epoch: 1, contentBytes: Array(bytes.prefix(32)), tagBytes: Array(bytes.suffix(32)))
+  }
+
+  private init(epoch: UInt64, contentBytes: [UInt8], tagBytes: [UInt8]) {
+    self.epoch = epoch
+    self.contentBytes = contentBytes
+    self.tagBytes = tagBytes
+  }
+
+  /// The HPKE suite of the keys' seals: X25519, HKDF-SHA256, ChaCha20-Poly1305.
+  private static var suite: HPKE.Ciphersuite {
+    HPKE.Ciphersuite(kem: .Curve25519_HKDF_SHA256, kdf: .HKDF_SHA256, aead: .chaChaPoly)
+  }
+
+  /// The keys sealed to `publicKey` (a password's or a recovery key's) for the account
+  /// `username`: what the server stores, 32 bytes of encapsulated key then 88 of ciphertext.
+  /// Only the private half of `publicKey` opens it, and only for that account name.
+  public func sealed(to publicKey: [UInt8], username: String) throws -> [UInt8] {
+    let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
+    var sender = try HPKE.Sender(
+      recipientKey: recipient, ciphersuite: Self.suite, info: Data(Self.info(username)))
+    let plain = BigEndianBytes.of(epoch) + contentBytes + tagBytes
+    return Array(sender.encapsulatedKey) + Array(try sender.seal(plain))
+  }
+
+  /// Opens keys ``sealed(to:username:)`` sealed to `keys`' public key for `username`.
+  ///
+  /// - Throws: ``AccountKeyError`` when they do not open: another password or recovery key,
+  ///   another account, or bytes changed.
+  public init(opening sealed: [UInt8], with keys: PasswordKeys, username: String)
+    throws(AccountKeyError)
+  {
+    guard sealed.count == 32 + 8 + 64 + 16 else {
+      throw AccountKeyError("sealed account keys are 120 bytes, these are \(sealed.count)")
+    }
+    let plain: [UInt8]
+    do {
+      var recipient = try HPKE.Recipient(
+        privateKey: try keys.privateKey(), ciphersuite: Self.suite, info: Data(Self.info(username)),
+        encapsulatedKey: Data(sealed.prefix(32)))
+      plain = Array(try recipient.open(sealed.dropFirst(32)))
+    } catch {
+      throw AccountKeyError(
+        "the account's keys do not open with this password or recovery key")
+    }
+    guard plain.count == 8 + 64 else {
+      throw AccountKeyError("the account's keys opened to \(plain.count) bytes, not 72")
+    }
+    self.init(
+      epoch: BigEndianBytes.uint64(plain.prefix(8)), contentBytes: Array(plain[8..<40]),
+      tagBytes: Array(plain[40..<72]))
+  }
+
+  private static func info(_ username: String) -> [UInt8] {
+    Array("vlog account keys v1\u{0}\(username.lowercased())".utf8)
+  }
+
+  /// The next epoch's keys — a new random content key, the same tag key — and the link that
+  /// takes a device holding these to them: the new content key sealed by the old one. A link
+  /// leads forward only: nothing opens an older key from a newer one.
+  public func rotated(random: (Int) -> [UInt8]) throws -> (keys: AccountKeys, link: [UInt8]) {
+    let bytes = random(32)
+    guard bytes.count == 32 else {
+      throw AccountKeyError("a content key needs 32 random bytes, got \(bytes.count)")
+    }
+    let next = AccountKeys(epoch: epoch + 1, contentBytes: bytes, tagBytes: tagBytes)
+    let link = try ChaChaPoly.seal(
+      bytes, using: contentKey, authenticating: Self.linkData(epoch + 1)
+    ).combined
+    return (next, Array(link))
+  }
+
+  /// The next epoch's keys, from the link ``rotated(random:)`` made from these.
+  ///
+  /// - Throws: ``AccountKeyError`` when the link is not from these keys to the next epoch.
+  public func following(_ link: [UInt8]) throws(AccountKeyError) -> AccountKeys {
+    do {
+      let box = try ChaChaPoly.SealedBox(combined: link)
+      let key = try ChaChaPoly.open(
+        box, using: contentKey, authenticating: Self.linkData(epoch + 1))
+      return AccountKeys(epoch: epoch + 1, contentBytes: Array(key), tagBytes: tagBytes)
+    } catch {
+      throw AccountKeyError("the link to epoch \(epoch + 1) does not open with epoch \(epoch)")
+    }
+  }
+
+  private static func linkData(_ epoch: UInt64) -> [UInt8] {
+    Array("vlog content key\u{0}".utf8) + BigEndianBytes.of(epoch)
+  }
+
+  /// `note`'s key wrapped by this epoch's content key: 60 bytes, which open only as `note`'s
+  /// key of this epoch.
+  public func wrap(_ noteKey: NoteKey, of note: NoteID) throws -> [UInt8] {
+    Array(
+      try ChaChaPoly.seal(
+        noteKey.key.bytes, using: contentKey, authenticating: noteKeyData(note)
+      ).combined)
+  }
+
+  /// The key of `note` that ``wrap(_:of:)`` wrapped with this epoch's content key.
+  ///
+  /// - Throws: ``AccountKeyError`` when it does not open: another note, another epoch, or bytes
+  ///   changed.
+  public func unwrap(_ wrapped: [UInt8], of note: NoteID) throws(AccountKeyError) -> NoteKey {
+    do {
+      let box = try ChaChaPoly.SealedBox(combined: wrapped)
+      return NoteKey(
+        SymmetricKey(
+          data: try ChaChaPoly.open(box, using: contentKey, authenticating: noteKeyData(note))))
+    } catch {
+      throw AccountKeyError("note \(note)'s key does not open with the keys of epoch \(epoch)")
+    }
+  }
+
+  private func noteKeyData(_ note: NoteID) -> [UInt8] {
+    Array("vlog note key\u{0}".utf8) + BigEndianBytes.of(epoch) + note.identifier.bytes
+  }
+
+  /// The name a tag has in an encrypted account's events, in place of its display name: 32
+  /// hexadecimal digits of a keyed hash (HMAC-SHA-256 under the tag key) of its id, so that
+  /// "Paris" and "paris" are one tag to the server, which cannot tell which.
+  public func tagName(_ name: String) -> String {
+    let code = HMAC<SHA256>.authenticationCode(
+      for: Array("vlog tag\u{0}\(TagID(name: name).rawValue)".utf8), using: tagKey)
+    return Hex.string(Array(code.prefix(16)))
+  }
+}
+
+/// The key of one note, which seals the values of its events and the bytes of its attachments:
+/// random, wrapped by the account's content key, and erased with the note.
+public struct NoteKey: Sendable, Equatable {
+  /// 32 bytes.
+  private let bytes: [UInt8]
+
+  var key: SymmetricKey { SymmetricKey(data: bytes) }
+
+  init(_ key: SymmetricKey) { bytes = key.bytes }
+
+  /// A new note key from 32 bytes of `random`.
+  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
+    let bytes = random(32)
+    guard bytes.count == 32 else {
+      throw AccountKeyError("a note key needs 32 random bytes, got \(bytes.count)")
+    }
+    self.bytes = bytes
+  }
+
+  /// `plain` sealed (ChaCha20-Poly1305, a random nonce) and bound to `context` — the event's
+  /// stamp, kind and ids — so that it opens only there: 28 bytes more than `plain`.
+  public func seal(_ plain: [UInt8], context: [UInt8]) throws -> [UInt8] {
+    Array(try ChaChaPoly.seal(plain, using: key, authenticating: context).combined)
+  }
+
+  /// What ``seal(_:context:)`` sealed with this key in `context`.
+  ///
+  /// - Throws: ``AccountKeyError`` when it does not open: another key or context, or bytes
+  ///   changed.
+  public func open(_ sealed: [UInt8], context: [UInt8]) throws(AccountKeyError) -> [UInt8] {
+    do {
+      let box = try ChaChaPoly.SealedBox(combined: sealed)
+      return Array(try ChaChaPoly.open(box, using: key, authenticating: context))
+    } catch {
+      throw AccountKeyError("a sealed value does not open with its note's key")
+    }
+  }
+}
+
+/// Why an encrypted account's key could not be made, read or opened.
+public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What is wrong.
+  public let description: String
+  init(_ description: String) { self.description = description }
+}
+
+extension ContiguousBytes {
+  /// The bytes.
+  fileprivate var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+}
+
+/// Unsigned integers as 8 big-endian bytes.
+private enum BigEndianBytes {
+  static func of(_ value: UInt64) -> [UInt8] {
+    (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+  }
+  static func uint64(_ bytes: some Collection<UInt8>) -> UInt64 {
+    bytes.reduce(0) { $0 << 8 | UInt64($1) }
+  }
+}
+
+/// base64url without padding (RFC 4648 §5).
+private enum Base64URL {
+  static func encode(_ bytes: [UInt8]) -> String {
+    Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+      .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+  }
+}

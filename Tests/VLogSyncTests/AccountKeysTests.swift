@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+import VLog
+
+@testable import VLogSync
+
+/// A source of "random" bytes that counts up from `start`: the same keys every run.
+private func counting(from start: UInt8) -> (Int) -> [UInt8] {
+  let next = Counter(start)
+  return { count in (0..<count).map { _ in next.take() } }
+}
+
+private final class Counter: @unchecked Sendable {
+  private var value: UInt8
+  init(_ value: UInt8) { self.value = value }
+  func take() -> UInt8 {
+    defer { value &+= 1 }
+    return value
+  }
+}
+
+@Suite("The keys of an encrypted account")
+struct AccountKeysTests {
+  // The expected values below were computed apart from swift-crypto, with Python's hashlib
+  // (scrypt, SHA-256) and hmac (HKDF-Expand, RFC 5869): the scheme is what it says, not
+  // only what this implementation does.
+
+  @Test(
+    "A password's sign-in secret is scrypt then HKDF under the user name's salt; case of the name and Unicode form of the password do not matter"
+  )
+  func signInSecret() throws {
+    let keys = try PasswordKeys(username: "Ann", password: "correct horse", cost: .testing)
+    #expect(keys.signInSecret == "bVf764LnFvQJ9jutC3jiPwfXuK3gNn9_Pdac5ET0ytk")
+    #expect(keys.signInSecret.count == 43)
+    let lower = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
+    #expect(lower.signInSecret == keys.signInSecret && lower.publicKey == keys.publicKey)
+    // "café" typed composed on one device and decomposed on another.
+    let composed = try PasswordKeys(username: "ann", password: "caf\u{E9} au lait", cost: .testing)
+    let decomposed = try PasswordKeys(
+      username: "ann", password: "cafe\u{301} au lait", cost: .testing)
+    #expect(composed.signInSecret == decomposed.signInSecret)
+    // Another password, another name, another cost: other values.
+    let other = try PasswordKeys(username: "ann", password: "correct horsf", cost: .testing)
+    let bob = try PasswordKeys(username: "bob", password: "correct horse", cost: .testing)
+    let costlier = try PasswordKeys(
+      username: "ann", password: "correct horse", cost: KeyDerivationCost(logRounds: 5))
+    for different in [other, bob, costlier] {
+      #expect(different.signInSecret != keys.signInSecret)
+      #expect(different.publicKey != keys.publicKey)
+    }
+    // The sign-in secret is not the key pair's seed.
+    #expect(!keys.signInSecret.isEmpty && keys.publicKey.count == 32)
+  }
+
+  @Test(
+    "A recovery key is written in Crockford's base32 with a checksum, read back forgivingly, and a typing mistake is told apart"
+  )
+  func recoveryKeyText() throws {
+    let key = try RecoveryKey(random: counting(from: 0))
+    #expect(
+      key.description == "000G-40R4-0M30-E209-185G-R38E-1W81-24GK-2GAH-C5RR-34D1-P70X-3RFP-63ED")
+    #expect(try RecoveryKey(key.description) == key)
+    // Lowercase, spaces for dashes, O for 0 and l for 1.
+    let typed = key.description.lowercased().replacingOccurrences(of: "-", with: " ")
+      .replacingOccurrences(of: "0", with: "o").replacingOccurrences(of: "1", with: "l")
+    #expect(try RecoveryKey(typed) == key)
+    #expect(try key.keys().signInSecret == "-_gLHwz62BsxHW83pUq7N-EzcsliDU_KX9ipsWBwYhE")
+    // One character changed: the checksum says so.
+    var changed = Array(key.description)
+    changed[5] = changed[5] == "2" ? "3" : "2"
+    #expect(throws: AccountKeyError.self) { try RecoveryKey(String(changed)) }
+    do {
+      _ = try RecoveryKey(String(changed))
+    } catch {
+      #expect(error.description.contains("checksum"))
+    }
+    #expect(throws: AccountKeyError("a recovery key has 56 characters, this has 55")) {
+      try RecoveryKey(String(key.description.dropLast()))
+    }
+    #expect(throws: AccountKeyError("'U' is not a character of a recovery key")) {
+      try RecoveryKey("U" + key.description.dropFirst())
+    }
+    #expect(throws: AccountKeyError.self) { try RecoveryKey(random: { _ in [1, 2, 3] }) }
+  }
+
+  @Test(
+    "The account's keys sealed to a password open with that password only, for that account only")
+  func sealedToPassword() throws {
+    let keys = try AccountKeys(random: counting(from: 100))
+    let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
+    let sealed = try keys.sealed(to: password.publicKey, username: "ann")
+    #expect(sealed.count == 120)
+    #expect(try AccountKeys(opening: sealed, with: password, username: "ANN") == keys)
+    // Sealing twice gives other bytes (a new ephemeral key each time).
+    #expect(try keys.sealed(to: password.publicKey, username: "ann") != sealed)
+    let wrong = try PasswordKeys(username: "ann", password: "correct horsf", cost: .testing)
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(opening: sealed, with: wrong, username: "ann")
+    }
+    // Sealed for ann, opened as bob's with the same password: refused.
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(opening: sealed, with: password, username: "bob")
+    }
+    // Any byte changed: refused.
+    for index in [0, 31, 32, 60, 119] {
+      var tampered = sealed
+      tampered[index] ^= 1
+      #expect(throws: AccountKeyError.self) {
+        try AccountKeys(opening: tampered, with: password, username: "ann")
+      }
+    }
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(opening: Array(sealed.dropLast()), with: password, username: "ann")
+    }
+    // The recovery key's seal opens with the recovery key.
+    let recovery = try RecoveryKey(random: counting(from: 7))
+    let forRecovery = try keys.sealed(to: recovery.keys().publicKey, username: "ann")
+    #expect(try AccountKeys(opening: forRecovery, with: recovery.keys(), username: "ann") == keys)
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(opening: forRecovery, with: password, username: "ann")
+    }
+  }
+
+  @Test(
+    "A rotation's link leads from the old content key to the new one, never back; the tag key stays"
+  )
+  func rotation() throws {
+    let first = try AccountKeys(random: counting(from: 1))
+    let (second, link) = try first.rotated(random: counting(from: 200))
+    #expect(second.epoch == 2 && first.epoch == 1)
+    #expect(second != first)
+    #expect(try first.following(link) == second)
+    #expect(second.tagName("Paris") == first.tagName("Paris"))
+    // The new keys cannot follow the link back, nor can a stranger's keys follow it.
+    #expect(throws: AccountKeyError.self) { try second.following(link) }
+    let stranger = try AccountKeys(random: counting(from: 50))
+    #expect(throws: AccountKeyError.self) { try stranger.following(link) }
+    // A note's key wrapped in epoch 1 does not open in epoch 2: rewrapped, it does.
+    let note = NoteID(Identifier(high: 1, low: 2))
+    let noteKey = try NoteKey(random: counting(from: 9))
+    let wrapped = try first.wrap(noteKey, of: note)
+    #expect(wrapped.count == 60)
+    #expect(try first.unwrap(wrapped, of: note) == noteKey)
+    #expect(throws: AccountKeyError.self) { try second.unwrap(wrapped, of: note) }
+    #expect(throws: AccountKeyError.self) {
+      try first.unwrap(wrapped, of: NoteID(Identifier(high: 1, low: 3)))
+    }
+    #expect(try second.unwrap(try second.wrap(noteKey, of: note), of: note) == noteKey)
+  }
+
+  @Test(
+    "A tag's name in an encrypted account is a keyed hash of its id: one for every spelling, another under another account's key"
+  )
+  func tagNames() throws {
+    // Bytes 0 to 31 are the content key, 32 to 63 the tag key.
+    let keys = try AccountKeys(random: counting(from: 0))
+    #expect(keys.tagName("paris") == "e387b513e51d25cd7af16e0de5d66aa6")
+    #expect(keys.tagName("  Paris ") == keys.tagName("paris"))
+    #expect(keys.tagName("London") != keys.tagName("paris"))
+    let other = try AccountKeys(random: counting(from: 3))
+    #expect(other.tagName("paris") != keys.tagName("paris"))
+  }
+
+  @Test("A sealed value opens only with its note's key and in its own context")
+  func sealedValues() throws {
+    let key = try NoteKey(random: counting(from: 11))
+    let context = Array("stamp kind ids".utf8)
+    let plain = Array("Meet at noon".utf8)
+    let sealed = try key.seal(plain, context: context)
+    #expect(sealed.count == plain.count + 28)
+    #expect(sealed.firstRange(of: plain) == nil)
+    #expect(try key.open(sealed, context: context) == plain)
+    #expect(throws: AccountKeyError.self) {
+      try key.open(sealed, context: Array("another event".utf8))
+    }
+    #expect(throws: AccountKeyError.self) {
+      try NoteKey(random: counting(from: 12)).open(sealed, context: context)
+    }
+    var tampered = sealed
+    tampered[tampered.count - 1] ^= 0x80
+    #expect(throws: AccountKeyError.self) { try key.open(tampered, context: context) }
+    #expect(throws: AccountKeyError.self) { try key.open([1, 2, 3], context: context) }
+  }
+}
