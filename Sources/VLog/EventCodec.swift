@@ -25,6 +25,7 @@ internal import Foundation
 /// | 15 | varint | redaction reason (1 deleted, 2 superseded) | redacted events |
 /// | 16 | bytes (24 × n) | the stamps of the texts a text change replaced; absent if it recorded none, empty if it replaced none | textSet |
 /// | 17 | bytes (16) | a tag's key (``TagKey``) | tagRemoved, tagErased |
+/// | 18 | bytes | the event's values, sealed on the device of an end-to-end encrypted account (``Event/sealedValues``); kept and forwarded as a field this version does not interpret | events of encrypted accounts |
 ///
 /// A redacted event (``Event/redaction``) carries the header, the ids (4, and 10 for
 /// `attachmentAdded`; 16 for a `textSet`: what it replaced stays replaced) and field 15, and
@@ -59,6 +60,7 @@ package enum EventCodec {
     static let redaction = 15
     static let base = 16
     static let tagKey = 17
+    static let sealedValues = 18
   }
 
   // MARK: Encoding

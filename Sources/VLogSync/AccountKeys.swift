@@ -329,6 +329,14 @@ public struct AccountKeys: Sendable, Equatable {
     Array("vlog note key\u{0}".utf8) + BigEndianBytes.of(epoch) + note.identifier.bytes
   }
 
+  /// The key that seals the values of events that name a tag apart from any note (a rename, a
+  /// deletion): drawn from the tag key, so it never changes either.
+  var tagValuesKey: NoteKey {
+    NoteKey(
+      HKDF<SHA256>.expand(
+        pseudoRandomKey: tagKey, info: Array("vlog tag values".utf8), outputByteCount: 32))
+  }
+
   /// The name a tag has in an encrypted account's events, in place of its display name: 32
   /// hexadecimal digits of a keyed hash (HMAC-SHA-256 under the tag key) of its id, so that
   /// "Paris" and "paris" are one tag to the server, which cannot tell which.

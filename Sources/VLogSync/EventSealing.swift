@@ -1,0 +1,145 @@
+internal import Crypto
+public import VLog
+
+/// Seals an encrypted account's events before they leave the device, and opens them when they
+/// arrive: the ids stay clear, the values go sealed in ``VLog/Event/sealedValues``.
+///
+/// The sealed form of each kind keeps what a log needs and nothing more:
+/// - a note's creation, text, archived flag and sort date: the note's id (and a text's replaced
+///   stamps), with the values of a redacted event as placeholders;
+/// - a tag, wherever an event names one: ``AccountKeys/tagName(_:)`` in place of its name, so a
+///   server still tells tags apart, strips a deleted tag from a tags list and erases it, without
+///   reading a name;
+/// - attachment lists, deletions: unchanged, as they carry ids only.
+///
+/// The values are sealed with the note's key, or for an event that names a tag apart from any
+/// note (a rename, a deletion) with the account's tag-values key, and bound to the event's
+/// stamp and kind: a sealed value moved to another event does not open.
+public struct EventSealer: Sendable {
+  /// The account's keys.
+  public let keys: AccountKeys
+
+  /// A sealer with `keys`.
+  public init(keys: AccountKeys) { self.keys = keys }
+
+  /// `event` as an encrypted account's device sends it.
+  ///
+  /// - Parameters:
+  ///   - noteKey: The key of a note, by id.
+  ///   - tagName: The name of a tag, by its clear key: what a tag's removal or deletion names
+  ///     it by, which its sealed form must name by ``AccountKeys/tagName(_:)`` instead.
+  /// - Throws: ``AccountKeyError`` for an event that cannot be sealed: a kind this version does
+  ///   not know, an attachment's addition, a tag whose name `tagName` does not know; or what
+  ///   `noteKey` throws.
+  public func seal(
+    _ event: Event, noteKey: (NoteID) throws -> NoteKey, tagName: (TagKey) -> String?
+  ) throws -> Event {
+    guard !event.isRedacted else { return event }
+    func keyed(_ tag: TagKey) throws(AccountKeyError) -> TagKey {
+      guard let name = tagName(tag) else {
+        throw AccountKeyError("event \(event.stamp) names tag \(tag), whose name is not known")
+      }
+      return TagKey(name: keys.tagName(name))
+    }
+    let clear: Event
+    let placeholder: Change
+    switch event.change {
+    case .noteCreated, .textSet, .archivedSet, .sortDateSet:
+      clear = event
+      guard let stripped = event.change.withoutPayload else { return event }
+      placeholder = stripped
+    case .tagsSet(let note, let names):
+      clear = event
+      var seen = Set<String>()
+      placeholder = .tagsSet(
+        note, tags: names.map(keys.tagName).filter { seen.insert($0).inserted })
+    case .tagAdded(let note, let name):
+      clear = event
+      placeholder = .tagAdded(note, name: keys.tagName(name))
+    case .tagRemoved(let note, let tag):
+      clear = event
+      placeholder = .tagRemoved(note, tag: try keyed(tag))
+    case .tagErased(let tag):
+      clear = event
+      placeholder = .tagErased(try keyed(tag))
+    case .tagDeleted(let name):
+      // What versions before protocol 3 wrote: sealed as the deletion by key it means.
+      clear = Event(stamp: event.stamp, change: .tagErased(TagKey(name: name)))
+      placeholder = .tagErased(TagKey(name: keys.tagName(name)))
+    case .tagRenamed(let name):
+      clear = event
+      placeholder = .tagRenamed(name: keys.tagName(name))
+    case .attachmentsSet, .noteDeleted, .attachmentDeleted:
+      return event
+    case .attachmentAdded:
+      throw AccountKeyError("attachments cannot be added to an encrypted account's notes yet")
+    case .unknown(let kind):
+      throw AccountKeyError("an event of \(kind), unknown to this version, cannot be sealed")
+    }
+    let key = try self.key(for: placeholder, noteKey: noteKey)
+    let sealed = try key.seal(
+      clear.fieldsToSeal, context: Self.context(of: event.stamp, placeholder.kind))
+    return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
+  }
+
+  /// The event `sealed`, sealed by ``seal(_:noteKey:tagName:)`` on a device of the account,
+  /// with its values.
+  ///
+  /// A redacted event, and one that carries ids only, is what it is. A tags list is the tags
+  /// sealed in it that the log kept: a log strips the tags deleted after the list was set.
+  ///
+  /// - Throws: ``AccountKeyError`` for an event that does not open with these keys, that
+  ///   carries no sealed values where its kind needs them, or whose sealed values are of
+  ///   another note; or what `noteKey` throws.
+  public func open(_ sealed: Event, noteKey: (NoteID) throws -> NoteKey) throws -> Event {
+    guard !sealed.isRedacted else { return sealed }
+    guard let values = sealed.sealedValues else {
+      switch sealed.change {
+      case .attachmentsSet, .noteDeleted, .attachmentDeleted: return sealed
+      default:
+        throw AccountKeyError(
+          "event \(sealed.stamp) (\(sealed.change.kind)) of an encrypted account carries no "
+            + "sealed values")
+      }
+    }
+    let key = try self.key(for: sealed.change, noteKey: noteKey)
+    let fields = try key.open(values, context: Self.context(of: sealed.stamp, sealed.change.kind))
+    let clear: Event
+    do {
+      clear = try Event(stamp: sealed.stamp, kind: sealed.change.kind, sealedFields: fields)
+    } catch {
+      throw AccountKeyError("event \(sealed.stamp)'s sealed values are malformed: \(error)")
+    }
+    guard clear.change.noteID == sealed.change.noteID else {
+      throw AccountKeyError("event \(sealed.stamp)'s sealed values are of another note")
+    }
+    switch (sealed.change, clear.change) {
+    case (.tagsSet(_, let kept), .tagsSet(let note, let names)):
+      let keptNames = Set(kept)
+      return Event(
+        stamp: clear.stamp,
+        change: .tagsSet(note, tags: names.filter { keptNames.contains(keys.tagName($0)) }),
+        unknownFields: clear.unknownFields)
+    case (.tagAdded(_, let keyed), .tagAdded(_, let name)),
+      (.tagRenamed(let keyed), .tagRenamed(let name)):
+      guard keys.tagName(name) == keyed else {
+        throw AccountKeyError("event \(sealed.stamp)'s sealed tag name is not the tag it names")
+      }
+      return clear
+    default:
+      return clear
+    }
+  }
+
+  /// The key that seals the values of an event whose sealed form is `change`.
+  private func key(for change: Change, noteKey: (NoteID) throws -> NoteKey) throws -> NoteKey {
+    if let note = change.noteID { return try noteKey(note) }
+    return keys.tagValuesKey
+  }
+
+  /// What a sealed value is bound to: the event's stamp and kind.
+  private static func context(of stamp: Stamp, _ kind: EventKind) -> [UInt8] {
+    Array("vlog event\u{0}".utf8) + stamp.bytes
+      + withUnsafeBytes(of: kind.rawValue.bigEndian, Array.init)
+  }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+import VLog
+
+@testable import VLogSync
+
+@Suite("Sealing an encrypted account's events")
+struct EventSealingTests {
+  /// Keys from fixed bytes, and a sealer.
+  static func sealer(_ seed: UInt8 = 1) throws -> EventSealer {
+    try EventSealer(keys: AccountKeys(random: { count in (0..<count).map { seed &+ UInt8($0) } }))
+  }
+
+  static let note = NoteID(Identifier(high: 0x11, low: 0x22))
+  static func noteKey() throws -> NoteKey {
+    try NoteKey(random: { count in [UInt8](repeating: 0x5A, count: count) })
+  }
+
+  static func stamp(_ index: UInt64) -> Stamp {
+    Stamp(
+      time: HybridTime(milliseconds: 1_767_225_600_000 + index, counter: 0),
+      replica: ReplicaID(Identifier(high: 9, low: 9)))
+  }
+
+  /// One event of every kind a device of an encrypted account sends, with canary values.
+  static func events() -> [Event] {
+    let attachment = AttachmentID(Identifier(high: 0x33, low: 0x44))
+    let changes: [Change] = [
+      .noteCreated(note, creationDate: Date(milliseconds: 1_767_225_600_123)),
+      .textSet(note, text: "CANARY text: meet at the old mill", replacing: [stamp(0)]),
+      .archivedSet(note, archived: true),
+      .sortDateSet(note, sortDate: Date(milliseconds: 1_767_225_999_000)),
+      .tagsSet(note, tags: ["CanaryTagOne", "Work", "canarytagone"]),
+      .tagAdded(note, name: "CanaryTagTwo"),
+      .tagRemoved(note, tag: TagKey(name: "Work")),
+      .attachmentsSet(note, attachments: [attachment]),
+      .tagRenamed(name: "CanaryTagThree"),
+      .tagErased(TagKey(name: "CanaryTagThree")),
+      .attachmentDeleted(attachment),
+      .noteDeleted(note),
+    ]
+    return changes.enumerated().map {
+      Event(stamp: stamp(UInt64($0.offset + 1)), change: $0.element)
+    }
+  }
+
+  static let names = ["CanaryTagOne", "Work", "CanaryTagTwo", "CanaryTagThree"]
+  static func tagName(_ key: TagKey) -> String? { names.first { TagKey(name: $0) == key } }
+
+  @Test(
+    "Every kind sealed carries none of its values in clear, passes the log's checks, survives the encoding, and opens to the event it was"
+  )
+  func roundTrip() throws {
+    let sealer = try Self.sealer()
+    for event in Self.events() {
+      let sealed = try sealer.seal(
+        event, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+      #expect(sealed.stamp == event.stamp && sealed.change.kind == event.change.kind)
+      #expect(sealed.change.noteID == event.change.noteID)
+      try sealed.validate()
+      // What a server stores and serves: the encoding, decoded.
+      let stored = try Event(encoded: sealed.encoded())
+      #expect(stored == sealed)
+      let bytes = stored.encoded()
+      for canary in ["CANARY", "mill", "Canary", "canary", "Work", "work"] {
+        #expect(bytes.firstRange(of: Array(canary.utf8)) == nil, "\(event.change.kind): \(canary)")
+      }
+      let expected: Event
+      if case .tagsSet(let note, _) = event.change {
+        // The same tag twice in a list is one tag to the log.
+        expected = Event(
+          stamp: event.stamp,
+          change: .tagsSet(note, tags: ["CanaryTagOne", "Work", "canarytagone"]))
+      } else {
+        expected = event
+      }
+      #expect(try sealer.open(stored, noteKey: { _ in try Self.noteKey() }) == expected)
+    }
+  }
+
+  @Test(
+    "Events with values are sealed; ids-only events stay as they are; a tag names the same keyed tag wherever it appears"
+  )
+  func sealedForms() throws {
+    let sealer = try Self.sealer()
+    let sealed = try Self.events().map {
+      try sealer.seal($0, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+    }
+    for (event, form) in zip(Self.events(), sealed) {
+      switch event.change {
+      case .attachmentsSet, .attachmentDeleted, .noteDeleted:
+        #expect(form == event)
+      default:
+        #expect(form.sealedValues != nil, "\(event.change.kind)")
+      }
+    }
+    let keyedOne = sealer.keys.tagName("CanaryTagOne")
+    let keyedWork = sealer.keys.tagName("work")
+    #expect(sealed[4].change == .tagsSet(Self.note, tags: [keyedOne, keyedWork]))
+    #expect(sealed[6].change == .tagRemoved(Self.note, tag: TagKey(name: keyedWork)))
+    #expect(sealed[9].change == .tagErased(TagKey(name: sealer.keys.tagName("canarytagthree"))))
+    #expect(sealed[8].change == .tagRenamed(name: sealer.keys.tagName("CanaryTagThree")))
+    // Another account's keys name the same tag otherwise.
+    let other = try Self.sealer(77)
+    #expect(other.keys.tagName("CanaryTagOne") != keyedOne)
+  }
+
+  @Test("A tags list a log stripped of a deleted tag opens without that tag's name")
+  func strippedTagsList() throws {
+    let sealer = try Self.sealer()
+    let event = Event(stamp: Self.stamp(1), change: .tagsSet(Self.note, tags: ["Paris", "Rome"]))
+    let sealed = try sealer.seal(event, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    // What a log does when Rome is deleted after the list was set (LogBatch's rule 2).
+    let stripped = Event(
+      stamp: sealed.stamp, change: .tagsSet(Self.note, tags: [sealer.keys.tagName("Paris")]),
+      unknownFields: sealed.unknownFields)
+    #expect(
+      try sealer.open(stripped, noteKey: { _ in try Self.noteKey() }).change
+        == .tagsSet(Self.note, tags: ["Paris"]))
+  }
+
+  @Test(
+    "Sealed values do not open with another note's key, another account's keys, on another event, or changed; a redacted event opens as it is"
+  )
+  func refusals() throws {
+    let sealer = try Self.sealer()
+    let text = Event(stamp: Self.stamp(5), change: .textSet(Self.note, text: "secret"))
+    let sealed = try sealer.seal(text, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    let otherKey = try NoteKey(random: { [UInt8](repeating: 1, count: $0) })
+    #expect(throws: AccountKeyError.self) { try sealer.open(sealed, noteKey: { _ in otherKey }) }
+    // A rename is sealed with the account's tag-values key: another account cannot open it.
+    let rename = try sealer.seal(
+      Event(stamp: Self.stamp(6), change: .tagRenamed(name: "Paris")),
+      noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    #expect(throws: AccountKeyError.self) {
+      try Self.sealer(77).open(rename, noteKey: { _ in try Self.noteKey() })
+    }
+    // The values of one event moved to another of the same note.
+    let moved = Event(
+      stamp: Self.stamp(7), change: sealed.change, unknownFields: sealed.unknownFields)
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(moved, noteKey: { _ in try Self.noteKey() })
+    }
+    // A byte of the sealed values changed.
+    var values = try #require(sealed.sealedValues)
+    values[values.count / 2] ^= 1
+    let changed = Event(stamp: sealed.stamp, change: sealed.change).withSealedValues(values)
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(changed, noteKey: { _ in try Self.noteKey() })
+    }
+    // Sent in clear to an encrypted account: no sealed values where the kind needs them.
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(text, noteKey: { _ in try Self.noteKey() })
+    }
+    // Redacted, by a deletion: nothing to open, the ids are what it is.
+    let redacted = sealed.redacted(.deleted)
+    #expect(redacted.sealedValues == nil)
+    #expect(try sealer.open(redacted, noteKey: { _ in try Self.noteKey() }) == redacted)
+    // A tag's removal whose name the device does not know cannot be sealed.
+    #expect(throws: AccountKeyError.self) {
+      try sealer.seal(
+        Event(stamp: Self.stamp(8), change: .tagRemoved(Self.note, tag: TagKey(name: "x"))),
+        noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    }
+  }
+}
