@@ -16,6 +16,7 @@ internal import VLogWire
 /// | `meta` | `format`, `nextAccount` | UInt32 format, UInt64 next account number |
 /// | `accounts` | normalised user name | number, scrypt parameters, salt, hash |
 /// | `accountNames` | account | normalised user name |
+/// | `accountKeys` | account | an end-to-end encrypted account's keys (``EncryptionRecord``) |
 /// | `tokens` | SHA-256 of the token | account number, expiry (ms) |
 /// | `accountTokens` | account + SHA-256 of the token | nothing: each account's tokens |
 /// | `log` | account + sequence | the log record: checksum + the event in the engine's encoding |
@@ -45,6 +46,7 @@ final class LMDBStorage: ServerStorage {
   private let meta: Database
   private let accounts: Database
   private let accountNames: Database
+  private let accountKeys: Database
   private let tokens: Database
   private let accountTokens: Database
   private let log: Database
@@ -78,6 +80,7 @@ final class LMDBStorage: ServerStorage {
     meta = try open("meta")
     accounts = try open("accounts")
     accountNames = try open("accountNames")
+    accountKeys = try open("accountKeys")
     tokens = try open("tokens")
     accountTokens = try open("accountTokens")
     log = try open("log")
@@ -140,7 +143,7 @@ final class LMDBStorage: ServerStorage {
   /// The LMDB configuration of a data directory.
   static func configuration(durability: Environment.Durability) -> Environment.Configuration {
     .init(
-      mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 16, durability: durability)
+      mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 32, durability: durability)
   }
 
   private func checkFormat() throws {
@@ -314,7 +317,9 @@ final class LMDBStorage: ServerStorage {
   /// Creates an account.
   ///
   /// - Throws: ``StorageError`` `accountExists` if the name is taken.
-  func createAccount(named name: String, password: PasswordHash) async throws {
+  func createAccount(named name: String, password: PasswordHash, encryption: EncryptionRecord?)
+    async throws
+  {
     try await onWriter { [self] in
       try environment.write { transaction in
         let key = Array(name.utf8)
@@ -330,7 +335,21 @@ final class LMDBStorage: ServerStorage {
         try transaction.put(
           BigEndian.bytes(number) + password.encoded, forKey: key, in: accounts)
         try transaction.put(key, forKey: BigEndian.bytes(number), in: accountNames)
+        if let encryption {
+          try transaction.put(encryption.encoded, forKey: BigEndian.bytes(number), in: accountKeys)
+        }
       }
+    }
+  }
+
+  func encryption(of account: UInt64) async throws -> EncryptionRecord? {
+    try environment.read { transaction in
+      guard let bytes = try transaction.value(forKey: BigEndian.bytes(account), in: accountKeys)
+      else { return nil }
+      guard let record = EncryptionRecord(decoding: bytes) else {
+        throw StorageError.damaged("account \(account)'s keys are not a record of keys")
+      }
+      return record
     }
   }
 
@@ -395,6 +414,7 @@ final class LMDBStorage: ServerStorage {
           for key in keys { _ = try transaction.delete(forKey: key, in: database) }
         }
         _ = try transaction.delete(forKey: prefix, in: accountNames)
+        _ = try transaction.delete(forKey: prefix, in: accountKeys)
         _ = try transaction.delete(forKey: name, in: accounts)
       }
     }

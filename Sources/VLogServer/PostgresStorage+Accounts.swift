@@ -4,7 +4,9 @@ internal import VLog
 
 /// Accounts and sign-in tokens.
 extension PostgresStorage {
-  func createAccount(named name: String, password: PasswordHash) async throws {
+  func createAccount(named name: String, password: PasswordHash, encryption: EncryptionRecord?)
+    async throws
+  {
     try await transaction { [self] connection in
       let rows = try await connection.query(
         """
@@ -20,6 +22,28 @@ extension PostgresStorage {
         INSERT INTO vlog_heads (account, last_sequence, digest)
         VALUES (\(number), 0, \(ByteBuffer(bytes: EventSetDigest.empty.bytes)))
         """, logger: logger)
+      if let encryption {
+        try await connection.query(
+          """
+          INSERT INTO vlog_account_keys (account, record)
+          VALUES (\(number), \(ByteBuffer(bytes: encryption.encoded)))
+          """, logger: logger)
+      }
+    }
+  }
+
+  func encryption(of account: UInt64) async throws -> EncryptionRecord? {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        "SELECT record FROM vlog_account_keys WHERE account = \(Int64(clamping: account))",
+        logger: logger)
+      for try await bytes in rows.decode(ByteBuffer.self) {
+        guard let record = EncryptionRecord(decoding: bytes.readableBytesView) else {
+          throw StorageError.damaged("account \(account)'s keys are not a record of keys")
+        }
+        return record
+      }
+      return nil
     }
   }
 

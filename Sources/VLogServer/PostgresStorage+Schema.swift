@@ -83,6 +83,15 @@ extension PostgresStorage {
     // Tags deleted by key: no statement, but the migration erases the names of the tags that
     // version 3 deleted by name (``eraseDeletedTagNames(on:)``).
     4: [],
+    // End-to-end encrypted accounts: each one's record of its keys (``EncryptionRecord``).
+    // (If not there already: a database whose version was set back runs this again.)
+    5: [
+      """
+      CREATE TABLE IF NOT EXISTS vlog_account_keys (
+        account bigint PRIMARY KEY REFERENCES vlog_accounts ON DELETE CASCADE,
+        record bytea NOT NULL)
+      """
+    ],
   ]
 
   /// Erases the names of deleted tags from logs written before deletions named tags by key,

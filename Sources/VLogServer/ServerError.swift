@@ -72,6 +72,12 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       ErrorBody(code: .notFound, message: "this account has no session \(id)", field: "id"))
   }
 
+  static let notEncrypted = ServerError(
+    .notFound,
+    ErrorBody(
+      code: .notFound,
+      message: "this account is not end-to-end encrypted: it has no keys on the server"))
+
   static let unauthorized = ServerError(
     .unauthorized,
     ErrorBody(

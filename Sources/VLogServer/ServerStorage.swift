@@ -21,10 +21,16 @@ protocol ServerStorage: Sendable {
   /// `lmdb` or `postgres`, for the health answer and logs.
   var backend: String { get }
 
-  /// Creates an account.
+  /// Creates an account: end-to-end encrypted if it has `encryption`, with that record of its
+  /// keys.
   ///
   /// - Throws: ``StorageError`` `accountExists` if the name is taken.
-  func createAccount(named name: String, password: PasswordHash) async throws
+  func createAccount(named name: String, password: PasswordHash, encryption: EncryptionRecord?)
+    async throws
+
+  /// What an encrypted account's devices need of its keys; nil for an account that is not
+  /// encrypted (or does not exist).
+  func encryption(of account: UInt64) async throws -> EncryptionRecord?
 
   /// The account stored under a normalised user name.
   func account(named name: String) async throws -> AccountRecord?
@@ -139,6 +145,11 @@ protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+  /// Creates an account that is not encrypted.
+  func createAccount(named name: String, password: PasswordHash) async throws {
+    try await createAccount(named: name, password: password, encryption: nil)
+  }
+
   /// The sequence number of the account's last event: 0 for an empty log or no account.
   func head(of account: UInt64) async throws -> UInt64 {
     try await heads(of: [account])[account] ?? 0

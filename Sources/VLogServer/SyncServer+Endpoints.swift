@@ -11,19 +11,42 @@ extension SyncServer {
   // MARK: - Accounts
 
   func createAccount(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let credentials = try await decode(Credentials.self, from: request)
-    let valid: Credentials
-    do { valid = try credentials.validated(checkingPassword: true) } catch {
-      throw ServerError.invalid(error)
+    let body = try await decode(NewAccount.self, from: request)
+    let account = try checked { () throws(WireError) in try body.validated() }
+    let valid = account.credentials
+    let hash = try await hashSecret(valid.password)
+    var encryption: EncryptionRecord?
+    if let keys = account.keys {
+      let recoverySecret = try await hashSecret(keys.recoverySecret)
+      encryption = try checked { () throws(WireError) in
+        try EncryptionRecord(keys, recoverySecret: recoverySecret)
+      }
     }
+    try await store.createAccount(named: valid.username, password: hash, encryption: encryption)
+    context.logger.info(
+      "account created",
+      metadata: ["username": "\(valid.username)", "encrypted": "\(encryption != nil)"])
+    return try json(AccountBody(username: valid.username), status: .created)
+  }
+
+  /// The scrypt hash of a password (or a sign-in secret), under a new salt, at the server's
+  /// cost: one of the password checks the throttle allows at once.
+  private func hashSecret(_ secret: String) async throws -> PasswordHash {
     let salt = dependencies.randomBytes(PasswordHash.saltCount)
     let cost = configuration.passwordCost
-    let hash = try await throttle.hash(for: nil) {
-      try await offLoop { try PasswordHash(hashing: valid.password, cost: cost, salt: salt) }
+    return try await throttle.hash(for: nil) {
+      try await offLoop { try PasswordHash(hashing: secret, cost: cost, salt: salt) }
     }
-    try await store.createAccount(named: valid.username, password: hash)
-    context.logger.info("account created", metadata: ["username": "\(valid.username)"])
-    return try json(AccountBody(username: valid.username), status: .created)
+  }
+
+  /// What a device of an encrypted account needs to open its keys; 404 for an account that is
+  /// not encrypted.
+  func accountKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try await authenticate(request)
+    guard let encryption = try await store.encryption(of: account) else {
+      throw ServerError.notEncrypted
+    }
+    return try json(encryption.body, status: .ok)
   }
 
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
@@ -76,12 +99,7 @@ extension SyncServer {
     let body = try await decode(PasswordChange.self, from: request)
     let change = try checked { () throws(WireError) in try body.validated() }
     try await confirmPassword(change.currentPassword, of: account)
-    let salt = dependencies.randomBytes(PasswordHash.saltCount)
-    let cost = configuration.passwordCost
-    let newPassword = change.newPassword
-    let hash = try await throttle.hash(for: nil) {
-      try await offLoop { try PasswordHash(hashing: newPassword, cost: cost, salt: salt) }
-    }
+    let hash = try await hashSecret(change.newPassword)
     try await store.setPassword(account: account, password: hash, keeping: tokenHash)
     context.logger.info("password changed", metadata: ["account": "\(account)"])
     return Response(status: .noContent)

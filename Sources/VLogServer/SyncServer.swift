@@ -578,6 +578,7 @@ enum Routes {
     Route("v1/accounts", .post) { try await $0.createAccount($1, $2) },
     Route("v1/accounts/current", .delete) { try await $0.deleteAccount($1, $2) },
     Route("v1/accounts/current/password", .put) { try await $0.changePassword($1, $2) },
+    Route("v1/accounts/current/keys", .get) { try await $0.accountKeys($1, $2) },
     Route("v1/sessions", .get) { try await $0.sessions($1, $2) },
     Route("v1/sessions", .post) { try await $0.signIn($1, $2) },
     Route("v1/sessions/current", .delete) { try await $0.signOut($1, $2) },

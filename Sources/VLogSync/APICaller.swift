@@ -39,9 +39,17 @@ public struct APICaller: Sendable {
     self.transport = transport
   }
 
-  /// `POST /v1/accounts`.
-  public func createAccount(_ credentials: Credentials) async -> APIResult<AccountBody> {
-    await send(Endpoints.CreateAccount(credentials: credentials), token: nil)
+  /// `POST /v1/accounts`: an account whose notes the server reads, or with `keys` an end-to-end
+  /// encrypted one.
+  public func createAccount(_ credentials: Credentials, keys: NewAccountKeys? = nil) async
+    -> APIResult<AccountBody>
+  {
+    await send(Endpoints.CreateAccount(credentials: credentials, keys: keys), token: nil)
+  }
+
+  /// `GET /v1/accounts/current/keys`.
+  public func accountKeys(token: String) async -> APIResult<AccountKeysBody> {
+    await send(Endpoints.AccountKeys(), token: token)
   }
 
   /// `POST /v1/sessions`.

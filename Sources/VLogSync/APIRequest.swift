@@ -59,16 +59,24 @@ public enum Endpoints {
   public struct CreateAccount: APIRequest {
     /// The new account's user name and password.
     public var credentials: Credentials
+    /// An end-to-end encrypted account's keys, as the server keeps them; nil for an account
+    /// whose notes the server reads.
+    public var keys: NewAccountKeys?
     /// Creates the request.
-    public init(credentials: Credentials) { self.credentials = credentials }
+    public init(credentials: Credentials, keys: NewAccountKeys? = nil) {
+      self.credentials = credentials
+      self.keys = keys
+    }
     /// `POST`.
     public var method: String { "POST" }
     /// `/v1/accounts`.
     public var path: String { "/v1/accounts" }
     /// No: anyone may create an account.
     public var requiresToken: Bool { false }
-    /// The credentials as JSON.
-    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
+    /// The credentials, and an encrypted account's keys, as JSON.
+    public func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(NewAccount(credentials: credentials, keys: keys)))
+    }
     /// The created account.
     public func value(from body: [UInt8]) throws -> AccountBody { try WireJSON.decode(from: body) }
   }
@@ -161,6 +169,27 @@ public enum Endpoints {
     public func body() throws -> [UInt8] { [] }
     /// The sessions.
     public func value(from body: [UInt8]) throws -> SessionList { try WireJSON.decode(from: body) }
+  }
+
+  /// `GET /v1/accounts/current/keys`: what a device of an end-to-end encrypted account needs
+  /// to open the account's keys.
+  public struct AccountKeys: APIRequest {
+    /// Creates the request.
+    public init() {}
+    /// `GET`.
+    public var method: String { "GET" }
+    /// `/v1/accounts/current/keys`.
+    public var path: String { "/v1/accounts/current/keys" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// The keys.
+    public func value(from body: [UInt8]) throws -> AccountKeysBody {
+      try WireJSON.decode(from: body)
+    }
   }
 
   /// `DELETE /v1/sessions/{id}`: revokes one session of the account.

@@ -415,3 +415,67 @@ private enum Base64URL {
       .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
   }
 }
+
+/// A new end-to-end encrypted account, as its first device makes it: the account's keys, its
+/// recovery key (to show the user once), and what the server gets — the sign-in secret in place
+/// of the password, and the keys sealed to public keys it cannot open.
+public struct NewEncryptedAccount: Sendable {
+  /// The account's keys, which the device keeps.
+  public let keys: AccountKeys
+  /// The recovery key: shown once, never stored by VLog.
+  public let recoveryKey: RecoveryKey
+  /// The user name and the sign-in secret: what `POST /v1/accounts` and `POST /v1/sessions`
+  /// send in place of the password.
+  public let credentials: Credentials
+  /// What the server keeps of the keys.
+  public let serverKeys: NewAccountKeys
+
+  /// Makes the keys of a new account `username` with `password`, stretched at `cost`, from
+  /// `random` (a cryptographically secure source of bytes).
+  public init(
+    username: String, password: String, cost: KeyDerivationCost = .standard,
+    random: (Int) -> [UInt8]
+  ) throws {
+    let passwordKeys = try PasswordKeys(username: username, password: password, cost: cost)
+    keys = try AccountKeys(random: random)
+    recoveryKey = try RecoveryKey(random: random)
+    let recoveryKeys = try recoveryKey.keys()
+    credentials = Credentials(username: username, password: passwordKeys.signInSecret)
+    serverKeys = NewAccountKeys(
+      passwordPublicKey: passwordKeys.publicKey, recoveryPublicKey: recoveryKeys.publicKey,
+      sealedForPassword: try keys.sealed(to: passwordKeys.publicKey, username: username),
+      sealedForRecovery: try keys.sealed(to: recoveryKeys.publicKey, username: username),
+      recoverySecret: recoveryKeys.signInSecret)
+  }
+}
+
+extension AccountKeys {
+  /// Opens the account's keys the server keeps (`GET /v1/accounts/current/keys`) with the
+  /// password's keys (or the recovery key's), for the account `username`.
+  ///
+  /// - Throws: ``AccountKeyError`` when they do not open, or are not of the sizes they must be.
+  public init(opening body: AccountKeysBody, with keys: PasswordKeys, username: String)
+    throws(AccountKeyError)
+  {
+    let publicKey: [UInt8]
+    let sealed: [UInt8]
+    do {
+      let forPassword = try NewAccountKeys.bytes(
+        body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
+      publicKey = keys.publicKey
+      sealed =
+        publicKey == forPassword
+        ? try NewAccountKeys.bytes(
+          body.sealedForPassword, "sealedForPassword", count: NewAccountKeys.sealedBytes)
+        : try NewAccountKeys.bytes(
+          body.sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes)
+    } catch {
+      throw AccountKeyError("the server's record of the account's keys is malformed: \(error)")
+    }
+    try self.init(opening: sealed, with: keys, username: username)
+    guard epoch == body.epoch else {
+      throw AccountKeyError(
+        "the account's keys are of epoch \(epoch), the server says \(body.epoch)")
+    }
+  }
+}

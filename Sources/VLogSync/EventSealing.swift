@@ -2,7 +2,7 @@ internal import Crypto
 public import VLog
 
 /// Seals an encrypted account's events before they leave the device, and opens them when they
-/// arrive: the ids stay clear, the values go sealed in ``VLog/Event/sealedValues``.
+/// arrive: the ids stay clear, the values go sealed in the event's `sealedValues` (field 18 of its encoding).
 ///
 /// The sealed form of each kind keeps what a log needs and nothing more:
 /// - a note's creation, text, archived flag and sort date: the note's id (and a text's replaced
@@ -25,6 +25,7 @@ public struct EventSealer: Sendable {
   /// `event` as an encrypted account's device sends it.
   ///
   /// - Parameters:
+  ///   - event: The event as the device's store holds it.
   ///   - noteKey: The key of a note, by id.
   ///   - tagName: The name of a tag, by its clear key: what a tag's removal or deletion names
   ///     it by, which its sealed form must name by ``AccountKeys/tagName(_:)`` instead.

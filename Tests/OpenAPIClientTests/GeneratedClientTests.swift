@@ -69,8 +69,10 @@ struct API: Sendable {
       username: "generated", password: "correct horse")
 
     // Accounts and sessions.
-    _ = try await anonymous.createAccount(body: .json(credentials)).created
-    let taken = try await anonymous.createAccount(body: .json(credentials)).conflict
+    let newAccount = Components.Schemas.NewAccount(
+      username: credentials.username, password: credentials.password)
+    _ = try await anonymous.createAccount(body: .json(newAccount)).created
+    let taken = try await anonymous.createAccount(body: .json(newAccount)).conflict
     #expect(try taken.body.json.code == .accountExists)
     let wrong = try await anonymous.signIn(
       body: .json(.init(username: "generated", password: "wrong password"))
@@ -81,6 +83,8 @@ struct API: Sendable {
     let api = client(token: session.token)
     let sessions = try await api.listSessions().ok.body.json.sessions
     #expect(sessions.count == 1 && sessions.first?.current == true)
+    // Not end-to-end encrypted: the account has no keys on the server.
+    #expect(try await api.getAccountKeys().notFound.body.json.code == .notFound)
 
     // One event of every kind, pushed; then pulled back by a second session.
     let events = Self.everyKind()

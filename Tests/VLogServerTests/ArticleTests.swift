@@ -24,6 +24,7 @@ struct ArticleTests {
     "Sources/LMDB/LMDB.docc/StoreBytesWithLMDB.md",
     "Sources/VLogSync/VLogSync.docc/KeepAStoreInSync.md",
     "Sources/VLogTesting/VLogTesting.docc/TestCodeThatUsesVLog.md",
+    "Sources/VLogSync/VLogSync.docc/EndToEndEncryption.md",
   ]
 
   /// Each line trimmed, blank lines and imports dropped: what must match.
@@ -307,6 +308,36 @@ struct ArticleTests {
           #expect(
             await caller.signIn(Credentials(username: "ann", password: password)).status == 401)
         }
+      }
+    }
+  }
+
+  @Test("End-to-end encryption: an encrypted account's keys, made on one device, open on another")
+  func endToEndEncryption() async throws {
+    try await withServer(clock: ManualClock(start: Date())) { server in
+      try await withLiveServer(server) { serverURL in
+        let caller = APICaller(transport: HTTPTransport(baseURL: serverURL))
+        let password = "correct horse battery"
+        let secureRandomBytes = SystemRandom.bytes
+        var shown: [String] = []
+        func show(_ key: RecoveryKey) { shown.append(key.description) }
+        // Article: keys.
+        let account = try NewEncryptedAccount(
+          username: "ann", password: password, random: secureRandomBytes)
+        show(account.recoveryKey)  // once: losing it and the password loses the notes
+        _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
+
+        // On another device:
+        let passwordKeys = try PasswordKeys(username: "ann", password: password)
+        let token = try await caller.signIn(
+          Credentials(username: "ann", password: passwordKeys.signInSecret)
+        ).get().token
+        let sealed = try await caller.accountKeys(token: token).get()
+        let keys = try AccountKeys(opening: sealed, with: passwordKeys, username: "ann")
+        // End of the article's code.
+        #expect(keys == account.keys)
+        #expect(shown.count == 1 && shown.first?.count == 69)
+        #expect(await caller.signIn(Credentials(username: "ann", password: password)).status == 401)
       }
     }
   }

@@ -20,11 +20,16 @@ struct SealedEventTests {
   }
 
   @Test(
-    "A live server stores, pages, strips and erases an encrypted account's sealed events with its own log, holds none of their values, and the account's device opens what it serves",
+    "An encrypted account: its keys open on a new device with the password or the recovery key; a live server stores, pages, strips and erases its sealed events with its own log, holds none of their values nor any secret, and the account's device opens what it serves",
     arguments: Backend.allCases)
   func throughServer(backend: Backend) async throws {
-    let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
-    let sealer = try EventSealer(keys: AccountKeys(random: SystemRandom.bytes))
+    let account = try NewEncryptedAccount(
+      username: "ann", password: "correct horse battery", cost: .testing,
+      random: SystemRandom.bytes)
+    let secrets = [
+      "correct horse battery", account.credentials.password, account.recoveryKey.description,
+      account.serverKeys.recoverySecret,
+    ]
     let kept = NoteID(Identifier(high: 1, low: 1))
     let deleted = NoteID(Identifier(high: 1, low: 2))
     let noteKeys = [
@@ -70,7 +75,31 @@ struct SealedEventTests {
       defer { server.close() }
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
-        let token = try await signUp(caller, "ann", password: password.signInSecret)
+        _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
+        let token = try await caller.signIn(account.credentials).get().token
+        // A new device: the password opens the keys the server keeps, and so does the
+        // recovery key.
+        let body = try await caller.accountKeys(token: token).get()
+        let password = try PasswordKeys(
+          username: "ann", password: "correct horse battery", cost: .testing)
+        let keys = try AccountKeys(opening: body, with: password, username: "ann")
+        #expect(keys == account.keys)
+        #expect(
+          try AccountKeys(opening: body, with: account.recoveryKey.keys(), username: "ann")
+            == account.keys)
+        let wrong = try PasswordKeys(
+          username: "ann", password: "correct horse batterx", cost: .testing)
+        #expect(throws: AccountKeyError.self) {
+          try AccountKeys(opening: body, with: wrong, username: "ann")
+        }
+        #expect(
+          await caller.signIn(Credentials(username: "ann", password: wrong.signInSecret)).status
+            == 401)
+        // An account that is not encrypted has no keys on the server.
+        let bobs = try await signUp(caller, "bob")
+        let none = await caller.accountKeys(token: bobs)
+        #expect(none.status == 404 && none.error?.body?.code == .notFound)
+        let sealer = EventSealer(keys: keys)
         // One push in each encoding.
         let sealedFirst = try first.map { try sealer.seal($0, noteKey: noteKey, tagName: tagName) }
         let sealedSecond = try second.map {
@@ -115,7 +144,7 @@ struct SealedEventTests {
       // The server's own check of its log holds, and nothing it stores says any canary.
       #expect(try await server.verify().faults.isEmpty)
       let stored = try await storedBytes(of: server)
-      for canary in canaries + [password.signInSecret] {
+      for canary in canaries + secrets {
         #expect(stored.firstRange(of: Data(canary.utf8)) == nil, "\(backend): \(canary)")
       }
     }

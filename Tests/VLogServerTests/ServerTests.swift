@@ -137,6 +137,22 @@ struct ServerTests {
         _ = try await post(transport, "/v1/sessions", "{")
         _ = try await post(transport, "/v1/sessions", big)
         // Sync.
+        // An end-to-end encrypted account's keys: 404 for an account that is not encrypted,
+        // 401 without a good token, 200 for an encrypted one; its keys refused when malformed.
+        #expect(await caller.accountKeys(token: token).status == 404)
+        #expect(await caller.accountKeys(token: "nonsense").status == 401)
+        let encrypted = try NewEncryptedAccount(
+          username: "encrypted", password: "correct horse battery", cost: .testing,
+          random: SystemRandom.bytes)
+        _ = try await caller.createAccount(encrypted.credentials, keys: encrypted.serverKeys)
+          .get()
+        let encryptedToken = try await caller.signIn(encrypted.credentials).get().token
+        #expect(try await caller.accountKeys(token: encryptedToken).get().epoch == 1)
+        var malformed = encrypted.serverKeys
+        malformed.sealedForPassword = "AAAA"
+        let refused = await caller.createAccount(
+          Credentials(username: "malformed", password: "correct horse"), keys: malformed)
+        #expect(refused.status == 400 && refused.error?.body?.field == "keys.sealedForPassword")
         let event = Event(
           stamp: Stamp(
             time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),

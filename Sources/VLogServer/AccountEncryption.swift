@@ -1,0 +1,73 @@
+internal import VLogWire
+
+/// What the server keeps of an end-to-end encrypted account's keys: public keys, and the
+/// account's keys sealed to them, which only the account's password or recovery key opens on a
+/// device; and the recovery key's sign-in secret, hashed as passwords are. Nothing here opens
+/// a note: the server stores it for the account's devices.
+struct EncryptionRecord: Sendable, Equatable {
+  /// The epoch of the account's current content key.
+  var epoch: UInt64
+  /// The public key of the password's key pair (32 bytes).
+  var passwordPublicKey: [UInt8]
+  /// The public key of the recovery key's key pair (32 bytes).
+  var recoveryPublicKey: [UInt8]
+  /// The account's current keys sealed to the password's public key (120 bytes).
+  var sealedForPassword: [UInt8]
+  /// The account's current keys sealed to the recovery key's public key (120 bytes).
+  var sealedForRecovery: [UInt8]
+  /// The recovery key's sign-in secret's scrypt hash.
+  var recoverySecret: PasswordHash
+
+  /// The record of a new account's keys, with the recovery secret hashed already.
+  init(_ keys: NewAccountKeys, recoverySecret: PasswordHash) throws(WireError) {
+    epoch = 1
+    passwordPublicKey = try NewAccountKeys.bytes(
+      keys.passwordPublicKey, "keys.passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
+    recoveryPublicKey = try NewAccountKeys.bytes(
+      keys.recoveryPublicKey, "keys.recoveryPublicKey", count: NewAccountKeys.publicKeyBytes)
+    sealedForPassword = try NewAccountKeys.bytes(
+      keys.sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes)
+    sealedForRecovery = try NewAccountKeys.bytes(
+      keys.sealedForRecovery, "keys.sealedForRecovery", count: NewAccountKeys.sealedBytes)
+    self.recoverySecret = recoverySecret
+  }
+
+  /// The answer to `GET /v1/accounts/current/keys`.
+  var body: AccountKeysBody {
+    AccountKeysBody(
+      epoch: epoch, passwordPublicKey: passwordPublicKey, recoveryPublicKey: recoveryPublicKey,
+      sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery)
+  }
+
+  /// The stored form, the same on both backends: a format byte (1), the epoch (8 bytes,
+  /// big-endian), the two public keys, the two seals, then the recovery secret's hash.
+  var encoded: [UInt8] {
+    var bytes: [UInt8] = [1]
+    bytes += (0..<8).map { UInt8(truncatingIfNeeded: epoch >> (56 - 8 * $0)) }
+    bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
+    bytes += recoverySecret.encoded
+    return bytes
+  }
+
+  private static let fixedBytes =
+    1 + 8 + 2 * NewAccountKeys.publicKeyBytes + 2 * NewAccountKeys.sealedBytes
+
+  /// Reads what ``encoded`` wrote; nil for bytes of another form.
+  init?(decoding bytes: some Collection<UInt8>) {
+    let bytes = Array(bytes)
+    guard bytes.count > Self.fixedBytes, bytes[0] == 1,
+      let hash = PasswordHash(decoding: bytes[Self.fixedBytes...])
+    else { return nil }
+    epoch = bytes[1..<9].reduce(0) { $0 << 8 | UInt64($1) }
+    var offset = 9
+    func take(_ count: Int) -> [UInt8] {
+      defer { offset += count }
+      return Array(bytes[offset..<(offset + count)])
+    }
+    passwordPublicKey = take(NewAccountKeys.publicKeyBytes)
+    recoveryPublicKey = take(NewAccountKeys.publicKeyBytes)
+    sealedForPassword = take(NewAccountKeys.sealedBytes)
+    sealedForRecovery = take(NewAccountKeys.sealedBytes)
+    recoverySecret = hash
+  }
+}

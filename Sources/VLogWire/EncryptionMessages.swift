@@ -1,0 +1,184 @@
+internal import Foundation
+
+/// The body of `POST /v1/accounts`: a user name and a password, and for an end-to-end
+/// encrypted account its keys as the device made them.
+///
+/// For an encrypted account, `password` is the device's sign-in secret (drawn from the
+/// password, which the server never receives), and `keys` what the server keeps so that the
+/// account's devices can open its keys: sealed to public keys it cannot open.
+public struct NewAccount: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The user name and password (for an encrypted account, the sign-in secret).
+  public var credentials: Credentials
+  /// An encrypted account's keys; nil for an account whose notes the server reads.
+  public var keys: NewAccountKeys?
+
+  /// Creates the body.
+  public init(credentials: Credentials, keys: NewAccountKeys? = nil) {
+    self.credentials = credentials
+    self.keys = keys
+  }
+
+  enum CodingKeys: String, CodingKey { case username, password, keys }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "keys"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    credentials = Credentials(
+      username: try container.decode(String.self, forKey: .username),
+      password: try container.decode(String.self, forKey: .password))
+    keys = try container.decodeIfPresent(NewAccountKeys.self, forKey: .keys)
+  }
+
+  /// Encodes `username`, `password` and, for an encrypted account, `keys`.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(credentials.username, forKey: .username)
+    try container.encode(credentials.password, forKey: .password)
+    try container.encodeIfPresent(keys, forKey: .keys)
+  }
+
+  /// Checks the credentials and the keys' sizes.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  public func validated() throws(WireError) -> NewAccount {
+    NewAccount(
+      credentials: try credentials.validated(checkingPassword: true),
+      keys: try keys?.validated())
+  }
+
+  /// The user name, and whether the account is encrypted; no secret is shown.
+  public var description: String {
+    "\(credentials.username) (\(keys == nil ? "clear" : "encrypted"), password hidden)"
+  }
+}
+
+/// What the server keeps of a new encrypted account's keys, in `POST /v1/accounts`: the public
+/// keys the account's keys are sealed to, the two seals, and the recovery key's sign-in secret.
+/// Binary values are base64.
+public struct NewAccountKeys: Codable, Sendable, Hashable {
+  /// The public key of the password's key pair (32 bytes).
+  public var passwordPublicKey: String
+  /// The public key of the recovery key's key pair (32 bytes).
+  public var recoveryPublicKey: String
+  /// The account's keys sealed to the password's public key (120 bytes).
+  public var sealedForPassword: String
+  /// The account's keys sealed to the recovery key's public key (120 bytes).
+  public var sealedForRecovery: String
+  /// The recovery key's sign-in secret, which the server stores hashed: 8 to 1024 characters,
+  /// like a password.
+  public var recoverySecret: String
+
+  /// Creates the keys from their bytes.
+  public init(
+    passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], sealedForPassword: [UInt8],
+    sealedForRecovery: [UInt8], recoverySecret: String
+  ) {
+    self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
+    self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
+    self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
+    self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+    self.recoverySecret = recoverySecret
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
+    case recoverySecret
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(
+      in: decoder,
+      allowed: [
+        "passwordPublicKey", "recoveryPublicKey", "sealedForPassword", "sealedForRecovery",
+        "recoverySecret",
+      ])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
+    recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
+    sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
+    sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+    recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
+  }
+
+  /// The sizes of the binary values: public keys, then seals.
+  public static let publicKeyBytes = 32
+  /// The size of a seal of an account's keys.
+  public static let sealedBytes = 120
+
+  /// Checks that every value is base64 of its size, and the recovery secret's length.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  public func validated() throws(WireError) -> NewAccountKeys {
+    _ = try Self.bytes(passwordPublicKey, "keys.passwordPublicKey", count: Self.publicKeyBytes)
+    _ = try Self.bytes(recoveryPublicKey, "keys.recoveryPublicKey", count: Self.publicKeyBytes)
+    _ = try Self.bytes(sealedForPassword, "keys.sealedForPassword", count: Self.sealedBytes)
+    _ = try Self.bytes(sealedForRecovery, "keys.sealedForRecovery", count: Self.sealedBytes)
+    guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
+      throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
+    }
+    return self
+  }
+
+  /// The bytes of base64 `text`, which must be `count` of them.
+  ///
+  /// - Throws: ``WireError`` naming `field`.
+  public static func bytes(_ text: String, _ field: String, count: Int) throws(WireError)
+    -> [UInt8]
+  {
+    guard let data = Data(base64Encoded: text) else { throw WireError(field, "not base64") }
+    guard data.count == count else {
+      throw WireError(field, "\(data.count) bytes, expected \(count)")
+    }
+    return Array(data)
+  }
+}
+
+/// The answer to `GET /v1/accounts/current/keys`: what a device of an encrypted account needs
+/// to open the account's keys — with the password or with the recovery key — and to follow the
+/// content key's rotations. Binary values are base64.
+public struct AccountKeysBody: Codable, Sendable, Hashable {
+  /// The epoch of the account's current content key.
+  public var epoch: UInt64
+  /// The public key of the password's key pair (32 bytes).
+  public var passwordPublicKey: String
+  /// The public key of the recovery key's key pair (32 bytes).
+  public var recoveryPublicKey: String
+  /// The account's current keys sealed to the password's public key (120 bytes).
+  public var sealedForPassword: String
+  /// The account's current keys sealed to the recovery key's public key (120 bytes).
+  public var sealedForRecovery: String
+
+  /// Creates the body from the keys' bytes.
+  public init(
+    epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8],
+    sealedForPassword: [UInt8], sealedForRecovery: [UInt8]
+  ) {
+    self.epoch = epoch
+    self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
+    self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
+    self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
+    self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case epoch, passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(
+      in: decoder,
+      allowed: [
+        "epoch", "passwordPublicKey", "recoveryPublicKey", "sealedForPassword",
+        "sealedForRecovery",
+      ])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    epoch = try container.decode(UInt64.self, forKey: .epoch)
+    passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
+    recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
+    sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
+    sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+  }
+}
