@@ -159,7 +159,7 @@ extension Event {
   ///
   /// - Throws: ``VLogError`` saying which value is out of bounds.
   public func validate() throws(VLogError) {
-    try Validation.checkUnknownFields(unknownFields, of: stamp)
+    try Validation.checkUnknownFields(unknownFields, sealed: sealedValuesField, of: stamp)
     guard redaction == nil else { return }
     try Validation.check(change)
   }

@@ -26,6 +26,10 @@ public enum Limits {
   /// The most bytes of fields a newer version of VLog added that one event may carry (fields
   /// this version keeps without knowing them, ``Event/unknownFields``): 1 MiB.
   public static let unknownFieldBytes = 1 << 20
+  /// The most bytes of sealed values one event of an end-to-end encrypted account may carry
+  /// (``Event/sealedValues``): the largest text, with its replaced texts' stamps and its note's
+  /// id, and the sealing's nonce and tag, fit; so does the largest tags list.
+  public static let sealedValueBytes = textBytes + (64 << 10)
   /// The largest encoded event: 4 MiB, more than the largest text, replaced texts, tags,
   /// attachments and unknown fields one event can carry together. A log record longer than
   /// this is damage, and is reported as such before it is hashed or decoded.

@@ -26,6 +26,57 @@ extension Event {
     } ?? nil
   }
 
+  /// The size of the sealed values and of their encoded field (tag and length included), or
+  /// nil if the event carries none.
+  var sealedValuesField: (values: Int, field: Int)? {
+    guard let values = sealedValues?.count else { return nil }
+    var writer = ProtobufWriter()
+    writer.tag(EventCodec.Field.sealedValues, .lengthDelimited)
+    writer.rawVarint(UInt64(values))
+    return (values, writer.buffer.count + values)
+  }
+
+  /// Checks that the event is in the form an end-to-end encrypted account's devices send: its
+  /// values sealed, placeholders in their place (a redacted event's, and for each tag 32
+  /// lowercase hexadecimal digits), and no other field a version does not know, which could
+  /// carry a value in clear. Ids-only events (attachment lists, deletions) carry nothing
+  /// sealed. A server checks every event pushed to an encrypted account with this.
+  ///
+  /// - Throws: ``VLogError/Code/invalidValue`` saying what is in clear.
+  package func checkSealed() throws(VLogError) {
+    guard redaction == nil else { return }
+    func refuse(_ reason: String) -> VLogError {
+      VLogError(.invalidValue, "event \(stamp) (\(change.kind)): \(reason)")
+    }
+    func isTagName(_ name: String) -> Bool {
+      name.utf8.count == 32
+        && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+    switch change {
+    case .attachmentsSet, .noteDeleted, .attachmentDeleted:
+      guard unknownFields.isEmpty else { throw refuse("fields an encrypted account cannot send") }
+      return
+    case .attachmentAdded:
+      throw refuse("attachments cannot be added to an encrypted account's notes yet")
+    case .tagDeleted:
+      throw refuse("an encrypted account deletes a tag by key (tagErased), not by name")
+    case .unknown:
+      throw refuse("a kind this version does not know cannot be checked for sealed values")
+    case .noteCreated, .textSet, .archivedSet, .sortDateSet:
+      guard change.withoutPayload == change else { throw refuse("a value in clear") }
+    case .tagsSet(_, let names):
+      guard names.allSatisfy(isTagName) else { throw refuse("a tag named in clear") }
+    case .tagAdded(_, let name), .tagRenamed(let name):
+      guard isTagName(name) else { throw refuse("a tag named in clear") }
+    case .tagRemoved, .tagErased:
+      break
+    }
+    guard let sealed = sealedValues else { throw refuse("no sealed values") }
+    guard unknownFields == withSealedValues(sealed).unknownFields else {
+      throw refuse("fields besides the sealed values that this version does not know")
+    }
+  }
+
   /// This event with `sealed` as its sealed values, in place of any it had.
   package func withSealedValues(_ sealed: [UInt8]) -> Event {
     var writer = ProtobufWriter()

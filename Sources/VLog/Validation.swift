@@ -68,8 +68,19 @@ enum Validation {
 
   /// Bounds the fields a newer version added, so that every event fits in
   /// ``Limits/eventBytes``.
-  static func checkUnknownFields(_ fields: [UInt8], of stamp: Stamp) throws(VLogError) {
-    guard fields.count <= Limits.unknownFieldBytes else {
+  /// Checks the size of the fields a version does not know, apart from the sealed values
+  /// (`sealed`: their size, and the size of their encoded field), which have a limit of their
+  /// own.
+  static func checkUnknownFields(
+    _ fields: [UInt8], sealed: (values: Int, field: Int)?, of stamp: Stamp
+  ) throws(VLogError) {
+    if let sealed, sealed.values > Limits.sealedValueBytes {
+      throw VLogError(
+        .valueTooLarge,
+        "event \(stamp): \(sealed.values) bytes of sealed values; the limit is "
+          + "\(Limits.sealedValueBytes) bytes")
+    }
+    guard fields.count - (sealed?.field ?? 0) <= Limits.unknownFieldBytes else {
       throw VLogError(
         .valueTooLarge,
         "event \(stamp): \(fields.count) bytes of fields this version does not know; the limit "

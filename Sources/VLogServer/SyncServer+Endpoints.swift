@@ -1,6 +1,7 @@
 internal import CoreMetrics
 internal import Foundation
 internal import Hummingbird
+internal import LMDB
 internal import Logging
 internal import NIOCore
 internal import NIOPosix
@@ -205,6 +206,13 @@ extension SyncServer {
     } catch {
       throw ServerError.invalid(error)
     }
+    if !push.events.isEmpty, try await isEncrypted(account) {
+      for (index, event) in push.events.enumerated() {
+        do { try event.checkSealed() } catch {
+          throw ServerError.invalid(WireError("events[\(index)]", error.message))
+        }
+      }
+    }
     let now = dependencies.now().milliseconds
     let bound = Int64(configuration.maximumClockSkew.components.seconds) * 1000
     for (index, event) in push.events.enumerated()
@@ -243,6 +251,15 @@ extension SyncServer {
         status: .ok, headers: headers,
         body: .init(byteBuffer: ByteBuffer(bytes: page.binaryEncoded())))
     }
+  }
+
+  /// Whether `account` is end-to-end encrypted: its pushed events must then carry their values
+  /// sealed.
+  private func isEncrypted(_ account: UInt64) async throws -> Bool {
+    if let known = encryptedAccounts.withLock({ $0[account] }) { return known }
+    let encrypted = try await store.encryption(of: account) != nil
+    encryptedAccounts.withLock { $0[account] = encrypted }
+    return encrypted
   }
 
   // MARK: - Repair

@@ -223,6 +223,9 @@ public final class SyncServer: Sendable {
   package var openLiveChannels: Int { live.count }
   /// Request counts and latencies, events stored and served, sign-in failures.
   let metrics = ServerMetrics()
+  /// Whether each account a push came for is end-to-end encrypted, once asked of storage: an
+  /// account is one or the other for good, and its number is never given again.
+  let encryptedAccounts = Locked<[UInt64: Bool]>([:])
 
   private init(
     location: String, store: any ServerStorage, configuration: Configuration,

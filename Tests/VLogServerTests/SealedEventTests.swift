@@ -100,6 +100,9 @@ struct SealedEventTests {
         let none = await caller.accountKeys(token: bobs)
         #expect(none.status == 404 && none.error?.body?.code == .notFound)
         let sealer = EventSealer(keys: keys)
+        // Events in clear are refused: nothing of them is stored.
+        let clear = await caller.sync(SyncPush(cursor: 0, events: first), token: token)
+        #expect(clear.status == 400 && clear.error?.body?.field == "events[0]", "\(clear)")
         // One push in each encoding.
         let sealedFirst = try first.map { try sealer.seal($0, noteKey: noteKey, tagName: tagName) }
         let sealedSecond = try second.map {

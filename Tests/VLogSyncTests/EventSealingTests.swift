@@ -105,6 +105,52 @@ struct EventSealingTests {
     #expect(other.keys.tagName("CanaryTagOne") != keyedOne)
   }
 
+  @Test(
+    "What a server checks of an encrypted account's events: every sealed event passes; a value or a tag name in clear, a missing seal, an extra field, does not; the largest text fits"
+  )
+  func serverCheck() throws {
+    let sealer = try Self.sealer()
+    for event in Self.events() {
+      let sealed = try sealer.seal(
+        event, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+      try sealed.checkSealed()
+      try sealed.redacted(.deleted).checkSealed()
+      switch event.change {
+      case .attachmentsSet, .noteDeleted, .attachmentDeleted:
+        try event.checkSealed()
+      default:
+        #expect(throws: VLogError.self, "\(event.change.kind) in clear") { try event.checkSealed() }
+        // The placeholders without their seal.
+        #expect(throws: VLogError.self) {
+          try Event(stamp: sealed.stamp, change: sealed.change).checkSealed()
+        }
+        // A field this version does not know beside the seal: it could carry a value in clear.
+        let extra = Event(
+          stamp: sealed.stamp, change: sealed.change,
+          unknownFields: sealed.unknownFields + [0xA8, 0x01, 0x01])
+        #expect(throws: VLogError.self) { try extra.checkSealed() }
+      }
+    }
+    #expect(throws: VLogError.self) {
+      try Event(stamp: Self.stamp(1), change: .tagDeleted(name: "x")).checkSealed()
+    }
+    // The largest text a store accepts, sealed, is an event every replica accepts.
+    let largest = Event(
+      stamp: Self.stamp(1),
+      change: .textSet(
+        Self.note, text: String(repeating: "x", count: Limits.textBytes),
+        replacing: ReplacedTexts((0..<Limits.replacedTexts).map { Self.stamp(UInt64($0)) })))
+    try largest.validate()
+    let sealed = try sealer.seal(
+      largest, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    try sealed.validate()
+    try sealed.checkSealed()
+    // Sealed values past the limit are refused, whatever else the event carries.
+    let oversized = Event(stamp: sealed.stamp, change: sealed.change)
+      .withSealedValues([UInt8](repeating: 0, count: Limits.sealedValueBytes + 1))
+    #expect(throws: VLogError.self) { try oversized.validate() }
+  }
+
   @Test("A tags list a log stripped of a deleted tag opens without that tag's name")
   func strippedTagsList() throws {
     let sealer = try Self.sealer()
