@@ -27,7 +27,10 @@ public struct NewAccount: Codable, Sendable, Hashable, CustomStringConvertible {
     credentials = Credentials(
       username: try container.decode(String.self, forKey: .username),
       password: try container.decode(String.self, forKey: .password))
-    keys = try container.decodeIfPresent(NewAccountKeys.self, forKey: .keys)
+    // Absent for a clear account; `null` is not an object, and is refused.
+    keys =
+      container.contains(.keys)
+      ? try container.decode(NewAccountKeys.self, forKey: .keys) : nil
   }
 
   /// Encodes `username`, `password` and, for an encrypted account, `keys`.

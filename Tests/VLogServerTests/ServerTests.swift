@@ -153,6 +153,10 @@ struct ServerTests {
         let refused = await caller.createAccount(
           Credentials(username: "malformed", password: "correct horse"), keys: malformed)
         #expect(refused.status == 400 && refused.error?.body?.field == "keys.sealedForPassword")
+        let nullKeys = try await post(
+          transport, "/v1/accounts",
+          #"{"username":"nullkeys","password":"correct horse","keys":null}"#)
+        #expect(try nullKeys.status == 400 && errorBody(nullKeys).field == "keys")
         let event = Event(
           stamp: Stamp(
             time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
