@@ -43,7 +43,7 @@ extension Event {
   /// sealed. A server checks every event pushed to an encrypted account with this.
   ///
   /// - Throws: ``VLogError/Code/invalidValue`` saying what is in clear.
-  package func checkSealed() throws(VLogError) {
+  public func checkSealed() throws(VLogError) {
     guard redaction == nil else { return }
     func refuse(_ reason: String) -> VLogError {
       VLogError(.invalidValue, "event \(stamp) (\(change.kind)): \(reason)")

@@ -20,7 +20,14 @@ enum Seeds {
         Array("event: head\r\ndata:{\"head\":7}\r\n\r\nid: 3\rretry: 1\r\r: ping\n\n".utf8),
       ]
     case .event:
-      seeds = events.map { $0.encoded() }
+      // And each in the form of an encrypted account's: placeholders and sealed values.
+      let sealed: [UInt8] = [0x92, 0x01, 8] + Array("sealed!!".utf8)
+      seeds =
+        events.map { $0.encoded() }
+        + events.map {
+          Event(stamp: $0.stamp, change: $0.redacted(.deleted).change, unknownFields: sealed)
+            .encoded()
+        }
     case .syncBinary:
       seeds = [
         SyncPush(cursor: 3, events: Array(events.prefix(4)), limit: 100).binaryEncoded(),

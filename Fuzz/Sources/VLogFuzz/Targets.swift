@@ -86,6 +86,10 @@ func fuzzPageStructure(_ bytes: [UInt8]) {
 func fuzzEvent(_ bytes: [UInt8]) {
   guard let event = try? Event(encoded: bytes) else { return }
   _ = event.description
+  // What a server reads of an encrypted account's event: its sealed values, and whether it
+  // carries a value in clear.
+  _ = event.sealedValues
+  _ = try? event.checkSealed()
   guard (try? event.validate()) != nil else { return }
   guard let again = try? Event(encoded: event.encoded()), again == event else {
     finding("an accepted event does not survive encoding and decoding: \(event)")
