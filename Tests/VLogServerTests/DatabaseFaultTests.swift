@@ -190,11 +190,13 @@ struct DatabaseFaultTests {
           var ids: [Stamp] = []
           var cursor: UInt64 = 0
           while true {
-            // A loaded machine may still answer 503 now and then: asked again until it answers.
+            // A loaded machine may still answer 503 now and then, while the pool's reconnection
+            // backs off (up to a minute after an outage): asked again until it answers, as long
+            // as the pushes above may take.
             var result = await caller.sync(
               SyncPush(cursor: cursor, events: []), token: tokensNow[account])
-            for _ in 0..<20 {
-              guard result.status == 503 else { break }
+            let until = ContinuousClock.now + .seconds(60 * Self.slowdown)
+            while result.status == 503, ContinuousClock.now < until {
               try await Task.sleep(for: .milliseconds(500))
               result = await caller.sync(
                 SyncPush(cursor: cursor, events: []), token: tokensNow[account])
