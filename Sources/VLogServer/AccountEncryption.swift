@@ -1,3 +1,4 @@
+internal import LMDB
 internal import VLogWire
 
 /// What the server keeps of an end-to-end encrypted account's keys: public keys, and the
@@ -43,7 +44,7 @@ struct EncryptionRecord: Sendable, Equatable {
   /// big-endian), the two public keys, the two seals, then the recovery secret's hash.
   var encoded: [UInt8] {
     var bytes: [UInt8] = [1]
-    bytes += (0..<8).map { UInt8(truncatingIfNeeded: epoch >> (56 - 8 * $0)) }
+    BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
     bytes += recoverySecret.encoded
     return bytes
@@ -56,9 +57,10 @@ struct EncryptionRecord: Sendable, Equatable {
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
     guard bytes.count > Self.fixedBytes, bytes[0] == 1,
+      let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1),
       let hash = PasswordHash(decoding: bytes[Self.fixedBytes...])
     else { return nil }
-    epoch = bytes[1..<9].reduce(0) { $0 << 8 | UInt64($1) }
+    self.epoch = epoch
     var offset = 9
     func take(_ count: Int) -> [UInt8] {
       defer { offset += count }
