@@ -18,6 +18,9 @@ struct EncryptionRecord: Sendable, Equatable {
   var sealedForRecovery: [UInt8]
   /// The recovery key's sign-in secret's scrypt hash.
   var recoverySecret: PasswordHash
+  /// Whether a note's or attachment's key was erased since the last rotation. Kept beside the
+  /// record (``encoded`` leaves it out): a push sets it, a rotation clears it.
+  var rotationDue = false
 
   /// The record of a new account's keys, with the recovery secret hashed already.
   init(_ keys: NewAccountKeys, recoverySecret: PasswordHash) throws(WireError) {
@@ -33,11 +36,22 @@ struct EncryptionRecord: Sendable, Equatable {
     self.recoverySecret = recoverySecret
   }
 
-  /// The answer to `GET /v1/accounts/current/keys`.
-  var body: AccountKeysBody {
+  /// The answer to `GET /v1/accounts/current/keys`, with the links a device asked for.
+  func body(links: [[UInt8]] = []) -> AccountKeysBody {
     AccountKeysBody(
       epoch: epoch, passwordPublicKey: passwordPublicKey, recoveryPublicKey: recoveryPublicKey,
-      sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery)
+      sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery,
+      rotationDue: rotationDue, links: links)
+  }
+
+  /// The record after `rotation`: the next epoch, its seals, no rotation due.
+  func rotated(by rotation: KeyRotation.Checked) -> EncryptionRecord {
+    var next = self
+    next.epoch = rotation.epoch + 1
+    next.sealedForPassword = rotation.sealedForPassword
+    next.sealedForRecovery = rotation.sealedForRecovery
+    next.rotationDue = false
+    return next
   }
 
   /// The stored form, the same on both backends: a format byte (1), the epoch (8 bytes,

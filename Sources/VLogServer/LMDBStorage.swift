@@ -17,6 +17,9 @@ internal import VLogWire
 /// | `accounts` | normalised user name | number, scrypt parameters, salt, hash |
 /// | `accountNames` | account | normalised user name |
 /// | `accountKeys` | account | an end-to-end encrypted account's keys (``EncryptionRecord``) |
+/// | `accountKeys` | account + `due` | nothing: a rotation of the account's content key is due |
+/// | `objectKeys` | account + note or attachment id | its key, wrapped by the account's content key |
+/// | `keyLinks` | account + epoch | the epoch's content key sealed by the one before |
 /// | `tokens` | SHA-256 of the token | account number, expiry (ms) |
 /// | `accountTokens` | account + SHA-256 of the token | nothing: each account's tokens |
 /// | `log` | account + sequence | the log record: checksum + the event in the engine's encoding |
@@ -47,6 +50,8 @@ final class LMDBStorage: ServerStorage {
   private let accounts: Database
   private let accountNames: Database
   private let accountKeys: Database
+  private let objectKeys: Database
+  private let keyLinks: Database
   private let tokens: Database
   private let accountTokens: Database
   private let log: Database
@@ -81,6 +86,8 @@ final class LMDBStorage: ServerStorage {
     accounts = try open("accounts")
     accountNames = try open("accountNames")
     accountKeys = try open("accountKeys")
+    objectKeys = try open("objectKeys")
+    keyLinks = try open("keyLinks")
     tokens = try open("tokens")
     accountTokens = try open("accountTokens")
     log = try open("log")
@@ -343,13 +350,149 @@ final class LMDBStorage: ServerStorage {
   }
 
   func encryption(of account: UInt64) async throws -> EncryptionRecord? {
-    try environment.read { transaction in
-      guard let bytes = try transaction.value(forKey: BigEndian.bytes(account), in: accountKeys)
-      else { return nil }
-      guard let record = EncryptionRecord(decoding: bytes) else {
-        throw StorageError.damaged("account \(account)'s keys are not a record of keys")
+    try environment.read { transaction in try encryption(of: account, in: transaction) }
+  }
+
+  private func encryption(
+    of account: UInt64, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> EncryptionRecord? {
+    guard let bytes = try transaction.value(forKey: BigEndian.bytes(account), in: accountKeys)
+    else { return nil }
+    guard var record = EncryptionRecord(decoding: bytes) else {
+      throw StorageError.damaged("account \(account)'s keys are not a record of keys")
+    }
+    record.rotationDue = try transaction.containsValue(
+      forKey: Self.rotationDueKey(account), in: accountKeys)
+    return record
+  }
+
+  private static func rotationDueKey(_ account: UInt64) -> [UInt8] {
+    BigEndian.bytes(account) + Array("due".utf8)
+  }
+
+  /// The current epoch of an encrypted account.
+  ///
+  /// - Throws: ``StorageError`` `keysChanged` if it is not `expected` (or the account is not
+  ///   encrypted).
+  private func checkEpoch(
+    _ expected: UInt64, of account: UInt64, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> EncryptionRecord {
+    guard let record = try encryption(of: account, in: transaction) else {
+      throw StorageError.keysChanged("the account is not end-to-end encrypted")
+    }
+    guard record.epoch == expected else {
+      throw StorageError.keysChanged(
+        "the account's keys are at epoch \(record.epoch), not \(expected)")
+    }
+    return record
+  }
+
+  func storeObjectKeys(_ keys: [Identifier: [UInt8]], account: UInt64, epoch: UInt64)
+    async throws -> Int
+  {
+    let log = eventLog(of: account)
+    return try await onWriter { [self] in
+      try environment.write { transaction in
+        _ = try checkEpoch(epoch, of: account, in: transaction)
+        var stored = 0
+        for (object, wrapped) in keys {
+          let key = BigEndian.bytes(account) + object.bytes
+          guard try !transaction.containsValue(forKey: key, in: objectKeys),
+            try log.deletion(of: object, in: transaction) == nil
+          else { continue }
+          try transaction.put(wrapped, forKey: key, in: objectKeys)
+          stored += 1
+        }
+        return stored
       }
-      return record
+    }
+  }
+
+  func objectKeys(of objects: [Identifier], account: UInt64) async throws -> ObjectKeyPage {
+    try environment.read { transaction in
+      var page = ObjectKeyPage(
+        epoch: try encryption(of: account, in: transaction)?.epoch ?? 0, keys: [:])
+      for object in objects {
+        if let wrapped = try transaction.value(
+          forKey: BigEndian.bytes(account) + object.bytes, in: objectKeys)
+        {
+          page.keys[object] = wrapped
+        }
+      }
+      return page
+    }
+  }
+
+  func objectKeys(account: UInt64, after: Identifier?, limit: Int) async throws -> ObjectKeyPage {
+    try environment.read { transaction in
+      var page = ObjectKeyPage(
+        epoch: try encryption(of: account, in: transaction)?.epoch ?? 0, keys: [:])
+      let prefix = BigEndian.bytes(account)
+      let start = after.map { prefix + $0.bytes + [0] } ?? prefix
+      try transaction.withEntries(in: objectKeys, range: .from(start)) { entries in
+        while let (object, wrapped) = try entries.next({ key, value in
+          (Self.object(ofKey: key, account: account), Array(value))
+        }) {
+          guard let object else { break }
+          guard page.keys.count < limit else {
+            page.more = true
+            break
+          }
+          page.keys[object] = wrapped
+        }
+      }
+      return page
+    }
+  }
+
+  /// The object an `objectKeys` key names, nil past the account's keys.
+  private static func object(ofKey key: UnsafeRawBufferPointer, account: UInt64)
+    -> Identifier?
+  {
+    guard key.count == 24, key.loadUnaligned(as: UInt64.self).bigEndian == account else {
+      return nil
+    }
+    return Identifier(bytes: key, at: 8)
+  }
+
+  func rotateKeys(account: UInt64, by rotation: KeyRotation.Checked) async throws
+    -> EncryptionRecord
+  {
+    try await onWriter { [self] in
+      try environment.write { transaction in
+        let record = try checkEpoch(rotation.epoch, of: account, in: transaction)
+        let prefix = BigEndian.bytes(account)
+        var held: [Identifier] = []
+        try transaction.forEach(in: objectKeys, range: .prefix(prefix)) { key, _ in
+          if let object = Self.object(ofKey: key, account: account) { held.append(object) }
+        }
+        for object in held {
+          guard let wrapped = rotation.keys[object] else {
+            throw StorageError.keysChanged(
+              "the rotation lacks the key of object \(object), which the account holds")
+          }
+          try transaction.put(wrapped, forKey: prefix + object.bytes, in: objectKeys)
+        }
+        let next = record.rotated(by: rotation)
+        try transaction.put(
+          rotation.link, forKey: prefix + BigEndian.bytes(next.epoch), in: keyLinks)
+        try transaction.put(next.encoded, forKey: prefix, in: accountKeys)
+        _ = try transaction.delete(forKey: Self.rotationDueKey(account), in: accountKeys)
+        return next
+      }
+    }
+  }
+
+  func links(account: UInt64, after epoch: UInt64) async throws -> [[UInt8]] {
+    try environment.read { transaction in
+      var links: [[UInt8]] = []
+      let prefix = BigEndian.bytes(account)
+      guard epoch < .max else { return [] }
+      try transaction.forEach(
+        in: keyLinks,
+        range: .from(prefix + BigEndian.bytes(epoch + 1), to: BigEndian.bytes(account + 1))
+      ) { _, value in links.append(Array(value)) }
+      return links
     }
   }
 
@@ -405,7 +548,7 @@ final class LMDBStorage: ServerStorage {
         }
         for database in [
           accountTokens, log, eventIDs, heads, objects, blobReferences, fields, superseded,
-          blobs, releasedBlobs,
+          blobs, releasedBlobs, accountKeys, objectKeys, keyLinks,
         ] {
           var keys: [[UInt8]] = []
           try transaction.forEach(in: database, range: .prefix(prefix)) { key, _ in
@@ -414,7 +557,6 @@ final class LMDBStorage: ServerStorage {
           for key in keys { _ = try transaction.delete(forKey: key, in: database) }
         }
         _ = try transaction.delete(forKey: prefix, in: accountNames)
-        _ = try transaction.delete(forKey: prefix, in: accountKeys)
         _ = try transaction.delete(forKey: name, in: accounts)
       }
     }
@@ -551,6 +693,17 @@ final class LMDBStorage: ServerStorage {
       }
       try appender.applyRetention(retention.period, now: retention.now, in: transaction)
       try appender.commit(in: transaction)
+      // A deleted object's key goes with it; the content key that wrapped it is then due to
+      // rotate.
+      var erasedKeys = false
+      for object in appender.deletedObjects {
+        erasedKeys =
+          try transaction.delete(forKey: BigEndian.bytes(account) + object.bytes, in: objectKeys)
+          || erasedKeys
+      }
+      if erasedKeys {
+        try transaction.put([], forKey: Self.rotationDueKey(account), in: accountKeys)
+      }
       // Blobs that only erased events used wait out the grace period (for an undo), then go.
       for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
         let key = BigEndian.bytes(account) + hash.bytes

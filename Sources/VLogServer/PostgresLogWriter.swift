@@ -234,6 +234,7 @@ struct PostgresLogWriter {
           \(newDeletions.map { Int64(clamping: $0.sequence) })::int8[])
         ON CONFLICT (account, object) DO UPDATE SET sequence = COALESCE(vlog_deletions.sequence, EXCLUDED.sequence)
         """, logger: logger)
+      try await eraseKeys(of: newDeletions.map(\.object))
     }
     if !changes.tagDeletions.isEmpty {
       let deletions = Array(changes.tagDeletions)
@@ -320,6 +321,27 @@ struct PostgresLogWriter {
 
   /// Marks the blobs that lost their last reference in this transaction as released at
   /// ``now``: they wait out the grace period (for an undo), then go. Returns them.
+  /// Erases an encrypted account's keys of deleted objects, and marks its content key due to
+  /// rotate if one was there. The account's record of keys is locked first, as the writes of
+  /// keys lock it (`PostgresStorage+Keys.swift`): a key stored at the same time waits, and then
+  /// sees the deletion.
+  private func eraseKeys(of objects: [Identifier]) async throws {
+    let locked = try await connection.query(
+      "SELECT 1 FROM vlog_account_keys WHERE account = \(account) FOR UPDATE", logger: logger)
+    var encrypted = false
+    for try await _ in locked { encrypted = true }
+    guard encrypted else { return }
+    try await connection.query(
+      """
+      WITH erased AS (
+        DELETE FROM vlog_object_keys
+        WHERE account = \(account) AND object = ANY(\(objects.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
+        RETURNING 1)
+      UPDATE vlog_account_keys SET rotation_due = true
+      WHERE account = \(account) AND EXISTS (SELECT 1 FROM erased)
+      """, logger: logger)
+  }
+
   private func releaseBlobs(_ released: Set<BlobHash>) async throws -> Set<BlobHash> {
     if !released.isEmpty {
       try await connection.query(

@@ -32,21 +32,6 @@ extension PostgresStorage {
     }
   }
 
-  func encryption(of account: UInt64) async throws -> EncryptionRecord? {
-    try await withConnection { [self] connection in
-      let rows = try await connection.query(
-        "SELECT record FROM vlog_account_keys WHERE account = \(Int64(clamping: account))",
-        logger: logger)
-      for try await bytes in rows.decode(ByteBuffer.self) {
-        guard let record = EncryptionRecord(decoding: bytes.readableBytesView) else {
-          throw StorageError.damaged("account \(account)'s keys are not a record of keys")
-        }
-        return record
-      }
-      return nil
-    }
-  }
-
   func account(named name: String) async throws -> AccountRecord? {
     try await withConnection { [self] connection in
       let rows = try await connection.query(

@@ -92,6 +92,24 @@ extension PostgresStorage {
         record bytea NOT NULL)
       """
     ],
+    // Crypto-shredding: an encrypted account's keys of its notes and attachments (erased with
+    // them), the links between its content key's epochs, and whether a rotation is due. (If
+    // not there already, as version 5.)
+    6: [
+      """
+      CREATE TABLE IF NOT EXISTS vlog_object_keys (
+        account bigint NOT NULL REFERENCES vlog_accounts ON DELETE CASCADE,
+        object bytea NOT NULL, wrapped bytea NOT NULL,
+        PRIMARY KEY (account, object))
+      """,
+      """
+      CREATE TABLE IF NOT EXISTS vlog_key_links (
+        account bigint NOT NULL REFERENCES vlog_accounts ON DELETE CASCADE,
+        epoch bigint NOT NULL, link bytea NOT NULL,
+        PRIMARY KEY (account, epoch))
+      """,
+      "ALTER TABLE vlog_account_keys ADD COLUMN IF NOT EXISTS rotation_due boolean NOT NULL DEFAULT false",
+    ],
   ]
 
   /// Erases the names of deleted tags from logs written before deletions named tags by key,

@@ -35,7 +35,7 @@ internal import VLogWire
 /// refuses a database whose schema is newer than it knows.
 final class PostgresStorage: ServerStorage {
   /// The schema version this server writes.
-  static let schemaVersion: Int32 = 5
+  static let schemaVersion: Int32 = 6
 
   let client: PostgresClient
   let runner: Task<Void, Never>

@@ -208,6 +208,14 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       self = .unauthorized
     case .invalidCursor:
       self = .invalidCursor(error.cursor?.given ?? 0, error.cursor?.last ?? 0)
+    case .keysChanged:
+      self = ServerError(
+        .conflict,
+        ErrorBody(
+          code: .keysChanged,
+          message: error.message
+            + "; read the account's keys again (GET /v1/accounts/current/keys) and retry",
+          field: "epoch"))
     case .unavailable:
       self = .unavailable("the server's database cannot be reached now")
     default:

@@ -11,7 +11,8 @@ internal import VLogWire
 /// - number each account's events 1, 2, 3… in commit order, with no gaps: a reader that sees
 ///   number n sees every number before it, so a cursor never skips an event;
 /// - store a push all or nothing, each event id at most once per account;
-/// - erase what was deleted in the transaction that stores the deletion, and redact replaced
+/// - erase what was deleted in the transaction that stores the deletion — an encrypted
+///   account's key of the object too, marking a rotation due — and redact replaced
 ///   changes past the retention period on each push (see `EventLog+Erasure.swift` and
 ///   `EventLog+Retention.swift` in the engine: the same rules, the same redacted bytes);
 /// - keep each account's event-set digest equal to the digest of the ids its log holds.
@@ -31,6 +32,35 @@ protocol ServerStorage: Sendable {
   /// What an encrypted account's devices need of its keys; nil for an account that is not
   /// encrypted (or does not exist).
   func encryption(of account: UInt64) async throws -> EncryptionRecord?
+
+  /// Stores keys of an encrypted account's notes and attachments, wrapped by its content key
+  /// of `epoch`, in one transaction. An object that holds a key keeps it (its events are
+  /// sealed by it); an object whose deletion the log holds takes none.
+  ///
+  /// - Returns: How many keys were stored.
+  /// - Throws: ``StorageError`` `keysChanged` if the account's epoch is not `epoch` (or it is
+  ///   not encrypted); nothing is stored then.
+  func storeObjectKeys(_ keys: [Identifier: [UInt8]], account: UInt64, epoch: UInt64)
+    async throws -> Int
+
+  /// The keys of `objects` the account holds, and the epoch that wrapped them, read at once.
+  func objectKeys(of objects: [Identifier], account: UInt64) async throws -> ObjectKeyPage
+
+  /// The account's keys in order of the objects' ids, after `after`: at most `limit`.
+  func objectKeys(account: UInt64, after: Identifier?, limit: Int) async throws -> ObjectKeyPage
+
+  /// Rotates an encrypted account's content key, in one transaction: the next epoch's record
+  /// and link, and every object key replaced by the rotation's.
+  ///
+  /// - Returns: The new record.
+  /// - Throws: ``StorageError`` `keysChanged` if the account's epoch is not the rotation's, or
+  ///   the rotation lacks the key of an object the account holds one of; nothing changes then.
+  func rotateKeys(account: UInt64, by rotation: KeyRotation.Checked) async throws
+    -> EncryptionRecord
+
+  /// The links of an encrypted account's epochs after `epoch`, in order: each the next
+  /// content key sealed by the one before.
+  func links(account: UInt64, after epoch: UInt64) async throws -> [[UInt8]]
 
   /// The account stored under a normalised user name.
   func account(named name: String) async throws -> AccountRecord?
@@ -164,6 +194,16 @@ struct AccountRecord: Sendable, Equatable {
   var name: String
   /// The password's scrypt hash.
   var password: PasswordHash
+}
+
+/// Object keys read from storage, with the epoch of the content key that wrapped them.
+struct ObjectKeyPage: Sendable, Equatable {
+  /// The account's epoch when they were read.
+  var epoch: UInt64
+  /// The keys, by object.
+  var keys: [Identifier: [UInt8]]
+  /// Whether a listing has more after these.
+  var more = false
 }
 
 /// A sign-in token as storage keeps it: only its hash.

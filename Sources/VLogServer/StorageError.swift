@@ -17,6 +17,9 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     public static let accountDeleted = Code("accountDeleted")
     /// A cursor past the end of the account's log.
     public static let invalidCursor = Code("invalidCursor")
+    /// An encrypted account's keys are not as the request expected: another epoch, or keys the
+    /// rotation does not cover. The device reads them again and retries.
+    public static let keysChanged = Code("keysChanged")
     /// The database cannot be reached or did not answer in time: try again in a moment.
     public static let unavailable = Code("unavailable")
     /// The data directory or database cannot be used by this server: a newer format or schema,
@@ -34,7 +37,7 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
   public let code: Code
   /// What happened and where, for the log and for operators: it may name accounts, tables
   /// and sequence numbers, so a server never sends it to a client but for codes a client
-  /// caused (`accountExists`, `invalidCursor`).
+  /// caused (`accountExists`, `invalidCursor`, `keysChanged`).
   public let message: String
   /// The user name of `accountExists`.
   let name: String?
@@ -64,6 +67,10 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     StorageError(
       .invalidCursor, "cursor \(cursor) is past the end of the log (\(last) events)",
       cursor: (cursor, last))
+  }
+
+  static func keysChanged(_ message: String) -> StorageError {
+    StorageError(.keysChanged, message)
   }
 
   static func unavailable(_ message: String) -> StorageError {

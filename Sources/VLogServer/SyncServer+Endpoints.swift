@@ -40,16 +40,6 @@ extension SyncServer {
     }
   }
 
-  /// What a device of an encrypted account needs to open its keys; 404 for an account that is
-  /// not encrypted.
-  func accountKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try await authenticate(request)
-    guard let encryption = try await store.encryption(of: account) else {
-      throw ServerError.notEncrypted
-    }
-    return try json(encryption.body, status: .ok)
-  }
-
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
     let decoded = try await decode(Credentials.self, from: request)
     let credentials: Credentials
@@ -380,7 +370,7 @@ extension SyncServer {
   }
 
   /// The account of the request's bearer token, and the token's hash.
-  private func authenticate(_ request: Request) async throws -> (
+  func authenticate(_ request: Request) async throws -> (
     account: UInt64, tokenHash: [UInt8]
   ) {
     let session = try await session(of: request)
@@ -447,7 +437,7 @@ extension SyncServer {
     return Array(buffer.readableBytesView)
   }
 
-  private func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+  func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
     let bytes = try await collect(request, upTo: configuration.maximumBodyBytes)
     do throws(WireError) {
       return try WireJSON.decode(type, from: bytes)
@@ -457,11 +447,11 @@ extension SyncServer {
   }
 
   /// Runs a check of a decoded body, answering 400 naming the field it finds at fault.
-  private func checked<T>(_ check: () throws(WireError) -> T) throws(ServerError) -> T {
+  func checked<T>(_ check: () throws(WireError) -> T) throws(ServerError) -> T {
     do { return try check() } catch { throw ServerError.invalid(error) }
   }
 
-  private func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
+  func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
     var headers = HTTPFields()
     headers[.contentType] = "application/json"
     return Response(

@@ -47,9 +47,37 @@ public struct APICaller: Sendable {
     await send(Endpoints.CreateAccount(credentials: credentials, keys: keys), token: nil)
   }
 
-  /// `GET /v1/accounts/current/keys`.
-  public func accountKeys(token: String) async -> APIResult<AccountKeysBody> {
-    await send(Endpoints.AccountKeys(), token: token)
+  /// `GET /v1/accounts/current/keys`, with the links of the epochs after `since`.
+  public func accountKeys(since: UInt64? = nil, token: String) async -> APIResult<AccountKeysBody> {
+    await send(Endpoints.AccountKeys(since: since), token: token)
+  }
+
+  /// `PUT /v1/accounts/current/keys`.
+  public func rotateKeys(_ rotation: KeyRotation, token: String) async -> APIResult<
+    AccountKeysBody
+  > {
+    await send(Endpoints.RotateKeys(rotation), token: token)
+  }
+
+  /// `POST /v1/object-keys`.
+  public func storeObjectKeys(_ keys: ObjectKeys, token: String) async -> APIResult<
+    StoredObjectKeys
+  > {
+    await send(Endpoints.StoreObjectKeys(keys), token: token)
+  }
+
+  /// `POST /v1/object-keys/lookup`.
+  public func lookUpObjectKeys(_ objects: [Identifier], token: String) async -> APIResult<
+    ObjectKeys
+  > {
+    await send(Endpoints.LookUpObjectKeys(objects), token: token)
+  }
+
+  /// `GET /v1/object-keys`.
+  public func listObjectKeys(after: Identifier? = nil, token: String) async -> APIResult<
+    ObjectKeysPage
+  > {
+    await send(Endpoints.ListObjectKeys(after: after), token: token)
   }
 
   /// `POST /v1/sessions`.

@@ -171,23 +171,111 @@ public enum Endpoints {
     public func value(from body: [UInt8]) throws -> SessionList { try WireJSON.decode(from: body) }
   }
 
-  /// `GET /v1/accounts/current/keys`: what a device of an end-to-end encrypted account needs
-  /// to open the account's keys.
+  /// `GET /v1/accounts/current/keys`: an encrypted account's keys as the server keeps them,
+  /// with the links of the epochs after `since`.
   public struct AccountKeys: APIRequest {
+    /// The epoch the device holds, whose links to the current one it wants; nil for none.
+    public var since: UInt64?
     /// Creates the request.
-    public init() {}
+    public init(since: UInt64? = nil) { self.since = since }
     /// `GET`.
     public var method: String { "GET" }
-    /// `/v1/accounts/current/keys`.
-    public var path: String { "/v1/accounts/current/keys" }
+    /// `/v1/accounts/current/keys`, with `?since=`.
+    public var path: String {
+      "/v1/accounts/current/keys" + (since.map { "?since=\($0)" } ?? "")
+    }
     /// Yes.
     public var requiresToken: Bool { true }
     /// None.
     public var contentType: String? { nil }
     /// Empty.
     public func body() throws -> [UInt8] { [] }
-    /// The keys.
+    /// Reads the keys.
     public func value(from body: [UInt8]) throws -> AccountKeysBody {
+      try WireJSON.decode(from: body)
+    }
+  }
+
+  /// `PUT /v1/accounts/current/keys`: rotates an encrypted account's content key.
+  public struct RotateKeys: APIRequest {
+    /// The rotation.
+    public var rotation: KeyRotation
+    /// Creates the request.
+    public init(_ rotation: KeyRotation) { self.rotation = rotation }
+    /// `PUT`.
+    public var method: String { "PUT" }
+    /// `/v1/accounts/current/keys`.
+    public var path: String { "/v1/accounts/current/keys" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The rotation as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(rotation)) }
+    /// Reads the keys after the rotation.
+    public func value(from body: [UInt8]) throws -> AccountKeysBody {
+      try WireJSON.decode(from: body)
+    }
+  }
+
+  /// `POST /v1/object-keys`: stores keys of notes and attachments.
+  public struct StoreObjectKeys: APIRequest {
+    /// The keys, wrapped by the content key of their epoch.
+    public var keys: ObjectKeys
+    /// Creates the request.
+    public init(_ keys: ObjectKeys) { self.keys = keys }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/object-keys`.
+    public var path: String { "/v1/object-keys" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The keys as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(keys)) }
+    /// Reads how many were stored.
+    public func value(from body: [UInt8]) throws -> StoredObjectKeys {
+      try WireJSON.decode(from: body)
+    }
+  }
+
+  /// `POST /v1/object-keys/lookup`: the keys of some notes and attachments.
+  public struct LookUpObjectKeys: APIRequest {
+    /// The objects.
+    public var objects: [Identifier]
+    /// Creates the request.
+    public init(_ objects: [Identifier]) { self.objects = objects }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/object-keys/lookup`.
+    public var path: String { "/v1/object-keys/lookup" }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// The ids as JSON.
+    public func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(ObjectKeysLookup(objects: objects)))
+    }
+    /// Reads the keys the account holds.
+    public func value(from body: [UInt8]) throws -> ObjectKeys {
+      try WireJSON.decode(from: body)
+    }
+  }
+
+  /// `GET /v1/object-keys`: a page of every key of the account's notes and attachments.
+  public struct ListObjectKeys: APIRequest {
+    /// The last object of the page before; nil for the first page.
+    public var after: Identifier?
+    /// Creates the request.
+    public init(after: Identifier? = nil) { self.after = after }
+    /// `GET`.
+    public var method: String { "GET" }
+    /// `/v1/object-keys`, with `?after=`.
+    public var path: String { "/v1/object-keys" + (after.map { "?after=\($0)" } ?? "") }
+    /// Yes.
+    public var requiresToken: Bool { true }
+    /// None.
+    public var contentType: String? { nil }
+    /// Empty.
+    public func body() throws -> [UInt8] { [] }
+    /// Reads the page.
+    public func value(from body: [UInt8]) throws -> ObjectKeysPage {
       try WireJSON.decode(from: body)
     }
   }

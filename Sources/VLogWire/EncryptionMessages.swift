@@ -152,21 +152,32 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   public var sealedForPassword: String
   /// The account's current keys sealed to the recovery key's public key (120 bytes).
   public var sealedForRecovery: String
+  /// Whether a note's or attachment's key was erased since the last rotation: the content key
+  /// that wrapped it must be rotated (`PUT /v1/accounts/current/keys`) for the erasure to
+  /// hold against copies made before it.
+  public var rotationDue: Bool
+  /// The links from the epoch the request's `since` named to the current one, in order: each
+  /// the next content key sealed by the one before (60 bytes). Empty without `since`.
+  public var links: [String]
 
   /// Creates the body from the keys' bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8],
-    sealedForPassword: [UInt8], sealedForRecovery: [UInt8]
+    sealedForPassword: [UInt8], sealedForRecovery: [UInt8], rotationDue: Bool = false,
+    links: [[UInt8]] = []
   ) {
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+    self.rotationDue = rotationDue
+    self.links = links.map { Data($0).base64EncodedString() }
   }
 
   enum CodingKeys: String, CodingKey {
     case epoch, passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
+    case rotationDue, links
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -175,7 +186,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "epoch", "passwordPublicKey", "recoveryPublicKey", "sealedForPassword",
-        "sealedForRecovery",
+        "sealedForRecovery", "rotationDue", "links",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -183,5 +194,18 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
     recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+    rotationDue = try container.decode(Bool.self, forKey: .rotationDue)
+    links = try container.decode([String].self, forKey: .links)
+  }
+
+  /// The links' bytes, checked.
+  ///
+  /// - Throws: ``WireError`` naming the link at fault, for example `links[1]`.
+  public func linkBytes() throws(WireError) -> [[UInt8]] {
+    var result: [[UInt8]] = []
+    for (index, link) in links.enumerated() {
+      result.append(try NewAccountKeys.bytes(link, "links[\(index)]", count: KeyRotation.linkBytes))
+    }
+    return result
   }
 }

@@ -47,6 +47,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let methodNotAllowed = ErrorCode(rawValue: "methodNotAllowed")
   /// 409: the user name is taken.
   public static let accountExists = ErrorCode(rawValue: "accountExists")
+  /// 409: an encrypted account's keys changed since the device read them (another epoch, or
+  /// keys a rotation does not cover): read them again and retry.
+  public static let keysChanged = ErrorCode(rawValue: "keysChanged")
   /// 413: the body is larger than the server accepts.
   public static let bodyTooLarge = ErrorCode(rawValue: "bodyTooLarge")
   /// 429: too many password checks at once, or too many failed sign-ins for one user name;

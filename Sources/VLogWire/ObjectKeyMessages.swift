@@ -1,0 +1,238 @@
+internal import Foundation
+public import VLog
+
+/// The keys of an encrypted account's notes and attachments, each wrapped by the account's
+/// content key of `epoch`: the body of `POST /v1/object-keys` and the answer of
+/// `POST /v1/object-keys/lookup`. Keys are the objects' ids (UUIDs), values base64.
+///
+/// The server cannot open them: it keeps each until the object's deletion is stored, and then
+/// erases it in the same transaction.
+public struct ObjectKeys: Codable, Sendable, Hashable {
+  /// The epoch of the content key that wrapped them.
+  public var epoch: UInt64
+  /// Each object's wrapped key (60 bytes), by id.
+  public var keys: [String: String]
+
+  /// The size of a wrapped key: a 12-byte nonce, 32 bytes of key, a 16-byte tag.
+  public static let wrappedBytes = 60
+
+  /// Creates the message from the keys' bytes.
+  public init(epoch: UInt64, keys: [Identifier: [UInt8]]) {
+    self.epoch = epoch
+    self.keys = Dictionary(
+      uniqueKeysWithValues: keys.map { ($0.key.description, Data($0.value).base64EncodedString()) }
+    )
+  }
+
+  enum CodingKeys: String, CodingKey { case epoch, keys }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["epoch", "keys"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    epoch = try container.decode(UInt64.self, forKey: .epoch)
+    keys = try container.decode([String: String].self, forKey: .keys)
+  }
+
+  /// The keys' bytes by object, checked: at most `maximum` of them, each id a UUID and each
+  /// value base64 of ``wrappedBytes`` bytes.
+  ///
+  /// - Throws: ``WireError`` naming the field, for example `keys.<id>`.
+  public func validated(maximum: Int) throws(WireError) -> [Identifier: [UInt8]] {
+    try Self.validate(keys, field: "keys", maximum: maximum)
+  }
+
+  /// Checks wrapped keys by object id.
+  static func validate(_ keys: [String: String], field: String, maximum: Int) throws(WireError)
+    -> [Identifier: [UInt8]]
+  {
+    guard keys.count <= maximum else {
+      throw WireError(field, "\(keys.count) keys; one call carries at most \(maximum)")
+    }
+    var result: [Identifier: [UInt8]] = [:]
+    result.reserveCapacity(keys.count)
+    // In order of the ids, so that the first one at fault is named whatever the JSON's order.
+    for (text, value) in keys.sorted(by: { $0.key < $1.key }) {
+      guard let object = Identifier(text) else {
+        throw WireError(field, "'\(text)' is not an object id (a UUID)")
+      }
+      let bytes = try NewAccountKeys.bytes(value, "\(field).\(text)", count: wrappedBytes)
+      guard result.updateValue(bytes, forKey: object) == nil else {
+        throw WireError(field, "object \(object) is named twice")
+      }
+    }
+    return result
+  }
+}
+
+/// The body of `POST /v1/object-keys/lookup`: the notes and attachments whose keys a device
+/// needs.
+public struct ObjectKeysLookup: Codable, Sendable, Hashable {
+  /// The objects' ids (UUIDs).
+  public var objects: [String]
+
+  /// Creates the body.
+  public init(objects: [Identifier]) { self.objects = objects.map(\.description) }
+
+  enum CodingKeys: String, CodingKey { case objects }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["objects"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    objects = try container.decode([String].self, forKey: .objects)
+  }
+
+  /// The ids, checked: at most `maximum`, each a UUID.
+  ///
+  /// - Throws: ``WireError`` naming the field, for example `objects[2]`.
+  public func validated(maximum: Int) throws(WireError) -> [Identifier] {
+    guard objects.count <= maximum else {
+      throw WireError("objects", "\(objects.count) ids; one lookup asks at most \(maximum)")
+    }
+    var result: [Identifier] = []
+    result.reserveCapacity(objects.count)
+    for (index, text) in objects.enumerated() {
+      guard let object = Identifier(text) else {
+        throw WireError("objects[\(index)]", "'\(text)' is not an object id (a UUID)")
+      }
+      result.append(object)
+    }
+    return result
+  }
+}
+
+/// The answer to `GET /v1/object-keys`: a page of every key the account holds, in order of the
+/// objects' ids, to re-wrap them all at a rotation.
+public struct ObjectKeysPage: Codable, Sendable, Hashable {
+  /// The epoch of the content key that wrapped them.
+  public var epoch: UInt64
+  /// Each object's wrapped key (60 bytes, base64), by id.
+  public var keys: [String: String]
+  /// Whether keys remain after this page: ask again with `after` the page's last id.
+  public var more: Bool
+
+  /// Creates the page from the keys' bytes.
+  public init(epoch: UInt64, keys: [Identifier: [UInt8]], more: Bool) {
+    self.epoch = epoch
+    self.keys = ObjectKeys(epoch: epoch, keys: keys).keys
+    self.more = more
+  }
+
+  enum CodingKeys: String, CodingKey { case epoch, keys, more }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["epoch", "keys", "more"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    epoch = try container.decode(UInt64.self, forKey: .epoch)
+    keys = try container.decode([String: String].self, forKey: .keys)
+    more = try container.decode(Bool.self, forKey: .more)
+  }
+
+  /// The keys' bytes by object, checked.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  public func validated() throws(WireError) -> [Identifier: [UInt8]] {
+    try ObjectKeys.validate(keys, field: "keys", maximum: .max)
+  }
+}
+
+/// The body of `PUT /v1/accounts/current/keys`: a rotation of the account's content key, from
+/// `epoch` to the next. It carries the new keys sealed to the password's and the recovery
+/// key's public keys, the link from the old content key to the new, and every note's and
+/// attachment's key the account holds, re-wrapped by the new content key. The server takes it
+/// only if its epoch is still `epoch` and the keys cover every object it holds a key of, and
+/// then replaces them all in one transaction: the keys wrapped by the old content key are gone.
+public struct KeyRotation: Codable, Sendable, Hashable {
+  /// The epoch rotated from: the account's current one.
+  public var epoch: UInt64
+  /// The new keys sealed to the password's public key (120 bytes, base64).
+  public var sealedForPassword: String
+  /// The new keys sealed to the recovery key's public key (120 bytes, base64).
+  public var sealedForRecovery: String
+  /// The new content key sealed by the old one (60 bytes, base64): how a device that holds
+  /// the old keys follows.
+  public var link: String
+  /// Every object's key, wrapped by the new content key, by id.
+  public var keys: [String: String]
+
+  /// The size of a link.
+  public static let linkBytes = 60
+
+  /// Creates the body from the bytes.
+  public init(
+    epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8],
+    keys: [Identifier: [UInt8]]
+  ) {
+    self.epoch = epoch
+    self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
+    self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+    self.link = Data(link).base64EncodedString()
+    self.keys = ObjectKeys(epoch: epoch + 1, keys: keys).keys
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case epoch, sealedForPassword, sealedForRecovery, link, keys
+  }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(
+      in: decoder, allowed: ["epoch", "sealedForPassword", "sealedForRecovery", "link", "keys"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    epoch = try container.decode(UInt64.self, forKey: .epoch)
+    sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
+    sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+    link = try container.decode(String.self, forKey: .link)
+    keys = try container.decode([String: String].self, forKey: .keys)
+  }
+
+  /// A rotation, checked: every value base64 of its size, every key's id a UUID.
+  public struct Checked: Sendable, Hashable {
+    /// The epoch rotated from.
+    public var epoch: UInt64
+    /// The new keys sealed to the password's public key.
+    public var sealedForPassword: [UInt8]
+    /// The new keys sealed to the recovery key's public key.
+    public var sealedForRecovery: [UInt8]
+    /// The new content key sealed by the old one.
+    public var link: [UInt8]
+    /// The re-wrapped keys.
+    public var keys: [Identifier: [UInt8]]
+  }
+
+  /// The rotation's bytes, checked.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  public func validated() throws(WireError) -> Checked {
+    guard epoch < .max else { throw WireError("epoch", "\(epoch) is the last epoch") }
+    return Checked(
+      epoch: epoch,
+      sealedForPassword: try NewAccountKeys.bytes(
+        sealedForPassword, "sealedForPassword", count: NewAccountKeys.sealedBytes),
+      sealedForRecovery: try NewAccountKeys.bytes(
+        sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes),
+      link: try NewAccountKeys.bytes(link, "link", count: Self.linkBytes),
+      keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max))
+  }
+}
+
+/// The answer to `POST /v1/object-keys`: how many of the keys were stored. A key is not stored
+/// for an object that holds one already (the first stands: its events are sealed by it) or
+/// whose deletion the server holds.
+public struct StoredObjectKeys: Codable, Sendable, Hashable {
+  /// How many keys were stored.
+  public var stored: Int
+
+  /// Creates the answer.
+  public init(stored: Int) { self.stored = stored }
+
+  enum CodingKeys: String, CodingKey { case stored }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["stored"])
+    stored = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .stored)
+  }
+}

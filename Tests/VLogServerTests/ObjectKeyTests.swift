@@ -1,0 +1,188 @@
+import Foundation
+import ServerTestSupport
+import Testing
+import VLog
+import VLogSync
+import VLogTesting
+
+@testable import VLogServer
+
+/// A `GET` of a path with a query the API caller does not write: the object keys' listing with
+/// a page size, a malformed parameter.
+private struct QueryRequest<Value: Decodable & Sendable>: APIRequest {
+  var path: String
+  var method: String { "GET" }
+  var requiresToken: Bool { true }
+  var contentType: String? { nil }
+  func body() throws -> [UInt8] { [] }
+  func value(from body: [UInt8]) throws -> Value { try WireJSON.decode(from: body) }
+}
+
+private func listPage(after: Identifier?, limit: Int) -> QueryRequest<ObjectKeysPage> {
+  QueryRequest(path: "/v1/object-keys?limit=\(limit)" + (after.map { "&after=\($0)" } ?? ""))
+}
+
+@Suite("Keys of notes and attachments on the server")
+struct ObjectKeyTests {
+  static func note(_ low: UInt64) -> NoteID { NoteID(Identifier(high: 7, low: low)) }
+
+  /// A new encrypted account on a live server, signed in.
+  static func encryptedAccount(_ caller: APICaller, _ name: String) async throws -> (
+    account: NewEncryptedAccount, token: String
+  ) {
+    let account = try NewEncryptedAccount(
+      username: name, password: "correct horse battery", cost: .testing,
+      random: SystemRandom.bytes)
+    _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
+    return (account, try await caller.signIn(account.credentials).get().token)
+  }
+
+  @Test(
+    "An encrypted account's note keys: stored at the current epoch only, the first one standing, looked up and listed in pages; erased in the push that stores the note's deletion, which makes a rotation due and refuses the key again; a rotation must cover every key, replaces them all and links the epochs forward; a clear account has none",
+    arguments: Backend.allCases)
+  func lifecycle(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let server = try await openServer(backend: backend, directory: root + "/server")
+      defer { server.close() }
+      try await withLiveServer(server) { baseURL in
+        let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let (account, token) = try await Self.encryptedAccount(caller, "ann")
+        let keys = account.keys
+        let notes = (1...5).map(Self.note)
+        var noteKeys: [NoteID: NoteKey] = [:]
+        for note in notes { noteKeys[note] = try NoteKey(random: SystemRandom.bytes) }
+        func wrapped(_ keys: AccountKeys, _ notes: [NoteID]) throws -> [Identifier: [UInt8]] {
+          Dictionary(
+            uniqueKeysWithValues: try notes.map {
+              ($0.identifier, try keys.wrap(noteKeys[$0]!, of: $0))
+            })
+        }
+
+        // Stored at the current epoch; a second key of a note does not replace the first.
+        let stored = try await caller.storeObjectKeys(
+          ObjectKeys(epoch: 1, keys: wrapped(keys, notes)), token: token
+        ).get()
+        #expect(stored.stored == 5)
+        let impostor = try keys.wrap(try NoteKey(random: SystemRandom.bytes), of: notes[0])
+        let again = try await caller.storeObjectKeys(
+          ObjectKeys(epoch: 1, keys: [notes[0].identifier: impostor]), token: token
+        ).get()
+        #expect(again.stored == 0)
+        let stale = try await caller.storeObjectKeys(
+          ObjectKeys(epoch: 2, keys: wrapped(keys, notes)), token: token)
+        #expect(stale.status == 409 && stale.error?.body?.code == .keysChanged, "\(stale)")
+        let malformed = await caller.storeObjectKeys(
+          ObjectKeys(epoch: 1, keys: [notes[0].identifier: [1, 2, 3]]), token: token)
+        #expect(malformed.status == 400, "\(malformed)")
+        #expect(malformed.error?.body?.field == "keys.\(notes[0].identifier)")
+
+        let found = try await caller.lookUpObjectKeys(
+          [notes[0].identifier, Identifier(high: 9, low: 9)], token: token
+        ).get()
+        #expect(found.epoch == 1 && found.keys.count == 1)
+        let foundKeys = try found.validated(maximum: 10)
+        #expect(
+          try keys.unwrap(foundKeys[notes[0].identifier]!, of: notes[0]) == noteKeys[notes[0]])
+
+        // Listed in order, in pages.
+        var listed: [Identifier] = []
+        var after: Identifier?
+        var pages = 0
+        repeat {
+          let page = try await caller.send(
+            listPage(after: after, limit: 2), token: token
+          ).get()
+          let ids = try page.validated().keys.sorted()
+          #expect(ids.count <= 2)
+          listed += ids
+          after = ids.last
+          pages += 1
+          if !page.more { break }
+        } while pages < 10
+        #expect(listed == notes.map(\.identifier) && pages == 3)
+        #expect(await caller.send(listPage(after: nil, limit: 0), token: token).status == 400)
+
+        // The push that stores a note's deletion erases its key and makes a rotation due.
+        #expect(try await caller.accountKeys(token: token).get().rotationDue == false)
+        let sealer = EventSealer(keys: keys)
+        let stamps = SealedEventTests.stamps(3)
+        let events = try [
+          Event(stamp: stamps[0], change: .noteCreated(notes[4], creationDate: Date())),
+          Event(stamp: stamps[1], change: .textSet(notes[4], text: "gone soon")),
+          Event(stamp: stamps[2], change: .noteDeleted(notes[4])),
+        ].map { try sealer.seal($0, noteKey: { noteKeys[$0]! }, tagName: { _ in nil }) }
+        _ = try await caller.sync(SyncPush(cursor: 0, events: events), token: token).get()
+        let afterDeletion = try await caller.lookUpObjectKeys(
+          notes.map(\.identifier), token: token
+        ).get()
+        #expect(Set(afterDeletion.keys.keys) == Set(notes.prefix(4).map(\.identifier.description)))
+        #expect(try await caller.accountKeys(token: token).get().rotationDue)
+        // A device that missed the deletion cannot put the key back.
+        let late = try await caller.storeObjectKeys(
+          ObjectKeys(epoch: 1, keys: wrapped(keys, [notes[4]])), token: token
+        ).get()
+        #expect(late.stored == 0)
+
+        // A rotation must start at the current epoch and cover every key the account holds.
+        let (next, link) = try keys.rotated(random: SystemRandom.bytes)
+        let passwordPublicKey = try NewAccountKeys.bytes(
+          account.serverKeys.passwordPublicKey, "", count: 32)
+        let recoveryPublicKey = try NewAccountKeys.bytes(
+          account.serverKeys.recoveryPublicKey, "", count: 32)
+        func rotation(from epoch: UInt64, _ notes: [NoteID]) throws -> KeyRotation {
+          KeyRotation(
+            epoch: epoch,
+            sealedForPassword: try next.sealed(
+              to: passwordPublicKey, username: "ann"),
+            sealedForRecovery: try next.sealed(
+              to: recoveryPublicKey, username: "ann"),
+            link: link, keys: try wrapped(next, notes))
+        }
+        let partial = await caller.rotateKeys(
+          try rotation(from: 1, Array(notes.prefix(3))), token: token)
+        #expect(partial.status == 409 && partial.error?.body?.code == .keysChanged, "\(partial)")
+        let wrongEpoch = await caller.rotateKeys(
+          try rotation(from: 2, Array(notes.prefix(4))), token: token)
+        #expect(wrongEpoch.status == 409, "\(wrongEpoch)")
+        #expect(try await caller.accountKeys(token: token).get().epoch == 1)
+
+        let rotated = try await caller.rotateKeys(
+          try rotation(from: 1, Array(notes.prefix(4))), token: token
+        ).get()
+        #expect(rotated.epoch == 2 && !rotated.rotationDue && rotated.links.isEmpty)
+        // The password opens the new epoch's keys; the old epoch's link leads to them.
+        let password = try PasswordKeys(
+          username: "ann", password: "correct horse battery", cost: .testing)
+        #expect(try AccountKeys(opening: rotated, with: password, username: "ann") == next)
+        let linked = try await caller.accountKeys(since: 1, token: token).get()
+        #expect(try linked.linkBytes().count == 1)
+        #expect(try keys.following(try linked.linkBytes()[0]) == next)
+        #expect(try await caller.accountKeys(since: 2, token: token).get().links.isEmpty)
+        let badSince = await caller.send(
+          QueryRequest<AccountKeysBody>(path: "/v1/accounts/current/keys?since=-1"), token: token)
+        #expect(badSince.status == 400 && badSince.error?.body?.field == "since")
+        // Every key is wrapped by the new epoch's content key, not the old one's.
+        let now = try await caller.lookUpObjectKeys(notes.map(\.identifier), token: token).get()
+        #expect(now.epoch == 2)
+        for (object, bytes) in try now.validated(maximum: 10) {
+          let note = NoteID(object)
+          #expect(try next.unwrap(bytes, of: note) == noteKeys[note])
+          #expect(throws: AccountKeyError.self) { try keys.unwrap(bytes, of: note) }
+        }
+        // Keys wrapped by the old epoch's content key are refused now.
+        let old = await caller.storeObjectKeys(
+          ObjectKeys(epoch: 1, keys: [Identifier(high: 8, low: 8): impostor]), token: token)
+        #expect(old.status == 409)
+
+        // An account that is not encrypted has no keys: every keys endpoint answers 404.
+        let bob = try await signUp(caller, "bob")
+        #expect(await caller.lookUpObjectKeys([notes[0].identifier], token: bob).status == 404)
+        #expect(await caller.listObjectKeys(token: bob).status == 404)
+        #expect(
+          await caller.storeObjectKeys(ObjectKeys(epoch: 1, keys: [:]), token: bob).status == 404)
+        let empty = try rotation(from: 1, [])
+        #expect(await caller.rotateKeys(empty, token: bob).status == 404)
+      }
+    }
+  }
+}
