@@ -95,7 +95,7 @@ extension PostgresStorage {
         """
         SELECT object, wrapped FROM vlog_object_keys
         WHERE account = \(account) AND object > \(start)
-        ORDER BY object LIMIT \(Int64(clamping: limit) + 1)
+        ORDER BY object LIMIT \(min(Int64(clamping: limit), .max - 1) + 1)
         """, logger: logger)
       var keys = try await Self.keys(rows)
       let more = keys.count > limit
