@@ -45,11 +45,9 @@ public actor AccountKeyring {
   /// The keys of the notes they create are made and stored on the server first; a note the
   /// keyring holds no key of is looked up.
   ///
-  /// - Parameter tagName: The name of a tag, by its clear key (see
-  ///   ``EventSealer/seal(_:noteKey:tagName:)``).
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed; ``APIError`` when the
   ///   server does not take the keys.
-  public func seal(_ events: [Event], tagName: (TagKey) -> String?) async throws -> [Event] {
+  public func seal(_ events: [Event]) async throws -> [Event] {
     var created: [NoteID: NoteKey] = [:]
     var wanted: [NoteID] = []
     for event in events {
@@ -75,7 +73,7 @@ public actor AccountKeyring {
             // A note deleted elsewhere has no key any more: what this device changed of it is
             // sealed by a key nobody keeps, as the deletion erases it anyway.
             try noteKeys[note] ?? NoteKey(random: random)
-          }, tagName: tagName))
+          }))
       forgetDeleted(event.change)
     }
     return sealed

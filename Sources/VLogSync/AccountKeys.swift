@@ -338,11 +338,16 @@ public struct AccountKeys: Sendable, Equatable {
   }
 
   /// The name a tag has in an encrypted account's events, in place of its display name: 32
-  /// hexadecimal digits of a keyed hash (HMAC-SHA-256 under the tag key) of its id, so that
+  /// hexadecimal digits of a keyed hash (HMAC-SHA-256 under the tag key) of its key, so that
   /// "Paris" and "paris" are one tag to the server, which cannot tell which.
-  public func tagName(_ name: String) -> String {
+  public func tagName(_ name: String) -> String { tagName(of: TagKey(name: name)) }
+
+  /// The name in an encrypted account's events of the tag whose key is `tag`: what a tag's
+  /// removal or deletion, which name it by key, is sealed with, whether or not the device
+  /// still knows its name.
+  public func tagName(of tag: TagKey) -> String {
     let code = HMAC<SHA256>.authenticationCode(
-      for: Array("vlog tag\u{0}\(TagID(name: name).rawValue)".utf8), using: tagKey)
+      for: Array("vlog tag\u{0}".utf8) + tag.identifier.bytes, using: tagKey)
     return Hex.string(Array(code.prefix(16)))
   }
 }

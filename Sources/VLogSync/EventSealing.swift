@@ -7,7 +7,7 @@ public import VLog
 /// The sealed form of each kind keeps what a log needs and nothing more:
 /// - a note's creation, text, archived flag and sort date: the note's id (and a text's replaced
 ///   stamps), with the values of a redacted event as placeholders;
-/// - a tag, wherever an event names one: ``AccountKeys/tagName(_:)`` in place of its name, so a
+/// - a tag, wherever an event names one: ``AccountKeys/tagName(of:)`` in place of its name, so a
 ///   server still tells tags apart, strips a deleted tag from a tags list and erases it, without
 ///   reading a name;
 /// - attachment lists, deletions: unchanged, as they carry ids only.
@@ -27,21 +27,11 @@ public struct EventSealer: Sendable {
   /// - Parameters:
   ///   - event: The event as the device's store holds it.
   ///   - noteKey: The key of a note, by id.
-  ///   - tagName: The name of a tag, by its clear key: what a tag's removal or deletion names
-  ///     it by, which its sealed form must name by ``AccountKeys/tagName(_:)`` instead.
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed: a kind this version does
-  ///   not know, an attachment's addition, a tag whose name `tagName` does not know; or what
-  ///   `noteKey` throws.
-  public func seal(
-    _ event: Event, noteKey: (NoteID) throws -> NoteKey, tagName: (TagKey) -> String?
-  ) throws -> Event {
+  ///   not know, an attachment's addition; or what `noteKey` throws.
+  public func seal(_ event: Event, noteKey: (NoteID) throws -> NoteKey) throws -> Event {
     guard !event.isRedacted else { return event }
-    func keyed(_ tag: TagKey) throws(AccountKeyError) -> TagKey {
-      guard let name = tagName(tag) else {
-        throw AccountKeyError("event \(event.stamp) names tag \(tag), whose name is not known")
-      }
-      return TagKey(name: keys.tagName(name))
-    }
+    func keyed(_ tag: TagKey) -> TagKey { TagKey(name: keys.tagName(of: tag)) }
     let clear: Event
     let placeholder: Change
     switch event.change {
@@ -59,10 +49,10 @@ public struct EventSealer: Sendable {
       placeholder = .tagAdded(note, name: keys.tagName(name))
     case .tagRemoved(let note, let tag):
       clear = event
-      placeholder = .tagRemoved(note, tag: try keyed(tag))
+      placeholder = .tagRemoved(note, tag: keyed(tag))
     case .tagErased(let tag):
       clear = event
-      placeholder = .tagErased(try keyed(tag))
+      placeholder = .tagErased(keyed(tag))
     case .tagDeleted(let name):
       // What versions before protocol 3 wrote: sealed as the deletion by key it means.
       clear = Event(stamp: event.stamp, change: .tagErased(TagKey(name: name)))
@@ -83,7 +73,7 @@ public struct EventSealer: Sendable {
     return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
   }
 
-  /// The event `sealed`, sealed by ``seal(_:noteKey:tagName:)`` on a device of the account,
+  /// The event `sealed`, sealed by ``seal(_:noteKey:)`` on a device of the account,
   /// with its values.
   ///
   /// A redacted event, and one that carries ids only, is what it is. A tags list is the tags

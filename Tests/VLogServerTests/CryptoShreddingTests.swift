@@ -92,7 +92,7 @@ struct CryptoShreddingTests {
             Event(stamp: s[1], change: .textSet(canary, text: canaryText)),
             Event(stamp: s[2], change: .noteCreated(kept, creationDate: Date())),
             Event(stamp: s[3], change: .textSet(kept, text: "kept for later")),
-          ], tagName: { _ in nil })
+          ])
         let pushed = try await caller.sync(SyncPush(cursor: 0, events: written), token: tokenA)
           .get()
 
@@ -116,7 +116,7 @@ struct CryptoShreddingTests {
 
         // The first device deletes the canary; the second syncs the deletion.
         let deletion = try await ringA.seal(
-          [Event(stamp: s[4], change: .noteDeleted(canary))], tagName: { _ in nil })
+          [Event(stamp: s[4], change: .noteDeleted(canary))])
         _ = try await caller.sync(
           SyncPush(cursor: pushed.cursor, events: deletion), token: tokenA
         ).get()

@@ -110,7 +110,7 @@ struct ObjectKeyTests {
           Event(stamp: stamps[0], change: .noteCreated(notes[4], creationDate: Date())),
           Event(stamp: stamps[1], change: .textSet(notes[4], text: "gone soon")),
           Event(stamp: stamps[2], change: .noteDeleted(notes[4])),
-        ].map { try sealer.seal($0, noteKey: { noteKeys[$0]! }, tagName: { _ in nil }) }
+        ].map { try sealer.seal($0, noteKey: { noteKeys[$0]! }) }
         _ = try await caller.sync(SyncPush(cursor: 0, events: events), token: token).get()
         let afterDeletion = try await caller.lookUpObjectKeys(
           notes.map(\.identifier), token: token

@@ -40,8 +40,6 @@ struct SealedEventTests {
       guard let key = noteKeys[note] else { throw CancellationError() }
       return key
     }
-    let names = ["CanaryTagKept", "CanaryTagErased"]
-    let tagName: @Sendable (TagKey) -> String? = { key in names.first { TagKey(name: $0) == key } }
     let s = Self.stamps(9)
     let first: [Event] = [
       Event(
@@ -104,9 +102,9 @@ struct SealedEventTests {
         let clear = await caller.sync(SyncPush(cursor: 0, events: first), token: token)
         #expect(clear.status == 400 && clear.error?.body?.field == "events[0]", "\(clear)")
         // One push in each encoding.
-        let sealedFirst = try first.map { try sealer.seal($0, noteKey: noteKey, tagName: tagName) }
+        let sealedFirst = try first.map { try sealer.seal($0, noteKey: noteKey) }
         let sealedSecond = try second.map {
-          try sealer.seal($0, noteKey: noteKey, tagName: tagName)
+          try sealer.seal($0, noteKey: noteKey)
         }
         _ = try await caller.sync(
           SyncPush(cursor: 0, events: sealedFirst), encoding: .binary, token: token

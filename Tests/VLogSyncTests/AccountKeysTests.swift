@@ -154,7 +154,8 @@ struct AccountKeysTests {
   func tagNames() throws {
     // Bytes 0 to 31 are the content key, 32 to 63 the tag key.
     let keys = try AccountKeys(random: counting(from: 0))
-    #expect(keys.tagName("paris") == "e387b513e51d25cd7af16e0de5d66aa6")
+    #expect(keys.tagName("paris") == "4fc459a4f776b4201e21e3f254eebd64")
+    #expect(keys.tagName(of: TagKey(name: "Paris")) == keys.tagName("paris"))
     #expect(keys.tagName("  Paris ") == keys.tagName("paris"))
     #expect(keys.tagName("London") != keys.tagName("paris"))
     let other = try AccountKeys(random: counting(from: 3))

@@ -44,9 +44,6 @@ struct EventSealingTests {
     }
   }
 
-  static let names = ["CanaryTagOne", "Work", "CanaryTagTwo", "CanaryTagThree"]
-  static func tagName(_ key: TagKey) -> String? { names.first { TagKey(name: $0) == key } }
-
   @Test(
     "Every kind sealed carries none of its values in clear, passes the log's checks, survives the encoding, and opens to the event it was"
   )
@@ -54,7 +51,7 @@ struct EventSealingTests {
     let sealer = try Self.sealer()
     for event in Self.events() {
       let sealed = try sealer.seal(
-        event, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+        event, noteKey: { _ in try Self.noteKey() })
       #expect(sealed.stamp == event.stamp && sealed.change.kind == event.change.kind)
       #expect(sealed.change.noteID == event.change.noteID)
       try sealed.validate()
@@ -84,7 +81,7 @@ struct EventSealingTests {
   func sealedForms() throws {
     let sealer = try Self.sealer()
     let sealed = try Self.events().map {
-      try sealer.seal($0, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+      try sealer.seal($0, noteKey: { _ in try Self.noteKey() })
     }
     for (event, form) in zip(Self.events(), sealed) {
       switch event.change {
@@ -112,7 +109,7 @@ struct EventSealingTests {
     let sealer = try Self.sealer()
     for event in Self.events() {
       let sealed = try sealer.seal(
-        event, noteKey: { _ in try Self.noteKey() }, tagName: Self.tagName)
+        event, noteKey: { _ in try Self.noteKey() })
       try sealed.checkSealed()
       try sealed.redacted(.deleted).checkSealed()
       switch event.change {
@@ -142,7 +139,7 @@ struct EventSealingTests {
         replacing: ReplacedTexts((0..<Limits.replacedTexts).map { Self.stamp(UInt64($0)) })))
     try largest.validate()
     let sealed = try sealer.seal(
-      largest, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+      largest, noteKey: { _ in try Self.noteKey() })
     try sealed.validate()
     try sealed.checkSealed()
     // Sealed values past the limit are refused, whatever else the event carries.
@@ -155,7 +152,7 @@ struct EventSealingTests {
   func strippedTagsList() throws {
     let sealer = try Self.sealer()
     let event = Event(stamp: Self.stamp(1), change: .tagsSet(Self.note, tags: ["Paris", "Rome"]))
-    let sealed = try sealer.seal(event, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    let sealed = try sealer.seal(event, noteKey: { _ in try Self.noteKey() })
     // What a log does when Rome is deleted after the list was set (LogBatch's rule 2).
     let stripped = Event(
       stamp: sealed.stamp, change: .tagsSet(Self.note, tags: [sealer.keys.tagName("Paris")]),
@@ -166,18 +163,18 @@ struct EventSealingTests {
   }
 
   @Test(
-    "Sealed values do not open with another note's key, another account's keys, on another event, or changed; a redacted event opens as it is"
+    "Sealed values do not open with another note's key, another account's keys, on another event, or changed; a redacted event opens as it is; a tag's removal is sealed by its key alone"
   )
   func refusals() throws {
     let sealer = try Self.sealer()
     let text = Event(stamp: Self.stamp(5), change: .textSet(Self.note, text: "secret"))
-    let sealed = try sealer.seal(text, noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+    let sealed = try sealer.seal(text, noteKey: { _ in try Self.noteKey() })
     let otherKey = try NoteKey(random: { [UInt8](repeating: 1, count: $0) })
     #expect(throws: AccountKeyError.self) { try sealer.open(sealed, noteKey: { _ in otherKey }) }
     // A rename is sealed with the account's tag-values key: another account cannot open it.
     let rename = try sealer.seal(
       Event(stamp: Self.stamp(6), change: .tagRenamed(name: "Paris")),
-      noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
+      noteKey: { _ in try Self.noteKey() })
     #expect(throws: AccountKeyError.self) {
       try Self.sealer(77).open(rename, noteKey: { _ in try Self.noteKey() })
     }
@@ -202,11 +199,12 @@ struct EventSealingTests {
     let redacted = sealed.redacted(.deleted)
     #expect(redacted.sealedValues == nil)
     #expect(try sealer.open(redacted, noteKey: { _ in try Self.noteKey() }) == redacted)
-    // A tag's removal whose name the device does not know cannot be sealed.
-    #expect(throws: AccountKeyError.self) {
-      try sealer.seal(
-        Event(stamp: Self.stamp(8), change: .tagRemoved(Self.note, tag: TagKey(name: "x"))),
-        noteKey: { _ in try Self.noteKey() }, tagName: { _ in nil })
-    }
+    // A tag's removal is sealed by its key alone, whether or not the device still knows the
+    // name (a deleted tag's name is erased from the store): it names the keyed tag.
+    let removal = try sealer.seal(
+      Event(stamp: Self.stamp(8), change: .tagRemoved(Self.note, tag: TagKey(name: "Rome"))),
+      noteKey: { _ in try Self.noteKey() })
+    #expect(
+      removal.change == .tagRemoved(Self.note, tag: TagKey(name: sealer.keys.tagName("rome"))))
   }
 }
