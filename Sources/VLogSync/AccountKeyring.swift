@@ -192,8 +192,15 @@ public actor AccountKeyring {
         try await refresh()
         continue
       }
-      _ = try result.get()
+      let stored = try result.get().stored
       noteKeys.merge(created) { _, new in new }
+      if stored < created.count {
+        // Some notes hold a key already (this device made it before a restart, and the push
+        // of their events did not complete) or are deleted: the server's key stands, and a
+        // deleted note has none.
+        for note in created.keys { noteKeys[note] = nil }
+        try await lookUp(Array(created.keys))
+      }
       return
     }
   }

@@ -214,6 +214,23 @@ public struct AccountKeys: Sendable, Equatable {
     self.init(epoch: 1, contentBytes: Array(bytes.prefix(32)), tagBytes: Array(bytes.suffix(32)))
   }
 
+  /// The keys as a device keeps them between launches (in a ``CredentialStore``): the epoch
+  /// (8 bytes, big-endian), the content key and the tag key, 72 bytes. Whoever holds them reads
+  /// every note of the account.
+  public var rawRepresentation: [UInt8] { BigEndianBytes.of(epoch) + contentBytes + tagBytes }
+
+  /// Keys read back from ``rawRepresentation``.
+  ///
+  /// - Throws: ``AccountKeyError`` for bytes that are not 72 of them.
+  public init(rawRepresentation bytes: [UInt8]) throws(AccountKeyError) {
+    guard bytes.count == 72 else {
+      throw AccountKeyError("account keys are 72 bytes, these are \(bytes.count)")
+    }
+    self.init(
+      epoch: BigEndianBytes.uint64(bytes.prefix(8)), contentBytes: Array(bytes[8..<40]),
+      tagBytes: Array(bytes[40..<72]))
+  }
+
   private init(epoch: UInt64, contentBytes: [UInt8], tagBytes: [UInt8]) {
     self.epoch = epoch
     self.contentBytes = contentBytes
@@ -413,6 +430,18 @@ private enum BigEndianBytes {
   }
 }
 
+/// Cryptographically secure random bytes from the system (`getrandom` on Linux, the system's
+/// generator on Apple platforms): what keys are drawn from unless a test gives a source.
+public func systemRandomBytes(_ count: Int) -> [UInt8] {
+  var generator = SystemRandomNumberGenerator()
+  var bytes: [UInt8] = []
+  bytes.reserveCapacity(count)
+  while bytes.count < count {
+    withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0.prefix(count - bytes.count) }
+  }
+  return bytes
+}
+
 /// base64url without padding (RFC 4648 §5).
 private enum Base64URL {
   static func encode(_ bytes: [UInt8]) -> String {
@@ -441,7 +470,14 @@ public struct NewEncryptedAccount: Sendable {
     username: String, password: String, cost: KeyDerivationCost = .standard,
     random: (Int) -> [UInt8]
   ) throws {
-    let passwordKeys = try PasswordKeys(username: username, password: password, cost: cost)
+    try self.init(
+      username: username,
+      passwordKeys: try PasswordKeys(username: username, password: password, cost: cost),
+      random: random)
+  }
+
+  /// Makes the keys of a new account `username` whose password's keys are `passwordKeys`.
+  public init(username: String, passwordKeys: PasswordKeys, random: (Int) -> [UInt8]) throws {
     keys = try AccountKeys(random: random)
     recoveryKey = try RecoveryKey(random: random)
     let recoveryKeys = try recoveryKey.keys()

@@ -30,6 +30,28 @@ public protocol CredentialStore: Sendable {
   ///
   /// - Throws: When the store cannot be written.
   func setToken(_ token: String?, for username: String) throws
+
+  /// The keys of an end-to-end encrypted account kept for `username`
+  /// (``AccountKeys/rawRepresentation``), or nil if there are none.
+  ///
+  /// A store that keeps none (the default) makes the device open the account's keys with the
+  /// password at each launch.
+  ///
+  /// - Throws: When the store cannot be read, or is not safe to read from.
+  func accountKeys(for username: String) throws -> [UInt8]?
+
+  /// Keeps an encrypted account's keys for `username`, replacing any; nil removes them.
+  ///
+  /// - Throws: When the store cannot be written.
+  func setAccountKeys(_ keys: [UInt8]?, for username: String) throws
+}
+
+extension CredentialStore {
+  /// None: the default keeps no keys.
+  public func accountKeys(for username: String) throws -> [UInt8]? { nil }
+
+  /// Nothing: the default keeps no keys.
+  public func setAccountKeys(_ keys: [UInt8]?, for username: String) throws {}
 }
 
 /// Why a credential store refused to read or write.
@@ -44,7 +66,8 @@ public struct CredentialStoreError: Error, Sendable, Hashable, CustomStringConve
   public var description: String { message }
 }
 
-/// Tokens in a JSON file that only its owner can read or write (mode 0600).
+/// Tokens, and encrypted accounts' keys, in a JSON file that only its owner can read or write
+/// (mode 0600).
 ///
 /// The file is replaced atomically on every change and created with mode 0600. A file that
 /// anyone else can read or write, that belongs to another user, or that is not a regular file
@@ -69,6 +92,8 @@ public struct FileCredentialStore: CredentialStore {
 
   private struct File: Codable {
     var tokens: [String: String]
+    /// Encrypted accounts' keys, base64, by user name; absent in files written before them.
+    var keys: [String: String]?
   }
 
   /// The token kept for `username`.
@@ -81,6 +106,26 @@ public struct FileCredentialStore: CredentialStore {
     var file = try read() ?? File(tokens: [:])
     guard file.tokens[username] != token else { return }
     file.tokens[username] = token
+    try write(file)
+  }
+
+  /// The keys kept for `username`.
+  public func accountKeys(for username: String) throws -> [UInt8]? {
+    guard let text = try read()?.keys?[username] else { return nil }
+    guard let data = Data(base64Encoded: text) else {
+      throw CredentialStoreError("'\(path)' holds keys for '\(username)' that are not base64")
+    }
+    return Array(data)
+  }
+
+  /// Keeps or removes the keys for `username`.
+  public func setAccountKeys(_ keys: [UInt8]?, for username: String) throws {
+    var file = try read() ?? File(tokens: [:])
+    let text = keys.map { Data($0).base64EncodedString() }
+    guard file.keys?[username] != text else { return }
+    file.keys = file.keys ?? [:]
+    file.keys?[username] = text
+    if file.keys?.isEmpty == true { file.keys = nil }
     try write(file)
   }
 

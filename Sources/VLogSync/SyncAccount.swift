@@ -73,6 +73,21 @@ public actor SyncAccount {
   private var running: Task<SyncReport, any Error>?
   /// The remembered state: cursor, last sync, skew, last error.
   public private(set) var state: SyncState
+  /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
+  /// server reads.
+  private let encryption: EndToEndEncryption?
+  /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once).
+  private var passwordKeys: (password: String, keys: PasswordKeys)?
+  /// An encrypted account's keys and its notes' keys, once opened or restored.
+  private var keyring: AccountKeyring?
+  /// The recovery key of the encrypted account ``createAccount()`` made: shown to the user
+  /// once, kept in memory only.
+  public private(set) var recoveryKey: RecoveryKey?
+
+  /// Whether the account is end-to-end encrypted: its notes are sealed on the device, and the
+  /// server stores what it cannot read.
+  public nonisolated var isEncrypted: Bool { encryptionCost != nil }
+  private nonisolated let encryptionCost: KeyDerivationCost?
 
   /// The default place of the state file: `sync-state.json` in the store's directory.
   public static func stateFile(for store: NoteStore) -> String {
@@ -102,6 +117,10 @@ public actor SyncAccount {
   ///     gets half as much on the next try, down to one event, so a sync always progresses.
   ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
   ///     account falls back to JSON for good if the server refuses it (415).
+  ///   - encryption: For an end-to-end encrypted account, how its keys are drawn from the
+  ///     password and from randomness; nil (the default) for an account whose notes the server
+  ///     reads. An app knows which kind its accounts are: the password signs in to an
+  ///     encrypted account only through the keys drawn from it.
   /// A state file kept for another account or server is not used: the account starts from the
   /// beginning of its own log (and a store bound to another account is refused when it signs
   /// in or syncs). A store that synced before stores recorded their account is bound to the
@@ -114,12 +133,13 @@ public actor SyncAccount {
     credentialStore: (any CredentialStore)? = nil,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary
+    encoding: SyncEncoding = .binary, encryption: EndToEndEncryption? = nil
   ) throws {
     try self.init(
       store: store, transport: transport, username: credentials.username,
       password: credentials.password, credentialStore: credentialStore, stateFile: stateFile,
-      now: now, pageSize: pageSize, pushSize: pushSize, pushBytes: pushBytes, encoding: encoding)
+      now: now, pageSize: pageSize, pushSize: pushSize, pushBytes: pushBytes, encoding: encoding,
+      encryption: encryption)
   }
 
   /// Restores an account after a restart from the token in a credential store, without the
@@ -137,18 +157,19 @@ public actor SyncAccount {
     credentialStore: any CredentialStore,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary
+    encoding: SyncEncoding = .binary, encryption: EndToEndEncryption? = nil
   ) throws {
     try self.init(
       store: store, transport: transport, username: username, password: nil,
       credentialStore: credentialStore, stateFile: stateFile, now: now, pageSize: pageSize,
-      pushSize: pushSize, pushBytes: pushBytes, encoding: encoding)
+      pushSize: pushSize, pushBytes: pushBytes, encoding: encoding, encryption: encryption)
   }
 
   private init(
     store: NoteStore, transport: any Transport, username: String, password: String?,
     credentialStore: (any CredentialStore)?, stateFile: String?, now: (@Sendable () -> Date)?,
-    pageSize: Int, pushSize: Int, pushBytes: Int, encoding: SyncEncoding
+    pageSize: Int, pushSize: Int, pushBytes: Int, encoding: SyncEncoding,
+    encryption: EndToEndEncryption?
   ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
@@ -165,6 +186,8 @@ public actor SyncAccount {
     self.pushSize = pushSize
     self.pushBytes = pushBytes
     self.encoding = encoding
+    self.encryption = encryption
+    self.encryptionCost = encryption?.cost
     let binding = AccountBinding(server: transport.server, username: normalized)
     self.binding = binding
     let loaded = try stateFile.flatMap { try Self.loadState(from: $0) }
@@ -179,7 +202,17 @@ public actor SyncAccount {
       loaded.flatMap {
         ($0.binding.map { $0 == binding } ?? ($0.username == normalized)) ? $0 : nil
       } ?? SyncState(username: normalized, server: binding.server)
+    if encryption != nil, let kept = try credentialStore?.accountKeys(for: normalized) {
+      let keys = try AccountKeys(rawRepresentation: kept)
+      restoredKeys = keys
+      keptEpoch = keys.epoch
+    }
   }
+
+  /// An encrypted account's keys read from the credential store, until the keyring holds them.
+  private var restoredKeys: AccountKeys?
+  /// The epoch of the keys last written to the credential store.
+  private var keptEpoch: UInt64?
 
   /// Reads a state file, or nil if there is none.
   ///
@@ -194,8 +227,27 @@ public actor SyncAccount {
   ///
   /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
   ///   password.
+  /// For an encrypted account, the account's keys are made on this device, and the recovery
+  /// key — the only other way to open them — is in ``recoveryKey`` until the account object
+  /// ends: show it to the user once.
   public func createAccount() async throws(APIError) {
-    _ = try await caller.createAccount(try credentials()).get()
+    guard let encryption else {
+      _ = try await caller.createAccount(try credentials()).get()
+      return
+    }
+    let account: NewEncryptedAccount
+    do {
+      account = try NewEncryptedAccount(
+        username: username, passwordKeys: try passwordKeys(for: try knownPassword()),
+        random: encryption.random)
+    } catch let error as APIError {
+      throw error
+    } catch {
+      throw APIError(.invalidRequest, "the account's keys cannot be made: \(error)")
+    }
+    _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
+    recoveryKey = account.recoveryKey
+    installKeyring(account.keys)
   }
 
   /// Signs in now with the password the account was made with, replacing any token (and
@@ -210,6 +262,7 @@ public actor SyncAccount {
     token = try await caller.signIn(try credentials()).get().token
     try bindStore()
     try saveToken()
+    try await openKeys()
   }
 
   /// Signs in with `password`, which the account then keeps in memory to sign in again when
@@ -221,18 +274,24 @@ public actor SyncAccount {
   ///   ``CredentialStoreError``.
   public func signIn(password: String) async throws {
     try store.checkAccount(binding)
-    let token = try await caller.signIn(Credentials(username: username, password: password))
-      .get().token
+    let token = try await caller.signIn(
+      Credentials(username: username, password: try serverPassword(password))
+    ).get().token
     self.password = password
     self.token = token
     try bindStore()
     try saveToken()
+    try await openKeys()
   }
 
   /// Revokes the token on the server and forgets it, here and in the credential store. The
   /// token is forgotten even if the server cannot be reached (then it stays valid until it
   /// expires).
+  ///
+  /// An encrypted account's keys are forgotten too: signing in again opens them with the
+  /// password.
   public func signOut() async throws {
+    try forgetKeys()
     guard let token else { return }
     self.token = nil
     try saveToken()
@@ -245,6 +304,11 @@ public actor SyncAccount {
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
   ///   (400) for a new password of the wrong length.
   public func changePassword(from current: String, to new: String) async throws {
+    guard !isEncrypted else {
+      throw APIError(
+        .invalidRequest,
+        "the password of an end-to-end encrypted account cannot be changed by this version")
+    }
     let change = PasswordChange(currentPassword: current, newPassword: new)
     _ = try await call { caller, token in await caller.changePassword(change, token: token) }
     password = new
@@ -258,9 +322,11 @@ public actor SyncAccount {
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `password` is wrong.
   public func deleteAccount(password: String) async throws {
+    let confirmed = try serverPassword(password)
     _ = try await call { caller, token in
-      await caller.deleteAccount(password: password, token: token)
+      await caller.deleteAccount(password: confirmed, token: token)
     }
+    try forgetKeys()
     token = nil
     self.password = nil
     state = SyncState(username: username, server: state.server)
@@ -288,13 +354,109 @@ public actor SyncAccount {
   /// Whether the account holds a token (which the server may still refuse as expired).
   public var isSignedIn: Bool { token != nil }
 
-  /// The user name and password, or ``APIError/Code/signedOut`` without a password.
+  /// The user name and what the server knows as the password, or
+  /// ``APIError/Code/signedOut`` without a password.
   private func credentials() throws(APIError) -> Credentials {
+    Credentials(username: username, password: try serverPassword(try knownPassword()))
+  }
+
+  /// The password, or ``APIError/Code/signedOut`` without one.
+  private func knownPassword() throws(APIError) -> String {
     guard let password else {
       throw APIError(
         .signedOut, "signed out: the session for '\(username)' ended; sign in with the password")
     }
-    return Credentials(username: username, password: password)
+    return password
+  }
+
+  // MARK: - End-to-end encryption
+
+  /// What the server knows as `password`: itself, or for an encrypted account the sign-in
+  /// secret drawn from it (the server never receives the password).
+  private func serverPassword(_ password: String) throws(APIError) -> String {
+    guard isEncrypted else { return password }
+    return try passwordKeys(for: password).signInSecret
+  }
+
+  /// The keys drawn from `password` at the account's cost, drawn once.
+  private func passwordKeys(for password: String) throws(APIError) -> PasswordKeys {
+    if let passwordKeys, passwordKeys.password == password { return passwordKeys.keys }
+    do {
+      let keys = try PasswordKeys(
+        username: username, password: password, cost: encryptionCost ?? .standard)
+      passwordKeys = (password, keys)
+      return keys
+    } catch {
+      throw APIError(.invalidRequest, "the password's keys cannot be drawn: \(error)")
+    }
+  }
+
+  /// Opens an encrypted account's keys, if they are not open: those the credential store
+  /// kept, or those the server keeps sealed, with the password. Keeps them in the credential
+  /// store.
+  ///
+  /// - Returns: The keyring; nil for an account that is not encrypted.
+  @discardableResult
+  private func openKeys() async throws -> AccountKeyring? {
+    guard isEncrypted else { return nil }
+    if let keyring { return keyring }
+    let keys: AccountKeys
+    if let restoredKeys {
+      keys = restoredKeys
+    } else {
+      guard let password else {
+        throw APIError(
+          .signedOut,
+          "the keys of the end-to-end encrypted account '\(username)' are not on this device: "
+            + "sign in with the password")
+      }
+      let body = try await call { caller, token in await caller.accountKeys(token: token) }
+      keys = try AccountKeys(
+        opening: body, with: try passwordKeys(for: password), username: username)
+    }
+    let keyring = installKeyring(keys)
+    try await keepKeys()
+    return keyring
+  }
+
+  /// Makes the keyring of `keys`, which calls the server with this account's token.
+  @discardableResult
+  private func installKeyring(_ keys: AccountKeys) -> AccountKeyring {
+    let keyring = AccountKeyring(
+      keys: keys, caller: caller,
+      token: { [weak self] in
+        guard let self else { throw CancellationError() }
+        return try await self.currentOrNewToken()
+      }, random: encryption?.random ?? systemRandomBytes)
+    self.keyring = keyring
+    restoredKeys = nil
+    return keyring
+  }
+
+  /// The token, signing in first if there is none.
+  private func currentOrNewToken() async throws -> String {
+    if let token { return token }
+    let token = try await caller.signIn(try credentials()).get().token
+    self.token = token
+    return token
+  }
+
+  /// Writes the keyring's keys to the credential store when their epoch is not the one kept.
+  private func keepKeys() async throws {
+    guard let keyring, let credentialStore else { return }
+    let keys = await keyring.keys
+    guard keys.epoch != keptEpoch else { return }
+    try credentialStore.setAccountKeys(keys.rawRepresentation, for: username)
+    keptEpoch = keys.epoch
+  }
+
+  /// Forgets an encrypted account's keys, here and in the credential store.
+  private func forgetKeys() throws {
+    guard isEncrypted else { return }
+    keyring = nil
+    restoredKeys = nil
+    keptEpoch = nil
+    try credentialStore?.setAccountKeys(nil, for: username)
   }
 
   /// Writes the token to the credential store if it changed since it was last written.
@@ -363,6 +525,7 @@ public actor SyncAccount {
   /// Drives a ``SyncMachine`` through one sync: performs each action it asks for with the
   /// store and the API, and reports the outcome back, until it finishes or fails.
   private func runSync() async throws -> SyncReport {
+    let keyring = try await openKeys()
     var machine = SyncMachine(
       cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
@@ -375,11 +538,14 @@ public actor SyncAccount {
         action = machine.outboxRead(try store.outbox(limit: limit))
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events))
-      case .push(let push, let encoding):
+      case .push(let clear, let encoding):
+        var push = clear
+        if let keyring { push.events = try await keyring.seal(clear.events) }
+        let sent = push
         let page: SyncPage
         do {
           page = try await call { caller, token in
-            await caller.sync(push, encoding: encoding, token: token)
+            await caller.sync(sent, encoding: encoding, token: token)
           }
         } catch {
           // A refusal other than of the credentials (a clock too far ahead, say) comes from a
@@ -394,7 +560,8 @@ public actor SyncAccount {
         action = machine.pageReceived(page)
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
-      case .commit(let page, let sequence):
+      case .commit(var page, let sequence):
+        if let keyring { page.events = try await keyring.open(page.events) }
         state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
         let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
         state.cursor = page.cursor
@@ -418,11 +585,18 @@ public actor SyncAccount {
       case .readEvents(let ids):
         action = machine.eventsRead(try store.events(withIDs: ids))
       case .fetch(let ids):
-        action = machine.fetched(
-          try await call { caller, token in await caller.fetch(ids, token: token) })
+        let fetched = try await call { caller, token in await caller.fetch(ids, token: token) }
+        action = machine.fetched(try await keyring?.open(fetched) ?? fetched)
       case .ingest(let events):
         action = machine.ingested(events, appended: try await store.ingest(events).appended)
       case .finish(let report):
+        // A deletion stored since the last rotation: the content key that wrapped the
+        // deleted notes' keys is replaced, so that copies of the server's data made before
+        // cannot open them.
+        if let keyring {
+          try await keyring.rotateIfDue(username: username)
+          try await keepKeys()
+        }
         return report
       case .fail(let error):
         throw error

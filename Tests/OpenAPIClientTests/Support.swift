@@ -18,9 +18,13 @@ func withGeneratedClient(
   let clock = ManualClock(start: Date())
   // Small limits, so that a 413 and a 408 take little to provoke; 5 s for a body, which a
   // 64 KiB upload under ThreadSanitizer on a loaded machine once took more than 1 s for.
-  let configuration = SyncServer.Configuration(
+  var configuration = SyncServer.Configuration(
     maximumBodyBytes: 64 << 10, maximumBlobBytes: 64 << 10, passwordCost: .testing,
     durability: .noSync, bodyTimeout: .seconds(5))
+  // As the server tests' configuration: a call, and its wait for a database connection, take
+  // as long as the whole suite on two cores may make them.
+  configuration.databaseTimeout = .seconds(60)
+  configuration.databaseConnectionWait = .seconds(30)
   let dependencies = SyncServer.Dependencies(
     now: { clock.now }, randomBytes: SyncServer.Dependencies.live.randomBytes)
   var logger = Logger(label: "OpenAPIClientTests")

@@ -342,6 +342,36 @@ struct ArticleTests {
     }
   }
 
+  @Test("End-to-end encryption: a SyncAccount creates an encrypted account and syncs it sealed")
+  func endToEndEncryptionInAnApp() async throws {
+    try await withServer(clock: ManualClock(start: Date())) { server in
+      try await withLiveServer(server) { serverURL in
+        try await withTemporaryStore { store in
+          let password = "correct horse battery"
+          var shown: [String] = []
+          func show(_ key: RecoveryKey) { shown.append(key.description) }
+          _ = try await store.write { $0.createNote(text: "CanaryArticle") }
+          // Article: an encrypted account in an app.
+          let account = try SyncAccount(
+            store: store, transport: HTTPTransport(baseURL: serverURL),
+            credentials: Credentials(username: "ann", password: password),
+            credentialStore: FileCredentialStore.file(for: store), encryption: .standard)
+          try await account.createAccount()
+          show(await account.recoveryKey!)  // once: losing it and the password loses the notes
+          try await account.signIn()
+          try await account.sync()  // sealed on the way out, opened on the way in
+          // End of the article's code.
+          #expect(shown.count == 1)
+          let number = try #require(try await server.store.account(named: "ann")).number
+          let stored = try await server.store.sync(
+            account: number, pushing: [], after: 0, limit: 100, maximumBytes: .max,
+            retention: (nil, 0))
+          #expect(!stored.events.isEmpty && stored.events.allSatisfy { $0.sealedValues != nil })
+        }
+      }
+    }
+  }
+
   @Test("Test code that uses VLog: deterministic stores, convergence, a test clock")
   func testCodeThatUsesVLog() async throws {
     // Article: deterministic.

@@ -8,8 +8,8 @@ import VLogTesting
 @testable import VLogServer
 
 /// A `GET` of a path with a query the API caller does not write: the object keys' listing with
-/// a page size, a malformed parameter.
-private struct QueryRequest<Value: Decodable & Sendable>: APIRequest {
+/// a page size, a malformed parameter. A test may send any path through it.
+struct QueryRequest<Value: Decodable & Sendable>: APIRequest {
   var path: String
   var method: String { "GET" }
   var requiresToken: Bool { true }

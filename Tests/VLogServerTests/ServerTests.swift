@@ -157,6 +157,68 @@ struct ServerTests {
           transport, "/v1/accounts",
           #"{"username":"nullkeys","password":"correct horse","keys":null}"#)
         #expect(try nullKeys.status == 400 && errorBody(nullKeys).field == "keys")
+        _ = await caller.send(
+          QueryRequest<AccountKeysBody>(path: "/v1/accounts/current/keys?since=x"),
+          token: encryptedToken)
+        // Keys of notes: stored, looked up, listed; refused at another epoch, malformed, too
+        // large, for an account that is not encrypted, without a good token.
+        let keyedNote = Identifier(high: 9, low: 1)
+        let wrapped = try encrypted.keys.wrap(
+          try NoteKey(random: SystemRandom.bytes), of: NoteID(keyedNote))
+        let objectKeys = ObjectKeys(epoch: 1, keys: [keyedNote: wrapped])
+        #expect(
+          try await caller.storeObjectKeys(objectKeys, token: encryptedToken).get().stored == 1)
+        #expect(
+          await caller.storeObjectKeys(ObjectKeys(epoch: 2, keys: [:]), token: encryptedToken)
+            .status == 409)
+        for failing in [token, "nonsense"] {
+          _ = await caller.storeObjectKeys(objectKeys, token: failing)
+          _ = await caller.lookUpObjectKeys([keyedNote], token: failing)
+          _ = await caller.listObjectKeys(token: failing)
+        }
+        for path in ["/v1/object-keys", "/v1/object-keys/lookup"] {
+          _ = try await post(
+            transport, path, #"{"epoch":1,"keys":{"x":"y"},"objects":[1]}"#,
+            token: encryptedToken)
+          _ = try await post(transport, path, big, token: encryptedToken)
+        }
+        #expect(
+          try await caller.lookUpObjectKeys([keyedNote], token: encryptedToken).get().keys.count
+            == 1)
+        #expect(try await caller.listObjectKeys(token: encryptedToken).get().keys.count == 1)
+        _ = await caller.send(
+          QueryRequest<ObjectKeysPage>(path: "/v1/object-keys?after=x"), token: encryptedToken)
+        // The content key's rotation: refused at another epoch, malformed, too large, for an
+        // account that is not encrypted, without a good token; then taken.
+        let (nextKeys, link) = try encrypted.keys.rotated(random: SystemRandom.bytes)
+        func rotation(from epoch: UInt64) throws -> KeyRotation {
+          KeyRotation(
+            epoch: epoch,
+            sealedForPassword: try nextKeys.sealed(
+              to: try NewAccountKeys.bytes(encrypted.serverKeys.passwordPublicKey, "", count: 32),
+              username: "encrypted"),
+            sealedForRecovery: try nextKeys.sealed(
+              to: try NewAccountKeys.bytes(encrypted.serverKeys.recoveryPublicKey, "", count: 32),
+              username: "encrypted"),
+            link: link,
+            keys: [
+              keyedNote: try nextKeys.wrap(
+                try encrypted.keys.unwrap(
+                  wrapped, of: NoteID(keyedNote)), of: NoteID(keyedNote))
+            ])
+        }
+        let stale = try rotation(from: 2)
+        #expect(await caller.rotateKeys(stale, token: encryptedToken).status == 409)
+        _ = await caller.rotateKeys(stale, token: token)
+        _ = await caller.rotateKeys(stale, token: "nonsense")
+        _ = try await post(
+          transport, "/v1/accounts/current/keys", #"{"epoch":1}"#, token: encryptedToken,
+          method: "PUT")
+        _ = try await post(
+          transport, "/v1/accounts/current/keys", big, token: encryptedToken, method: "PUT")
+        #expect(
+          try await caller.rotateKeys(try rotation(from: 1), token: encryptedToken).get().epoch
+            == 2)
         let event = Event(
           stamp: Stamp(
             time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
@@ -262,11 +324,15 @@ struct ServerTests {
           ("POST", "/v1/sync/compare"), ("POST", "/v1/sync/fetch"),
           ("POST", "/v1/sync/missing-blobs"), ("PUT", "/v1/blobs/\(hash)"),
           ("PUT", "/v1/accounts/current/password"), ("DELETE", "/v1/accounts/current"),
+          ("PUT", "/v1/accounts/current/keys"), ("POST", "/v1/object-keys"),
+          ("POST", "/v1/object-keys/lookup"),
         ] {
+          // The keys' endpoints read a body only for an encrypted account.
+          let sender = path.contains("keys") ? encryptedToken : token
           let request = TransportRequest(
             method: method, path: path,
             headers: [
-              "authorization": "Bearer \(token)",
+              "authorization": "Bearer \(sender)",
               "content-type": method == "PUT" ? "application/octet-stream" : "application/json",
             ],
             body: Array("{".utf8))
