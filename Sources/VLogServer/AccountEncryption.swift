@@ -44,6 +44,14 @@ struct EncryptionRecord: Sendable, Equatable {
       rotationDue: rotationDue, links: links)
   }
 
+  /// The record with the keys sealed to a new password.
+  func resealed(by seal: PasswordSeal.Checked) -> EncryptionRecord {
+    var next = self
+    next.passwordPublicKey = seal.passwordPublicKey
+    next.sealedForPassword = seal.sealedForPassword
+    return next
+  }
+
   /// The record after `rotation`: the next epoch, its seals, no rotation due.
   func rotated(by rotation: KeyRotation.Checked) -> EncryptionRecord {
     var next = self

@@ -521,10 +521,17 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// Replaces an account's password and revokes every token of it but `keeping`.
-  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+  func setPassword(
+    account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
+  ) async throws {
     try await onWriter { [self] in
       try environment.write { transaction in
         let name = try self.name(of: account, in: transaction)
+        if let seal {
+          let record = try checkEpoch(seal.epoch, of: account, in: transaction)
+          try transaction.put(
+            record.resealed(by: seal).encoded, forKey: BigEndian.bytes(account), in: accountKeys)
+        }
         try transaction.put(
           BigEndian.bytes(account) + password.encoded, forKey: name, in: accounts)
         for hash in try tokenHashes(of: account, in: transaction) where hash != keeping {

@@ -1,6 +1,7 @@
 internal import NIOCore
 internal import PostgresNIO
 internal import VLog
+internal import VLogWire
 
 /// Accounts and sign-in tokens.
 extension PostgresStorage {
@@ -109,9 +110,12 @@ extension PostgresStorage {
     }
   }
 
-  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+  func setPassword(
+    account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
+  ) async throws {
     let number = Int64(clamping: account)
     try await transaction { [self] connection in
+      if let seal { try await reseal(account: number, by: seal, on: connection) }
       let rows = try await connection.query(
         """
         UPDATE vlog_accounts SET password = \(ByteBuffer(bytes: password.encoded))

@@ -48,6 +48,20 @@ extension PostgresStorage {
     return record
   }
 
+  /// Replaces an encrypted account's keys' seal to the password, at its epoch.
+  ///
+  /// - Throws: ``StorageError`` `keysChanged` if the account's epoch is not the seal's.
+  func reseal(account: Int64, by seal: PasswordSeal.Checked, on connection: PostgresConnection)
+    async throws
+  {
+    let record = try await lockedRecord(of: account, epoch: seal.epoch, on: connection)
+    try await connection.query(
+      """
+      UPDATE vlog_account_keys SET record = \(ByteBuffer(bytes: record.resealed(by: seal).encoded))
+      WHERE account = \(account)
+      """, logger: logger)
+  }
+
   func storeObjectKeys(_ keys: [Identifier: [UInt8]], account: UInt64, epoch: UInt64)
     async throws -> Int
   {

@@ -60,6 +60,10 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
     .unauthorized,
     ErrorBody(code: .invalidCredentials, message: "the user name or the password is wrong"))
 
+  static let wrongRecoveryKey = ServerError(
+    .unauthorized,
+    ErrorBody(code: .invalidCredentials, message: "the user name or the recovery key is wrong"))
+
   static let wrongPassword = ServerError(
     .forbidden,
     ErrorBody(

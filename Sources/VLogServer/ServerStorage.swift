@@ -69,10 +69,14 @@ protocol ServerStorage: Sendable {
   func account(number: UInt64) async throws -> AccountRecord?
 
   /// Replaces an account's password and revokes every token of it but the one whose hash is
-  /// `keeping`, in one transaction.
+  /// `keeping`, in one transaction; for an encrypted account, replaces its keys' seal to the
+  /// password with `seal` in the same transaction.
   ///
-  /// - Throws: ``StorageError`` `accountDeleted` if the account no longer exists.
-  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws
+  /// - Throws: ``StorageError`` `accountDeleted` if the account no longer exists, `keysChanged`
+  ///   if `seal` is not at the account's epoch (nothing changes then).
+  func setPassword(
+    account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
+  ) async throws
 
   /// Deletes an account and everything of it — events and their indexes, blobs, tokens, the
   /// account record — in one transaction. Pushes and uploads that were authorised before and
@@ -175,6 +179,11 @@ protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+  /// Replaces a clear account's password.
+  func setPassword(account: UInt64, password: PasswordHash, keeping: [UInt8]?) async throws {
+    try await setPassword(account: account, password: password, keeping: keeping, seal: nil)
+  }
+
   /// Creates an account that is not encrypted.
   func createAccount(named name: String, password: PasswordHash) async throws {
     try await createAccount(named: name, password: password, encryption: nil)

@@ -32,7 +32,7 @@ extension SyncServer {
 
   /// The scrypt hash of a password (or a sign-in secret), under a new salt, at the server's
   /// cost: one of the password checks the throttle allows at once.
-  private func hashSecret(_ secret: String) async throws -> PasswordHash {
+  func hashSecret(_ secret: String) async throws -> PasswordHash {
     let salt = dependencies.randomBytes(PasswordHash.saltCount)
     let cost = configuration.passwordCost
     return try await throttle.hash(for: nil) {
@@ -89,9 +89,10 @@ extension SyncServer {
     let (account, tokenHash) = try await authenticate(request)
     let body = try await decode(PasswordChange.self, from: request)
     let change = try checked { () throws(WireError) in try body.validated() }
+    let seal = try await passwordSeal(change.keys, of: account)
     try await confirmPassword(change.currentPassword, of: account)
     let hash = try await hashSecret(change.newPassword)
-    try await store.setPassword(account: account, password: hash, keeping: tokenHash)
+    try await store.setPassword(account: account, password: hash, keeping: tokenHash, seal: seal)
     context.logger.info("password changed", metadata: ["account": "\(account)"])
     return Response(status: .noContent)
   }
@@ -152,6 +153,31 @@ extension SyncServer {
   /// throttle.
   ///
   /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
+  /// A password change's seal of the keys, checked: required for an encrypted account, refused
+  /// for another.
+  ///
+  /// - Throws: ``ServerError`` 400 naming `keys`.
+  private func passwordSeal(_ seal: PasswordSeal?, of account: UInt64) async throws
+    -> PasswordSeal.Checked?
+  {
+    let encrypted = try await store.encryption(of: account) != nil
+    switch (seal, encrypted) {
+    case (nil, true):
+      throw ServerError.invalid(
+        WireError(
+          "keys",
+          "this account is end-to-end encrypted: a new password needs the account's keys "
+            + "sealed to it"))
+    case (.some, false):
+      throw ServerError.invalid(
+        WireError("keys", "this account is not end-to-end encrypted: it has no keys to seal"))
+    case (let seal?, true):
+      return try checked { () throws(WireError) in try seal.validated() }
+    case (nil, false):
+      return nil
+    }
+  }
+
   private func confirmPassword(_ password: String, of account: UInt64) async throws {
     guard let stored = try await store.account(number: account) else {
       throw ServerError.unauthorized
@@ -365,7 +391,7 @@ extension SyncServer {
   // MARK: - Helpers
 
   /// Runs slow work (password hashing) on NIO's thread pool, off the event loops.
-  private func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+  func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await NIOThreadPool.singleton.runIfActive(work)
   }
 

@@ -1,3 +1,4 @@
+internal import CoreMetrics
 internal import Hummingbird
 internal import Logging
 internal import VLog
@@ -38,6 +39,58 @@ extension SyncServer {
       links = try await store.links(account: account, after: since)
     }
     return try json(record.body(links: links), status: .ok)
+  }
+
+  /// An encrypted account's sealed keys, for a device that proves it holds the recovery key:
+  /// 401 for a wrong name or secret, as a sign-in, with the same throttle.
+  func recoveryKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let body = try await decode(RecoveryCredentials.self, from: request)
+    let credentials = try checked { () throws(WireError) in try body.validated() }
+    let (_, record) = try await checkRecovery(credentials)
+    return try json(record.body(), status: .ok)
+  }
+
+  /// Recovers an encrypted account with its recovery key: a new password, the keys sealed to
+  /// it, every session signed out.
+  func recover(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let body = try await decode(AccountRecovery.self, from: request)
+    let (credentials, newPassword, seal) = try checked { () throws(WireError) in
+      let credentials = try body.credentials.validated()
+      guard Credentials.passwordLengths.contains(body.newPassword.unicodeScalars.count) else {
+        throw WireError("newPassword", "a password is 8 to 1024 characters long")
+      }
+      return (credentials, body.newPassword, try body.keys.validated())
+    }
+    let (account, _) = try await checkRecovery(credentials)
+    let hash = try await hashSecret(newPassword)
+    try await store.setPassword(account: account, password: hash, keeping: nil, seal: seal)
+    context.logger.notice("account recovered", metadata: ["account": "\(account)"])
+    return Response(status: .noContent)
+  }
+
+  /// The encrypted account `credentials` name, if its recovery secret matches: checked as a
+  /// sign-in's password, against a decoy for an unknown name or a clear account, so the
+  /// answer's timing tells none of them apart.
+  ///
+  /// - Throws: ``ServerError`` 401 `invalidCredentials`, or 429 from the throttle.
+  private func checkRecovery(_ credentials: RecoveryCredentials) async throws -> (
+    UInt64, EncryptionRecord
+  ) {
+    let name = credentials.username
+    let account = try await store.account(named: name)
+    var record: EncryptionRecord?
+    if let account { record = try await store.encryption(of: account.number) }
+    let stored = record?.recoverySecret ?? decoy
+    let secret = credentials.recoverySecret
+    let matches = try await throttle.hash(for: name) {
+      try await offLoop { try stored.matches(secret) }
+    }
+    throttle.record(name, succeeded: record != nil && matches)
+    guard let account, let record, matches else {
+      metrics.signInFailures.increment()
+      throw ServerError.wrongRecoveryKey
+    }
+    return (account.number, record)
   }
 
   /// Rotates the account's content key: 409 `keysChanged` if it is no longer at the

@@ -581,6 +581,8 @@ enum Routes {
     Route("v1/accounts", .post) { try await $0.createAccount($1, $2) },
     Route("v1/accounts/current", .delete) { try await $0.deleteAccount($1, $2) },
     Route("v1/accounts/current/password", .put) { try await $0.changePassword($1, $2) },
+    Route("v1/accounts/recovery-keys", .post) { try await $0.recoveryKeys($1, $2) },
+    Route("v1/accounts/recover", .post) { try await $0.recover($1, $2) },
     Route("v1/accounts/current/keys", .get) { try await $0.accountKeys($1, $2) },
     Route("v1/accounts/current/keys", .put) { try await $0.rotateKeys($1, $2) },
     Route("v1/object-keys", .get) { try await $0.listObjectKeys($1, $2) },

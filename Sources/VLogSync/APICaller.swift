@@ -52,6 +52,17 @@ public struct APICaller: Sendable {
     await send(Endpoints.AccountKeys(since: since), token: token)
   }
 
+  /// `POST /v1/accounts/recovery-keys`.
+  public func recoveryKeys(_ credentials: RecoveryCredentials) async -> APIResult<AccountKeysBody>
+  {
+    await send(Endpoints.RecoveryKeys(credentials: credentials), token: nil)
+  }
+
+  /// `POST /v1/accounts/recover`.
+  public func recover(_ recovery: AccountRecovery) async -> APIResult<NoContent> {
+    await send(Endpoints.Recover(recovery), token: nil)
+  }
+
   /// `PUT /v1/accounts/current/keys`.
   public func rotateKeys(_ rotation: KeyRotation, token: String) async -> APIResult<
     AccountKeysBody

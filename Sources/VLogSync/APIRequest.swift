@@ -99,6 +99,45 @@ public enum Endpoints {
     public func value(from body: [UInt8]) throws -> SessionBody { try WireJSON.decode(from: body) }
   }
 
+  /// `POST /v1/accounts/recovery-keys`: an encrypted account's sealed keys, for a device that
+  /// holds its recovery key.
+  public struct RecoveryKeys: APIRequest {
+    /// The user name and the recovery key's sign-in secret.
+    public var credentials: RecoveryCredentials
+    /// Creates the request.
+    public init(credentials: RecoveryCredentials) { self.credentials = credentials }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/accounts/recovery-keys`.
+    public var path: String { "/v1/accounts/recovery-keys" }
+    /// No: the recovery key's secret is the credential.
+    public var requiresToken: Bool { false }
+    /// The credentials as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(credentials)) }
+    /// The account's keys, sealed.
+    public func value(from body: [UInt8]) throws -> AccountKeysBody {
+      try WireJSON.decode(from: body)
+    }
+  }
+
+  /// `POST /v1/accounts/recover`: recovers an encrypted account with its recovery key.
+  public struct Recover: APIRequest {
+    /// The recovery.
+    public var recovery: AccountRecovery
+    /// Creates the request.
+    public init(_ recovery: AccountRecovery) { self.recovery = recovery }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/accounts/recover`.
+    public var path: String { "/v1/accounts/recover" }
+    /// No: the recovery key's secret is the credential.
+    public var requiresToken: Bool { false }
+    /// The recovery as JSON.
+    public func body() throws -> [UInt8] { Array(try JSONEncoder().encode(recovery)) }
+    /// Nothing.
+    public func value(from body: [UInt8]) throws -> NoContent { NoContent() }
+  }
+
   /// `DELETE /v1/sessions/current`: revokes the token it is sent with.
   public struct SignOut: APIRequest {
     /// Creates the request.

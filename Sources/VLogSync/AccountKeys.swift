@@ -491,6 +491,15 @@ public struct NewEncryptedAccount: Sendable {
 }
 
 extension AccountKeys {
+  /// These keys sealed to a new password's keys, for a password change or a recovery.
+  public func passwordSeal(to passwordKeys: PasswordKeys, username: String) throws
+    -> PasswordSeal
+  {
+    PasswordSeal(
+      epoch: epoch, passwordPublicKey: passwordKeys.publicKey,
+      sealedForPassword: try sealed(to: passwordKeys.publicKey, username: username))
+  }
+
   /// Opens the account's keys the server keeps (`GET /v1/accounts/current/keys`) with the
   /// password's keys (or the recovery key's), for the account `username`.
   ///

@@ -303,16 +303,62 @@ public actor SyncAccount {
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
   ///   (400) for a new password of the wrong length.
+  ///
+  /// For an encrypted account, the account's keys are sealed to the new password in the same
+  /// change: the old password opens them no more, and no note is encrypted again.
   public func changePassword(from current: String, to new: String) async throws {
-    guard !isEncrypted else {
-      throw APIError(
-        .invalidRequest,
-        "the password of an end-to-end encrypted account cannot be changed by this version")
+    for attempt in 0..<2 {
+      let change: PasswordChange
+      if let keyring = try await openKeys() {
+        // Sealed at the account's current epoch: a rotation elsewhere is followed first.
+        try await keyring.refresh()
+        let newKeys = try passwordKeys(for: new)
+        change = PasswordChange(
+          currentPassword: try serverPassword(current), newPassword: newKeys.signInSecret,
+          keys: try await keyring.keys.passwordSeal(to: newKeys, username: username))
+      } else {
+        change = PasswordChange(currentPassword: current, newPassword: new)
+      }
+      do {
+        _ = try await call { caller, token in await caller.changePassword(change, token: token) }
+        break
+      } catch {
+        // A rotation between the refresh and the change: sealed again at the new epoch.
+        guard error.body?.code == .keysChanged, attempt == 0 else { throw error }
+      }
     }
-    let change = PasswordChange(currentPassword: current, newPassword: new)
-    _ = try await call { caller, token in await caller.changePassword(change, token: token) }
     password = new
     try saveToken()
+  }
+
+  /// Recovers an end-to-end encrypted account whose password is lost, with its recovery key:
+  /// opens the account's keys with it, seals them to `newPassword`, which becomes the
+  /// account's password (every session is signed out), then signs in with it.
+  ///
+  /// - Parameter recoveryKey: The recovery key as shown at sign-up (dashes and case do not
+  ///   matter).
+  /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
+  ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
+  ///   `invalidRequest` for an account that is not encrypted.
+  public func recover(recoveryKey: String, newPassword: String) async throws {
+    guard isEncrypted else {
+      throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
+    }
+    try store.checkAccount(binding)
+    let recovery = try RecoveryKey(recoveryKey).keys()
+    let credentials = RecoveryCredentials(
+      username: username, recoverySecret: recovery.signInSecret)
+    let sealed = try await caller.recoveryKeys(credentials).get()
+    let keys = try AccountKeys(opening: sealed, with: recovery, username: username)
+    let newKeys = try passwordKeys(for: newPassword)
+    _ = try await caller.recover(
+      AccountRecovery(
+        credentials: credentials, newPassword: newKeys.signInSecret,
+        keys: try keys.passwordSeal(to: newKeys, username: username))
+    ).get()
+    // Opened again with the new password, as any device will.
+    try forgetKeys()
+    try await signIn(password: newPassword)
   }
 
   /// Deletes the account on the server: every event, blob, token and record of it is erased

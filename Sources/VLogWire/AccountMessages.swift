@@ -105,21 +105,36 @@ public struct PasswordChange: Codable, Sendable, Hashable, CustomStringConvertib
   public var currentPassword: String
   /// The new password, 8 to 1024 characters.
   public var newPassword: String
+  /// For an end-to-end encrypted account (whose passwords here are sign-in secrets), its keys
+  /// sealed to the new password; nil for an account whose notes the server reads.
+  public var keys: PasswordSeal?
 
   /// Creates the body.
-  public init(currentPassword: String, newPassword: String) {
+  public init(currentPassword: String, newPassword: String, keys: PasswordSeal? = nil) {
     self.currentPassword = currentPassword
     self.newPassword = newPassword
+    self.keys = keys
   }
 
-  enum CodingKeys: String, CodingKey { case currentPassword, newPassword }
+  enum CodingKeys: String, CodingKey { case currentPassword, newPassword, keys }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["currentPassword", "newPassword"])
+    try refuseUnknownKeys(in: decoder, allowed: ["currentPassword", "newPassword", "keys"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     currentPassword = try container.decode(String.self, forKey: .currentPassword)
     newPassword = try container.decode(String.self, forKey: .newPassword)
+    // Absent for a clear account; `null` is not an object, and is refused.
+    keys =
+      container.contains(.keys) ? try container.decode(PasswordSeal.self, forKey: .keys) : nil
+  }
+
+  /// Encodes both passwords and, for an encrypted account, the keys.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(currentPassword, forKey: .currentPassword)
+    try container.encode(newPassword, forKey: .newPassword)
+    try container.encodeIfPresent(keys, forKey: .keys)
   }
 
   /// Checks both passwords' lengths.
@@ -132,6 +147,7 @@ public struct PasswordChange: Codable, Sendable, Hashable, CustomStringConvertib
     guard Credentials.passwordLengths.contains(newPassword.unicodeScalars.count) else {
       throw WireError("newPassword", "a password is 8 to 1024 characters long")
     }
+    _ = try keys?.validated()
     return self
   }
 

@@ -116,6 +116,100 @@ struct EncryptedSyncTests {
     }
   }
 
+  @Test(
+    "A password change seals the keys to the new password, and the old one opens nothing; the recovery key opens them on a device that lost the password and sets a new one, signing every session out; a wrong recovery key, a mistyped one, a change without the seal or with one for a clear account, are refused",
+    arguments: Backend.allCases)
+  func passwordAndRecovery(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let server = try await openServer(backend: backend, directory: root + "/server")
+      defer { server.close() }
+      let recoveryText = try await withLiveServer(server) { baseURL in
+        let a = try Self.device("a", root: root, baseURL: baseURL)
+        try await a.account.createAccount()
+        let recoveryKey = try #require(await a.account.recoveryKey)
+        try await a.account.signIn()
+        let note = try await a.store.write { $0.createNote(text: "CanaryRecovered text") }
+        try await a.account.sync()
+
+        // A password change: the old password neither signs in nor opens the keys.
+        let second = "a second password"
+        try await a.account.changePassword(from: Self.password, to: second)
+        let old = try Self.device("old", root: root, baseURL: baseURL)
+        await #expect(throws: APIError.self) { try await old.account.signIn() }
+        let oldKeys = try PasswordKeys(username: "ann", password: Self.password, cost: .testing)
+        let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let token = try await a.account.currentToken ?? ""
+        let body = try await caller.accountKeys(token: token).get()
+        #expect(throws: AccountKeyError.self) {
+          try AccountKeys(opening: body, with: oldKeys, username: "ann")
+        }
+        let b = try Self.device("b", root: root, baseURL: baseURL, password: second)
+        try await b.account.signIn()
+        try await b.account.sync()
+        #expect(try b.store.note(note)?.text == "CanaryRecovered text")
+        // The account keeps writing to the server with the new password after the change.
+        try await a.store.write { $0.setArchived(true, of: note) }
+        try await a.account.sync()
+
+        // Recovery on a device that lost the password.
+        let c = try Self.device("c", root: root, baseURL: baseURL, password: "not the password")
+        let stranger = try RecoveryKey(random: systemRandomBytes)
+        await #expect(throws: APIError.self) {
+          try await c.account.recover(recoveryKey: stranger.description, newPassword: "x")
+        }
+        var typo = Array(recoveryKey.description)
+        typo[3] = typo[3] == "A" ? "B" : "A"
+        await #expect(throws: AccountKeyError.self) {
+          try await c.account.recover(recoveryKey: String(typo), newPassword: "third password")
+        }
+        try await c.account.recover(
+          recoveryKey: recoveryKey.description.lowercased(), newPassword: "a third password")
+        try await c.account.sync()
+        #expect(try c.store.note(note)?.isArchived == true)
+        // Every other session was signed out, and the second password signs in no more.
+        await #expect(throws: APIError.self) { try await b.account.sync() }
+
+        // What the server refuses: a change of an encrypted account's password without its
+        // keys sealed to the new one, and a seal for an account that is not encrypted.
+        let cToken = try #require(await c.account.currentToken)
+        let thirdKeys = try PasswordKeys(
+          username: "ann", password: "a third password", cost: .testing)
+        let unsealed = await caller.changePassword(
+          PasswordChange(
+            currentPassword: thirdKeys.signInSecret, newPassword: "a fourth password"),
+          token: cToken)
+        #expect(unsealed.status == 400 && unsealed.error?.body?.field == "keys", "\(unsealed)")
+        let clear = try await signUp(caller, "bob")
+        let seal = PasswordSeal(
+          epoch: 1, passwordPublicKey: thirdKeys.publicKey,
+          sealedForPassword: [UInt8](repeating: 0, count: 120))
+        let sealedClear = await caller.changePassword(
+          PasswordChange(
+            currentPassword: "correct horse", newPassword: "another password", keys: seal),
+          token: clear)
+        #expect(sealedClear.status == 400 && sealedClear.error?.body?.field == "keys")
+        // A seal at another epoch changes nothing.
+        let stale = await caller.changePassword(
+          PasswordChange(
+            currentPassword: thirdKeys.signInSecret, newPassword: "a fourth password",
+            keys: PasswordSeal(
+              epoch: 7, passwordPublicKey: thirdKeys.publicKey,
+              sealedForPassword: [UInt8](repeating: 0, count: 120))),
+          token: cToken)
+        #expect(stale.status == 409 && stale.error?.body?.code == .keysChanged, "\(stale)")
+        try await c.account.sync()
+        return recoveryKey.description
+      }
+      let stored = try await storedBytes(of: server)
+      for secret in [
+        "CanaryRecovered", Self.password, "a second password", "a third password", recoveryText,
+        recoveryText.replacingOccurrences(of: "-", with: ""),
+      ] {
+        #expect(stored.firstRange(of: Data(secret.utf8)) == nil, "\(backend): \(secret)")
+      }
+    }
+  }
+
   static func number(of server: SyncServer) async throws -> UInt64 {
     try #require(try await server.store.account(named: "ann")).number
   }

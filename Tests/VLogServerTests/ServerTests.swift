@@ -325,7 +325,8 @@ struct ServerTests {
           ("POST", "/v1/sync/missing-blobs"), ("PUT", "/v1/blobs/\(hash)"),
           ("PUT", "/v1/accounts/current/password"), ("DELETE", "/v1/accounts/current"),
           ("PUT", "/v1/accounts/current/keys"), ("POST", "/v1/object-keys"),
-          ("POST", "/v1/object-keys/lookup"),
+          ("POST", "/v1/object-keys/lookup"), ("POST", "/v1/accounts/recovery-keys"),
+          ("POST", "/v1/accounts/recover"),
         ] {
           // The keys' endpoints read a body only for an encrypted account.
           let sender = path.contains("keys") ? encryptedToken : token
@@ -340,6 +341,50 @@ struct ServerTests {
           #expect(response.status == 408, "\(method) \(path)")
           transport.record(request, response)
         }
+        // Recovery of an encrypted account: its sealed keys for the recovery key's secret
+        // (200), refused for a wrong one (401) or a malformed or too large body (400, 413);
+        // the recovery refused at another epoch (409), then taken (204); both refused after
+        // five failures in a row for the name (429).
+        let lost = try NewEncryptedAccount(
+          username: "lost", password: "correct horse battery", cost: .testing,
+          random: SystemRandom.bytes)
+        _ = try await caller.createAccount(lost.credentials, keys: lost.serverKeys).get()
+        let recoverySecret = try lost.recoveryKey.keys().signInSecret
+        let recovery = RecoveryCredentials(username: "lost", recoverySecret: recoverySecret)
+        let lostKeys = try await caller.recoveryKeys(recovery).get()
+        #expect(lostKeys.epoch == 1)
+        let newPasswordKeys = try PasswordKeys(
+          username: "lost", password: "a new password", cost: .testing)
+        func recoveryBody(epoch: UInt64) throws -> AccountRecovery {
+          AccountRecovery(
+            credentials: recovery, newPassword: newPasswordKeys.signInSecret,
+            keys: PasswordSeal(
+              epoch: epoch, passwordPublicKey: newPasswordKeys.publicKey,
+              sealedForPassword: try lost.keys.sealed(
+                to: newPasswordKeys.publicKey, username: "lost")))
+        }
+        #expect(await caller.recover(try recoveryBody(epoch: 2)).status == 409)
+        _ = try await caller.recover(try recoveryBody(epoch: 1)).get()
+        for path in ["/v1/accounts/recovery-keys", "/v1/accounts/recover"] {
+          _ = try await post(transport, path, "{")
+          _ = try await post(transport, path, big)
+        }
+        let wrongRecovery = RecoveryCredentials(username: "lost", recoverySecret: "not the secret")
+        var wrongBody = try recoveryBody(epoch: 1)
+        wrongBody.credentials = wrongRecovery
+        #expect(await caller.recover(wrongBody).status == 401)
+        for _ in 0..<4 { _ = await caller.recoveryKeys(wrongRecovery) }
+        #expect(await caller.recoveryKeys(recovery).status == 429)
+        #expect(await caller.recover(try recoveryBody(epoch: 1)).status == 429)
+        // An encrypted account's password change sealed at another epoch (409).
+        let encryptedPassword = try PasswordKeys(
+          username: "encrypted", password: "correct horse battery", cost: .testing)
+        let staleSeal = await caller.changePassword(
+          PasswordChange(
+            currentPassword: encryptedPassword.signInSecret, newPassword: "a new password",
+            keys: try encrypted.keys.passwordSeal(to: newPasswordKeys, username: "encrypted")),
+          token: encryptedToken)
+        #expect(staleSeal.status == 409, "\(staleSeal)")
         // Five failed sign-ins in a row for a name: the next waits (429, Retry-After).
         _ = try await signUp(caller, "carol")
         for _ in 0..<6 {
