@@ -53,8 +53,7 @@ public struct APICaller: Sendable {
   }
 
   /// `POST /v1/accounts/recovery-keys`.
-  public func recoveryKeys(_ credentials: RecoveryCredentials) async -> APIResult<AccountKeysBody>
-  {
+  public func recoveryKeys(_ credentials: RecoveryCredentials) async -> APIResult<AccountKeysBody> {
     await send(Endpoints.RecoveryKeys(credentials: credentials), token: nil)
   }
 

@@ -233,7 +233,8 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["epoch", "passwordPublicKey", "sealedForPassword"])
+    try refuseUnknownKeys(
+      in: decoder, allowed: ["epoch", "passwordPublicKey", "sealedForPassword"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
