@@ -9,7 +9,7 @@ public import VLogWire
 /// — wrapped by the account's content key — before any event of the note is pushed, so that
 /// every device of the account can open the events it pulls. When a note's deletion is stored,
 /// the server erases its key, and the keyring forgets it. A rotation of the content key
-/// (``rotateIfDue()``) then re-wraps every key that remains under a new content key: copies of
+/// (``rotateIfDue(username:)``) then re-wraps every key that remains under a new content key: copies of
 /// the server's files made before the deletion hold the deleted note's key wrapped by a content
 /// key no device keeps.
 public actor AccountKeyring {
@@ -24,6 +24,9 @@ public actor AccountKeyring {
   /// A keyring of `keys`, which calls the server with `caller` and the token `token` gives.
   ///
   /// - Parameters:
+  ///   - keys: The account's keys, opened with the password or restored.
+  ///   - caller: How the keyring calls the server.
+  ///   - token: The account's token, for each call.
   ///   - random: Cryptographically secure random bytes: new notes' keys, new content keys.
   public init(
     keys: AccountKeys, caller: APICaller, token: @escaping @Sendable () async throws -> String,

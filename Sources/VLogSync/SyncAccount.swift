@@ -75,7 +75,7 @@ public actor SyncAccount {
   public private(set) var state: SyncState
   /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
   /// server reads.
-  private let encryption: EndToEndEncryption?
+  private let encryption: EncryptionOptions?
   /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once).
   private var passwordKeys: (password: String, keys: PasswordKeys)?
   /// An encrypted account's keys and its notes' keys, once opened or restored.
@@ -133,7 +133,7 @@ public actor SyncAccount {
     credentialStore: (any CredentialStore)? = nil,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary, encryption: EndToEndEncryption? = nil
+    encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = nil
   ) throws {
     try self.init(
       store: store, transport: transport, username: credentials.username,
@@ -147,7 +147,7 @@ public actor SyncAccount {
   /// no longer accepts it, syncs fail with ``APIError/Code/signedOut`` until
   /// ``signIn(password:)``.
   ///
-  /// See ``init(store:transport:credentials:credentialStore:stateFile:now:pageSize:pushSize:pushBytes:encoding:)``
+  /// See ``init(store:transport:credentials:credentialStore:stateFile:now:pageSize:pushSize:pushBytes:encoding:encryption:)``
   /// for the other parameters.
   ///
   /// - Throws: When the state file exists but cannot be read, or the credential store refuses
@@ -157,7 +157,7 @@ public actor SyncAccount {
     credentialStore: any CredentialStore,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary, encryption: EndToEndEncryption? = nil
+    encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = nil
   ) throws {
     try self.init(
       store: store, transport: transport, username: username, password: nil,
@@ -169,7 +169,7 @@ public actor SyncAccount {
     store: NoteStore, transport: any Transport, username: String, password: String?,
     credentialStore: (any CredentialStore)?, stateFile: String?, now: (@Sendable () -> Date)?,
     pageSize: Int, pushSize: Int, pushBytes: Int, encoding: SyncEncoding,
-    encryption: EndToEndEncryption?
+    encryption: EncryptionOptions?
   ) throws {
     self.store = store
     self.caller = APICaller(transport: transport)
@@ -335,8 +335,9 @@ public actor SyncAccount {
   /// opens the account's keys with it, seals them to `newPassword`, which becomes the
   /// account's password (every session is signed out), then signs in with it.
   ///
-  /// - Parameter recoveryKey: The recovery key as shown at sign-up (dashes and case do not
-  ///   matter).
+  /// - Parameters:
+  ///   - recoveryKey: The recovery key as shown at sign-up (dashes and case do not matter).
+  ///   - newPassword: The account's password from now on.
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
   ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
   ///   `invalidRequest` for an account that is not encrypted.

@@ -9,7 +9,7 @@ import VLogTesting
 
 @Suite("End-to-end encrypted accounts through SyncAccount")
 struct EncryptedSyncTests {
-  static let encryption = EndToEndEncryption(cost: .testing, random: systemRandomBytes)
+  static let encryption = EncryptionOptions(cost: .testing, random: systemRandomBytes)
   static let password = "correct horse battery"
 
   /// A store of its own, and an encrypted account object for it.

@@ -1,6 +1,6 @@
 /// How a ``SyncAccount`` of an end-to-end encrypted account draws its keys: the cost of
 /// stretching the password, and the source of random bytes.
-public struct EndToEndEncryption: Sendable {
+public struct EncryptionOptions: Sendable {
   /// The cost of stretching the password (scrypt): ``KeyDerivationCost/standard`` but in
   /// tests. Every device of an account must use the same.
   public var cost: KeyDerivationCost
@@ -17,5 +17,5 @@ public struct EndToEndEncryption: Sendable {
   }
 
   /// The standard cost and the system's generator.
-  public static let standard = EndToEndEncryption()
+  public static let standard = EncryptionOptions()
 }
