@@ -346,17 +346,9 @@ public actor SyncAccount {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
     }
     try store.checkAccount(binding)
-    let recovery = try RecoveryKey(recoveryKey).keys()
-    let credentials = RecoveryCredentials(
-      username: username, recoverySecret: recovery.signInSecret)
-    let sealed = try await caller.recoveryKeys(credentials).get()
-    let keys = try AccountKeys(opening: sealed, with: recovery, username: username)
-    let newKeys = try passwordKeys(for: newPassword)
-    _ = try await caller.recover(
-      AccountRecovery(
-        credentials: credentials, newPassword: newKeys.signInSecret,
-        keys: try keys.passwordSeal(to: newKeys, username: username))
-    ).get()
+    try await caller.recoverEncryptedAccount(
+      username: username, recoveryKey: recoveryKey, newPassword: newPassword,
+      cost: encryptionCost ?? .standard)
     // Opened again with the new password, as any device will.
     try forgetKeys()
     try await signIn(password: newPassword)

@@ -24,6 +24,69 @@ func withTestServer<R: Sendable>(
 
 @Suite("vlog account, sync and status")
 struct SyncCommandTests {
+  @Test(
+    "An end-to-end encrypted account from the command line: created with a recovery key printed once, synced sealed between two stores (the second sync needs no password), its password changed, recovered with the recovery key; a mistyped recovery key is refused"
+  )
+  func encryptedAccount() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        let created = try await CreateAccount.execute(
+          server: url, user: "Eve", password: "correct horse", encrypted: true)
+        #expect(created.text.hasPrefix("created end-to-end encrypted account 'eve' on \(url)"))
+        let line = try #require(
+          created.text.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
+        let recoveryKey = String(line.dropFirst("recovery key: ".count))
+        #expect(recoveryKey.count == 69)
+        #expect(try created.jsonText().contains("\"encrypted\" : true"))
+
+        let phone = try NoteStore.open(at: root + "/phone")
+        let laptop = try NoteStore.open(at: root + "/laptop")
+        defer {
+          phone.close()
+          laptop.close()
+        }
+        let note = try await phone.write { $0.createNote(text: "CanaryCommandLine") }
+        let pushed = try await SyncCommand.execute(
+          on: phone, server: url, user: "eve", password: "correct horse", encrypted: true)
+        #expect(pushed.text.contains("in sync"), "\(pushed.text)")
+        _ = try await SyncCommand.execute(
+          on: laptop, server: url, user: "eve", password: "correct horse", encrypted: true)
+        #expect(try laptop.note(note)?.text == "CanaryCommandLine")
+        // The kept keys say the account is encrypted: no flag, no password.
+        try await laptop.write { $0.setArchived(true, of: note) }
+        _ = try await SyncCommand.execute(on: laptop, server: url, user: "eve", password: nil)
+        _ = try await SyncCommand.execute(on: phone, server: url, user: "eve", password: nil)
+        #expect(try phone.note(note)?.isArchived == true)
+
+        _ = try await ChangePassword.execute(
+          server: url, user: "eve", current: "correct horse", new: "second password",
+          encrypted: true)
+        await #expect(throws: APIError.self) {
+          try await SessionsCommand.execute(
+            server: url, user: "eve", password: "correct horse", encrypted: true)
+        }
+        var typo = Array(recoveryKey)
+        typo[0] = typo[0] == "A" ? "B" : "A"
+        await #expect(throws: CLIError.self) {
+          try await RecoverAccount.execute(
+            server: url, user: "eve", recoveryKey: String(typo), new: "third password")
+        }
+        let recovered = try await RecoverAccount.execute(
+          server: url, user: "eve", recoveryKey: recoveryKey, new: "third password")
+        #expect(recovered.text.hasPrefix("recovered 'eve'"))
+        let listed = try await SessionsCommand.execute(
+          server: url, user: "eve", password: "third password", encrypted: true)
+        #expect(listed.text == "no sessions of 'eve' on \(url)")
+        // A store signed in afresh with the recovered password reads the notes.
+        let tablet = try NoteStore.open(at: root + "/tablet")
+        defer { tablet.close() }
+        _ = try await SyncCommand.execute(
+          on: tablet, server: url, user: "eve", password: "third password", encrypted: true)
+        #expect(try tablet.note(note)?.isArchived == true)
+      }
+    }
+  }
+
   @Test("two stores sync through a live server; status says they are in sync")
   func syncAndStatus() async throws {
     try await withTemporaryDirectory { root in

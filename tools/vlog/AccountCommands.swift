@@ -4,14 +4,23 @@ import VLog
 import VLogSync
 import VLogWire
 
+/// What the server knows as `password`: itself, or for an end-to-end encrypted account the
+/// sign-in secret drawn from it.
+private func serverPassword(_ password: String, user: String, encrypted: Bool) throws -> String {
+  guard encrypted else { return password }
+  let name = Credentials(username: user, password: "").normalizedUsername
+  return try PasswordKeys(username: name, password: password).signInSecret
+}
+
 /// Signs in as `user`, runs `body` with the token, then signs that session out again, so a
 /// command leaves no session behind.
 private func withSession<R>(
-  server: String, user: String, password: String, transport: (any Transport)?,
-  _ body: (APICaller, String) async throws -> R
+  server: String, user: String, password: String, encrypted: Bool = false,
+  transport: (any Transport)?, _ body: (APICaller, String) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
-  let token = try await caller.signIn(Credentials(username: user, password: password)).get()
+  let secret = try serverPassword(password, user: user, encrypted: encrypted)
+  let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
     .token
   let result = try await body(caller, token)
   // After a deletion or a revocation of this very session the token is already gone: the
@@ -58,16 +67,20 @@ struct DeleteAccount: AsyncParsableCommand {
 
   func run() async throws {
     let (url, user) = try required(server, "delete")
-    let output = try await Self.execute(server: url, user: user, password: try readPassword())
+    let output = try await Self.execute(
+      server: url, user: user, password: try readPassword(), encrypted: server.encrypted)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
-    server: String, user: String, password: String, transport: (any Transport)? = nil
+    server: String, user: String, password: String, encrypted: Bool = false,
+    transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    try await withSession(server: server, user: user, password: password, transport: transport) {
-      caller, token in
-      _ = try await caller.deleteAccount(password: password, token: token).get()
+    let secret = try serverPassword(password, user: user, encrypted: encrypted)
+    try await withSession(
+      server: server, user: user, password: password, encrypted: encrypted, transport: transport
+    ) { caller, token in
+      _ = try await caller.deleteAccount(password: secret, token: token).get()
     }
     struct JSON: Encodable {
       let server: String
@@ -89,7 +102,8 @@ struct ChangePassword: AsyncParsableCommand {
     discussion: """
       The password now comes from VLOG_PASSWORD or a prompt, the new one from \
       VLOG_NEW_PASSWORD or a second prompt. Every session of the account is signed out: \
-      devices sign in again with the new password.
+      devices sign in again with the new password. An end-to-end encrypted account's keys \
+      are sealed to the new password in the same change; no note is encrypted again.
       """)
 
   @OptionGroup var server: ServerOptions
@@ -101,18 +115,25 @@ struct ChangePassword: AsyncParsableCommand {
     let (url, user) = try required(server, "password")
     let current = try readPassword()
     let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
-    let output = try await Self.execute(server: url, user: user, current: current, new: new)
+    let output = try await Self.execute(
+      server: url, user: user, current: current, new: new, encrypted: server.encrypted)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
-    server: String, user: String, current: String, new: String,
+    server: String, user: String, current: String, new: String, encrypted: Bool = false,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    try await withSession(server: server, user: user, password: current, transport: transport) {
-      caller, token in
-      let change = PasswordChange(currentPassword: current, newPassword: new)
-      _ = try await caller.changePassword(change, token: token).get()
+    try await withSession(
+      server: server, user: user, password: current, encrypted: encrypted, transport: transport
+    ) { caller, token in
+      if encrypted {
+        try await caller.changeEncryptedPassword(
+          username: user, from: current, to: new, token: token)
+      } else {
+        let change = PasswordChange(currentPassword: current, newPassword: new)
+        _ = try await caller.changePassword(change, token: token).get()
+      }
     }
     struct JSON: Encodable {
       let server: String
@@ -147,16 +168,18 @@ struct SessionsCommand: AsyncParsableCommand {
   func run() async throws {
     let (url, user) = try required(server, "sessions")
     let output = try await Self.execute(
-      server: url, user: user, password: try readPassword(), revoke: revoke)
+      server: url, user: user, password: try readPassword(), revoke: revoke,
+      encrypted: server.encrypted)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
     server: String, user: String, password: String, revoke: String? = nil,
-    transport: (any Transport)? = nil
+    encrypted: Bool = false, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    try await withSession(server: server, user: user, password: password, transport: transport) {
-      caller, token in
+    try await withSession(
+      server: server, user: user, password: password, encrypted: encrypted, transport: transport
+    ) { caller, token in
       if let revoke {
         _ = try await caller.revokeSession(id: revoke, token: token).get()
         struct JSON: Encodable { let revoked: String }
@@ -181,6 +204,7 @@ struct AccountCommand: AsyncParsableCommand {
     commandName: "account", abstract: "Manage accounts on a sync server.",
     subcommands: [
       CreateAccount.self, DeleteAccount.self, ChangePassword.self, SessionsCommand.self,
+      RecoverAccount.self,
     ])
 }
 
@@ -188,7 +212,12 @@ struct AccountCommand: AsyncParsableCommand {
 struct CreateAccount: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "create",
-    abstract: "Create an account on a sync server (password from VLOG_PASSWORD or a prompt).")
+    abstract: "Create an account on a sync server (password from VLOG_PASSWORD or a prompt).",
+    discussion: """
+      With --encrypted, the account is end-to-end encrypted: its keys are made here, the \
+      server stores what it cannot read, and a recovery key is printed once. Without the \
+      password and the recovery key, the account's notes are lost.
+      """)
 
   @OptionGroup var server: ServerOptions
 
@@ -199,23 +228,88 @@ struct CreateAccount: AsyncParsableCommand {
     guard let url = server.server, let user = server.user else {
       throw ValidationError("account create needs --server URL and --user NAME")
     }
-    let output = try await Self.execute(server: url, user: user, password: try readPassword())
+    let output = try await Self.execute(
+      server: url, user: user, password: try readPassword(), encrypted: server.encrypted)
     print(json ? try output.jsonText() : output.text)
   }
 
-  static func execute(server: String, user: String, password: String) async throws
-    -> CommandOutput
-  {
+  static func execute(
+    server: String, user: String, password: String, encrypted: Bool = false
+  ) async throws -> CommandOutput {
     let caller = APICaller(transport: HTTPTransport(baseURL: server))
-    let created = try await caller.createAccount(
-      Credentials(username: user, password: password)
-    ).get()
     struct JSON: Encodable {
       let server: String
       let username: String
+      let encrypted: Bool
+      let recoveryKey: String?
     }
+    guard encrypted else {
+      let created = try await caller.createAccount(
+        Credentials(username: user, password: password)
+      ).get()
+      return CommandOutput(
+        text: "created account '\(created.username)' on \(server)",
+        json: JSON(
+          server: server, username: created.username, encrypted: false, recoveryKey: nil))
+    }
+    let account = try await caller.createEncryptedAccount(username: user, password: password)
+    let name = account.credentials.username.lowercased()
+    let key = account.recoveryKey.description
     return CommandOutput(
-      text: "created account '\(created.username)' on \(server)",
-      json: JSON(server: server, username: created.username))
+      text: """
+        created end-to-end encrypted account '\(name)' on \(server)
+        recovery key: \(key)
+        Write the recovery key down and keep it apart from the password: it is shown this \
+        once. It sets a new password if the password is lost ('vlog account recover'); \
+        without both, nobody can read the account's notes again, the server included.
+        """,
+      json: JSON(server: server, username: name, encrypted: true, recoveryKey: key))
+  }
+}
+
+/// `vlog account recover`.
+struct RecoverAccount: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "recover",
+    abstract: "Set a new password of an end-to-end encrypted account with its recovery key.",
+    discussion: """
+      The recovery key comes from VLOG_RECOVERY_KEY or a prompt, the new password from \
+      VLOG_NEW_PASSWORD or a second prompt. The account's keys are opened with the recovery \
+      key here and sealed to the new password; every session of the account is signed out.
+      """)
+
+  @OptionGroup var server: ServerOptions
+
+  @Flag(name: .long, help: "Print JSON instead of text.")
+  var json = false
+
+  func run() async throws {
+    let (url, user) = try required(server, "recover")
+    let key = try readPassword(prompt: "Recovery key: ", variable: "VLOG_RECOVERY_KEY")
+    let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
+    let output = try await Self.execute(server: url, user: user, recoveryKey: key, new: new)
+    print(json ? try output.jsonText() : output.text)
+  }
+
+  static func execute(
+    server: String, user: String, recoveryKey: String, new: String,
+    transport: (any Transport)? = nil
+  ) async throws -> CommandOutput {
+    let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
+    do {
+      try await caller.recoverEncryptedAccount(
+        username: user, recoveryKey: recoveryKey, newPassword: new)
+    } catch let error as AccountKeyError {
+      throw CLIError("the recovery key: \(error)")
+    }
+    struct JSON: Encodable {
+      let server: String
+      let username: String
+      let recovered: Bool
+    }
+    let name = user.lowercased()
+    return CommandOutput(
+      text: "recovered '\(name)' on \(server) with a new password; every session was signed out",
+      json: JSON(server: server, username: name, recovered: true))
   }
 }

@@ -19,6 +19,14 @@ struct ServerOptions: ParsableArguments {
   @Option(name: .long, help: "The account's user name.")
   var user: String?
 
+  @Flag(
+    name: .long,
+    help: """
+      The account is end-to-end encrypted: the password never leaves this machine, the server \
+      gets a secret drawn from it.
+      """)
+  var encrypted = false
+
   func validate() throws {
     if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
       throw ValidationError("--server: '\(server)' is not an http:// or https:// URL")
@@ -56,7 +64,9 @@ struct SyncCommand: AsyncParsableCommand {
       'vlog erase'. A failed sign-in writes nothing. With --watch, it then keeps the store \
       in sync until interrupted: it holds the server's live channel, pulls as soon as another \
       device pushes, pushes two seconds after a local change, and prints each change pulled \
-      (with --json, one JSON object per line).
+      (with --json, one JSON object per line). An end-to-end encrypted account (--encrypted \
+      at its first sync) seals what it pushes and opens what it pulls; its keys are kept in \
+      credentials.json beside the token, so later syncs need neither the flag nor the password.
       """)
 
   @OptionGroup var options: StoreOptions
@@ -83,7 +93,9 @@ struct SyncCommand: AsyncParsableCommand {
       $0.isEmpty ? nil : $0
     }
     let password = kept == nil || given != nil ? try readPassword() : nil
-    let account = try Self.account(for: store, server: url, user: user, password: password)
+    // An encrypted account's keys kept with the token say it is one.
+    let account = try Self.account(
+      for: store, server: url, user: user, password: password, encrypted: server.encrypted)
     let output = try await Self.execute(on: store, account: account, signIn: password != nil)
     try options.emit(output)
     if watch { try await Self.watch(store, account: account, json: options.json) }
@@ -93,22 +105,26 @@ struct SyncCommand: AsyncParsableCommand {
   /// credentials file.
   static func account(
     for store: NoteStore, server: String, user: String, password: String?,
-    transport: (any Transport)? = nil
+    encrypted: Bool = false, transport: (any Transport)? = nil
   ) throws -> SyncAccount {
     let stateFile = SyncAccount.stateFile(for: store)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
+    // An encrypted account's keys kept with the token say that it is one.
+    let username = Credentials(username: user, password: "").normalizedUsername
+    let kept = try tokens.accountKeys(for: username) != nil
+    let encryption: EncryptionOptions? = encrypted || kept ? .standard : nil
     // The account ignores a state file of another account or server, and refuses a store
     // bound to another before it sends anything; it writes only once the server accepts it.
     return if let password {
       try SyncAccount(
         store: store, transport: transport,
         credentials: Credentials(username: user, password: password), credentialStore: tokens,
-        stateFile: stateFile)
+        stateFile: stateFile, encryption: encryption)
     } else {
       try SyncAccount(
         store: store, transport: transport, username: user, credentialStore: tokens,
-        stateFile: stateFile)
+        stateFile: stateFile, encryption: encryption)
     }
   }
 
@@ -116,10 +132,11 @@ struct SyncCommand: AsyncParsableCommand {
   /// file.
   static func execute(
     on store: NoteStore, server: String, user: String, password: String?,
-    transport: (any Transport)? = nil
+    encrypted: Bool = false, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let account = try account(
-      for: store, server: server, user: user, password: password, transport: transport)
+      for: store, server: server, user: user, password: password, encrypted: encrypted,
+      transport: transport)
     return try await execute(on: store, account: account, signIn: password != nil)
   }
 

@@ -1,0 +1,74 @@
+public import VLogWire
+
+/// The calls that manage an end-to-end encrypted account without a store: what ``SyncAccount``
+/// does for an app, for a tool that manages accounts (`vlog account`).
+extension APICaller {
+  /// Creates an end-to-end encrypted account: its keys made here, sealed to the password's
+  /// and a new recovery key's public keys.
+  ///
+  /// - Returns: The new account: its keys, and the recovery key to show the user once.
+  /// - Throws: ``APIError`` from the server (`accountExists`, `invalidField`);
+  ///   ``AccountKeyError`` when the keys cannot be made.
+  public func createEncryptedAccount(
+    username: String, password: String, options: EncryptionOptions = .standard
+  ) async throws -> NewEncryptedAccount {
+    let account = try NewEncryptedAccount(
+      username: username, password: password, cost: options.cost, random: options.random)
+    _ = try await createAccount(account.credentials, keys: account.serverKeys).get()
+    return account
+  }
+
+  /// Recovers an end-to-end encrypted account whose password is lost, with its recovery key:
+  /// opens the account's keys with it, seals them to `newPassword`, which becomes the
+  /// account's password; every session is signed out.
+  ///
+  /// - Returns: The account's keys.
+  /// - Throws: ``AccountKeyError`` for a recovery key that is not one (its checksum fails);
+  ///   ``APIError`` `invalidCredentials` (401) for one that is not the account's.
+  @discardableResult
+  public func recoverEncryptedAccount(
+    username: String, recoveryKey: String, newPassword: String,
+    cost: KeyDerivationCost = .standard
+  ) async throws -> AccountKeys {
+    let name = Credentials(username: username, password: "").normalizedUsername
+    let recovery = try RecoveryKey(recoveryKey).keys()
+    let credentials = RecoveryCredentials(username: name, recoverySecret: recovery.signInSecret)
+    let sealed = try await recoveryKeys(credentials).get()
+    let keys = try AccountKeys(opening: sealed, with: recovery, username: name)
+    let newKeys = try PasswordKeys(username: name, password: newPassword, cost: cost)
+    _ = try await recover(
+      AccountRecovery(
+        credentials: credentials, newPassword: newKeys.signInSecret,
+        keys: try keys.passwordSeal(to: newKeys, username: name))
+    ).get()
+    return keys
+  }
+
+  /// Changes an end-to-end encrypted account's password with a token of it: opens the
+  /// account's keys with `current` and seals them to `new` in the same change. Every other
+  /// session is signed out.
+  ///
+  /// - Throws: ``AccountKeyError`` when `current` does not open the keys; ``APIError`` from
+  ///   the server (`invalidCredentials` 403 for a wrong `current`).
+  public func changeEncryptedPassword(
+    username: String, from current: String, to new: String, cost: KeyDerivationCost = .standard,
+    token: String
+  ) async throws {
+    let name = Credentials(username: username, password: "").normalizedUsername
+    let currentKeys = try PasswordKeys(username: name, password: current, cost: cost)
+    let newKeys = try PasswordKeys(username: name, password: new, cost: cost)
+    // Sealed at the account's epoch; a rotation in between is read again, once.
+    for attempt in 0..<2 {
+      let keys = try AccountKeys(
+        opening: try await accountKeys(token: token).get(), with: currentKeys, username: name)
+      let result = await changePassword(
+        PasswordChange(
+          currentPassword: currentKeys.signInSecret, newPassword: newKeys.signInSecret,
+          keys: try keys.passwordSeal(to: newKeys, username: name)),
+        token: token)
+      if result.error?.body?.code == .keysChanged, attempt == 0 { continue }
+      _ = try result.get()
+      return
+    }
+  }
+}
