@@ -16,6 +16,10 @@ struct EncryptionRecord: Sendable, Equatable {
   var sealedForPassword: [UInt8]
   /// The account's current keys sealed to the recovery key's public key (120 bytes).
   var sealedForRecovery: [UInt8]
+  /// What the password, and the recovery key, vouch for the keys with (32 bytes each; empty in
+  /// a record of format 1, written before anchors).
+  var passwordAnchor: [UInt8]
+  var recoveryAnchor: [UInt8]
   /// The recovery key's sign-in secret's scrypt hash.
   var recoverySecret: PasswordHash
   /// Whether a note's or attachment's key was erased since the last rotation. Kept beside the
@@ -33,6 +37,10 @@ struct EncryptionRecord: Sendable, Equatable {
       keys.sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes)
     sealedForRecovery = try NewAccountKeys.bytes(
       keys.sealedForRecovery, "keys.sealedForRecovery", count: NewAccountKeys.sealedBytes)
+    passwordAnchor = try NewAccountKeys.bytes(
+      keys.passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes)
+    recoveryAnchor = try NewAccountKeys.bytes(
+      keys.recoveryAnchor, "keys.recoveryAnchor", count: NewAccountKeys.anchorBytes)
     self.recoverySecret = recoverySecret
   }
 
@@ -41,7 +49,8 @@ struct EncryptionRecord: Sendable, Equatable {
     AccountKeysBody(
       epoch: epoch, passwordPublicKey: passwordPublicKey, recoveryPublicKey: recoveryPublicKey,
       sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery,
-      rotationDue: rotationDue, links: links)
+      passwordAnchor: passwordAnchor, recoveryAnchor: recoveryAnchor, rotationDue: rotationDue,
+      links: links)
   }
 
   /// The record with the keys sealed to a new password.
@@ -49,6 +58,7 @@ struct EncryptionRecord: Sendable, Equatable {
     var next = self
     next.passwordPublicKey = seal.passwordPublicKey
     next.sealedForPassword = seal.sealedForPassword
+    next.passwordAnchor = seal.passwordAnchor
     return next
   }
 
@@ -62,25 +72,29 @@ struct EncryptionRecord: Sendable, Equatable {
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (1), the epoch (8 bytes,
-  /// big-endian), the two public keys, the two seals, then the recovery secret's hash.
+  /// The stored form, the same on both backends: a format byte (2), the epoch (8 bytes,
+  /// big-endian), the two public keys, the two seals, the two anchors, then the recovery
+  /// secret's hash. Format 1 had no anchors.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [1]
+    var bytes: [UInt8] = [2]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
+    bytes += passwordAnchor + recoveryAnchor
     bytes += recoverySecret.encoded
     return bytes
   }
 
-  private static let fixedBytes =
+  private static let keysBytes =
     1 + 8 + 2 * NewAccountKeys.publicKeyBytes + 2 * NewAccountKeys.sealedBytes
 
-  /// Reads what ``encoded`` wrote; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 2 or 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard bytes.count > Self.fixedBytes, bytes[0] == 1,
+    guard let format = bytes.first, format == 1 || format == 2 else { return nil }
+    let fixed = Self.keysBytes + (format == 2 ? 2 * NewAccountKeys.anchorBytes : 0)
+    guard bytes.count > fixed,
       let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1),
-      let hash = PasswordHash(decoding: bytes[Self.fixedBytes...])
+      let hash = PasswordHash(decoding: bytes[fixed...])
     else { return nil }
     self.epoch = epoch
     var offset = 9
@@ -92,6 +106,8 @@ struct EncryptionRecord: Sendable, Equatable {
     recoveryPublicKey = take(NewAccountKeys.publicKeyBytes)
     sealedForPassword = take(NewAccountKeys.sealedBytes)
     sealedForRecovery = take(NewAccountKeys.sealedBytes)
+    passwordAnchor = format == 2 ? take(NewAccountKeys.anchorBytes) : []
+    recoveryAnchor = format == 2 ? take(NewAccountKeys.anchorBytes) : []
     recoverySecret = hash
   }
 }

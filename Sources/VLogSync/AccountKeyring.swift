@@ -51,35 +51,32 @@ public actor AccountKeyring {
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed; ``APIError`` when the
   ///   server does not take the keys.
   public func seal(_ events: [Event]) async throws -> [Event] {
+    // The notes these events create get new keys; the others' are looked up.
+    let creating = Set(
+      events.compactMap { event -> NoteID? in
+        guard case .noteCreated(let note, _) = event.change else { return nil }
+        return note
+      })
     var created: [NoteID: NoteKey] = [:]
     var wanted: [NoteID] = []
-    for event in events {
-      guard let note = Self.keyedNote(of: event.change), noteKeys[note] == nil,
-        created[note] == nil
-      else { continue }
-      if case .noteCreated = event.change {
+    for note in unheld(events) {
+      if creating.contains(note) {
         created[note] = try NoteKey(random: random)
-      } else if !wanted.contains(note) {
+      } else {
         wanted.append(note)
       }
     }
     if !created.isEmpty { try await store(created) }
     try await lookUp(wanted)
-    let sealer = EventSealer(keys: keys)
-    var sealed: [Event] = []
-    sealed.reserveCapacity(events.count)
-    for event in events {
-      sealed.append(
-        try sealer.seal(
-          event,
-          noteKey: { note in
-            // A note deleted elsewhere has no key any more: what this device changed of it is
-            // sealed by a key nobody keeps, as the deletion erases it anyway.
-            try noteKeys[note] ?? NoteKey(random: random)
-          }))
-      forgetDeleted(event.change)
+    return try each(events) { sealer, event in
+      try sealer.seal(
+        event,
+        noteKey: { note in
+          // A note deleted elsewhere has no key any more: what this device changed of it is
+          // sealed by a key nobody keeps, as the deletion erases it anyway.
+          try noteKeys[note] ?? NoteKey(random: random)
+        })
     }
-    return sealed
   }
 
   /// `events` pulled from the server, opened. The keys of notes the keyring does not hold are
@@ -88,31 +85,44 @@ public actor AccountKeyring {
   /// - Throws: ``AccountKeyError`` for an event that does not open; ``APIError`` when the
   ///   server does not answer.
   public func open(_ events: [Event]) async throws -> [Event] {
-    var wanted: [NoteID] = []
-    for event in events where event.sealedValues != nil {
-      if let note = Self.keyedNote(of: event.change), noteKeys[note] == nil,
-        !wanted.contains(note)
-      {
-        wanted.append(note)
-      }
+    try await lookUp(unheld(events.lazy.filter { $0.sealedValues != nil }))
+    return try each(events) { sealer, event in
+      try sealer.open(
+        event,
+        noteKey: { note in
+          guard let key = noteKeys[note] else {
+            throw AccountKeyError("the server holds no key of note \(note)")
+          }
+          return key
+        })
     }
-    try await lookUp(wanted)
+  }
+
+  /// The notes whose keys seal the values of `events` and that the keyring does not hold, each
+  /// once, in order.
+  private func unheld(_ events: some Sequence<Event>) -> [NoteID] {
+    var seen = Set<NoteID>()
+    return events.compactMap { event in
+      guard let note = Self.keyedNote(of: event.change), noteKeys[note] == nil,
+        seen.insert(note).inserted
+      else { return nil }
+      return note
+    }
+  }
+
+  /// Each of `events` through `transform` with a sealer of the current keys, forgetting the key
+  /// of each note deleted on the way.
+  private func each(_ events: [Event], _ transform: (EventSealer, Event) throws -> Event)
+    rethrows -> [Event]
+  {
     let sealer = EventSealer(keys: keys)
-    var opened: [Event] = []
-    opened.reserveCapacity(events.count)
+    var result: [Event] = []
+    result.reserveCapacity(events.count)
     for event in events {
-      opened.append(
-        try sealer.open(
-          event,
-          noteKey: { note in
-            guard let key = noteKeys[note] else {
-              throw AccountKeyError("the server holds no key of note \(note)")
-            }
-            return key
-          }))
+      result.append(try transform(sealer, event))
       forgetDeleted(event.change)
     }
-    return opened
+    return result
   }
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.

@@ -61,6 +61,10 @@ public struct PasswordKeys: Sendable {
   /// The public half of the password's key pair, which the server stores so that any device
   /// of the account can seal new account keys to it (32 bytes).
   public let publicKey: [UInt8]
+  /// Vouches for the account's keys (``AccountKeys/anchor(for:)``): what tells the account's
+  /// own keys from keys a server sealed to ``publicKey`` itself.
+  private let anchorBytes: [UInt8]
+  var anchorKey: SymmetricKey { SymmetricKey(data: anchorBytes) }
 
   func privateKey() throws -> Curve25519.KeyAgreement.PrivateKey {
     try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateBytes)
@@ -87,6 +91,10 @@ public struct PasswordKeys: Sendable {
       pseudoRandomKey: master, info: Array("vlog \(purpose) sign-in".utf8), outputByteCount: 32)
     let seed = HKDF<SHA256>.expand(
       pseudoRandomKey: master, info: Array("vlog \(purpose) key pair".utf8), outputByteCount: 32)
+    anchorBytes =
+      HKDF<SHA256>.expand(
+        pseudoRandomKey: master, info: Array("vlog \(purpose) anchor".utf8), outputByteCount: 32
+      ).bytes
     signInSecret = Base64URL.encode(secret.bytes)
     privateBytes = seed.bytes
     publicKey = Array(
@@ -346,6 +354,17 @@ public struct AccountKeys: Sendable, Equatable {
     Array("vlog note key\u{0}".utf8) + BigEndianBytes.of(epoch) + note.identifier.bytes
   }
 
+  /// What `keys` (a password's or a recovery key's) vouch for these keys with: the HMAC-SHA-256,
+  /// under a key drawn from the password or the recovery key, of the tag key, which never
+  /// changes (32 bytes). The server keeps it beside the seal to `keys`' public key; a device
+  /// that opens keys checks it, so keys a server sealed to that public key itself — which it
+  /// can, knowing the public key — are refused: the server cannot make their anchor.
+  public func anchor(for keys: PasswordKeys) -> [UInt8] {
+    Array(
+      HMAC<SHA256>.authenticationCode(
+        for: Array("vlog anchor\u{0}".utf8) + tagBytes, using: keys.anchorKey))
+  }
+
   /// The key that seals the values of events that name a tag apart from any note (a rename, a
   /// deletion): drawn from the tag key, so it never changes either.
   var tagValuesKey: NoteKey {
@@ -486,6 +505,8 @@ public struct NewEncryptedAccount: Sendable {
       passwordPublicKey: passwordKeys.publicKey, recoveryPublicKey: recoveryKeys.publicKey,
       sealedForPassword: try keys.sealed(to: passwordKeys.publicKey, username: username),
       sealedForRecovery: try keys.sealed(to: recoveryKeys.publicKey, username: username),
+      passwordAnchor: keys.anchor(for: passwordKeys),
+      recoveryAnchor: keys.anchor(for: recoveryKeys),
       recoverySecret: recoveryKeys.signInSecret)
   }
 }
@@ -497,7 +518,8 @@ extension AccountKeys {
   {
     PasswordSeal(
       epoch: epoch, passwordPublicKey: passwordKeys.publicKey,
-      sealedForPassword: try sealed(to: passwordKeys.publicKey, username: username))
+      sealedForPassword: try sealed(to: passwordKeys.publicKey, username: username),
+      passwordAnchor: anchor(for: passwordKeys))
   }
 
   /// Opens the account's keys the server keeps (`GET /v1/accounts/current/keys`) with the
@@ -507,18 +529,18 @@ extension AccountKeys {
   public init(opening body: AccountKeysBody, with keys: PasswordKeys, username: String)
     throws(AccountKeyError)
   {
-    let publicKey: [UInt8]
     let sealed: [UInt8]
+    let anchor: [UInt8]
     do {
       let forPassword = try NewAccountKeys.bytes(
         body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
-      publicKey = keys.publicKey
-      sealed =
-        publicKey == forPassword
-        ? try NewAccountKeys.bytes(
-          body.sealedForPassword, "sealedForPassword", count: NewAccountKeys.sealedBytes)
-        : try NewAccountKeys.bytes(
-          body.sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes)
+      let isPassword = keys.publicKey == forPassword
+      sealed = try NewAccountKeys.bytes(
+        isPassword ? body.sealedForPassword : body.sealedForRecovery,
+        isPassword ? "sealedForPassword" : "sealedForRecovery", count: NewAccountKeys.sealedBytes)
+      anchor = try NewAccountKeys.bytes(
+        isPassword ? body.passwordAnchor : body.recoveryAnchor,
+        isPassword ? "passwordAnchor" : "recoveryAnchor", count: NewAccountKeys.anchorBytes)
     } catch {
       throw AccountKeyError("the server's record of the account's keys is malformed: \(error)")
     }
@@ -526,6 +548,12 @@ extension AccountKeys {
     guard epoch == body.epoch else {
       throw AccountKeyError(
         "the account's keys are of epoch \(epoch), the server says \(body.epoch)")
+    }
+    // Keys the server sealed to the public key itself open too: only the account's own keys
+    // have the anchor the password (or the recovery key) vouches for them with.
+    guard self.anchor(for: keys) == anchor else {
+      throw AccountKeyError(
+        "the keys the server gave are not the account's: the password does not vouch for them")
     }
   }
 }

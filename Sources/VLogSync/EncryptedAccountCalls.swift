@@ -1,4 +1,4 @@
-public import VLogWire
+internal import VLogWire
 
 /// The calls that manage an end-to-end encrypted account without a store: what ``SyncAccount``
 /// does for an app, for a tool that manages accounts (`vlog account`).

@@ -68,6 +68,11 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   public var sealedForPassword: String
   /// The account's keys sealed to the recovery key's public key (120 bytes).
   public var sealedForRecovery: String
+  /// What the password vouches for the account's keys with (32 bytes): a device that opens
+  /// keys the server gives checks it.
+  public var passwordAnchor: String
+  /// What the recovery key vouches for them with (32 bytes).
+  public var recoveryAnchor: String
   /// The recovery key's sign-in secret, which the server stores hashed: 8 to 1024 characters,
   /// like a password.
   public var recoverySecret: String
@@ -75,18 +80,21 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// Creates the keys from their bytes.
   public init(
     passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], sealedForPassword: [UInt8],
-    sealedForRecovery: [UInt8], recoverySecret: String
+    sealedForRecovery: [UInt8], passwordAnchor: [UInt8], recoveryAnchor: [UInt8],
+    recoverySecret: String
   ) {
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+    self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
+    self.recoveryAnchor = Data(recoveryAnchor).base64EncodedString()
     self.recoverySecret = recoverySecret
   }
 
   enum CodingKeys: String, CodingKey {
     case passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case recoverySecret
+    case passwordAnchor, recoveryAnchor, recoverySecret
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -95,13 +103,15 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "passwordPublicKey", "recoveryPublicKey", "sealedForPassword", "sealedForRecovery",
-        "recoverySecret",
+        "passwordAnchor", "recoveryAnchor", "recoverySecret",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
     recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+    passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
+    recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
   }
 
@@ -109,6 +119,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   public static let publicKeyBytes = 32
   /// The size of a seal of an account's keys.
   public static let sealedBytes = 120
+  /// The size of an anchor.
+  public static let anchorBytes = 32
 
   /// Checks that every value is base64 of its size, and the recovery secret's length.
   ///
@@ -118,6 +130,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     _ = try Self.bytes(recoveryPublicKey, "keys.recoveryPublicKey", count: Self.publicKeyBytes)
     _ = try Self.bytes(sealedForPassword, "keys.sealedForPassword", count: Self.sealedBytes)
     _ = try Self.bytes(sealedForRecovery, "keys.sealedForRecovery", count: Self.sealedBytes)
+    _ = try Self.bytes(passwordAnchor, "keys.passwordAnchor", count: Self.anchorBytes)
+    _ = try Self.bytes(recoveryAnchor, "keys.recoveryAnchor", count: Self.anchorBytes)
     guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
       throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
     }
@@ -152,6 +166,10 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   public var sealedForPassword: String
   /// The account's current keys sealed to the recovery key's public key (120 bytes).
   public var sealedForRecovery: String
+  /// What the password vouches for the account's keys with (32 bytes): a device checks it.
+  public var passwordAnchor: String
+  /// What the recovery key vouches for them with (32 bytes).
+  public var recoveryAnchor: String
   /// Whether a note's or attachment's key was erased since the last rotation: the content key
   /// that wrapped it must be rotated (`PUT /v1/accounts/current/keys`) for the erasure to
   /// hold against copies made before it.
@@ -163,21 +181,23 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   /// Creates the body from the keys' bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8],
-    sealedForPassword: [UInt8], sealedForRecovery: [UInt8], rotationDue: Bool = false,
-    links: [[UInt8]] = []
+    sealedForPassword: [UInt8], sealedForRecovery: [UInt8], passwordAnchor: [UInt8],
+    recoveryAnchor: [UInt8], rotationDue: Bool = false, links: [[UInt8]] = []
   ) {
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
+    self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
+    self.recoveryAnchor = Data(recoveryAnchor).base64EncodedString()
     self.rotationDue = rotationDue
     self.links = links.map { Data($0).base64EncodedString() }
   }
 
   enum CodingKeys: String, CodingKey {
     case epoch, passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case rotationDue, links
+    case passwordAnchor, recoveryAnchor, rotationDue, links
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -186,7 +206,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "epoch", "passwordPublicKey", "recoveryPublicKey", "sealedForPassword",
-        "sealedForRecovery", "rotationDue", "links",
+        "sealedForRecovery", "passwordAnchor", "recoveryAnchor", "rotationDue", "links",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -194,6 +214,8 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
     recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
+    passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
+    recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     rotationDue = try container.decode(Bool.self, forKey: .rotationDue)
     links = try container.decode([String].self, forKey: .links)
   }
@@ -221,24 +243,34 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
   public var passwordPublicKey: String
   /// The account's keys sealed to it (120 bytes).
   public var sealedForPassword: String
+  /// What the new password vouches for the keys with (32 bytes).
+  public var passwordAnchor: String
 
   /// Creates the seal from its bytes.
-  public init(epoch: UInt64, passwordPublicKey: [UInt8], sealedForPassword: [UInt8]) {
+  public init(
+    epoch: UInt64, passwordPublicKey: [UInt8], sealedForPassword: [UInt8],
+    passwordAnchor: [UInt8]
+  ) {
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
+    self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
   }
 
-  enum CodingKeys: String, CodingKey { case epoch, passwordPublicKey, sealedForPassword }
+  enum CodingKeys: String, CodingKey {
+    case epoch, passwordPublicKey, sealedForPassword, passwordAnchor
+  }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
     try refuseUnknownKeys(
-      in: decoder, allowed: ["epoch", "passwordPublicKey", "sealedForPassword"])
+      in: decoder,
+      allowed: ["epoch", "passwordPublicKey", "sealedForPassword", "passwordAnchor"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
+    passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
   }
 
   /// A seal, checked.
@@ -249,6 +281,8 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
     public var passwordPublicKey: [UInt8]
     /// The keys sealed to it.
     public var sealedForPassword: [UInt8]
+    /// What the new password vouches for them with.
+    public var passwordAnchor: [UInt8]
   }
 
   /// The seal's bytes, checked.
@@ -260,7 +294,9 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
       passwordPublicKey: try NewAccountKeys.bytes(
         passwordPublicKey, "keys.passwordPublicKey", count: NewAccountKeys.publicKeyBytes),
       sealedForPassword: try NewAccountKeys.bytes(
-        sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes))
+        sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes),
+      passwordAnchor: try NewAccountKeys.bytes(
+        passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes))
   }
 }
 

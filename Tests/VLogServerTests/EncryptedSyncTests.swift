@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServerTestSupport
 import Testing
 import VLog
@@ -37,13 +38,28 @@ struct EncryptedSyncTests {
   }
 
   @Test(
-    "Two devices of an encrypted account sync texts, tags, edits and a deletion through a live server that stores none of them in clear; the deletion rotates the content key, which the other device follows; a device restarted from its credential store syncs without the password",
+    "Two devices of an encrypted account sync texts, tags, edits and a deletion through a live server whose files, database dump, logs and metrics hold none of them in clear; the deletion rotates the content key, which the other device follows; a device restarted from its credential store syncs without the password",
     arguments: Backend.allCases)
   func twoDevices(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
-      let server = try await openServer(backend: backend, directory: root + "/server")
+      // Every line the server logs, at every level.
+      let logs = RecordingLogHandler()
+      var logger = Logger(label: "encrypted") { _ in logs.handler }
+      logger.logLevel = .trace
+      var database: String?
+      let server: SyncServer
+      switch backend {
+      case .lmdb:
+        server = try SyncServer.open(
+          dataDirectory: root + "/server", configuration: .testing, logger: logger)
+      case .postgres:
+        let url = try await TestCluster.shared.newDatabase()
+        database = url
+        server = try await SyncServer.open(
+          database: url, configuration: .testing, logger: logger)
+      }
       defer { server.close() }
-      try await withLiveServer(server) { baseURL in
+      let metrics = try await withLiveServer(server) { baseURL in
         let keptA = FileCredentialStore(path: root + "/credentials-a.json")
         let a = try Self.device("a", root: root, baseURL: baseURL, credentialStore: keptA)
         try await a.account.createAccount()
@@ -104,14 +120,27 @@ struct EncryptedSyncTests {
           store: a.store, transport: HTTPTransport(baseURL: baseURL), username: "ann",
           credentialStore: keptA, encryption: Self.encryption)
         await #expect(throws: APIError.self) { try await forgotten.sync() }
+        let answer = try await HTTPTransport(baseURL: baseURL).send(
+          TransportRequest(method: "GET", path: "/metrics"))
+        return String(decoding: answer.body, as: UTF8.self)
       }
-      // Nothing the server stores says any canary, the password, or a tag's name.
+      // Nothing the server stores, logs or counts says any canary, the password, or a tag's
+      // name: in its files (every column of its database), its database's dump (where bytes
+      // are hexadecimal), its log lines at every level, its metrics.
       let stored = try await storedBytes(of: server)
+      var dump = ""
+      if let database { dump = try await Self.dump(database) }
+      let logged = logs.recorded.joined(separator: "\n")
+      #expect(logged.contains("account created") && metrics.contains("vlog_events_stored_total"))
       for canary in [
         "CanaryNote", "CanaryEdit", "CanaryTag", "canarytag", "lake", "dawn", Self.password,
       ] {
         #expect(stored.firstRange(of: Data(canary.utf8)) == nil, "\(backend): \(canary)")
+        let hex = canary.utf8.map { String(format: "%02x", $0) }.joined()
+        #expect(!dump.contains(canary) && !dump.contains(hex), "\(backend) dump: \(canary)")
+        #expect(!logged.contains(canary) && !metrics.contains(canary), "\(backend): \(canary)")
       }
+      if backend == .postgres { #expect(dump.contains("COPY public.vlog_events")) }
       #expect(try await server.verify().faults.isEmpty)
     }
   }
@@ -138,7 +167,7 @@ struct EncryptedSyncTests {
         await #expect(throws: APIError.self) { try await old.account.signIn() }
         let oldKeys = try PasswordKeys(username: "ann", password: Self.password, cost: .testing)
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
-        let token = try await a.account.currentToken ?? ""
+        let token = await a.account.currentToken ?? ""
         let body = try await caller.accountKeys(token: token).get()
         #expect(throws: AccountKeyError.self) {
           try AccountKeys(opening: body, with: oldKeys, username: "ann")
@@ -182,7 +211,8 @@ struct EncryptedSyncTests {
         let clear = try await signUp(caller, "bob")
         let seal = PasswordSeal(
           epoch: 1, passwordPublicKey: thirdKeys.publicKey,
-          sealedForPassword: [UInt8](repeating: 0, count: 120))
+          sealedForPassword: [UInt8](repeating: 0, count: 120),
+          passwordAnchor: [UInt8](repeating: 0, count: 32))
         let sealedClear = await caller.changePassword(
           PasswordChange(
             currentPassword: "correct horse", newPassword: "another password", keys: seal),
@@ -194,7 +224,8 @@ struct EncryptedSyncTests {
             currentPassword: thirdKeys.signInSecret, newPassword: "a fourth password",
             keys: PasswordSeal(
               epoch: 7, passwordPublicKey: thirdKeys.publicKey,
-              sealedForPassword: [UInt8](repeating: 0, count: 120))),
+              sealedForPassword: [UInt8](repeating: 0, count: 120),
+              passwordAnchor: [UInt8](repeating: 0, count: 32))),
           token: cToken)
         #expect(stale.status == 409 && stale.error?.body?.code == .keysChanged, "\(stale)")
         try await c.account.sync()
@@ -208,6 +239,17 @@ struct EncryptedSyncTests {
         #expect(stored.firstRange(of: Data(secret.utf8)) == nil, "\(backend): \(secret)")
       }
     }
+  }
+
+  /// The database at `url` as `pg_dump` writes it.
+  static func dump(_ url: String) async throws -> String {
+    let versions = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")
+    let binary = try #require(
+      versions.sorted().reversed().map { "/usr/lib/postgresql/\($0)/bin/pg_dump" }
+        .first { FileManager.default.isExecutableFile(atPath: $0) })
+    let result = try await ChildProcess.runOffPool(binary, ["--dbname=\(url)"])
+    #expect(result.status == 0, "\(result.errors)")
+    return result.output
   }
 
   static func number(of server: SyncServer) async throws -> UInt64 {

@@ -38,6 +38,28 @@ struct ObjectKeyTests {
   }
 
   @Test(
+    "The record of an account's keys reads back as written; one written before anchors (format 1) still reads, with none; other bytes do not"
+  )
+  func recordFormats() throws {
+    let account = try NewEncryptedAccount(
+      username: "ann", password: "correct horse battery", cost: .testing,
+      random: SystemRandom.bytes)
+    let hash = try PasswordHash(
+      hashing: "a recovery secret", cost: .testing, salt: SystemRandom.bytes(PasswordHash.saltCount)
+    )
+    let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
+    #expect(EncryptionRecord(decoding: record.encoded) == record)
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 2)
+    var old: [UInt8] = [1] + Array(record.encoded[1..<(1 + 8 + 64 + 240)])
+    old += hash.encoded
+    let read = try #require(EncryptionRecord(decoding: old))
+    #expect(read.passwordAnchor.isEmpty && read.sealedForRecovery == record.sealedForRecovery)
+    #expect(read.recoverySecret == hash && read.epoch == 1)
+    #expect(EncryptionRecord(decoding: [3] + old.dropFirst()) == nil)
+    #expect(EncryptionRecord(decoding: old.prefix(100)) == nil)
+  }
+
+  @Test(
     "An encrypted account's note keys: stored at the current epoch only, the first one standing, looked up and listed in pages; erased in the push that stores the note's deletion, which makes a rotation due and refuses the key again; a rotation must cover every key, replaces them all and links the epochs forward; a clear account has none",
     arguments: Backend.allCases)
   func lifecycle(backend: Backend) async throws {

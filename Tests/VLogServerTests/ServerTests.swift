@@ -361,7 +361,8 @@ struct ServerTests {
             keys: PasswordSeal(
               epoch: epoch, passwordPublicKey: newPasswordKeys.publicKey,
               sealedForPassword: try lost.keys.sealed(
-                to: newPasswordKeys.publicKey, username: "lost")))
+                to: newPasswordKeys.publicKey, username: "lost"),
+              passwordAnchor: lost.keys.anchor(for: newPasswordKeys)))
         }
         #expect(await caller.recover(try recoveryBody(epoch: 2)).status == 409)
         _ = try await caller.recover(try recoveryBody(epoch: 1)).get()

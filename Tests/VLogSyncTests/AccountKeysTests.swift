@@ -84,6 +84,54 @@ struct AccountKeysTests {
   }
 
   @Test(
+    "Keys a server seals to the password's public key itself do not open as the account's: the password vouches for the account's keys only, through their anchor; so does the recovery key"
+  )
+  func anchors() throws {
+    let account = try NewEncryptedAccount(
+      username: "ann", password: "correct horse", cost: .testing, random: counting(from: 1))
+    let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
+    let recovery = try account.recoveryKey.keys()
+    let server = account.serverKeys
+    func body(sealedForPassword: [UInt8], passwordAnchor: String) throws -> AccountKeysBody {
+      var body = AccountKeysBody(
+        epoch: 1,
+        passwordPublicKey: try NewAccountKeys.bytes(server.passwordPublicKey, "", count: 32),
+        recoveryPublicKey: try NewAccountKeys.bytes(server.recoveryPublicKey, "", count: 32),
+        sealedForPassword: sealedForPassword,
+        sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 120),
+        passwordAnchor: [], recoveryAnchor: [])
+      body.passwordAnchor = passwordAnchor
+      body.recoveryAnchor = server.recoveryAnchor
+      return body
+    }
+    let genuine = try body(
+      sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 120),
+      passwordAnchor: server.passwordAnchor)
+    #expect(try AccountKeys(opening: genuine, with: password, username: "ann") == account.keys)
+    #expect(try AccountKeys(opening: genuine, with: recovery, username: "ann") == account.keys)
+    // The server's own keys, sealed to the public key it keeps, with the anchor it keeps.
+    let forged = try AccountKeys(random: counting(from: 200))
+    let planted = try body(
+      sealedForPassword: try forged.sealed(to: password.publicKey, username: "ann"),
+      passwordAnchor: server.passwordAnchor)
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(opening: planted, with: password, username: "ann")
+    }
+    // Without an anchor (a record from before anchors), or with another account's: refused.
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(
+        opening: try body(
+          sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 120),
+          passwordAnchor: ""), with: password, username: "ann")
+    }
+    #expect(account.keys.anchor(for: password) != forged.anchor(for: password))
+    #expect(account.keys.anchor(for: password) != account.keys.anchor(for: recovery))
+    // A rotation keeps the tag key, and so the anchor: no password is needed to rotate.
+    let (next, _) = try account.keys.rotated(random: counting(from: 50))
+    #expect(next.anchor(for: password) == account.keys.anchor(for: password))
+  }
+
+  @Test(
     "The account's keys sealed to a password open with that password only, for that account only")
   func sealedToPassword() throws {
     let keys = try AccountKeys(random: counting(from: 100))
