@@ -17,6 +17,8 @@ let package = Package(
     .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
     // The library the hand-written event codec is measured against (suite Codec).
     .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
+    // SHA-256, the reference of an attachment's encryption (suite Encryption): the product's.
+    .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
   ],
   targets: [
     // The notes-app workload and one interface over raw LMDB, VLog and SQLite through GRDB.
@@ -109,6 +111,20 @@ let package = Package(
         .product(name: "VLog", package: "VLog"),
       ],
       path: "Benchmarks/Codec",
+      swiftSettings: [.swiftLanguageMode(.v6)],
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+    // End-to-end encryption's cost on the device: events sealed and opened, a 1 MB attachment.
+    .executableTarget(
+      name: "Encryption",
+      dependencies: [
+        "BenchmarkSupport", "Workload",
+        .product(name: "Benchmark", package: "benchmark"),
+        .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "VLog", package: "VLog"),
+        .product(name: "VLogSync", package: "VLog"),
+      ],
+      path: "Benchmarks/Encryption",
       swiftSettings: [.swiftLanguageMode(.v6)],
       plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ),

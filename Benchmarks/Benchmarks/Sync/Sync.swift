@@ -1,6 +1,7 @@
 // Sync through the HTTP server on loopback: the initial sync of 100,000 events to a new replica,
-// and one edit's round trip, each next to its reference measured in the same run (an empty HTTP
-// round trip to the same server; ingesting the same events with no network).
+// the push of as many, and one edit's round trip, each next to its reference measured in the
+// same run (an empty HTTP round trip to the same server; ingesting the same events with no
+// network; the same sync of an account that is not end-to-end encrypted).
 
 import Benchmark
 import BenchmarkSupport
@@ -43,33 +44,49 @@ final class Fixture: Sendable {
       fatalError("the server did not start")
     }
     let url = "http://127.0.0.1:\(port)"
-    // The source replica: notes with a few hundred bytes of text each, then text edits.
-    let source = try NoteStore.open(
-      at: temporaryPath("sync-source"), options: .init(durability: .noSync, mapSize: 1 << 30))
-    var made = 0
-    var notes: [NoteID] = []
-    while made < syncEvents {
-      let batch = min(10_000, syncEvents - made)
-      notes += try await source.write { changes in
-        (0..<batch).compactMap { index -> NoteID? in
-          if notes.count < 10_000 && index % 2 == 0 {
-            return changes.createNote(text: "note \(made + index)")
-          }
-          let target = notes.isEmpty ? nil : notes[(made + index) % notes.count]
-          if let target { changes.setText(String(repeating: "text ", count: 40), of: target) }
-          return nil
-        }
-      }
-      made = Int(try source.lastSequence())
-    }
+    let source = try await makeSource()
     let events = try source.events().map(\.event)
     let account = try SyncAccount(
       store: source, transport: HTTPTransport(baseURL: url), credentials: credentials)
     try await account.createAccount()
     try await account.sync()
     source.close()
+    // The same workload in an end-to-end encrypted account.
+    let sealedSource = try await makeSource()
+    let encrypted = try SyncAccount(
+      store: sealedSource, transport: HTTPTransport(baseURL: url),
+      credentials: encryptedCredentials, encryption: .standard)
+    try await encrypted.createAccount()
+    try await encrypted.sync()
+    sealedSource.close()
     return Fixture(url: url, events: events, server: server)
   }
+}
+
+let encryptedCredentials = Credentials(username: "bench-e2e", password: "benchmark password")
+
+/// A replica with `syncEvents` events of its own, in its outbox: notes with a few hundred
+/// bytes of text each, then text edits.
+func makeSource() async throws -> NoteStore {
+  let source = try NoteStore.open(
+    at: temporaryPath("sync-source"), options: .init(durability: .noSync, mapSize: 1 << 30))
+  var made = 0
+  var notes: [NoteID] = []
+  while made < syncEvents {
+    let batch = min(10_000, syncEvents - made)
+    notes += try await source.write { changes in
+      (0..<batch).compactMap { index -> NoteID? in
+        if notes.count < 10_000 && index % 2 == 0 {
+          return changes.createNote(text: "note \(made + index)")
+        }
+        let target = notes.isEmpty ? nil : notes[(made + index) % notes.count]
+        if let target { changes.setText(String(repeating: "text ", count: 40), of: target) }
+        return nil
+      }
+    }
+    made = Int(try source.lastSequence())
+  }
+  return source
 }
 
 /// Builds each fixture once per process.
@@ -114,22 +131,56 @@ let benchmarks: @Sendable () -> Void = {
     benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
   }
 
-  Benchmark("initial sync of \(syncEvents) events · 2 VLog over HTTP") { benchmark in
-    let fixture = try await Fixtures.shared.server()
-    let path = temporaryPath("sync-replica")
-    defer { removeTemporaryItem(atPath: path) }
-    let store = try NoteStore.open(at: path, options: .init(mapSize: 1 << 30))
-    defer { store.close() }
-    let account = try SyncAccount(
-      store: store, transport: HTTPTransport(baseURL: fixture.url), credentials: credentials,
-      pageSize: 5000)
-    try await account.signIn()
-    let start = ContinuousClock.now
-    benchmark.startMeasurement()
-    let report = try await account.sync()
-    benchmark.stopMeasurement()
-    precondition(report.applied == fixture.events.count && report.inSync, "\(report)")
-    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  for encrypted in [false, true] {
+    let name = encrypted ? "3 VLog over HTTP, end-to-end encrypted" : "2 VLog over HTTP"
+    Benchmark("initial sync of \(syncEvents) events · \(name)") { benchmark in
+      let fixture = try await Fixtures.shared.server()
+      let path = temporaryPath("sync-replica")
+      defer { removeTemporaryItem(atPath: path) }
+      let store = try NoteStore.open(at: path, options: .init(mapSize: 1 << 30))
+      defer { store.close() }
+      let account = try SyncAccount(
+        store: store, transport: HTTPTransport(baseURL: fixture.url),
+        credentials: encrypted ? encryptedCredentials : credentials, pageSize: 5000,
+        encryption: encrypted ? .standard : nil)
+      // Signing in stretches an encrypted account's password and opens its keys: once per
+      // device, not measured.
+      try await account.signIn()
+      let start = ContinuousClock.now
+      benchmark.startMeasurement()
+      let report = try await account.sync()
+      benchmark.stopMeasurement()
+      precondition(report.applied == fixture.events.count && report.inSync, "\(report)")
+      benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+    }
+  }
+
+  for encrypted in [false, true] {
+    Benchmark(
+      "push of \(syncEvents) events · \(encrypted ? "2 end-to-end encrypted" : "1 clear")"
+    ) { benchmark in
+      let fixture = try await Fixtures.shared.server()
+      let source = try await makeSource()
+      defer {
+        source.close()
+        removeTemporaryItem(atPath: source.path)
+      }
+      let account = try SyncAccount(
+        store: source, transport: HTTPTransport(baseURL: fixture.url),
+        credentials: Credentials(
+          username: "push-\(UUID().uuidString.prefix(8).lowercased())",
+          password: "benchmark password"),
+        encryption: encrypted ? .standard : nil)
+      try await account.createAccount()
+      try await account.signIn()
+      let count = Int(try source.lastSequence())
+      let start = ContinuousClock.now
+      benchmark.startMeasurement()
+      let report = try await account.sync()
+      benchmark.stopMeasurement()
+      precondition(report.pushed == count && report.inSync, "\(report)")
+      benchmark.measurement(.eventsPerSecond, perSecond(count, since: start))
+    }
   }
 
   Benchmark(

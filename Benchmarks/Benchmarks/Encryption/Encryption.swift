@@ -1,0 +1,173 @@
+// What end-to-end encryption costs on the device: sealing and opening the notes-app workload's
+// events, next to encoding and decoding them (the reference, measured in the same run), and
+// one 1 MB attachment's bytes sealed and opened, next to hashing them (what every upload
+// does). The bytes sealing adds to an event are a metric of their own.
+//
+//   swift package -c release benchmark --target Encryption
+//
+// `VLOG_ENCRYPTION_EVENTS` sets the workload's size (100,000 operations by default). The
+// workload's attachments are left out: an encrypted account cannot add one yet.
+
+import Benchmark
+import BenchmarkSupport
+import Crypto
+import Foundation
+import VLog
+import VLogSync
+import Workload
+
+let operations =
+  ProcessInfo.processInfo.environment["VLOG_ENCRYPTION_EVENTS"].flatMap(Int.init) ?? 100_000
+
+extension BenchmarkMetric {
+  /// Bytes an event's encoding grows by when sealed, on average over the workload.
+  static let bytesAdded = BenchmarkMetric.custom(
+    "bytes added/event", polarity: .prefersSmaller, useScalingFactor: false)
+}
+
+/// The workload's events (but attachments'), sealed by an account's keys, and their encodings.
+struct Fixture: Sendable {
+  let events: [Event]
+  let encoded: [[UInt8]]
+  let sealed: [Event]
+  let sealedEncoded: [[UInt8]]
+  let sealer: EventSealer
+  let noteKeys: [NoteID: NoteKey]
+
+  static func make() throws -> Fixture {
+    let path = temporaryPath("encryption")
+    defer { removeTemporaryItem(atPath: path) }
+    let backend = try VLogBackend.open(at: path, durable: false)
+    defer { backend.close() }
+    try Workload(size: operations).apply(to: backend)
+    let events = try backend.events().filter {
+      if case .attachmentAdded = $0.change { return false }
+      return true
+    }
+    let sealer = EventSealer(keys: try AccountKeys(random: systemRandomBytes))
+    var noteKeys: [NoteID: NoteKey] = [:]
+    for event in events {
+      if let note = event.change.noteID, noteKeys[note] == nil {
+        noteKeys[note] = try NoteKey(random: systemRandomBytes)
+      }
+    }
+    let sealed = try events.map { event in
+      try sealer.seal(event, noteKey: { noteKeys[$0]! })
+    }
+    return Fixture(
+      events: events, encoded: events.map { $0.encoded() }, sealed: sealed,
+      sealedEncoded: sealed.map { $0.encoded() }, sealer: sealer, noteKeys: noteKeys)
+  }
+
+  /// How many bytes sealing adds to an event's encoding, on average.
+  var bytesAddedPerEvent: Int {
+    let clear = encoded.reduce(0) { $0 + $1.count }
+    let sealed = sealedEncoded.reduce(0) { $0 + $1.count }
+    return (sealed - clear) / max(1, events.count)
+  }
+}
+
+/// Builds the fixture once per process.
+actor Fixtures {
+  static let shared = Fixtures()
+  private var fixture: Fixture?
+
+  func get() throws -> Fixture {
+    if let fixture { return fixture }
+    let made = try Fixture.make()
+    fixture = made
+    return made
+  }
+}
+
+/// One attachment's bytes: 1 MB of random bytes, and a note's key.
+let attachment = systemRandomBytes(1 << 20)
+let attachmentKey = try! NoteKey(random: systemRandomBytes)
+let attachmentContext = Array("vlog attachment".utf8)
+
+let benchmarks: @Sendable () -> Void = {
+  Benchmark.defaultConfiguration = .init(
+    metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .eventsPerSecond],
+    timeUnits: .milliseconds, warmupIterations: 1, scalingFactor: .one,
+    maxDuration: .seconds(10), maxIterations: 10)
+
+  Benchmark("events · 1 encode (reference)") { benchmark in
+    let fixture = try await Fixtures.shared.get()
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    for event in fixture.events { blackHole(event.encoded()) }
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  }
+
+  Benchmark(
+    "events · 2 seal and encode",
+    configuration: .init(
+      metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .eventsPerSecond, .bytesAdded],
+      timeUnits: .milliseconds, warmupIterations: 1, scalingFactor: .one,
+      maxDuration: .seconds(10), maxIterations: 10)
+  ) { benchmark in
+    let fixture = try await Fixtures.shared.get()
+    let keys = fixture.noteKeys
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    for event in fixture.events {
+      blackHole(try fixture.sealer.seal(event, noteKey: { keys[$0]! }).encoded())
+    }
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+    benchmark.measurement(.bytesAdded, fixture.bytesAddedPerEvent)
+  }
+
+  Benchmark("events · 3 decode (reference)") { benchmark in
+    let fixture = try await Fixtures.shared.get()
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    for bytes in fixture.encoded { blackHole(try Event(encoded: bytes)) }
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  }
+
+  Benchmark("events · 4 decode and open") { benchmark in
+    let fixture = try await Fixtures.shared.get()
+    let keys = fixture.noteKeys
+    let start = ContinuousClock.now
+    benchmark.startMeasurement()
+    for bytes in fixture.sealedEncoded {
+      blackHole(try fixture.sealer.open(try Event(encoded: bytes), noteKey: { keys[$0]! }))
+    }
+    benchmark.stopMeasurement()
+    benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
+  }
+
+  Benchmark(
+    "1 MB attachment · 1 SHA-256 (reference)",
+    configuration: .init(
+      metrics: [.wallClock, .cpuTotal], timeUnits: .microseconds, maxIterations: 100)
+  ) { benchmark in
+    benchmark.startMeasurement()
+    blackHole(SHA256.hash(data: attachment))
+    benchmark.stopMeasurement()
+  }
+
+  Benchmark(
+    "1 MB attachment · 2 seal",
+    configuration: .init(
+      metrics: [.wallClock, .cpuTotal], timeUnits: .microseconds, maxIterations: 100)
+  ) { benchmark in
+    benchmark.startMeasurement()
+    blackHole(try attachmentKey.seal(attachment, context: attachmentContext))
+    benchmark.stopMeasurement()
+  }
+
+  Benchmark(
+    "1 MB attachment · 3 open",
+    configuration: .init(
+      metrics: [.wallClock, .cpuTotal], timeUnits: .microseconds, maxIterations: 100)
+  ) { benchmark in
+    let sealed = try attachmentKey.seal(attachment, context: attachmentContext)
+    benchmark.startMeasurement()
+    blackHole(try attachmentKey.open(sealed, context: attachmentContext))
+    benchmark.stopMeasurement()
+  }
+}
