@@ -31,7 +31,7 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         let created = try await CreateAccount.execute(
-          server: url, user: "Eve", password: "correct horse", encrypted: true)
+          server: url, user: "Eve", password: "correct horse", encryption: .testing)
         #expect(created.text.hasPrefix("created end-to-end encrypted account 'eve' on \(url)"))
         let line = try #require(
           created.text.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
@@ -47,10 +47,10 @@ struct SyncCommandTests {
         }
         let note = try await phone.write { $0.createNote(text: "CanaryCommandLine") }
         let pushed = try await SyncCommand.execute(
-          on: phone, server: url, user: "eve", password: "correct horse", encrypted: true)
+          on: phone, server: url, user: "eve", password: "correct horse", encryption: .testing)
         #expect(pushed.text.contains("in sync"), "\(pushed.text)")
         _ = try await SyncCommand.execute(
-          on: laptop, server: url, user: "eve", password: "correct horse", encrypted: true)
+          on: laptop, server: url, user: "eve", password: "correct horse", encryption: .testing)
         #expect(try laptop.note(note)?.text == "CanaryCommandLine")
         // The kept keys say the account is encrypted: no flag, no password.
         try await laptop.write { $0.setArchived(true, of: note) }
@@ -60,28 +60,30 @@ struct SyncCommandTests {
 
         _ = try await ChangePassword.execute(
           server: url, user: "eve", current: "correct horse", new: "second password",
-          encrypted: true)
+          encryption: .testing)
         await #expect(throws: APIError.self) {
           try await SessionsCommand.execute(
-            server: url, user: "eve", password: "correct horse", encrypted: true)
+            server: url, user: "eve", password: "correct horse", encryption: .testing)
         }
         var typo = Array(recoveryKey)
         typo[0] = typo[0] == "A" ? "B" : "A"
         await #expect(throws: CLIError.self) {
           try await RecoverAccount.execute(
-            server: url, user: "eve", recoveryKey: String(typo), new: "third password")
+            server: url, user: "eve", recoveryKey: String(typo), new: "third password",
+            cost: .testing)
         }
         let recovered = try await RecoverAccount.execute(
-          server: url, user: "eve", recoveryKey: recoveryKey, new: "third password")
+          server: url, user: "eve", recoveryKey: recoveryKey, new: "third password",
+          cost: .testing)
         #expect(recovered.text.hasPrefix("recovered 'eve'"))
         let listed = try await SessionsCommand.execute(
-          server: url, user: "eve", password: "third password", encrypted: true)
+          server: url, user: "eve", password: "third password", encryption: .testing)
         #expect(listed.text == "no sessions of 'eve' on \(url)")
         // A store signed in afresh with the recovered password reads the notes.
         let tablet = try NoteStore.open(at: root + "/tablet")
         defer { tablet.close() }
         _ = try await SyncCommand.execute(
-          on: tablet, server: url, user: "eve", password: "third password", encrypted: true)
+          on: tablet, server: url, user: "eve", password: "third password", encryption: .testing)
         #expect(try tablet.note(note)?.isArchived == true)
       }
     }

@@ -6,20 +6,22 @@ import VLogWire
 
 /// What the server knows as `password`: itself, or for an end-to-end encrypted account the
 /// sign-in secret drawn from it.
-private func serverPassword(_ password: String, user: String, encrypted: Bool) throws -> String {
-  guard encrypted else { return password }
+private func serverPassword(_ password: String, user: String, cost: KeyDerivationCost?) throws
+  -> String
+{
+  guard let cost else { return password }
   let name = Credentials(username: user, password: "").normalizedUsername
-  return try PasswordKeys(username: name, password: password).signInSecret
+  return try PasswordKeys(username: name, password: password, cost: cost).signInSecret
 }
 
 /// Signs in as `user`, runs `body` with the token, then signs that session out again, so a
 /// command leaves no session behind.
 private func withSession<R>(
-  server: String, user: String, password: String, encrypted: Bool = false,
+  server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
   transport: (any Transport)?, _ body: (APICaller, String) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
-  let secret = try serverPassword(password, user: user, encrypted: encrypted)
+  let secret = try serverPassword(password, user: user, cost: encryption)
   let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
     .token
   let result = try await body(caller, token)
@@ -68,17 +70,18 @@ struct DeleteAccount: AsyncParsableCommand {
   func run() async throws {
     let (url, user) = try required(server, "delete")
     let output = try await Self.execute(
-      server: url, user: user, password: try readPassword(), encrypted: server.encrypted)
+      server: url, user: user, password: try readPassword(), encryption: server.encryption)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
-    server: String, user: String, password: String, encrypted: Bool = false,
+    server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    let secret = try serverPassword(password, user: user, encrypted: encrypted)
+    let secret = try serverPassword(password, user: user, cost: encryption)
     try await withSession(
-      server: server, user: user, password: password, encrypted: encrypted, transport: transport
+      server: server, user: user, password: password, encryption: encryption,
+      transport: transport
     ) { caller, token in
       _ = try await caller.deleteAccount(password: secret, token: token).get()
     }
@@ -116,20 +119,21 @@ struct ChangePassword: AsyncParsableCommand {
     let current = try readPassword()
     let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
     let output = try await Self.execute(
-      server: url, user: user, current: current, new: new, encrypted: server.encrypted)
+      server: url, user: user, current: current, new: new, encryption: server.encryption)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
-    server: String, user: String, current: String, new: String, encrypted: Bool = false,
-    transport: (any Transport)? = nil
+    server: String, user: String, current: String, new: String,
+    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     try await withSession(
-      server: server, user: user, password: current, encrypted: encrypted, transport: transport
+      server: server, user: user, password: current, encryption: encryption,
+      transport: transport
     ) { caller, token in
-      if encrypted {
+      if let encryption {
         try await caller.changeEncryptedPassword(
-          username: user, from: current, to: new, token: token)
+          username: user, from: current, to: new, cost: encryption, token: token)
       } else {
         let change = PasswordChange(currentPassword: current, newPassword: new)
         _ = try await caller.changePassword(change, token: token).get()
@@ -169,16 +173,17 @@ struct SessionsCommand: AsyncParsableCommand {
     let (url, user) = try required(server, "sessions")
     let output = try await Self.execute(
       server: url, user: user, password: try readPassword(), revoke: revoke,
-      encrypted: server.encrypted)
+      encryption: server.encryption)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
     server: String, user: String, password: String, revoke: String? = nil,
-    encrypted: Bool = false, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     try await withSession(
-      server: server, user: user, password: password, encrypted: encrypted, transport: transport
+      server: server, user: user, password: password, encryption: encryption,
+      transport: transport
     ) { caller, token in
       if let revoke {
         _ = try await caller.revokeSession(id: revoke, token: token).get()
@@ -229,12 +234,12 @@ struct CreateAccount: AsyncParsableCommand {
       throw ValidationError("account create needs --server URL and --user NAME")
     }
     let output = try await Self.execute(
-      server: url, user: user, password: try readPassword(), encrypted: server.encrypted)
+      server: url, user: user, password: try readPassword(), encryption: server.encryption)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
-    server: String, user: String, password: String, encrypted: Bool = false
+    server: String, user: String, password: String, encryption: KeyDerivationCost? = nil
   ) async throws -> CommandOutput {
     let caller = APICaller(transport: HTTPTransport(baseURL: server))
     struct JSON: Encodable {
@@ -243,7 +248,7 @@ struct CreateAccount: AsyncParsableCommand {
       let encrypted: Bool
       let recoveryKey: String?
     }
-    guard encrypted else {
+    guard let encryption else {
       let created = try await caller.createAccount(
         Credentials(username: user, password: password)
       ).get()
@@ -252,7 +257,8 @@ struct CreateAccount: AsyncParsableCommand {
         json: JSON(
           server: server, username: created.username, encrypted: false, recoveryKey: nil))
     }
-    let account = try await caller.createEncryptedAccount(username: user, password: password)
+    let account = try await caller.createEncryptedAccount(
+      username: user, password: password, options: EncryptionOptions(cost: encryption))
     let name = account.credentials.username.lowercased()
     let key = account.recoveryKey.description
     return CommandOutput(
@@ -293,12 +299,12 @@ struct RecoverAccount: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, recoveryKey: String, new: String,
-    transport: (any Transport)? = nil
+    cost: KeyDerivationCost = .standard, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
     do {
       try await caller.recoverEncryptedAccount(
-        username: user, recoveryKey: recoveryKey, newPassword: new)
+        username: user, recoveryKey: recoveryKey, newPassword: new, cost: cost)
     } catch let error as AccountKeyError {
       throw CLIError("the recovery key: \(error)")
     }

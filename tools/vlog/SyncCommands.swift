@@ -27,6 +27,10 @@ struct ServerOptions: ParsableArguments {
       """)
   var encrypted = false
 
+  /// How an encrypted account's keys are drawn from the password: at the standard cost; nil
+  /// for an account that is not encrypted.
+  var encryption: KeyDerivationCost? { encrypted ? .standard : nil }
+
   func validate() throws {
     if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
       throw ValidationError("--server: '\(server)' is not an http:// or https:// URL")
@@ -95,7 +99,7 @@ struct SyncCommand: AsyncParsableCommand {
     let password = kept == nil || given != nil ? try readPassword() : nil
     // An encrypted account's keys kept with the token say it is one.
     let account = try Self.account(
-      for: store, server: url, user: user, password: password, encrypted: server.encrypted)
+      for: store, server: url, user: user, password: password, encryption: server.encryption)
     let output = try await Self.execute(on: store, account: account, signIn: password != nil)
     try options.emit(output)
     if watch { try await Self.watch(store, account: account, json: options.json) }
@@ -105,7 +109,7 @@ struct SyncCommand: AsyncParsableCommand {
   /// credentials file.
   static func account(
     for store: NoteStore, server: String, user: String, password: String?,
-    encrypted: Bool = false, transport: (any Transport)? = nil
+    encryption cost: KeyDerivationCost? = nil, transport: (any Transport)? = nil
   ) throws -> SyncAccount {
     let stateFile = SyncAccount.stateFile(for: store)
     let transport = transport ?? HTTPTransport(baseURL: server)
@@ -113,7 +117,7 @@ struct SyncCommand: AsyncParsableCommand {
     // An encrypted account's keys kept with the token say that it is one.
     let username = Credentials(username: user, password: "").normalizedUsername
     let kept = try tokens.accountKeys(for: username) != nil
-    let encryption: EncryptionOptions? = encrypted || kept ? .standard : nil
+    let encryption = (cost ?? (kept ? .standard : nil)).map { EncryptionOptions(cost: $0) }
     // The account ignores a state file of another account or server, and refuses a store
     // bound to another before it sends anything; it writes only once the server accepts it.
     return if let password {
@@ -132,10 +136,10 @@ struct SyncCommand: AsyncParsableCommand {
   /// file.
   static func execute(
     on store: NoteStore, server: String, user: String, password: String?,
-    encrypted: Bool = false, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let account = try account(
-      for: store, server: server, user: user, password: password, encrypted: encrypted,
+      for: store, server: server, user: user, password: password, encryption: encryption,
       transport: transport)
     return try await execute(on: store, account: account, signIn: password != nil)
   }
