@@ -12,7 +12,12 @@ import VLogTesting
 /// The documentation articles' code, compiled and run. The blocks between the `// Article:`
 /// markers are the articles' Swift code blocks, verbatim; `articlesMatchTheirTests` checks that
 /// every Swift block of each article is here, so an article cannot drift from what compiles.
-@Suite("Documentation articles")
+///
+/// One at a time: the encryption articles stretch passwords at the standard cost, as an app
+/// does, and each stretch holds a thread of the test run's cooperative pool for seconds in a
+/// debug build. Two at once would hold both threads of a two-core machine, and stall every
+/// server of the run meanwhile.
+@Suite("Documentation articles", .serialized)
 struct ArticleTests {
   /// The package's root directory.
   static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
