@@ -89,7 +89,7 @@ extension PostgresStorage {
 
   func objectKeys(of objects: [Identifier], account: UInt64) async throws -> ObjectKeyPage {
     let account = Int64(clamping: account)
-    return try await transaction { [self] connection in
+    return try await withConnection { [self] connection in
       let epoch = try await encryption(of: account, on: connection, locking: false)?.epoch ?? 0
       let rows = try await connection.query(
         """
@@ -103,7 +103,7 @@ extension PostgresStorage {
   func objectKeys(account: UInt64, after: Identifier?, limit: Int) async throws -> ObjectKeyPage {
     let account = Int64(clamping: account)
     let start = ByteBuffer(bytes: after?.bytes ?? [])
-    return try await transaction { [self] connection in
+    return try await withConnection { [self] connection in
       let epoch = try await encryption(of: account, on: connection, locking: false)?.epoch ?? 0
       let rows = try await connection.query(
         """
