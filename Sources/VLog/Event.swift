@@ -159,9 +159,10 @@ extension Event {
   ///
   /// - Throws: ``VLogError`` saying which value is out of bounds.
   public func validate() throws(VLogError) {
-    try Validation.checkUnknownFields(unknownFields, sealed: sealedValuesField, of: stamp)
+    let sealed = sealedValuesField
+    try Validation.checkUnknownFields(unknownFields, sealed: sealed, of: stamp)
     guard redaction == nil else { return }
-    try Validation.check(change)
+    try Validation.check(change, isSealed: sealed != nil)
   }
 }
 

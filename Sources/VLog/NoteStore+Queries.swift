@@ -159,6 +159,17 @@ extension NoteStore {
     try read { transaction in try liveAttachment(id, in: transaction) }
   }
 
+  /// The stamp of the event that added an attachment — the id under which a log holds its
+  /// addition — or nil if there is none, it was deleted, or its note was.
+  public func attachmentAddition(_ id: AttachmentID) throws -> Stamp? {
+    try read { transaction in
+      guard let record = try schema.attachmentRecord(id, in: transaction), !record.isErased,
+        try !schema.hasTombstone(record.attachment.noteID.identifier, in: transaction)
+      else { return nil }
+      return record.stamp
+    }
+  }
+
   /// An attachment whose record exists and whose note is not deleted.
   func liveAttachment(_ id: AttachmentID, in transaction: borrowing some Transaction & ~Copyable)
     throws -> Attachment?

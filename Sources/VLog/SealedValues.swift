@@ -37,8 +37,9 @@ extension Event {
   }
 
   /// Checks that the event is in the form an end-to-end encrypted account's devices send: its
-  /// values sealed, placeholders in their place (a redacted event's, and for each tag 32
-  /// lowercase hexadecimal digits), and no other field a version does not know, which could
+  /// values sealed, placeholders in their place (a redacted event's; for each tag 32
+  /// lowercase hexadecimal digits; for an attachment, ``Attachment/sealedMediaType`` and no
+  /// size in pixels, with the hash and size of its bytes as sealed), and no other field a version does not know, which could
   /// carry a value in clear. Ids-only events (attachment lists, deletions) carry nothing
   /// sealed. A server checks every event pushed to an encrypted account with this.
   ///
@@ -56,8 +57,10 @@ extension Event {
     case .attachmentsSet, .noteDeleted, .attachmentDeleted:
       guard unknownFields.isEmpty else { throw refuse("fields an encrypted account cannot send") }
       return
-    case .attachmentAdded:
-      throw refuse("attachments cannot be added to an encrypted account's notes yet")
+    case .attachmentAdded(let attachment):
+      guard attachment.mimeType == Attachment.sealedMediaType, attachment.width == 0,
+        attachment.height == 0
+      else { throw refuse("an attachment's metadata in clear") }
     case .tagDeleted:
       throw refuse("an encrypted account deletes a tag by key (tagErased), not by name")
     case .unknown:
@@ -100,4 +103,11 @@ extension Event {
     writer.buffer.append(contentsOf: fields)
     self = try EventCodec.decode(writer.buffer)
   }
+}
+
+extension Attachment {
+  /// The media type an end-to-end encrypted account's sealed attachment addition names in
+  /// clear, whatever the attachment's is: its metadata is sealed, and the bytes the addition
+  /// names are the sealed ones.
+  public static let sealedMediaType = "application/octet-stream"
 }

@@ -3,7 +3,9 @@ internal import Foundation
 /// The checks every event passes, local or remote, so that every replica accepts the same
 /// events.
 enum Validation {
-  static func check(_ change: Change) throws(VLogError) {
+  /// Checks `change`'s values; `isSealed` says that the event carries sealed values, so that
+  /// an attachment's addition names its bytes as sealed (up to ``Limits/sealedAttachmentBytes``).
+  static func check(_ change: Change, isSealed: Bool = false) throws(VLogError) {
     switch change {
     case .noteCreated(_, let date), .sortDateSet(_, let date):
       try checkDate(date)
@@ -48,11 +50,12 @@ enum Validation {
       guard attachment.byteCount > 0 else {
         throw VLogError(.invalidValue, "attachment \(attachment.id): it has no bytes")
       }
-      guard attachment.byteCount <= Limits.attachmentBytes else {
+      let limit = isSealed ? Limits.sealedAttachmentBytes : Limits.attachmentBytes
+      guard attachment.byteCount <= limit else {
         throw VLogError(
           .valueTooLarge,
           "attachment \(attachment.id): \(attachment.byteCount) bytes; the limit is "
-            + "\(Limits.attachmentBytes) bytes")
+            + "\(limit) bytes")
       }
       guard attachment.width >= 0, attachment.height >= 0 else {
         throw VLogError(.invalidValue, "attachment \(attachment.id): negative width or height")

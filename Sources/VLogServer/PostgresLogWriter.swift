@@ -234,8 +234,9 @@ struct PostgresLogWriter {
           \(newDeletions.map { Int64(clamping: $0.sequence) })::int8[])
         ON CONFLICT (account, object) DO UPDATE SET sequence = COALESCE(vlog_deletions.sequence, EXCLUDED.sequence)
         """, logger: logger)
-      try await eraseKeys(of: newDeletions.map(\.object))
     }
+    let erased = changes.deletions.map(\.object) + changes.erasedAttachments
+    if !erased.isEmpty { try await eraseKeys(of: erased) }
     if !changes.tagDeletions.isEmpty {
       let deletions = Array(changes.tagDeletions)
       try await connection.query(

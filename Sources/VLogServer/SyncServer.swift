@@ -131,9 +131,9 @@ public final class SyncServer: Sendable {
     ///
     /// With these, every change a store accepts can be pushed: the largest event (a note text
     /// of `Limits/textBytes`) fits in a body even as escaped JSON, and every attachment the
-    /// engine accepts fits in a blob.
+    /// engine accepts fits in a blob, sealed or not.
     public init(
-      maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = Limits.attachmentBytes,
+      maximumBodyBytes: Int = 8 << 20, maximumBlobBytes: Int = Limits.sealedAttachmentBytes,
       maximumEventsPerPush: Int = 1000, maximumPageSize: Int = 5000, defaultPageSize: Int = 1000,
       maximumPageBytes: Int = 4 << 20, maximumComparedIDs: Int = 50_000,
       maximumClockSkew: Duration = .seconds(600), tokenLifetime: Duration = .seconds(30 * 86400),

@@ -18,8 +18,14 @@ public actor AccountKeyring {
   private let caller: APICaller
   private let token: @Sendable () async throws -> String
   private let random: @Sendable (Int) -> [UInt8]
-  /// The keys of notes this device has sealed or opened events of, but deleted ones.
-  private var noteKeys: [NoteID: NoteKey] = [:]
+  /// The keys of notes and attachments this device has sealed or opened events of, but
+  /// deleted ones.
+  private var objectKeys: [Identifier: ObjectKey] = [:]
+  /// The names of the attachment bytes this device sealed, for their additions' seal.
+  private var sealedBlobs: [AttachmentID: SealedBlob] = [:]
+  /// The attachments of each note whose additions this device sealed or opened: their keys
+  /// go with the note's.
+  private var attachmentsOfNote: [NoteID: Set<Identifier>] = [:]
 
   /// A keyring of `keys`, which calls the server with `caller` and the token `token` gives.
   ///
@@ -38,80 +44,157 @@ public actor AccountKeyring {
     self.random = random
   }
 
-  /// The notes whose keys the keyring holds.
-  public var heldNotes: Set<NoteID> { Set(noteKeys.keys) }
+  /// The notes and attachments whose keys the keyring holds.
+  public var heldObjects: Set<Identifier> { Set(objectKeys.keys) }
 
-  /// The keys of the notes the keyring holds, for an app that keeps them between launches.
-  public var heldNoteKeys: [NoteID: NoteKey] { noteKeys }
+  /// The keys of the notes and attachments the keyring holds, for an app that keeps them
+  /// between launches.
+  public var heldKeys: [Identifier: ObjectKey] { objectKeys }
 
-  /// `events` as the server must receive them: sealed, each note's values by the note's key.
-  /// The keys of the notes they create are made and stored on the server first; a note the
-  /// keyring holds no key of is looked up.
+  /// The bytes of the attachments `events` add, sealed (``ObjectKey/sealBlob(_:of:)``) by
+  /// keys made and stored on the server first, or looked up: what an attachment's addition
+  /// names in place of its clear bytes, remembered for ``seal(_:)``. Call this before sealing
+  /// the events, and upload the sealed bytes the server lacks (``sealedBytes(of:bytes:)``).
+  ///
+  /// - Parameter bytes: The clear bytes of an attachment, by their hash: the store's.
+  /// - Returns: Each attachment added and not redacted, with the name of its sealed bytes.
+  /// - Throws: ``AccountKeyError`` when the bytes of an attachment are not in the store;
+  ///   ``APIError`` when the server does not take or give the keys.
+  public func sealBlobs(of events: [Event], bytes: @Sendable (BlobHash) throws -> [UInt8]?)
+    async throws
+    -> [(attachment: Attachment, sealed: SealedBlob)]
+  {
+    let added = events.compactMap { event -> Attachment? in
+      guard !event.isRedacted, case .attachmentAdded(let attachment) = event.change else {
+        return nil
+      }
+      return attachment
+    }
+    guard !added.isEmpty else { return [] }
+    try await makeKeys(of: added.map(\.id.identifier))
+    return try added.map { attachment in
+      (attachment, SealedBlob(naming: try sealedBytes(of: attachment, bytes: bytes)))
+    }
+  }
+
+  /// The bytes of `attachment` sealed by its key, as the server stores them; the keyring
+  /// remembers their name for ``seal(_:)``.
+  ///
+  /// - Throws: ``AccountKeyError`` when the keyring holds no key of the attachment (seal
+  ///   its addition's bytes with ``sealBlobs(of:bytes:)`` first) or the bytes are not in the
+  ///   store.
+  public func sealedBytes(of attachment: Attachment, bytes: @Sendable (BlobHash) throws -> [UInt8]?)
+    throws -> [UInt8]
+  {
+    guard let key = objectKeys[attachment.id.identifier] else {
+      throw AccountKeyError("the keyring holds no key of attachment \(attachment.id)")
+    }
+    guard let clear = try bytes(attachment.blobHash) else {
+      throw AccountKeyError(
+        "the bytes of attachment \(attachment.id) are not in the store: its addition cannot be "
+          + "sealed")
+    }
+    let sealed = try key.sealBlob(clear, of: attachment)
+    sealedBlobs[attachment.id] = SealedBlob(naming: sealed)
+    attachmentsOfNote[attachment.noteID, default: []].insert(attachment.id.identifier)
+    return sealed
+  }
+
+  /// The clear bytes of `attachment` from `sealed`, the bytes its sealed addition names as the
+  /// server stores them; its key is looked up if the keyring does not hold it.
+  ///
+  /// - Throws: ``AccountKeyError`` when they do not open, or the server holds no key of the
+  ///   attachment (it was deleted); ``APIError`` when the server does not answer.
+  public func openBlob(_ sealed: [UInt8], of attachment: Attachment) async throws -> [UInt8] {
+    let object = attachment.id.identifier
+    if objectKeys[object] == nil { try await lookUp([object]) }
+    guard let key = objectKeys[object] else {
+      throw AccountKeyError("the server holds no key of attachment \(attachment.id)")
+    }
+    return try key.openBlob(sealed, of: attachment)
+  }
+
+  /// `events` as the server must receive them: sealed, each note's values by the note's key
+  /// and each attachment's by the attachment's. The keys of the notes they create are made
+  /// and stored on the server first; a note the keyring holds no key of is looked up. The
+  /// bytes of the attachments they add must be sealed first (``sealBlobs(of:bytes:)``).
   ///
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed; ``APIError`` when the
   ///   server does not take the keys.
   public func seal(_ events: [Event]) async throws -> [Event] {
-    // The notes these events create get new keys; the others' are looked up.
-    let creating = Set(
-      events.compactMap { event -> NoteID? in
+    try await makeKeys(
+      of: events.compactMap { event -> Identifier? in
         guard case .noteCreated(let note, _) = event.change else { return nil }
-        return note
+        return note.identifier
       })
-    var created: [NoteID: NoteKey] = [:]
-    var wanted: [NoteID] = []
-    for note in unheld(events) {
-      if creating.contains(note) {
-        created[note] = try NoteKey(random: random)
-      } else {
-        wanted.append(note)
-      }
-    }
-    if !created.isEmpty { try await store(created) }
-    try await lookUp(wanted)
+    try await lookUp(unheld(events))
     return try each(events) { sealer, event in
       try sealer.seal(
         event,
-        noteKey: { note in
+        objectKey: { object in
           // A note deleted elsewhere has no key any more: what this device changed of it is
           // sealed by a key nobody keeps, as the deletion erases it anyway.
-          try noteKeys[note] ?? NoteKey(random: random)
+          try objectKeys[object] ?? ObjectKey(random: random)
+        },
+        sealedBlob: { attachment in
+          guard let name = self.sealedBlobs[attachment.id] else {
+            throw AccountKeyError(
+              "the bytes of attachment \(attachment.id) were not sealed before its addition")
+          }
+          return name
         })
     }
   }
 
-  /// `events` pulled from the server, opened. The keys of notes the keyring does not hold are
-  /// looked up first; a deleted note's events, erased by the server, are what they are.
+  /// `events` pulled from the server, opened. The keys of notes and attachments the keyring
+  /// does not hold are looked up first; a deleted object's events, erased by the server, are
+  /// what they are.
   ///
   /// - Throws: ``AccountKeyError`` for an event that does not open; ``APIError`` when the
   ///   server does not answer.
   public func open(_ events: [Event]) async throws -> [Event] {
     try await lookUp(unheld(events.lazy.filter { $0.sealedValues != nil }))
     return try each(events) { sealer, event in
-      try sealer.open(
+      let opened = try sealer.open(
         event,
-        noteKey: { note in
-          guard let key = noteKeys[note] else {
-            throw AccountKeyError("the server holds no key of note \(note)")
+        objectKey: { object in
+          guard let key = objectKeys[object] else {
+            throw AccountKeyError("the server holds no key of \(object)")
           }
           return key
         })
+      if case .attachmentAdded(let attachment) = opened.change, !opened.isRedacted {
+        attachmentsOfNote[attachment.noteID, default: []].insert(attachment.id.identifier)
+      }
+      return opened
     }
   }
 
-  /// The notes whose keys seal the values of `events` and that the keyring does not hold, each
-  /// once, in order.
-  private func unheld(_ events: some Sequence<Event>) -> [NoteID] {
-    var seen = Set<NoteID>()
+  /// Makes keys of `objects` the keyring does not hold yet, new ones (a note's creation, an
+  /// attachment's addition), and stores them on the server; an object that holds a key there
+  /// already (made before a restart) keeps it.
+  private func makeKeys(of objects: [Identifier]) async throws {
+    var created: [Identifier: ObjectKey] = [:]
+    for object in objects where objectKeys[object] == nil {
+      created[object] = try ObjectKey(random: random)
+    }
+    if !created.isEmpty { try await store(created) }
+  }
+
+  /// The notes and attachments whose keys seal the values of `events` and that the keyring
+  /// does not hold, each once, in order.
+  private func unheld(_ events: some Sequence<Event>) -> [Identifier] {
+    var seen = Set<Identifier>()
     return events.compactMap { event in
-      guard let note = Self.keyedNote(of: event.change), noteKeys[note] == nil,
-        seen.insert(note).inserted
+      guard let object = EventSealer.keyedObject(of: event.change), objectKeys[object] == nil,
+        seen.insert(object).inserted
       else { return nil }
-      return note
+      return object
     }
   }
 
   /// Each of `events` through `transform` with a sealer of the current keys, forgetting the key
-  /// of each note deleted on the way.
+  /// of each note and attachment deleted on the way.
   private func each(_ events: [Event], _ transform: (EventSealer, Event) throws -> Event)
     rethrows -> [Event]
   {
@@ -166,8 +249,7 @@ public actor AccountKeyring {
         }
         let wrapped = try page.validated()
         for (object, bytes) in wrapped {
-          let note = NoteID(object)
-          rewrapped[object] = try next.wrap(try keys.unwrap(bytes, of: note), of: note)
+          rewrapped[object] = try next.wrap(try keys.unwrap(bytes, of: object), of: object)
         }
         guard page.more, let last = wrapped.keys.max() else { break }
         after = last
@@ -193,12 +275,12 @@ public actor AccountKeyring {
     throw AccountKeyError("the account's keys kept changing during three rotations")
   }
 
-  /// Stores new notes' keys on the server, wrapped by the current content key; after a
-  /// rotation elsewhere, follows it and wraps them again.
-  private func store(_ created: [NoteID: NoteKey]) async throws {
+  /// Stores new notes' and attachments' keys on the server, wrapped by the current content
+  /// key; after a rotation elsewhere, follows it and wraps them again.
+  private func store(_ created: [Identifier: ObjectKey]) async throws {
     for attempt in 0..<3 {
       var wrapped: [Identifier: [UInt8]] = [:]
-      for (note, key) in created { wrapped[note.identifier] = try keys.wrap(key, of: note) }
+      for (object, key) in created { wrapped[object] = try keys.wrap(key, of: object) }
       let result = await caller.storeObjectKeys(
         ObjectKeys(epoch: keys.epoch, keys: wrapped), token: try await token())
       if result.error?.body?.code == .keysChanged, attempt < 2 {
@@ -206,35 +288,34 @@ public actor AccountKeyring {
         continue
       }
       let stored = try result.get().stored
-      noteKeys.merge(created) { _, new in new }
+      objectKeys.merge(created) { _, new in new }
       if stored < created.count {
-        // Some notes hold a key already (this device made it before a restart, and the push
-        // of their events did not complete) or are deleted: the server's key stands, and a
-        // deleted note has none.
-        for note in created.keys { noteKeys[note] = nil }
+        // Some objects hold a key already (this device made it before a restart, and the
+        // push of their events did not complete) or are deleted: the server's key stands,
+        // and a deleted object has none.
+        for object in created.keys { objectKeys[object] = nil }
         try await lookUp(Array(created.keys))
       }
       return
     }
   }
 
-  /// Looks up the keys of `notes` on the server: those it holds.
-  private func lookUp(_ notes: [NoteID]) async throws {
-    guard !notes.isEmpty else { return }
-    for start in stride(from: 0, to: notes.count, by: Self.lookupBatch) {
-      let batch = notes[start..<min(start + Self.lookupBatch, notes.count)]
-      var found = try await caller.lookUpObjectKeys(batch.map(\.identifier), token: token()).get()
+  /// Looks up the keys of `objects` on the server: those it holds.
+  private func lookUp(_ objects: [Identifier]) async throws {
+    guard !objects.isEmpty else { return }
+    for start in stride(from: 0, to: objects.count, by: Self.lookupBatch) {
+      let batch = Array(objects[start..<min(start + Self.lookupBatch, objects.count)])
+      var found = try await caller.lookUpObjectKeys(batch, token: token()).get()
       if found.epoch != keys.epoch {
         try await refresh()
-        found = try await caller.lookUpObjectKeys(batch.map(\.identifier), token: token()).get()
+        found = try await caller.lookUpObjectKeys(batch, token: token()).get()
       }
       let open = keys
       guard found.epoch == open.epoch else {
         throw AccountKeyError("the account's keys changed during a lookup; sync again")
       }
       for (object, bytes) in try found.validated(maximum: .max) {
-        let note = NoteID(object)
-        noteKeys[note] = try open.unwrap(bytes, of: note)
+        objectKeys[object] = try open.unwrap(bytes, of: object)
       }
     }
   }
@@ -242,17 +323,20 @@ public actor AccountKeyring {
   /// The most ids one lookup asks: the server's default events per push.
   static let lookupBatch = 1000
 
-  /// Forgets the key of a note `change` deletes.
+  /// Forgets the key of a note or attachment `change` deletes, and a note's attachments'.
   private func forgetDeleted(_ change: Change) {
-    if case .noteDeleted(let note) = change { noteKeys[note] = nil }
-  }
-
-  /// The note whose key seals `change`'s values; nil for a change that carries ids only or
-  /// names no note.
-  private static func keyedNote(of change: Change) -> NoteID? {
     switch change {
-    case .attachmentsSet, .noteDeleted, .attachmentDeleted: nil
-    default: change.noteID
+    case .noteDeleted(let note):
+      objectKeys[note.identifier] = nil
+      for attachment in attachmentsOfNote.removeValue(forKey: note) ?? [] {
+        objectKeys[attachment] = nil
+        sealedBlobs[AttachmentID(attachment)] = nil
+      }
+    case .attachmentDeleted(let attachment):
+      objectKeys[attachment.identifier] = nil
+      sealedBlobs[attachment] = nil
+    default:
+      break
     }
   }
 }

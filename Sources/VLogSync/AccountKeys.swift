@@ -326,32 +326,35 @@ public struct AccountKeys: Sendable, Equatable {
     Array("vlog content key\u{0}".utf8) + BigEndianBytes.of(epoch)
   }
 
-  /// `note`'s key wrapped by this epoch's content key: 60 bytes, which open only as `note`'s
-  /// key of this epoch.
-  public func wrap(_ noteKey: NoteKey, of note: NoteID) throws -> [UInt8] {
+  /// The key of `object` (a note or an attachment) wrapped by this epoch's content key: 60
+  /// bytes, which open only as `object`'s key of this epoch.
+  public func wrap(_ key: ObjectKey, of object: Identifier) throws -> [UInt8] {
     Array(
       try ChaChaPoly.seal(
-        noteKey.key.bytes, using: contentKey, authenticating: noteKeyData(note)
+        key.key.bytes, using: contentKey, authenticating: objectKeyData(object)
       ).combined)
   }
 
-  /// The key of `note` that ``wrap(_:of:)`` wrapped with this epoch's content key.
+  /// The key of `object` that ``wrap(_:of:)`` wrapped with this epoch's content key.
   ///
-  /// - Throws: ``AccountKeyError`` when it does not open: another note, another epoch, or bytes
-  ///   changed.
-  public func unwrap(_ wrapped: [UInt8], of note: NoteID) throws(AccountKeyError) -> NoteKey {
+  /// - Throws: ``AccountKeyError`` when it does not open: another object, another epoch, or
+  ///   bytes changed.
+  public func unwrap(_ wrapped: [UInt8], of object: Identifier) throws(AccountKeyError)
+    -> ObjectKey
+  {
     do {
       let box = try ChaChaPoly.SealedBox(combined: wrapped)
-      return NoteKey(
+      return ObjectKey(
         SymmetricKey(
-          data: try ChaChaPoly.open(box, using: contentKey, authenticating: noteKeyData(note))))
+          data: try ChaChaPoly.open(box, using: contentKey, authenticating: objectKeyData(object))
+        ))
     } catch {
-      throw AccountKeyError("note \(note)'s key does not open with the keys of epoch \(epoch)")
+      throw AccountKeyError("the key of \(object) does not open with the keys of epoch \(epoch)")
     }
   }
 
-  private func noteKeyData(_ note: NoteID) -> [UInt8] {
-    Array("vlog note key\u{0}".utf8) + BigEndianBytes.of(epoch) + note.identifier.bytes
+  private func objectKeyData(_ object: Identifier) -> [UInt8] {
+    Array("vlog note key\u{0}".utf8) + BigEndianBytes.of(epoch) + object.bytes
   }
 
   /// What `keys` (a password's or a recovery key's) vouch for these keys with: the HMAC-SHA-256,
@@ -367,8 +370,8 @@ public struct AccountKeys: Sendable, Equatable {
 
   /// The key that seals the values of events that name a tag apart from any note (a rename, a
   /// deletion): drawn from the tag key, so it never changes either.
-  var tagValuesKey: NoteKey {
-    NoteKey(
+  var tagValuesKey: ObjectKey {
+    ObjectKey(
       HKDF<SHA256>.expand(
         pseudoRandomKey: tagKey, info: Array("vlog tag values".utf8), outputByteCount: 32))
   }
@@ -388,9 +391,10 @@ public struct AccountKeys: Sendable, Equatable {
   }
 }
 
-/// The key of one note, which seals the values of its events and the bytes of its attachments:
-/// random, wrapped by the account's content key, and erased with the note.
-public struct NoteKey: Sendable, Equatable {
+/// The key of one note or attachment: random, made on the device that creates the object,
+/// wrapped by the account's content key on the server, and erased with the object. A note's
+/// key seals the values of its events; an attachment's seals its metadata and its bytes.
+public struct ObjectKey: Sendable, Equatable {
   /// 32 bytes.
   private let bytes: [UInt8]
 
@@ -398,11 +402,11 @@ public struct NoteKey: Sendable, Equatable {
 
   init(_ key: SymmetricKey) { bytes = key.bytes }
 
-  /// A new note key from 32 bytes of `random`.
+  /// A new key from 32 bytes of `random`.
   public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
     let bytes = random(32)
     guard bytes.count == 32 else {
-      throw AccountKeyError("a note key needs 32 random bytes, got \(bytes.count)")
+      throw AccountKeyError("an object key needs 32 random bytes, got \(bytes.count)")
     }
     self.bytes = bytes
   }
@@ -422,9 +426,86 @@ public struct NoteKey: Sendable, Equatable {
       let box = try ChaChaPoly.SealedBox(combined: sealed)
       return Array(try ChaChaPoly.open(box, using: key, authenticating: context))
     } catch {
-      throw AccountKeyError("a sealed value does not open with its note's key")
+      throw AccountKeyError("a sealed value does not open with its object's key")
     }
   }
+
+  /// The bytes of `attachment` (this key's attachment), sealed as the server stores them:
+  /// ChaCha20-Poly1305 under a key drawn from this one, bound to the attachment's id,
+  /// ``SealedBlob/overhead`` bytes more than `bytes`.
+  ///
+  /// The seal is deterministic: its nonce is a keyed hash of the clear bytes' SHA-256
+  /// (`attachment.blobHash`), so sealing the same bytes again — a retried upload, a restart
+  /// between the upload and the push — gives the same ciphertext and the same hash, and one
+  /// key never seals two different plaintexts under one nonce.
+  ///
+  /// - Parameter bytes: The attachment's bytes, whose SHA-256 is `attachment.blobHash`.
+  public func sealBlob(_ bytes: [UInt8], of attachment: Attachment) throws -> [UInt8] {
+    let nonce = HMAC<SHA256>.authenticationCode(
+      for: attachment.blobHash.bytes, using: subkey("vlog blob nonce"))
+    return Array(
+      try ChaChaPoly.seal(
+        bytes, using: subkey("vlog blob"), nonce: ChaChaPoly.Nonce(data: Array(nonce)[..<12]),
+        authenticating: Self.blobContext(attachment.id)
+      ).combined)
+  }
+
+  /// The bytes of `attachment` that ``sealBlob(_:of:)`` sealed, checked against the
+  /// attachment's clear hash.
+  ///
+  /// - Throws: ``AccountKeyError`` when they do not open with this key as that attachment's,
+  ///   or are not the bytes the attachment names.
+  public func openBlob(_ sealed: [UInt8], of attachment: Attachment) throws(AccountKeyError)
+    -> [UInt8]
+  {
+    let bytes: [UInt8]
+    do {
+      let box = try ChaChaPoly.SealedBox(combined: sealed)
+      bytes = Array(
+        try ChaChaPoly.open(
+          box, using: subkey("vlog blob"), authenticating: Self.blobContext(attachment.id)))
+    } catch {
+      throw AccountKeyError("the bytes of attachment \(attachment.id) do not open with its key")
+    }
+    guard Array(SHA256.hash(data: bytes)) == attachment.blobHash.bytes else {
+      throw AccountKeyError(
+        "the bytes of attachment \(attachment.id) open, but are not the bytes it names")
+    }
+    return bytes
+  }
+
+  private func subkey(_ purpose: String) -> SymmetricKey {
+    HKDF<SHA256>.expand(pseudoRandomKey: key, info: Array(purpose.utf8), outputByteCount: 32)
+  }
+
+  private static func blobContext(_ attachment: AttachmentID) -> [UInt8] {
+    Array("vlog blob\u{0}".utf8) + attachment.identifier.bytes
+  }
+}
+
+/// The name under which a server stores an encrypted account's attachment bytes: the SHA-256
+/// and size of the bytes as ``ObjectKey/sealBlob(_:of:)`` sealed them, which the attachment's
+/// sealed addition carries in clear in place of the clear bytes' own.
+public struct SealedBlob: Sendable, Hashable {
+  /// The SHA-256 of the sealed bytes.
+  public let hash: BlobHash
+  /// The number of sealed bytes: the clear ones' and ``overhead``.
+  public let byteCount: Int
+
+  /// A name of sealed bytes.
+  public init(hash: BlobHash, byteCount: Int) {
+    self.hash = hash
+    self.byteCount = byteCount
+  }
+
+  /// The name of `sealed`, the bytes ``ObjectKey/sealBlob(_:of:)`` returned.
+  public init(naming sealed: [UInt8]) {
+    hash = BlobHash(bytes: Array(SHA256.hash(data: sealed)))!
+    byteCount = sealed.count
+  }
+
+  /// What sealing adds to the bytes: a nonce (12) and a tag (16).
+  public static let overhead = Limits.sealedAttachmentBytes - Limits.attachmentBytes
 }
 
 /// Why an encrypted account's key could not be made, read or opened.

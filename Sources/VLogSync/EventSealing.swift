@@ -10,11 +10,16 @@ public import VLog
 /// - a tag, wherever an event names one: ``AccountKeys/tagName(of:)`` in place of its name, so a
 ///   server still tells tags apart, strips a deleted tag from a tags list and erases it, without
 ///   reading a name;
+/// - an attachment's addition: its ids, ``Attachment/sealedMediaType`` and no size in pixels,
+///   and the hash and size of its bytes as ``ObjectKey/sealBlob(_:of:)`` sealed them
+///   (``SealedBlob``), which is what the server stores; the metadata in clear, the clear
+///   bytes' hash among it, is sealed;
 /// - attachment lists, deletions: unchanged, as they carry ids only.
 ///
-/// The values are sealed with the note's key, or for an event that names a tag apart from any
-/// note (a rename, a deletion) with the account's tag-values key, and bound to the event's
-/// stamp and kind: a sealed value moved to another event does not open.
+/// The values are sealed with the note's key (``keyedObject(of:)``), an attachment's addition
+/// with the attachment's, and an event that names a tag apart from any note (a rename, a
+/// deletion) with the account's tag-values key; each is bound to the event's stamp and kind,
+/// so that a sealed value moved to another event does not open.
 public struct EventSealer: Sendable {
   /// The account's keys.
   public let keys: AccountKeys
@@ -26,10 +31,15 @@ public struct EventSealer: Sendable {
   ///
   /// - Parameters:
   ///   - event: The event as the device's store holds it.
-  ///   - noteKey: The key of a note, by id.
+  ///   - objectKey: The key of a note or an attachment, by id.
+  ///   - sealedBlob: The name of an attachment's bytes as sealed, for an attachment's
+  ///     addition (without it, an addition cannot be sealed).
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed: a kind this version does
-  ///   not know, an attachment's addition; or what `noteKey` throws.
-  public func seal(_ event: Event, noteKey: (NoteID) throws -> NoteKey) throws -> Event {
+  ///   not know; or what `objectKey` or `sealedBlob` throws.
+  public func seal(
+    _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
+    sealedBlob: ((Attachment) throws -> SealedBlob)? = nil
+  ) throws -> Event {
     guard !event.isRedacted else { return event }
     func keyed(_ tag: TagKey) -> TagKey { TagKey(name: keys.tagName(of: tag)) }
     let clear: Event
@@ -62,12 +72,20 @@ public struct EventSealer: Sendable {
       placeholder = .tagRenamed(name: keys.tagName(name))
     case .attachmentsSet, .noteDeleted, .attachmentDeleted:
       return event
-    case .attachmentAdded:
-      throw AccountKeyError("attachments cannot be added to an encrypted account's notes yet")
+    case .attachmentAdded(let attachment):
+      clear = event
+      guard let sealedBlob else {
+        throw AccountKeyError("the bytes of attachment \(attachment.id) are not sealed")
+      }
+      let name = try sealedBlob(attachment)
+      placeholder = .attachmentAdded(
+        Attachment(
+          id: attachment.id, noteID: attachment.noteID, mimeType: Attachment.sealedMediaType,
+          width: 0, height: 0, blobHash: name.hash, byteCount: name.byteCount))
     case .unknown(let kind):
       throw AccountKeyError("an event of \(kind), unknown to this version, cannot be sealed")
     }
-    let key = try self.key(for: placeholder, noteKey: noteKey)
+    let key = try self.key(for: placeholder, objectKey: objectKey)
     let sealed = try key.seal(
       clear.fieldsToSeal, context: Self.context(of: event.stamp, placeholder.kind))
     return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
@@ -81,8 +99,8 @@ public struct EventSealer: Sendable {
   ///
   /// - Throws: ``AccountKeyError`` for an event that does not open with these keys, that
   ///   carries no sealed values where its kind needs them, or whose sealed values are of
-  ///   another note; or what `noteKey` throws.
-  public func open(_ sealed: Event, noteKey: (NoteID) throws -> NoteKey) throws -> Event {
+  ///   another note or attachment; or what `objectKey` throws.
+  public func open(_ sealed: Event, objectKey: (Identifier) throws -> ObjectKey) throws -> Event {
     guard !sealed.isRedacted else { return sealed }
     guard let values = sealed.sealedValues else {
       switch sealed.change {
@@ -93,7 +111,7 @@ public struct EventSealer: Sendable {
             + "sealed values")
       }
     }
-    let key = try self.key(for: sealed.change, noteKey: noteKey)
+    let key = try self.key(for: sealed.change, objectKey: objectKey)
     let fields = try key.open(values, context: Self.context(of: sealed.stamp, sealed.change.kind))
     let clear: Event
     do {
@@ -101,8 +119,9 @@ public struct EventSealer: Sendable {
     } catch {
       throw AccountKeyError("event \(sealed.stamp)'s sealed values are malformed: \(error)")
     }
-    guard clear.change.noteID == sealed.change.noteID else {
-      throw AccountKeyError("event \(sealed.stamp)'s sealed values are of another note")
+    guard clear.change.objects == sealed.change.objects else {
+      throw AccountKeyError(
+        "event \(sealed.stamp)'s sealed values are of another note or attachment")
     }
     switch (sealed.change, clear.change) {
     case (.tagsSet(_, let kept), .tagsSet(let note, let names)):
@@ -123,9 +142,22 @@ public struct EventSealer: Sendable {
   }
 
   /// The key that seals the values of an event whose sealed form is `change`.
-  private func key(for change: Change, noteKey: (NoteID) throws -> NoteKey) throws -> NoteKey {
-    if let note = change.noteID { return try noteKey(note) }
+  private func key(for change: Change, objectKey: (Identifier) throws -> ObjectKey) throws
+    -> ObjectKey
+  {
+    if let object = Self.keyedObject(of: change) { return try objectKey(object) }
     return keys.tagValuesKey
+  }
+
+  /// The note or attachment whose key seals `change`'s values: the attachment an addition
+  /// adds, else the note the change is of; nil for a change that carries ids only, or that
+  /// names a tag apart from any note (sealed with the account's tag-values key).
+  public static func keyedObject(of change: Change) -> Identifier? {
+    switch change {
+    case .attachmentsSet, .noteDeleted, .attachmentDeleted: nil
+    case .attachmentAdded(let attachment): attachment.id.identifier
+    default: change.noteID?.identifier
+    }
   }
 
   /// What a sealed value is bound to: the event's stamp and kind.

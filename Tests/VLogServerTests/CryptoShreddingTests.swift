@@ -45,20 +45,20 @@ struct ServerCopy {
   /// hold: the account's keys the devices keep (any epoch), the notes' keys they keep, and the
   /// keys of notes `now` (the server's data as it is) holds wrapped.
   func reveals(
-    _ needle: String, of note: NoteID, with accountKeys: [AccountKeys], noteKeys: [NoteKey],
+    _ needle: String, of note: NoteID, with accountKeys: [AccountKeys], noteKeys: [ObjectKey],
     now: ServerCopy
   ) -> Bool {
     var candidates = noteKeys
     for wrapped in [objectKeys[note.identifier], now.objectKeys[note.identifier]] {
       guard let wrapped else { continue }
       for keys in accountKeys {
-        if let key = try? keys.unwrap(wrapped, of: note) { candidates.append(key) }
+        if let key = try? keys.unwrap(wrapped, of: note.identifier) { candidates.append(key) }
       }
     }
     for event in events where event.change.noteID == note && event.sealedValues != nil {
       for key in candidates {
         guard
-          let opened = try? EventSealer(keys: accountKeys[0]).open(event, noteKey: { _ in key }),
+          let opened = try? EventSealer(keys: accountKeys[0]).open(event, objectKey: { _ in key }),
           case .textSet(_, let text, _) = opened.change
         else { continue }
         if text.contains(needle) { return true }
@@ -126,8 +126,8 @@ struct CryptoShreddingTests {
         ).get()
         _ = try await ringB.open(later.events)
         try await ringB.refresh()
-        let (notesA, notesB) = (await ringA.heldNotes, await ringB.heldNotes)
-        #expect(notesA == [kept] && notesB == [kept])
+        let (notesA, notesB) = (await ringA.heldObjects, await ringB.heldObjects)
+        #expect(notesA == [kept.identifier] && notesB == [kept.identifier])
         let epochB = await ringB.keys.epoch
         #expect(epochB == (rotates ? 2 : 1))
         let now = try await caller.lookUpObjectKeys([canary.identifier], token: tokenA).get()
@@ -137,7 +137,7 @@ struct CryptoShreddingTests {
         // without the password), against the copy.
         let held = [await ringA.keys, await ringB.keys]
         let heldNoteKeys =
-          Array(await ringA.heldNoteKeys.values) + Array(await ringB.heldNoteKeys.values)
+          Array(await ringA.heldKeys.values) + Array(await ringB.heldKeys.values)
         let revealed = copy.reveals(
           "CanaryShredded", of: canary, with: held, noteKeys: heldNoteKeys,
           now: try await ServerCopy.take(of: server, account: "ann", into: root + "/now"))

@@ -71,12 +71,12 @@ struct ObjectKeyTests {
         let (account, token) = try await Self.encryptedAccount(caller, "ann")
         let keys = account.keys
         let notes = (1...5).map(Self.note)
-        var noteKeys: [NoteID: NoteKey] = [:]
-        for note in notes { noteKeys[note] = try NoteKey(random: SystemRandom.bytes) }
+        var noteKeys: [NoteID: ObjectKey] = [:]
+        for note in notes { noteKeys[note] = try ObjectKey(random: SystemRandom.bytes) }
         func wrapped(_ keys: AccountKeys, _ notes: [NoteID]) throws -> [Identifier: [UInt8]] {
           Dictionary(
             uniqueKeysWithValues: try notes.map {
-              ($0.identifier, try keys.wrap(noteKeys[$0]!, of: $0))
+              ($0.identifier, try keys.wrap(noteKeys[$0]!, of: $0.identifier))
             })
         }
 
@@ -85,7 +85,8 @@ struct ObjectKeyTests {
           ObjectKeys(epoch: 1, keys: wrapped(keys, notes)), token: token
         ).get()
         #expect(stored.stored == 5)
-        let impostor = try keys.wrap(try NoteKey(random: SystemRandom.bytes), of: notes[0])
+        let impostor = try keys.wrap(
+          try ObjectKey(random: SystemRandom.bytes), of: notes[0].identifier)
         let again = try await caller.storeObjectKeys(
           ObjectKeys(epoch: 1, keys: [notes[0].identifier: impostor]), token: token
         ).get()
@@ -104,7 +105,8 @@ struct ObjectKeyTests {
         #expect(found.epoch == 1 && found.keys.count == 1)
         let foundKeys = try found.validated(maximum: 10)
         #expect(
-          try keys.unwrap(foundKeys[notes[0].identifier]!, of: notes[0]) == noteKeys[notes[0]])
+          try keys.unwrap(foundKeys[notes[0].identifier]!, of: notes[0].identifier)
+            == noteKeys[notes[0]])
 
         // Listed in order, in pages.
         var listed: [Identifier] = []
@@ -132,7 +134,7 @@ struct ObjectKeyTests {
           Event(stamp: stamps[0], change: .noteCreated(notes[4], creationDate: Date())),
           Event(stamp: stamps[1], change: .textSet(notes[4], text: "gone soon")),
           Event(stamp: stamps[2], change: .noteDeleted(notes[4])),
-        ].map { try sealer.seal($0, noteKey: { noteKeys[$0]! }) }
+        ].map { try sealer.seal($0, objectKey: { noteKeys[NoteID($0)]! }) }
         _ = try await caller.sync(SyncPush(cursor: 0, events: events), token: token).get()
         let afterDeletion = try await caller.lookUpObjectKeys(
           notes.map(\.identifier), token: token
@@ -187,9 +189,8 @@ struct ObjectKeyTests {
         let now = try await caller.lookUpObjectKeys(notes.map(\.identifier), token: token).get()
         #expect(now.epoch == 2)
         for (object, bytes) in try now.validated(maximum: 10) {
-          let note = NoteID(object)
-          #expect(try next.unwrap(bytes, of: note) == noteKeys[note])
-          #expect(throws: AccountKeyError.self) { try keys.unwrap(bytes, of: note) }
+          #expect(try next.unwrap(bytes, of: object) == noteKeys[NoteID(object)])
+          #expect(throws: AccountKeyError.self) { try keys.unwrap(bytes, of: object) }
         }
         // Keys wrapped by the old epoch's content key are refused now.
         let old = await caller.storeObjectKeys(

@@ -33,11 +33,11 @@ struct SealedEventTests {
     let kept = NoteID(Identifier(high: 1, low: 1))
     let deleted = NoteID(Identifier(high: 1, low: 2))
     let noteKeys = [
-      kept: try NoteKey(random: SystemRandom.bytes),
-      deleted: try NoteKey(random: SystemRandom.bytes),
+      kept: try ObjectKey(random: SystemRandom.bytes),
+      deleted: try ObjectKey(random: SystemRandom.bytes),
     ]
-    let noteKey: @Sendable (NoteID) throws -> NoteKey = { note in
-      guard let key = noteKeys[note] else { throw CancellationError() }
+    let noteKey: @Sendable (Identifier) throws -> ObjectKey = { object in
+      guard let key = noteKeys[NoteID(object)] else { throw CancellationError() }
       return key
     }
     let s = Self.stamps(9)
@@ -102,9 +102,9 @@ struct SealedEventTests {
         let clear = await caller.sync(SyncPush(cursor: 0, events: first), token: token)
         #expect(clear.status == 400 && clear.error?.body?.field == "events[0]", "\(clear)")
         // One push in each encoding.
-        let sealedFirst = try first.map { try sealer.seal($0, noteKey: noteKey) }
+        let sealedFirst = try first.map { try sealer.seal($0, objectKey: noteKey) }
         let sealedSecond = try second.map {
-          try sealer.seal($0, noteKey: noteKey)
+          try sealer.seal($0, objectKey: noteKey)
         }
         _ = try await caller.sync(
           SyncPush(cursor: 0, events: sealedFirst), encoding: .binary, token: token
@@ -118,7 +118,7 @@ struct SealedEventTests {
           SyncPush(cursor: 0, events: []), encoding: .binary, token: token
         ).get()
         #expect(page.events.count == 8)
-        let opened = try page.events.map { try sealer.open($0, noteKey: noteKey) }
+        let opened = try page.events.map { try sealer.open($0, objectKey: noteKey) }
         let byStamp = Dictionary(uniqueKeysWithValues: opened.map { ($0.stamp, $0) })
         #expect(byStamp[s[0]] == first[0])
         #expect(byStamp[s[1]] == first[1])
@@ -135,10 +135,10 @@ struct SealedEventTests {
 
         // Another account's keys, and note keys of its own, open none of them.
         let stranger = try EventSealer(keys: AccountKeys(random: SystemRandom.bytes))
-        let strangerNoteKey = try NoteKey(random: SystemRandom.bytes)
+        let strangerNoteKey = try ObjectKey(random: SystemRandom.bytes)
         for event in page.events where event.sealedValues != nil {
           #expect(throws: AccountKeyError.self) {
-            try stranger.open(event, noteKey: { _ in strangerNoteKey })
+            try stranger.open(event, objectKey: { _ in strangerNoteKey })
           }
         }
       }

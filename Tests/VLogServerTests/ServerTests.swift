@@ -164,7 +164,7 @@ struct ServerTests {
         // large, for an account that is not encrypted, without a good token.
         let keyedNote = Identifier(high: 9, low: 1)
         let wrapped = try encrypted.keys.wrap(
-          try NoteKey(random: SystemRandom.bytes), of: NoteID(keyedNote))
+          try ObjectKey(random: SystemRandom.bytes), of: keyedNote)
         let objectKeys = ObjectKeys(epoch: 1, keys: [keyedNote: wrapped])
         #expect(
           try await caller.storeObjectKeys(objectKeys, token: encryptedToken).get().stored == 1)
@@ -203,8 +203,7 @@ struct ServerTests {
             link: link,
             keys: [
               keyedNote: try nextKeys.wrap(
-                try encrypted.keys.unwrap(
-                  wrapped, of: NoteID(keyedNote)), of: NoteID(keyedNote))
+                try encrypted.keys.unwrap(wrapped, of: keyedNote), of: keyedNote)
             ])
         }
         let stale = try rotation(from: 2)

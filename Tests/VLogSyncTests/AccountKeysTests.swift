@@ -184,14 +184,14 @@ struct AccountKeysTests {
     let stranger = try AccountKeys(random: counting(from: 50))
     #expect(throws: AccountKeyError.self) { try stranger.following(link) }
     // A note's key wrapped in epoch 1 does not open in epoch 2: rewrapped, it does.
-    let note = NoteID(Identifier(high: 1, low: 2))
-    let noteKey = try NoteKey(random: counting(from: 9))
+    let note = Identifier(high: 1, low: 2)
+    let noteKey = try ObjectKey(random: counting(from: 9))
     let wrapped = try first.wrap(noteKey, of: note)
     #expect(wrapped.count == 60)
     #expect(try first.unwrap(wrapped, of: note) == noteKey)
     #expect(throws: AccountKeyError.self) { try second.unwrap(wrapped, of: note) }
     #expect(throws: AccountKeyError.self) {
-      try first.unwrap(wrapped, of: NoteID(Identifier(high: 1, low: 3)))
+      try first.unwrap(wrapped, of: Identifier(high: 1, low: 3))
     }
     #expect(try second.unwrap(try second.wrap(noteKey, of: note), of: note) == noteKey)
   }
@@ -212,7 +212,7 @@ struct AccountKeysTests {
 
   @Test("A sealed value opens only with its note's key and in its own context")
   func sealedValues() throws {
-    let key = try NoteKey(random: counting(from: 11))
+    let key = try ObjectKey(random: counting(from: 11))
     let context = Array("stamp kind ids".utf8)
     let plain = Array("Meet at noon".utf8)
     let sealed = try key.seal(plain, context: context)
@@ -223,7 +223,7 @@ struct AccountKeysTests {
       try key.open(sealed, context: Array("another event".utf8))
     }
     #expect(throws: AccountKeyError.self) {
-      try NoteKey(random: counting(from: 12)).open(sealed, context: context)
+      try ObjectKey(random: counting(from: 12)).open(sealed, context: context)
     }
     var tampered = sealed
     tampered[tampered.count - 1] ^= 0x80

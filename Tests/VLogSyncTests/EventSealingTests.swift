@@ -12,8 +12,8 @@ struct EventSealingTests {
   }
 
   static let note = NoteID(Identifier(high: 0x11, low: 0x22))
-  static func noteKey() throws -> NoteKey {
-    try NoteKey(random: { count in [UInt8](repeating: 0x5A, count: count) })
+  static func noteKey() throws -> ObjectKey {
+    try ObjectKey(random: { count in [UInt8](repeating: 0x5A, count: count) })
   }
 
   static func stamp(_ index: UInt64) -> Stamp {
@@ -51,7 +51,7 @@ struct EventSealingTests {
     let sealer = try Self.sealer()
     for event in Self.events() {
       let sealed = try sealer.seal(
-        event, noteKey: { _ in try Self.noteKey() })
+        event, objectKey: { _ in try Self.noteKey() })
       #expect(sealed.stamp == event.stamp && sealed.change.kind == event.change.kind)
       #expect(sealed.change.noteID == event.change.noteID)
       try sealed.validate()
@@ -71,7 +71,7 @@ struct EventSealingTests {
       } else {
         expected = event
       }
-      #expect(try sealer.open(stored, noteKey: { _ in try Self.noteKey() }) == expected)
+      #expect(try sealer.open(stored, objectKey: { _ in try Self.noteKey() }) == expected)
     }
   }
 
@@ -81,7 +81,7 @@ struct EventSealingTests {
   func sealedForms() throws {
     let sealer = try Self.sealer()
     let sealed = try Self.events().map {
-      try sealer.seal($0, noteKey: { _ in try Self.noteKey() })
+      try sealer.seal($0, objectKey: { _ in try Self.noteKey() })
     }
     for (event, form) in zip(Self.events(), sealed) {
       switch event.change {
@@ -109,7 +109,7 @@ struct EventSealingTests {
     let sealer = try Self.sealer()
     for event in Self.events() {
       let sealed = try sealer.seal(
-        event, noteKey: { _ in try Self.noteKey() })
+        event, objectKey: { _ in try Self.noteKey() })
       try sealed.checkSealed()
       try sealed.redacted(.deleted).checkSealed()
       switch event.change {
@@ -139,7 +139,7 @@ struct EventSealingTests {
         replacing: ReplacedTexts((0..<Limits.replacedTexts).map { Self.stamp(UInt64($0)) })))
     try largest.validate()
     let sealed = try sealer.seal(
-      largest, noteKey: { _ in try Self.noteKey() })
+      largest, objectKey: { _ in try Self.noteKey() })
     try sealed.validate()
     try sealed.checkSealed()
     // Sealed values past the limit are refused, whatever else the event carries.
@@ -152,13 +152,13 @@ struct EventSealingTests {
   func strippedTagsList() throws {
     let sealer = try Self.sealer()
     let event = Event(stamp: Self.stamp(1), change: .tagsSet(Self.note, tags: ["Paris", "Rome"]))
-    let sealed = try sealer.seal(event, noteKey: { _ in try Self.noteKey() })
+    let sealed = try sealer.seal(event, objectKey: { _ in try Self.noteKey() })
     // What a log does when Rome is deleted after the list was set (LogBatch's rule 2).
     let stripped = Event(
       stamp: sealed.stamp, change: .tagsSet(Self.note, tags: [sealer.keys.tagName("Paris")]),
       unknownFields: sealed.unknownFields)
     #expect(
-      try sealer.open(stripped, noteKey: { _ in try Self.noteKey() }).change
+      try sealer.open(stripped, objectKey: { _ in try Self.noteKey() }).change
         == .tagsSet(Self.note, tags: ["Paris"]))
   }
 
@@ -168,42 +168,42 @@ struct EventSealingTests {
   func refusals() throws {
     let sealer = try Self.sealer()
     let text = Event(stamp: Self.stamp(5), change: .textSet(Self.note, text: "secret"))
-    let sealed = try sealer.seal(text, noteKey: { _ in try Self.noteKey() })
-    let otherKey = try NoteKey(random: { [UInt8](repeating: 1, count: $0) })
-    #expect(throws: AccountKeyError.self) { try sealer.open(sealed, noteKey: { _ in otherKey }) }
+    let sealed = try sealer.seal(text, objectKey: { _ in try Self.noteKey() })
+    let otherKey = try ObjectKey(random: { [UInt8](repeating: 1, count: $0) })
+    #expect(throws: AccountKeyError.self) { try sealer.open(sealed, objectKey: { _ in otherKey }) }
     // A rename is sealed with the account's tag-values key: another account cannot open it.
     let rename = try sealer.seal(
       Event(stamp: Self.stamp(6), change: .tagRenamed(name: "Paris")),
-      noteKey: { _ in try Self.noteKey() })
+      objectKey: { _ in try Self.noteKey() })
     #expect(throws: AccountKeyError.self) {
-      try Self.sealer(77).open(rename, noteKey: { _ in try Self.noteKey() })
+      try Self.sealer(77).open(rename, objectKey: { _ in try Self.noteKey() })
     }
     // The values of one event moved to another of the same note.
     let moved = Event(
       stamp: Self.stamp(7), change: sealed.change, unknownFields: sealed.unknownFields)
     #expect(throws: AccountKeyError.self) {
-      try sealer.open(moved, noteKey: { _ in try Self.noteKey() })
+      try sealer.open(moved, objectKey: { _ in try Self.noteKey() })
     }
     // A byte of the sealed values changed.
     var values = try #require(sealed.sealedValues)
     values[values.count / 2] ^= 1
     let changed = Event(stamp: sealed.stamp, change: sealed.change).withSealedValues(values)
     #expect(throws: AccountKeyError.self) {
-      try sealer.open(changed, noteKey: { _ in try Self.noteKey() })
+      try sealer.open(changed, objectKey: { _ in try Self.noteKey() })
     }
     // Sent in clear to an encrypted account: no sealed values where the kind needs them.
     #expect(throws: AccountKeyError.self) {
-      try sealer.open(text, noteKey: { _ in try Self.noteKey() })
+      try sealer.open(text, objectKey: { _ in try Self.noteKey() })
     }
     // Redacted, by a deletion: nothing to open, the ids are what it is.
     let redacted = sealed.redacted(.deleted)
     #expect(redacted.sealedValues == nil)
-    #expect(try sealer.open(redacted, noteKey: { _ in try Self.noteKey() }) == redacted)
+    #expect(try sealer.open(redacted, objectKey: { _ in try Self.noteKey() }) == redacted)
     // A tag's removal is sealed by its key alone, whether or not the device still knows the
     // name (a deleted tag's name is erased from the store): it names the keyed tag.
     let removal = try sealer.seal(
       Event(stamp: Self.stamp(8), change: .tagRemoved(Self.note, tag: TagKey(name: "Rome"))),
-      noteKey: { _ in try Self.noteKey() })
+      objectKey: { _ in try Self.noteKey() })
     #expect(
       removal.change == .tagRemoved(Self.note, tag: TagKey(name: sealer.keys.tagName("rome"))))
   }

@@ -32,7 +32,7 @@ struct Fixture: Sendable {
   let sealed: [Event]
   let sealedEncoded: [[UInt8]]
   let sealer: EventSealer
-  let noteKeys: [NoteID: NoteKey]
+  let noteKeys: [NoteID: ObjectKey]
 
   static func make() throws -> Fixture {
     let path = temporaryPath("encryption")
@@ -45,14 +45,14 @@ struct Fixture: Sendable {
       return true
     }
     let sealer = EventSealer(keys: try AccountKeys(random: systemRandomBytes))
-    var noteKeys: [NoteID: NoteKey] = [:]
+    var noteKeys: [NoteID: ObjectKey] = [:]
     for event in events {
       if let note = event.change.noteID, noteKeys[note] == nil {
-        noteKeys[note] = try NoteKey(random: systemRandomBytes)
+        noteKeys[note] = try ObjectKey(random: systemRandomBytes)
       }
     }
     let sealed = try events.map { event in
-      try sealer.seal(event, noteKey: { noteKeys[$0]! })
+      try sealer.seal(event, objectKey: { noteKeys[NoteID($0)]! })
     }
     return Fixture(
       events: events, encoded: events.map { $0.encoded() }, sealed: sealed,
@@ -82,7 +82,7 @@ actor Fixtures {
 
 /// One attachment's bytes: 1 MB of random bytes, and a note's key.
 let attachment = systemRandomBytes(1 << 20)
-let attachmentKey = try! NoteKey(random: systemRandomBytes)
+let attachmentKey = try! ObjectKey(random: systemRandomBytes)
 let attachmentContext = Array("vlog attachment".utf8)
 
 let benchmarks: @Sendable () -> Void = {
@@ -112,7 +112,7 @@ let benchmarks: @Sendable () -> Void = {
     let start = ContinuousClock.now
     benchmark.startMeasurement()
     for event in fixture.events {
-      blackHole(try fixture.sealer.seal(event, noteKey: { keys[$0]! }).encoded())
+      blackHole(try fixture.sealer.seal(event, objectKey: { keys[$0]! }).encoded())
     }
     benchmark.stopMeasurement()
     benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))
@@ -134,7 +134,7 @@ let benchmarks: @Sendable () -> Void = {
     let start = ContinuousClock.now
     benchmark.startMeasurement()
     for bytes in fixture.sealedEncoded {
-      blackHole(try fixture.sealer.open(try Event(encoded: bytes), noteKey: { keys[$0]! }))
+      blackHole(try fixture.sealer.open(try Event(encoded: bytes), objectKey: { keys[$0]! }))
     }
     benchmark.stopMeasurement()
     benchmark.measurement(.eventsPerSecond, perSecond(fixture.events.count, since: start))

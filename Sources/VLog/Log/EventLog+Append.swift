@@ -37,7 +37,8 @@ extension EventLog {
     /// Blobs that lost their last reference in this transaction (see `LogBatch.swift`), known
     /// once ``commit(in:)`` has run.
     package internal(set) var releasedBlobs: Set<BlobHash> = []
-    /// The notes and attachments whose first deletion this transaction stored, known once
+    /// The notes and attachments whose first deletion this transaction stored, and the
+    /// attachments erased with their note (``LogChanges/erasedAttachments``), known once
     /// ``commit(in:)`` has run: what a server erases with them (an encrypted account's keys).
     package internal(set) var deletedObjects: [Identifier] = []
     /// The latest time the clock may take from an appended event: the wall clock plus the
@@ -143,6 +144,7 @@ extension EventLog {
           }
         }
       }
+      deletedObjects += changes.erasedAttachments
       for (object, sequence) in changes.deletions {
         deletedObjects.append(object)
         try transaction.put(

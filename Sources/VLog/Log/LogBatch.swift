@@ -87,6 +87,9 @@ package struct LogBatch: Sendable {
   package mutating func append(_ event: Event, facts: inout some LogFacts) throws -> LoggedEvent {
     let tags = event.change.tagObjectIDs
     let stored = try storedForm(of: event, tags: tags, facts: &facts)
+    if stored.isRedacted, !event.isRedacted, case .attachmentAdded(let attachment) = event.change {
+      changes.erasedAttachments.append(attachment.id.identifier)
+    }
     try lookUpIndexFacts(of: stored, facts: &facts)
     let logged = LoggedEvent(sequence: nextSequence, event: stored)
     nextSequence += 1
@@ -313,6 +316,11 @@ package struct LogBatch: Sendable {
     for (object, isNote) in pendingErasures {
       if isNote { forgetFields(of: NoteID(object)) }
       for sequence in sequences[object] ?? [] {
+        if isNote, let event = current(at: sequence), !event.isRedacted,
+          case .attachmentAdded(let attachment) = event.change
+        {
+          changes.erasedAttachments.append(attachment.id.identifier)
+        }
         try redact(at: sequence, reason: .deleted)
       }
     }
@@ -554,6 +562,10 @@ package struct LogChanges: Sendable {
   package var objects: [(object: Identifier, sequence: UInt64)] = []
   /// Deletion markers to add: a note's or attachment's first deletion.
   package var deletions: [(object: Identifier, sequence: UInt64)] = []
+  /// Attachments erased with their note: those whose addition a note's deletion redacted, or
+  /// that arrived after it. A server erases what it keeps of them (an encrypted account's
+  /// keys) as it does for the objects of ``deletions``.
+  package var erasedAttachments: [Identifier] = []
   /// Tag deletion markers to set: each tag object's latest deletion.
   package var tagDeletions: [Identifier: Stamp] = [:]
   /// Blob references to add and to remove, by blob.
