@@ -15,6 +15,8 @@ struct ServerCopy {
   var events: [Event]
   var objectKeys: [Identifier: [UInt8]]
   var bytes: Data
+  /// The attachment bytes the events name, as stored.
+  var blobs: [BlobHash: [UInt8]]
 
   static func take(of server: SyncServer, account name: String, into directory: String)
     async throws -> ServerCopy
@@ -37,31 +39,62 @@ struct ServerCopy {
       account: account, pushing: [], after: 0, limit: .max, maximumBytes: .max,
       retention: (nil, 0))
     let keys = try await storage.objectKeys(account: account, after: nil, limit: .max)
+    var blobs: [BlobHash: [UInt8]] = [:]
+    for event in page.events {
+      guard case .attachmentAdded(let attachment) = event.change, !event.isRedacted else {
+        continue
+      }
+      blobs[attachment.blobHash] = try await storage.blob(attachment.blobHash, account: account)
+    }
     return ServerCopy(
-      events: page.events, objectKeys: keys.keys, bytes: try await storedBytes(of: server))
+      events: page.events, objectKeys: keys.keys, bytes: try await storedBytes(of: server),
+      blobs: blobs)
   }
 
-  /// Whether `needle` is in a text of `note` that opens with what the devices and the server
-  /// hold: the account's keys the devices keep (any epoch), the notes' keys they keep, and the
-  /// keys of notes `now` (the server's data as it is) holds wrapped.
+  /// Whether `needle` is in a text of `note`, or in the bytes of one of its attachments, that
+  /// opens with what the devices and the server hold: the account's keys the devices keep (any
+  /// epoch), the notes' and attachments' keys they keep, and the keys of the note and its
+  /// attachments that this copy or `now` (the server's data as it is) holds wrapped.
   func reveals(
-    _ needle: String, of note: NoteID, with accountKeys: [AccountKeys], noteKeys: [ObjectKey],
+    _ needle: String, of note: NoteID, with accountKeys: [AccountKeys],
+    objectKeys held: [ObjectKey],
     now: ServerCopy
   ) -> Bool {
-    var candidates = noteKeys
-    for wrapped in [objectKeys[note.identifier], now.objectKeys[note.identifier]] {
-      guard let wrapped else { continue }
-      for keys in accountKeys {
-        if let key = try? keys.unwrap(wrapped, of: note.identifier) { candidates.append(key) }
+    let ofNote = events.filter { $0.change.noteID == note && $0.sealedValues != nil }
+    let objects =
+      [note.identifier]
+      + ofNote.compactMap { event -> Identifier? in
+        guard case .attachmentAdded(let attachment) = event.change else { return nil }
+        return attachment.id.identifier
+      }
+    var candidates = held
+    for object in objects {
+      for wrapped in [objectKeys[object], now.objectKeys[object]] {
+        guard let wrapped else { continue }
+        for keys in accountKeys {
+          if let key = try? keys.unwrap(wrapped, of: object) { candidates.append(key) }
+        }
       }
     }
-    for event in events where event.change.noteID == note && event.sealedValues != nil {
+    let needleBytes = Array(needle.utf8)
+    for event in ofNote {
       for key in candidates {
         guard
-          let opened = try? EventSealer(keys: accountKeys[0]).open(event, objectKey: { _ in key }),
-          case .textSet(_, let text, _) = opened.change
+          let opened = try? EventSealer(keys: accountKeys[0]).open(event, objectKey: { _ in key })
         else { continue }
-        if text.contains(needle) { return true }
+        switch opened.change {
+        case .textSet(_, let text, _) where text.contains(needle):
+          return true
+        case .attachmentAdded(let attachment):
+          // The metadata opens: the bytes are sealed under the sealed addition's name.
+          guard case .attachmentAdded(let sealed) = event.change,
+            let stored = blobs[sealed.blobHash],
+            let bytes = try? key.openBlob(stored, of: attachment)
+          else { continue }
+          if bytes.firstRange(of: needleBytes) != nil { return true }
+        default:
+          continue
+        }
       }
     }
     return false
@@ -71,7 +104,7 @@ struct ServerCopy {
 @Suite("Crypto-shredding of an encrypted account's deleted notes")
 struct CryptoShreddingTests {
   @Test(
-    "A canary note is synced to a second device, a copy of the server's data is taken, the note is deleted and the content key rotated: with everything both devices and the server keep, the copy's canary does not open; without the rotation it does, and the test says so",
+    "A canary note with an attachment is synced to a second device, a copy of the server's data is taken, the note is deleted and the content key rotated: with everything both devices and the server keep, neither the copy's canary text nor its attachment's bytes open; without the rotation they do, and the test says so",
     arguments: Backend.allCases, [true, false])
   func deletedNoteDoesNotOpen(backend: Backend, rotates: Bool) async throws {
     let canaryText = "CanaryShredded under the old bridge"
@@ -85,14 +118,26 @@ struct CryptoShreddingTests {
           keys: account.keys, caller: caller, token: { tokenA }, random: SystemRandom.bytes)
         let canary = NoteID(Identifier(high: 3, low: 1))
         let kept = NoteID(Identifier(high: 3, low: 2))
-        let s = SealedEventTests.stamps(5)
-        let written = try await ringA.seal(
-          [
-            Event(stamp: s[0], change: .noteCreated(canary, creationDate: Date())),
-            Event(stamp: s[1], change: .textSet(canary, text: canaryText)),
-            Event(stamp: s[2], change: .noteCreated(kept, creationDate: Date())),
-            Event(stamp: s[3], change: .textSet(kept, text: "kept for later")),
-          ])
+        let s = SealedEventTests.stamps(6)
+        // The canary note has an attachment, whose bytes hold the canary too.
+        let canaryBytes = Array("CanaryBytesShredded with the note".utf8)
+        let attachment = Attachment(
+          id: AttachmentID(Identifier(high: 3, low: 3)), noteID: canary, mimeType: "text/plain",
+          width: 0, height: 0, blobHash: SealedBlob(naming: canaryBytes).hash,
+          byteCount: canaryBytes.count)
+        let clear = [
+          Event(stamp: s[0], change: .noteCreated(canary, creationDate: Date())),
+          Event(stamp: s[1], change: .textSet(canary, text: canaryText)),
+          Event(stamp: s[2], change: .noteCreated(kept, creationDate: Date())),
+          Event(stamp: s[3], change: .textSet(kept, text: "kept for later")),
+          Event(stamp: s[4], change: .attachmentAdded(attachment)),
+        ]
+        for (_, sealed) in try await ringA.sealBlobs(of: clear, bytes: { _ in canaryBytes }) {
+          let bytes = try await ringA.sealedBytes(of: attachment, bytes: { _ in canaryBytes })
+          #expect(SealedBlob(naming: bytes) == sealed)
+          _ = try await caller.putBlob(bytes, hash: sealed.hash, token: tokenA).get()
+        }
+        let written = try await ringA.seal(clear)
         let pushed = try await caller.sync(SyncPush(cursor: 0, events: written), token: tokenA)
           .get()
 
@@ -112,11 +157,17 @@ struct CryptoShreddingTests {
         let copy = try await ServerCopy.take(
           of: server, account: "ann", into: root + "/copy")
         #expect(copy.objectKeys[canary.identifier] != nil)
+        #expect(copy.objectKeys[attachment.id.identifier] != nil && copy.blobs.count == 1)
         #expect(copy.bytes.firstRange(of: Data("CanaryShredded".utf8)) == nil)
+        #expect(copy.bytes.firstRange(of: Data("CanaryBytes".utf8)) == nil)
+        // Before the deletion, what the devices hold opens the copy: the check can succeed.
+        #expect(
+          copy.reveals(
+            "CanaryBytesShredded", of: canary, with: [account.keys], objectKeys: [], now: copy))
 
         // The first device deletes the canary; the second syncs the deletion.
         let deletion = try await ringA.seal(
-          [Event(stamp: s[4], change: .noteDeleted(canary))])
+          [Event(stamp: s[5], change: .noteDeleted(canary))])
         _ = try await caller.sync(
           SyncPush(cursor: pushed.cursor, events: deletion), token: tokenA
         ).get()
@@ -130,7 +181,10 @@ struct CryptoShreddingTests {
         #expect(notesA == [kept.identifier] && notesB == [kept.identifier])
         let epochB = await ringB.keys.epoch
         #expect(epochB == (rotates ? 2 : 1))
-        let now = try await caller.lookUpObjectKeys([canary.identifier], token: tokenA).get()
+        // The note's key is gone from the server, and so is its attachment's.
+        let now = try await caller.lookUpObjectKeys(
+          [canary.identifier, attachment.id.identifier], token: tokenA
+        ).get()
         #expect(now.keys.isEmpty)
 
         // Everything the devices keep, and the keys the server keeps now (which open nothing
@@ -138,10 +192,12 @@ struct CryptoShreddingTests {
         let held = [await ringA.keys, await ringB.keys]
         let heldNoteKeys =
           Array(await ringA.heldKeys.values) + Array(await ringB.heldKeys.values)
-        let revealed = copy.reveals(
-          "CanaryShredded", of: canary, with: held, noteKeys: heldNoteKeys,
-          now: try await ServerCopy.take(of: server, account: "ann", into: root + "/now"))
-        #expect(revealed == !rotates, "rotated: \(rotates), revealed: \(revealed)")
+        let nowCopy = try await ServerCopy.take(of: server, account: "ann", into: root + "/now")
+        for needle in ["CanaryShredded", "CanaryBytesShredded"] {
+          let revealed = copy.reveals(
+            needle, of: canary, with: held, objectKeys: heldNoteKeys, now: nowCopy)
+          #expect(revealed == !rotates, "\(needle): rotated: \(rotates), revealed: \(revealed)")
+        }
 
         // The kept note still opens on a third device, after the rotation.
         let tokenC = try await caller.signIn(account.credentials).get().token

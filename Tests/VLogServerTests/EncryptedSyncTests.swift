@@ -38,7 +38,7 @@ struct EncryptedSyncTests {
   }
 
   @Test(
-    "Two devices of an encrypted account sync texts, tags, edits and a deletion through a live server whose files, database dump, logs and metrics hold none of them in clear; the deletion rotates the content key, which the other device follows; a device restarted from its credential store syncs without the password",
+    "Two devices of an encrypted account sync texts, tags, attachments, edits and a deletion through a live server whose files, database dump, logs and metrics hold none of them in clear; the deletion rotates the content key, which the other device follows; a device restarted from its credential store syncs without the password",
     arguments: Backend.allCases)
   func twoDevices(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
@@ -65,14 +65,28 @@ struct EncryptedSyncTests {
         try await a.account.createAccount()
         #expect(await a.account.recoveryKey != nil && a.account.isEncrypted)
         try await a.account.signIn()
-        let (alpha, beta) = try await a.store.write { changes in
-          (
-            changes.createNote(text: "CanaryNoteAlpha by the lake", tags: ["CanaryTagRed"]),
-            changes.createNote(text: "CanaryNoteBeta at dawn", tags: ["CanaryTagBlue", "work"])
+        let photo = Array(String(repeating: "CanaryAttachmentBytes ", count: 500).utf8)
+        let (alpha, beta, picture, doomed) = try await a.store.write { changes in
+          let alpha = changes.createNote(
+            text: "CanaryNoteAlpha by the lake", tags: ["CanaryTagRed"])
+          let beta = changes.createNote(
+            text: "CanaryNoteBeta at dawn", tags: ["CanaryTagBlue", "work"])
+          return (
+            alpha, beta,
+            changes.addAttachment(
+              photo, mimeType: "image/canary-png", width: 640, height: 480, to: alpha),
+            changes.addAttachment(Array("CanaryDoomedBytes".utf8), mimeType: "text/plain", to: beta)
           )
         }
         let first = try await a.account.sync()
-        #expect(first.pushed > 0 && first.inSync, "\(first)")
+        #expect(first.pushed > 0 && first.inSync && first.blobsUploaded == 2, "\(first)")
+        // A second sync uploads nothing again: the sealed bytes have one hash.
+        try await a.store.write { $0.setArchived(true, of: alpha) }
+        #expect(try await a.account.sync().blobsUploaded == 0)
+        let account = try await Self.number(of: server)
+        let attachmentKeys = try await server.store.objectKeys(
+          of: [picture.identifier, doomed.identifier], account: account)
+        #expect(attachmentKeys.keys.count == 2)
 
         // A second device signs in with the password and reads everything in clear.
         let b = try Self.device("b", root: root, baseURL: baseURL)
@@ -83,6 +97,13 @@ struct EncryptedSyncTests {
         #expect(try b.store.note(beta)?.tags.map(\.name) == ["CanaryTagBlue", "work"])
         #expect(
           Set(try b.store.tags().map(\.tag.name)) == ["CanaryTagRed", "CanaryTagBlue", "work"])
+        // The attachment's metadata arrives with the sync, its bytes when asked for.
+        let received = try #require(try b.store.attachment(picture))
+        #expect(received.mimeType == "image/canary-png" && received.width == 640)
+        #expect(received.byteCount == photo.count)
+        #expect(try !b.store.hasBlob(received.blobHash))
+        #expect(try await b.account.attachmentData(picture) == photo)
+        #expect(try b.store.attachmentData(picture) == photo)
 
         // An edit on the second device reaches the first.
         try await b.store.write { $0.setText("CanaryEdit from the second device", of: alpha) }
@@ -93,8 +114,12 @@ struct EncryptedSyncTests {
         // A deletion: the first device's sync rotates the content key; the second follows.
         try await a.store.write { $0.deleteNote(beta) }
         try await a.account.sync()
-        let keys = try #require(await server.store.encryption(of: Self.number(of: server)))
+        let keys = try #require(await server.store.encryption(of: account))
         #expect(keys.epoch == 2 && !keys.rotationDue)
+        // The deleted note's attachment's key went with it; the other attachment's stays.
+        let keptKeys = try await server.store.objectKeys(
+          of: [picture.identifier, doomed.identifier], account: account)
+        #expect(Set(keptKeys.keys.keys) == [picture.identifier])
         let followed = try await b.account.sync()
         #expect(followed.inSync)
         #expect(try b.store.note(beta) == nil)
@@ -134,6 +159,7 @@ struct EncryptedSyncTests {
       #expect(logged.contains("account created") && metrics.contains("vlog_events_stored_total"))
       for canary in [
         "CanaryNote", "CanaryEdit", "CanaryTag", "canarytag", "lake", "dawn", Self.password,
+        "CanaryAttachment", "CanaryDoomed", "canary-png",
       ] {
         #expect(stored.firstRange(of: Data(canary.utf8)) == nil, "\(backend): \(canary)")
         let hex = canary.utf8.map { String(format: "%02x", $0) }.joined()

@@ -129,7 +129,7 @@ struct ObjectKeyTests {
         // The push that stores a note's deletion erases its key and makes a rotation due.
         #expect(try await caller.accountKeys(token: token).get().rotationDue == false)
         let sealer = EventSealer(keys: keys)
-        let stamps = SealedEventTests.stamps(3)
+        let stamps = SealedEventTests.stamps(4)
         let events = try [
           Event(stamp: stamps[0], change: .noteCreated(notes[4], creationDate: Date())),
           Event(stamp: stamps[1], change: .textSet(notes[4], text: "gone soon")),
@@ -146,6 +146,31 @@ struct ObjectKeyTests {
           ObjectKeys(epoch: 1, keys: wrapped(keys, [notes[4]])), token: token
         ).get()
         #expect(late.stored == 0)
+        // An attachment added to the note on a device that missed the deletion: its key is
+        // stored (the attachment is not deleted), and erased by the push of its addition,
+        // which the log erases on arrival.
+        let lateAttachment = Attachment(
+          id: AttachmentID(Identifier(high: 8, low: 1)), noteID: notes[4], mimeType: "text/plain",
+          width: 0, height: 0, blobHash: SealedBlob(naming: [1]).hash, byteCount: 1)
+        let attachmentKey = try ObjectKey(random: SystemRandom.bytes)
+        let storedLate = try await caller.storeObjectKeys(
+          ObjectKeys(
+            epoch: 1,
+            keys: [
+              lateAttachment.id.identifier: try keys.wrap(
+                attachmentKey, of: lateAttachment.id.identifier)
+            ]),
+          token: token
+        ).get()
+        #expect(storedLate.stored == 1)
+        let addition = try sealer.seal(
+          Event(stamp: stamps[3], change: .attachmentAdded(lateAttachment)),
+          objectKey: { _ in attachmentKey },
+          sealedBlob: { _ in SealedBlob(hash: SealedBlob(naming: [2]).hash, byteCount: 29) })
+        _ = try await caller.sync(SyncPush(cursor: 0, events: [addition]), token: token).get()
+        #expect(
+          try await caller.lookUpObjectKeys([lateAttachment.id.identifier], token: token).get()
+            .keys.isEmpty)
 
         // A rotation must start at the current epoch and cover every key the account holds.
         let (next, link) = try keys.rotated(random: SystemRandom.bytes)

@@ -207,4 +207,100 @@ struct EventSealingTests {
     #expect(
       removal.change == .tagRemoved(Self.note, tag: TagKey(name: sealer.keys.tagName("rome"))))
   }
+
+  @Test(
+    "An attachment's addition is sealed with the attachment's own key: the media type, size in pixels and clear hash go sealed, the sealed bytes' hash and size in clear; its bytes seal the same way every time, open only as that attachment's, and the largest attachment sealed is an event and a blob every replica and server accepts"
+  )
+  func attachments() throws {
+    let sealer = try Self.sealer()
+    let bytes = Array(String(repeating: "CanaryAttachmentBytes ", count: 100).utf8)
+    let attachment = Attachment(
+      id: AttachmentID(Identifier(high: 0x33, low: 0x55)), noteID: Self.note,
+      mimeType: "image/canary-png", width: 640, height: 480,
+      blobHash: SealedBlob(naming: bytes).hash, byteCount: bytes.count)
+    let attachmentKey = try ObjectKey(random: { [UInt8](repeating: 0x77, count: $0) })
+    let keyOf = { (object: Identifier) throws -> ObjectKey in
+      object == attachment.id.identifier ? attachmentKey : try Self.noteKey()
+    }
+
+    // The bytes: the same seal every time (a retried upload has one hash), 28 bytes more.
+    let sealedBytes = try attachmentKey.sealBlob(bytes, of: attachment)
+    #expect(try attachmentKey.sealBlob(bytes, of: attachment) == sealedBytes)
+    #expect(sealedBytes.count == bytes.count + SealedBlob.overhead)
+    #expect(sealedBytes.firstRange(of: Array("Canary".utf8)) == nil)
+    #expect(try attachmentKey.openBlob(sealedBytes, of: attachment) == bytes)
+    // Not with another key, as another attachment, changed, or as other bytes.
+    #expect(throws: AccountKeyError.self) {
+      try Self.noteKey().openBlob(sealedBytes, of: attachment)
+    }
+    let other = Attachment(
+      id: AttachmentID(Identifier(high: 0x33, low: 0x56)), noteID: Self.note,
+      mimeType: attachment.mimeType, width: 0, height: 0, blobHash: attachment.blobHash,
+      byteCount: bytes.count)
+    #expect(throws: AccountKeyError.self) { try attachmentKey.openBlob(sealedBytes, of: other) }
+    var changed = sealedBytes
+    changed[changed.count / 2] ^= 1
+    #expect(throws: AccountKeyError.self) { try attachmentKey.openBlob(changed, of: attachment) }
+    let misnamed = Attachment(
+      id: attachment.id, noteID: Self.note, mimeType: attachment.mimeType, width: 0, height: 0,
+      blobHash: SealedBlob(naming: [1, 2, 3]).hash, byteCount: bytes.count)
+    #expect(throws: AccountKeyError.self) { try attachmentKey.openBlob(sealedBytes, of: misnamed) }
+
+    // The addition.
+    let event = Event(stamp: Self.stamp(3), change: .attachmentAdded(attachment))
+    let name = SealedBlob(naming: sealedBytes)
+    #expect(throws: AccountKeyError.self) { try sealer.seal(event, objectKey: keyOf) }
+    let sealed = try sealer.seal(event, objectKey: keyOf, sealedBlob: { _ in name })
+    #expect(
+      sealed.change
+        == .attachmentAdded(
+          Attachment(
+            id: attachment.id, noteID: Self.note, mimeType: Attachment.sealedMediaType, width: 0,
+            height: 0, blobHash: name.hash, byteCount: name.byteCount)))
+    let stored = try Event(encoded: sealed.encoded())
+    try stored.validate()
+    try stored.checkSealed()
+    for canary in ["Canary", "canary", "image"] {
+      #expect(stored.encoded().firstRange(of: Array(canary.utf8)) == nil, "\(canary)")
+    }
+    #expect(
+      stored.encoded().firstRange(of: attachment.blobHash.bytes) == nil,
+      "the clear bytes' hash is sealed")
+    #expect(try sealer.open(stored, objectKey: keyOf) == event)
+    // Sealed by the attachment's key, not the note's.
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(stored, objectKey: { _ in try Self.noteKey() })
+    }
+    // A server refuses the addition in clear, and metadata in clear beside the seal.
+    #expect(throws: VLogError.self) { try event.checkSealed() }
+    let clearSize = Event(
+      stamp: sealed.stamp,
+      change: .attachmentAdded(
+        Attachment(
+          id: attachment.id, noteID: Self.note, mimeType: Attachment.sealedMediaType, width: 640,
+          height: 480, blobHash: name.hash, byteCount: name.byteCount)),
+      unknownFields: sealed.unknownFields)
+    #expect(throws: VLogError.self) { try clearSize.checkSealed() }
+
+    // The largest attachment, sealed, names more bytes than a clear addition may.
+    let largest = Attachment(
+      id: attachment.id, noteID: Self.note, mimeType: "video/mp4", width: 0, height: 0,
+      blobHash: attachment.blobHash, byteCount: Limits.attachmentBytes)
+    let largestName = SealedBlob(
+      hash: name.hash, byteCount: Limits.attachmentBytes + SealedBlob.overhead)
+    #expect(largestName.byteCount == Limits.sealedAttachmentBytes)
+    try sealer.seal(
+      Event(stamp: Self.stamp(4), change: .attachmentAdded(largest)), objectKey: keyOf,
+      sealedBlob: { _ in largestName }
+    ).validate()
+    #expect(throws: VLogError.self) {
+      try Event(
+        stamp: Self.stamp(4),
+        change: .attachmentAdded(
+          Attachment(
+            id: attachment.id, noteID: Self.note, mimeType: "video/mp4", width: 0, height: 0,
+            blobHash: name.hash, byteCount: largestName.byteCount))
+      ).validate()
+    }
+  }
 }
