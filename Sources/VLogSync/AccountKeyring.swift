@@ -1,17 +1,19 @@
+internal import Foundation
 public import VLog
 public import VLogWire
 
 /// What a device of an end-to-end encrypted account holds of its keys, kept current with the
 /// server: the account's keys, following each rotation of the content key, and the keys of the
-/// notes it has sealed or opened events of.
+/// notes and attachments it has sealed or opened events of.
 ///
-/// A note's key is made with the note, on the device that creates it, and stored on the server
-/// — wrapped by the account's content key — before any event of the note is pushed, so that
-/// every device of the account can open the events it pulls. When a note's deletion is stored,
-/// the server erases its key, and the keyring forgets it. A rotation of the content key
-/// (``rotateIfDue(username:)``) then re-wraps every key that remains under a new content key: copies of
-/// the server's files made before the deletion hold the deleted note's key wrapped by a content
-/// key no device keeps.
+/// A note's or an attachment's key is made with it, on the device that creates it, and stored
+/// on the server — wrapped by the account's content key — before any event of it is pushed, so
+/// that every device of the account can open the events it pulls. When a deletion is stored,
+/// the server erases the deleted note's key and its attachments' (or the deleted attachment's),
+/// and the keyring forgets them. A rotation of the content key (``rotateIfDue(username:)``)
+/// then re-wraps every key that remains under a new content key: copies of the server's files
+/// made before the deletion hold the deleted objects' keys wrapped by a content key no device
+/// keeps.
 public actor AccountKeyring {
   /// The account's keys, at the newest epoch this device knows.
   public private(set) var keys: AccountKeys
@@ -128,16 +130,17 @@ public actor AccountKeyring {
         return note.identifier
       })
     try await lookUp(unheld(events))
-    return try each(events) { sealer, event in
+    let (keys, names, random) = (objectKeys, sealedBlobs, random)
+    return try await each(events) { sealer, event in
       try sealer.seal(
         event,
         objectKey: { object in
           // A note deleted elsewhere has no key any more: what this device changed of it is
           // sealed by a key nobody keeps, as the deletion erases it anyway.
-          try objectKeys[object] ?? ObjectKey(random: random)
+          try keys[object] ?? ObjectKey(random: random)
         },
         sealedBlob: { attachment in
-          guard let name = self.sealedBlobs[attachment.id] else {
+          guard let name = names[attachment.id] else {
             throw AccountKeyError(
               "the bytes of attachment \(attachment.id) were not sealed before its addition")
           }
@@ -154,19 +157,16 @@ public actor AccountKeyring {
   ///   server does not answer.
   public func open(_ events: [Event]) async throws -> [Event] {
     try await lookUp(unheld(events.lazy.filter { $0.sealedValues != nil }))
-    return try each(events) { sealer, event in
-      let opened = try sealer.open(
+    let keys = objectKeys
+    return try await each(events) { sealer, event in
+      try sealer.open(
         event,
         objectKey: { object in
-          guard let key = objectKeys[object] else {
+          guard let key = keys[object] else {
             throw AccountKeyError("the server holds no key of \(object)")
           }
           return key
         })
-      if case .attachmentAdded(let attachment) = opened.change, !opened.isRedacted {
-        attachmentsOfNote[attachment.noteID, default: []].insert(attachment.id.identifier)
-      }
-      return opened
     }
   }
 
@@ -193,20 +193,45 @@ public actor AccountKeyring {
     }
   }
 
-  /// Each of `events` through `transform` with a sealer of the current keys, forgetting the key
-  /// of each note and attachment deleted on the way.
-  private func each(_ events: [Event], _ transform: (EventSealer, Event) throws -> Event)
-    rethrows -> [Event]
-  {
+  /// Each of `events` through `transform` with a sealer of the current keys — in parallel, on
+  /// as many cores as there are, for many events — then, in order, noting each note's
+  /// attachments and forgetting the keys of the notes and attachments deleted on the way.
+  private func each(
+    _ events: [Event], _ transform: @escaping @Sendable (EventSealer, Event) throws -> Event
+  ) async throws -> [Event] {
     let sealer = EventSealer(keys: keys)
-    var result: [Event] = []
-    result.reserveCapacity(events.count)
-    for event in events {
-      result.append(try transform(sealer, event))
+    let result = try await Self.inParallel(events) { try transform(sealer, $0) }
+    for event in result {
+      if case .attachmentAdded(let attachment) = event.change, !event.isRedacted {
+        attachmentsOfNote[attachment.noteID, default: []].insert(attachment.id.identifier)
+      }
       forgetDeleted(event.change)
     }
     return result
   }
+
+  /// `events` through `transform`, in order: in as many parts as the machine has cores, each a
+  /// task of its own, when there are enough events to be worth it.
+  private static func inParallel(
+    _ events: [Event], _ transform: @escaping @Sendable (Event) throws -> Event
+  ) async throws -> [Event] {
+    let parts = min(
+      ProcessInfo.processInfo.activeProcessorCount, events.count / Self.eventsPerPart)
+    guard parts > 1 else { return try events.map(transform) }
+    let size = (events.count + parts - 1) / parts
+    return try await withThrowingTaskGroup(of: (Int, [Event]).self) { group in
+      for start in stride(from: 0, to: events.count, by: size) {
+        let part = events[start..<min(start + size, events.count)]
+        group.addTask { (start, try part.map(transform)) }
+      }
+      var done: [(start: Int, events: [Event])] = []
+      for try await part in group { done.append(part) }
+      return done.sorted { $0.start < $1.start }.flatMap(\.events)
+    }
+  }
+
+  /// The fewest events a part of ``inParallel(_:_:)`` takes: fewer are not worth a task.
+  static let eventsPerPart = 256
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.
   ///

@@ -195,6 +195,25 @@ public struct RecoveryKey: Sendable, Hashable, CustomStringConvertible {
   }
 }
 
+extension PasswordKeys {
+  /// ``init(username:password:cost:)`` on a thread of its own. Stretching a password holds a
+  /// core for as long as its cost says (about half a second at the standard cost): on the
+  /// cooperative pool, which has one thread per core, it would stall every other task of the
+  /// process meanwhile — a server on the same pool, an app's other work.
+  ///
+  /// - Throws: What ``init(username:password:cost:)`` throws.
+  public static func stretching(
+    username: String, password: String, cost: KeyDerivationCost = .standard
+  ) async throws -> PasswordKeys {
+    try await withCheckedThrowingContinuation { continuation in
+      Thread.detachNewThread {
+        continuation.resume(
+          with: Result { try PasswordKeys(username: username, password: password, cost: cost) })
+      }
+    }
+  }
+}
+
 /// The keys a device of an encrypted account holds once signed in: the content key of the
 /// account's current epoch, which wraps each note's key, and the tag key, which names tags.
 ///
@@ -394,13 +413,13 @@ public struct AccountKeys: Sendable, Equatable {
 /// The key of one note or attachment: random, made on the device that creates the object,
 /// wrapped by the account's content key on the server, and erased with the object. A note's
 /// key seals the values of its events; an attachment's seals its metadata and its bytes.
-public struct ObjectKey: Sendable, Equatable {
-  /// 32 bytes.
-  private let bytes: [UInt8]
+public struct ObjectKey: @unchecked Sendable, Equatable {
+  /// 32 bytes, kept as the key itself: made once, not at each use. (`SymmetricKey` is not
+  /// declared `Sendable`, but it is an immutable value: nothing mutates its bytes once made,
+  /// so sharing it between threads is safe.)
+  let key: SymmetricKey
 
-  var key: SymmetricKey { SymmetricKey(data: bytes) }
-
-  init(_ key: SymmetricKey) { bytes = key.bytes }
+  init(_ key: SymmetricKey) { self.key = key }
 
   /// A new key from 32 bytes of `random`.
   public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
@@ -408,7 +427,7 @@ public struct ObjectKey: Sendable, Equatable {
     guard bytes.count == 32 else {
       throw AccountKeyError("an object key needs 32 random bytes, got \(bytes.count)")
     }
-    self.bytes = bytes
+    key = SymmetricKey(data: bytes)
   }
 
   /// `plain` sealed (ChaCha20-Poly1305, a random nonce) and bound to `context` — the event's

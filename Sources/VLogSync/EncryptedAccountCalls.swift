@@ -13,7 +13,10 @@ extension APICaller {
     username: String, password: String, options: EncryptionOptions = .standard
   ) async throws -> NewEncryptedAccount {
     let account = try NewEncryptedAccount(
-      username: username, password: password, cost: options.cost, random: options.random)
+      username: username,
+      passwordKeys: try await PasswordKeys.stretching(
+        username: username, password: password, cost: options.cost),
+      random: options.random)
     _ = try await createAccount(account.credentials, keys: account.serverKeys).get()
     return account
   }
@@ -35,7 +38,8 @@ extension APICaller {
     let credentials = RecoveryCredentials(username: name, recoverySecret: recovery.signInSecret)
     let sealed = try await recoveryKeys(credentials).get()
     let keys = try AccountKeys(opening: sealed, with: recovery, username: name)
-    let newKeys = try PasswordKeys(username: name, password: newPassword, cost: cost)
+    let newKeys = try await PasswordKeys.stretching(
+      username: name, password: newPassword, cost: cost)
     _ = try await recover(
       AccountRecovery(
         credentials: credentials, newPassword: newKeys.signInSecret,
@@ -55,8 +59,9 @@ extension APICaller {
     token: String
   ) async throws {
     let name = Credentials(username: username, password: "").normalizedUsername
-    let currentKeys = try PasswordKeys(username: name, password: current, cost: cost)
-    let newKeys = try PasswordKeys(username: name, password: new, cost: cost)
+    let currentKeys = try await PasswordKeys.stretching(
+      username: name, password: current, cost: cost)
+    let newKeys = try await PasswordKeys.stretching(username: name, password: new, cost: cost)
     // Sealed at the account's epoch; a rotation in between is read again, once.
     for attempt in 0..<2 {
       let keys = try AccountKeys(

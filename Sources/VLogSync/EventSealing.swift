@@ -162,7 +162,12 @@ public struct EventSealer: Sendable {
 
   /// What a sealed value is bound to: the event's stamp and kind.
   private static func context(of stamp: Stamp, _ kind: EventKind) -> [UInt8] {
-    Array("vlog event\u{0}".utf8) + stamp.bytes
-      + withUnsafeBytes(of: kind.rawValue.bigEndian, Array.init)
+    var context = contextPrefix
+    context.reserveCapacity(contextPrefix.count + Stamp.byteCount + 8)
+    stamp.append(to: &context)
+    withUnsafeBytes(of: kind.rawValue.bigEndian) { context.append(contentsOf: $0) }
+    return context
   }
+
+  private static let contextPrefix = Array("vlog event\u{0}".utf8)
 }

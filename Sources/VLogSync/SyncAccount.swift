@@ -232,13 +232,13 @@ public actor SyncAccount {
   /// ends: show it to the user once.
   public func createAccount() async throws(APIError) {
     guard let encryption else {
-      _ = try await caller.createAccount(try credentials()).get()
+      _ = try await caller.createAccount(try await credentials()).get()
       return
     }
     let account: NewEncryptedAccount
     do {
       account = try NewEncryptedAccount(
-        username: username, passwordKeys: try passwordKeys(for: try knownPassword()),
+        username: username, passwordKeys: try await passwordKeys(for: try knownPassword()),
         random: encryption.random)
     } catch let error as APIError {
       throw error
@@ -259,7 +259,7 @@ public actor SyncAccount {
   ///   ``APIError/Code/signedOut`` if the account has no password, or ``CredentialStoreError``.
   public func signIn() async throws {
     try store.checkAccount(binding)
-    token = try await caller.signIn(try credentials()).get().token
+    token = try await caller.signIn(try await credentials()).get().token
     try bindStore()
     try saveToken()
     try await openKeys()
@@ -275,7 +275,7 @@ public actor SyncAccount {
   public func signIn(password: String) async throws {
     try store.checkAccount(binding)
     let token = try await caller.signIn(
-      Credentials(username: username, password: try serverPassword(password))
+      Credentials(username: username, password: try await serverPassword(password))
     ).get().token
     self.password = password
     self.token = token
@@ -312,9 +312,9 @@ public actor SyncAccount {
       if let keyring = try await openKeys() {
         // Sealed at the account's current epoch: a rotation elsewhere is followed first.
         try await keyring.refresh()
-        let newKeys = try passwordKeys(for: new)
+        let newKeys = try await passwordKeys(for: new)
         change = PasswordChange(
-          currentPassword: try serverPassword(current), newPassword: newKeys.signInSecret,
+          currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,
           keys: try await keyring.keys.passwordSeal(to: newKeys, username: username))
       } else {
         change = PasswordChange(currentPassword: current, newPassword: new)
@@ -361,7 +361,7 @@ public actor SyncAccount {
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `password` is wrong.
   public func deleteAccount(password: String) async throws {
-    let confirmed = try serverPassword(password)
+    let confirmed = try await serverPassword(password)
     _ = try await call { caller, token in
       await caller.deleteAccount(password: confirmed, token: token)
     }
@@ -395,8 +395,8 @@ public actor SyncAccount {
 
   /// The user name and what the server knows as the password, or
   /// ``APIError/Code/signedOut`` without a password.
-  private func credentials() throws(APIError) -> Credentials {
-    Credentials(username: username, password: try serverPassword(try knownPassword()))
+  private func credentials() async throws(APIError) -> Credentials {
+    Credentials(username: username, password: try await serverPassword(try knownPassword()))
   }
 
   /// The password, or ``APIError/Code/signedOut`` without one.
@@ -412,16 +412,17 @@ public actor SyncAccount {
 
   /// What the server knows as `password`: itself, or for an encrypted account the sign-in
   /// secret drawn from it (the server never receives the password).
-  private func serverPassword(_ password: String) throws(APIError) -> String {
+  private func serverPassword(_ password: String) async throws(APIError) -> String {
     guard isEncrypted else { return password }
-    return try passwordKeys(for: password).signInSecret
+    return try await passwordKeys(for: password).signInSecret
   }
 
-  /// The keys drawn from `password` at the account's cost, drawn once.
-  private func passwordKeys(for password: String) throws(APIError) -> PasswordKeys {
+  /// The keys drawn from `password` at the account's cost, drawn once, off the cooperative
+  /// pool (``PasswordKeys/stretching(username:password:cost:)``).
+  private func passwordKeys(for password: String) async throws(APIError) -> PasswordKeys {
     if let passwordKeys, passwordKeys.password == password { return passwordKeys.keys }
     do {
-      let keys = try PasswordKeys(
+      let keys = try await PasswordKeys.stretching(
         username: username, password: password, cost: encryptionCost ?? .standard)
       passwordKeys = (password, keys)
       return keys
@@ -451,7 +452,7 @@ public actor SyncAccount {
       }
       let body = try await call { caller, token in await caller.accountKeys(token: token) }
       keys = try AccountKeys(
-        opening: body, with: try passwordKeys(for: password), username: username)
+        opening: body, with: try await passwordKeys(for: password), username: username)
     }
     let keyring = installKeyring(keys)
     try await keepKeys()
@@ -475,7 +476,7 @@ public actor SyncAccount {
   /// The token, signing in first if there is none.
   private func currentOrNewToken() async throws -> String {
     if let token { return token }
-    let token = try await caller.signIn(try credentials()).get().token
+    let token = try await caller.signIn(try await credentials()).get().token
     self.token = token
     return token
   }
@@ -774,17 +775,19 @@ public actor SyncAccount {
     _ send: @escaping @Sendable (APICaller, String) async -> APIResult<Value>
   ) async throws(APIError) -> Value {
     let caller = self.caller
-    let credentials = Result { () throws(APIError) in try self.credentials() }
     let (result, token) = await APICall { token in await send(caller, token) }.run(
       token: token,
       signIn: {
-        switch credentials {
-        case .success(let credentials): return await caller.signIn(credentials)
-        case .failure(let error):
+        // Drawn only when a sign-in is needed: for an encrypted account, from the password.
+        let credentials: Credentials
+        do throws(APIError) {
+          credentials = try await self.credentials()
+        } catch {
           return APIResult(
             request: TransportRequest(method: "POST", path: "/v1/sessions"), response: nil,
             error: error, value: nil)
         }
+        return await caller.signIn(credentials)
       })
     self.token = token
     if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,

@@ -6,12 +6,13 @@ import VLogWire
 
 /// What the server knows as `password`: itself, or for an end-to-end encrypted account the
 /// sign-in secret drawn from it.
-private func serverPassword(_ password: String, user: String, cost: KeyDerivationCost?) throws
-  -> String
+private func serverPassword(_ password: String, user: String, cost: KeyDerivationCost?)
+  async throws -> String
 {
   guard let cost else { return password }
   let name = Credentials(username: user, password: "").normalizedUsername
-  return try PasswordKeys(username: name, password: password, cost: cost).signInSecret
+  return try await PasswordKeys.stretching(username: name, password: password, cost: cost)
+    .signInSecret
 }
 
 /// Signs in as `user`, runs `body` with the token, then signs that session out again, so a
@@ -21,7 +22,7 @@ private func withSession<R>(
   transport: (any Transport)?, _ body: (APICaller, String) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
-  let secret = try serverPassword(password, user: user, cost: encryption)
+  let secret = try await serverPassword(password, user: user, cost: encryption)
   let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
     .token
   let result = try await body(caller, token)
@@ -78,7 +79,7 @@ struct DeleteAccount: AsyncParsableCommand {
     server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    let secret = try serverPassword(password, user: user, cost: encryption)
+    let secret = try await serverPassword(password, user: user, cost: encryption)
     try await withSession(
       server: server, user: user, password: password, encryption: encryption,
       transport: transport
