@@ -67,13 +67,19 @@ package enum EventCodec {
 
   package static func encode(_ event: Event) -> [UInt8] {
     var writer = ProtobufWriter()
+    writer.buffer.reserveCapacity(estimatedSize(of: event))
+    encode(event, into: &writer)
+    return writer.buffer
+  }
+
+  /// About the size of `event`'s encoding, at least that of most events: what a buffer for it
+  /// reserves, so that it grows once at most.
+  private static func estimatedSize(of event: Event) -> Int {
     var size = 64 + event.unknownFields.count
     if case .textSet(_, let text, let base) = event.change {
       size += text.utf8.count + 3 + (base?.count ?? 0) * Stamp.byteCount
     }
-    writer.buffer.reserveCapacity(size)
-    encode(event, into: &writer)
-    return writer.buffer
+    return size
   }
 
   static func encode(_ event: Event, into writer: inout ProtobufWriter) {
@@ -87,6 +93,7 @@ package enum EventCodec {
   /// keeps of it, as ``Event/unknownFields``.
   package static func fieldsAfterKind(of event: Event) -> [UInt8] {
     var writer = ProtobufWriter()
+    writer.buffer.reserveCapacity(estimatedSize(of: event))
     encodeFields(of: event, into: &writer)
     return writer.buffer
   }

@@ -30,10 +30,10 @@ extension Event {
   /// nil if the event carries none.
   var sealedValuesField: (values: Int, field: Int)? {
     guard let values = sealedValues?.count else { return nil }
-    var writer = ProtobufWriter()
-    writer.tag(EventCodec.Field.sealedValues, .lengthDelimited)
-    writer.rawVarint(UInt64(values))
-    return (values, writer.buffer.count + values)
+    // The tag (field 18, length-delimited: two bytes of varint) and the length's varint.
+    var lengthBytes = 1
+    while values >> (7 * lengthBytes) != 0 { lengthBytes += 1 }
+    return (values, 2 + lengthBytes + values)
   }
 
   /// Checks that the event is in the form an end-to-end encrypted account's devices send: its
@@ -74,8 +74,9 @@ extension Event {
     case .tagRemoved, .tagErased:
       break
     }
-    guard let sealed = sealedValues else { throw refuse("no sealed values") }
-    guard unknownFields == withSealedValues(sealed).unknownFields else {
+    guard let sealed = sealedValuesField else { throw refuse("no sealed values") }
+    // The sealed values' field, once, is all there is.
+    guard unknownFields.count == sealed.field else {
       throw refuse("fields besides the sealed values that this version does not know")
     }
   }
@@ -83,6 +84,7 @@ extension Event {
   /// This event with `sealed` as its sealed values, in place of any it had.
   package func withSealedValues(_ sealed: [UInt8]) -> Event {
     var writer = ProtobufWriter()
+    writer.buffer.reserveCapacity(sealed.count + 6)
     writer.bytes(EventCodec.Field.sealedValues, sealed)
     return Event(stamp: stamp, change: change, unknownFields: writer.buffer)
   }
@@ -97,6 +99,7 @@ extension Event {
   /// - Throws: ``VLogError/Code/malformedEvent`` naming what is wrong.
   package init(stamp: Stamp, kind: EventKind, sealedFields fields: [UInt8]) throws(VLogError) {
     var writer = ProtobufWriter()
+    writer.buffer.reserveCapacity(fields.count + 32)
     writer.fixed64(EventCodec.Field.time, stamp.time.rawValue)
     writer.identifier(EventCodec.Field.replica, stamp.replica.identifier)
     writer.varint(EventCodec.Field.kind, kind.rawValue)
