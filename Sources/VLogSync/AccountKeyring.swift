@@ -58,7 +58,9 @@ public actor AccountKeyring {
   /// names in place of its clear bytes, remembered for ``seal(_:)``. Call this before sealing
   /// the events, and upload the sealed bytes the server lacks (``sealedBytes(of:bytes:)``).
   ///
-  /// - Parameter bytes: The clear bytes of an attachment, by their hash: the store's.
+  /// - Parameters:
+  ///   - events: Events to push, of which the attachments' additions count.
+  ///   - bytes: The clear bytes of an attachment, by their hash: the store's.
   /// - Returns: Each attachment added and not redacted, with the name of its sealed bytes.
   /// - Throws: ``AccountKeyError`` when the bytes of an attachment are not in the store;
   ///   ``APIError`` when the server does not take or give the keys.

@@ -458,7 +458,9 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   /// between the upload and the push — gives the same ciphertext and the same hash, and one
   /// key never seals two different plaintexts under one nonce.
   ///
-  /// - Parameter bytes: The attachment's bytes, whose SHA-256 is `attachment.blobHash`.
+  /// - Parameters:
+  ///   - bytes: The attachment's bytes, whose SHA-256 is `attachment.blobHash`.
+  ///   - attachment: The attachment whose key this is.
   public func sealBlob(_ bytes: [UInt8], of attachment: Attachment) throws -> [UInt8] {
     let nonce = HMAC<SHA256>.authenticationCode(
       for: attachment.blobHash.bytes, using: subkey("vlog blob nonce"))

@@ -10,7 +10,7 @@ public import VLog
 /// - a tag, wherever an event names one: ``AccountKeys/tagName(of:)`` in place of its name, so a
 ///   server still tells tags apart, strips a deleted tag from a tags list and erases it, without
 ///   reading a name;
-/// - an attachment's addition: its ids, ``Attachment/sealedMediaType`` and no size in pixels,
+/// - an attachment's addition: its ids, `Attachment.sealedMediaType` and no size in pixels,
 ///   and the hash and size of its bytes as ``ObjectKey/sealBlob(_:of:)`` sealed them
 ///   (``SealedBlob``), which is what the server stores; the metadata in clear, the clear
 ///   bytes' hash among it, is sealed;
@@ -91,7 +91,7 @@ public struct EventSealer: Sendable {
     return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
   }
 
-  /// The event `sealed`, sealed by ``seal(_:noteKey:)`` on a device of the account,
+  /// The event `sealed`, sealed by ``seal(_:objectKey:sealedBlob:)`` on a device of the account,
   /// with its values.
   ///
   /// A redacted event, and one that carries ids only, is what it is. A tags list is the tags
