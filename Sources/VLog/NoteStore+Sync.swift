@@ -98,9 +98,14 @@ extension NoteStore {
 
   /// Local events not yet acknowledged by the server, oldest first.
   ///
-  /// - Parameter limit: The most events to return.
-  public func outbox(limit: Int = .max) throws -> [LoggedEvent] {
-    try read { transaction in try eventLog.outbox(of: replicaID, limit: limit, in: transaction) }
+  /// - Parameters:
+  ///   - sequence: Only the events after this sequence number, if given: what follows the
+  ///     events of a push still on its way.
+  ///   - limit: The most events to return.
+  public func outbox(after sequence: UInt64? = nil, limit: Int = .max) throws -> [LoggedEvent] {
+    try read { transaction in
+      try eventLog.outbox(of: replicaID, after: sequence, limit: limit, in: transaction)
+    }
   }
 
   /// The number of local events not yet acknowledged.

@@ -1,4 +1,6 @@
+internal import Dispatch
 internal import Foundation
+internal import Synchronization
 public import VLog
 public import VLogWire
 
@@ -120,20 +122,64 @@ public actor AccountKeyring {
 
   /// `events` as the server must receive them: sealed, each note's values by the note's key
   /// and each attachment's by the attachment's. The keys of the notes they create are made
-  /// and stored on the server first; a note the keyring holds no key of is looked up. The
-  /// bytes of the attachments they add must be sealed first (``sealBlobs(of:bytes:)``).
+  /// and stored on the server — while the events are sealed, and before they are returned;
+  /// a note the keyring holds no key of is looked up. The bytes of the attachments they add
+  /// must be sealed first (``sealBlobs(of:bytes:)``).
   ///
   /// - Throws: ``AccountKeyError`` for an event that cannot be sealed; ``APIError`` when the
   ///   server does not take the keys.
   public func seal(_ events: [Event]) async throws -> [Event] {
-    try await makeKeys(
-      of: events.compactMap { event -> Identifier? in
-        guard case .noteCreated(let note, _) = event.change else { return nil }
-        return note.identifier
-      })
-    try await lookUp(unheld(events))
+    let sealed = try await sealAhead(events)
+    noteSealed(sealed)
+    return sealed
+  }
+
+  /// `events` sealed as ``seal(_:)`` seals them, but not yet noted as sent: the keys of the
+  /// notes and attachments they delete stay held until ``noteSealed(_:)`` says the events
+  /// go, so that events before them sealed again meanwhile (after a restamp, say) still
+  /// seal with their keys.
+  func sealAhead(_ events: [Event]) async throws -> [Event] {
+    var created: [Identifier: ObjectKey] = [:]
+    for event in events {
+      guard case .noteCreated(let note, _) = event.change, objectKeys[note.identifier] == nil
+      else { continue }
+      created[note.identifier] = try ObjectKey(random: random)
+    }
+    // The new keys seal the events while the server stores them: a push waits for both.
+    objectKeys.merge(created) { _, new in new }
+    async let stored = created.isEmpty ? true : store(created)
+    var sealed: [Event]
+    do {
+      try await lookUp(unheld(events))
+      sealed = try await sealHeld(events)
+    } catch {
+      _ = try? await stored
+      for object in created.keys { objectKeys[object] = nil }
+      throw error
+    }
+    let storedAll: Bool
+    do {
+      storedAll = try await stored
+    } catch {
+      for object in created.keys { objectKeys[object] = nil }
+      throw error
+    }
+    // A note whose key the server held already (this device made it before a restart, and
+    // the push of its events did not complete): sealed again with the key the server keeps.
+    if !storedAll { sealed = try await sealHeld(events) }
+    return sealed
+  }
+
+  /// `events` sealed by the keys the keyring holds, without noting them (``noteSealed(_:)``).
+  private func sealHeld(_ events: [Event]) async throws -> [Event] {
     let (keys, names, random) = (objectKeys, sealedBlobs, random)
-    return try await each(events) { sealer, event in
+    let sealer = EventSealer(keys: self.keys)
+    // Every event's nonce, drawn at once.
+    let nonces = random(Self.nonceBytes * events.count)
+    guard nonces.count == Self.nonceBytes * events.count else {
+      throw AccountKeyError("the generator gave \(nonces.count) random bytes for the nonces")
+    }
+    return try await Self.inParallel(events) { index, event in
       try sealer.seal(
         event,
         objectKey: { object in
@@ -147,9 +193,13 @@ public actor AccountKeyring {
               "the bytes of attachment \(attachment.id) were not sealed before its addition")
           }
           return name
-        })
+        },
+        nonce: nonces[index * Self.nonceBytes..<(index + 1) * Self.nonceBytes])
     }
   }
+
+  /// The bytes of a ChaCha20-Poly1305 nonce.
+  static let nonceBytes = 12
 
   /// `events` pulled from the server, opened. The keys of notes and attachments the keyring
   /// does not hold are looked up first; a deleted object's events, erased by the server, are
@@ -160,7 +210,8 @@ public actor AccountKeyring {
   public func open(_ events: [Event]) async throws -> [Event] {
     try await lookUp(unheld(events.lazy.filter { $0.sealedValues != nil }))
     let keys = objectKeys
-    return try await each(events) { sealer, event in
+    let sealer = EventSealer(keys: self.keys)
+    let opened = try await Self.inParallel(events) { _, event in
       try sealer.open(
         event,
         objectKey: { object in
@@ -170,6 +221,8 @@ public actor AccountKeyring {
           return key
         })
     }
+    noteSealed(opened)
+    return opened
   }
 
   /// Makes keys of `objects` the keyring does not hold yet, new ones (a note's creation, an
@@ -195,40 +248,46 @@ public actor AccountKeyring {
     }
   }
 
-  /// Each of `events` through `transform` with a sealer of the current keys — in parallel, on
-  /// as many cores as there are, for many events — then, in order, noting each note's
-  /// attachments and forgetting the keys of the notes and attachments deleted on the way.
-  private func each(
-    _ events: [Event], _ transform: @escaping @Sendable (EventSealer, Event) throws -> Event
-  ) async throws -> [Event] {
-    let sealer = EventSealer(keys: keys)
-    let result = try await Self.inParallel(events) { try transform(sealer, $0) }
-    for event in result {
+  /// Notes the attachments of each note in `events`, sealed or opened, and forgets the keys of
+  /// the notes and attachments they delete, in order.
+  func noteSealed(_ events: [Event]) {
+    for event in events {
       if case .attachmentAdded(let attachment) = event.change, !event.isRedacted {
         attachmentsOfNote[attachment.noteID, default: []].insert(attachment.id.identifier)
       }
       forgetDeleted(event.change)
     }
-    return result
   }
 
-  /// `events` through `transform`, in order: in as many parts as the machine has cores, each a
-  /// task of its own, when there are enough events to be worth it.
+  /// `events` through `transform`, with their indices, in order: in as many parts as the
+  /// machine has cores, run together on Dispatch's threads, when there are enough events to be
+  /// worth it.
+  ///
+  /// Not a task group: the parts would share the cooperative pool with whatever else the app
+  /// runs there, and a pool with a blocked thread (which every app risks, from code of its own
+  /// or of a library) would run them one after the other. Sealing is computation, and
+  /// `DispatchQueue.concurrentPerform` spreads it on every core whatever the pool is doing,
+  /// while the calling task waits without holding a thread.
   private static func inParallel(
-    _ events: [Event], _ transform: @escaping @Sendable (Event) throws -> Event
+    _ events: [Event], _ transform: @escaping @Sendable (Int, Event) throws -> Event
   ) async throws -> [Event] {
     let parts = min(
       ProcessInfo.processInfo.activeProcessorCount, events.count / Self.eventsPerPart)
-    guard parts > 1 else { return try events.map(transform) }
+    guard parts > 1 else { return try events.indices.map { try transform($0, events[$0]) } }
     let size = (events.count + parts - 1) / parts
-    return try await withThrowingTaskGroup(of: (Int, [Event]).self) { group in
-      for start in stride(from: 0, to: events.count, by: size) {
-        let part = events[start..<min(start + size, events.count)]
-        group.addTask { (start, try part.map(transform)) }
+    return try await withCheckedThrowingContinuation { continuation in
+      DispatchQueue.global().async {
+        let done = Mutex([Result<[Event], any Error>?](repeating: nil, count: parts))
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+          let range = part * size..<min((part + 1) * size, events.count)
+          let result = Result { try range.map { try transform($0, events[$0]) } }
+          done.withLock { $0[part] = result }
+        }
+        continuation.resume(
+          with: Result {
+            try done.withLock { parts in try parts.flatMap { try $0?.get() ?? [] } }
+          })
       }
-      var done: [(start: Int, events: [Event])] = []
-      for try await part in group { done.append(part) }
-      return done.sorted { $0.start < $1.start }.flatMap(\.events)
     }
   }
 
@@ -304,7 +363,11 @@ public actor AccountKeyring {
 
   /// Stores new notes' and attachments' keys on the server, wrapped by the current content
   /// key; after a rotation elsewhere, follows it and wraps them again.
-  private func store(_ created: [Identifier: ObjectKey]) async throws {
+  ///
+  /// - Returns: Whether the server took them all; if not, the keyring holds the keys the
+  ///   server keeps instead.
+  @discardableResult
+  private func store(_ created: [Identifier: ObjectKey]) async throws -> Bool {
     for attempt in 0..<3 {
       var wrapped: [Identifier: [UInt8]] = [:]
       for (object, key) in created { wrapped[object] = try keys.wrap(key, of: object) }
@@ -322,9 +385,11 @@ public actor AccountKeyring {
         // and a deleted object has none.
         for object in created.keys { objectKeys[object] = nil }
         try await lookUp(Array(created.keys))
+        return false
       }
-      return
+      return true
     }
+    return false
   }
 
   /// Looks up the keys of `objects` on the server: those it holds.

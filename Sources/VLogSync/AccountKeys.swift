@@ -436,6 +436,16 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
     Array(try ChaChaPoly.seal(plain, using: key, authenticating: context).combined)
   }
 
+  /// `plain` sealed as ``seal(_:context:)`` seals it, with `nonce`: 12 bytes from a
+  /// cryptographically secure generator, drawn with others at once rather than one call to
+  /// the system's generator for each seal, and used for nothing else.
+  func seal(_ plain: [UInt8], context: [UInt8], nonce: ArraySlice<UInt8>) throws -> [UInt8] {
+    Array(
+      try ChaChaPoly.seal(
+        plain, using: key, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: context
+      ).combined)
+  }
+
   /// What ``seal(_:context:)`` sealed with this key in `context`.
   ///
   /// - Throws: ``AccountKeyError`` when it does not open: another key or context, or bytes

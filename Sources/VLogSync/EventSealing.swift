@@ -40,6 +40,15 @@ public struct EventSealer: Sendable {
     _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
     sealedBlob: ((Attachment) throws -> SealedBlob)? = nil
   ) throws -> Event {
+    try seal(event, objectKey: objectKey, sealedBlob: sealedBlob, nonce: nil)
+  }
+
+  /// `event` as ``seal(_:objectKey:sealedBlob:)`` seals it, with `nonce` (12 random bytes
+  /// used for nothing else) if given, else a nonce drawn for it.
+  func seal(
+    _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
+    sealedBlob: ((Attachment) throws -> SealedBlob)?, nonce: ArraySlice<UInt8>?
+  ) throws -> Event {
     guard !event.isRedacted else { return event }
     func keyed(_ tag: TagKey) -> TagKey { TagKey(name: keys.tagName(of: tag)) }
     let clear: Event
@@ -86,8 +95,10 @@ public struct EventSealer: Sendable {
       throw AccountKeyError("an event of \(kind), unknown to this version, cannot be sealed")
     }
     let key = try self.key(for: placeholder, objectKey: objectKey)
-    let sealed = try key.seal(
-      clear.fieldsToSeal, context: Self.context(of: event.stamp, placeholder.kind))
+    let context = Self.context(of: event.stamp, placeholder.kind)
+    let sealed =
+      try nonce.map { try key.seal(clear.fieldsToSeal, context: context, nonce: $0) }
+      ?? key.seal(clear.fieldsToSeal, context: context)
     return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
   }
 

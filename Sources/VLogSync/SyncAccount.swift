@@ -569,18 +569,56 @@ public actor SyncAccount {
     var machine = SyncMachine(
       cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
+    // An encrypted account's outbox is sealed one push ahead.
+    var sealer = keyring.map { OutboxSealer(keyring: $0, store: store) }
+    // The outbox events last read, by stamp: where a push of them ends.
+    var outboxSequences: [Stamp: UInt64] = [:]
+    // The next page, asked (and opened) while the store ingests the one before: pages that
+    // carry nothing pushed only read the server's log.
+    var prefetch: (push: SyncPush, encoding: SyncEncoding, page: Task<SyncPage, any Error>)?
+    var pageOpened = false
+    var pushedNothing = false
     // A server that refused the binary encoding gets JSON from now on, whatever the outcome.
-    defer { encoding = machine.encoding }
+    defer {
+      encoding = machine.encoding
+      sealer?.cancel()
+      prefetch?.page.cancel()
+    }
     var action = machine.start()
     while true {
       switch action {
       case .readOutbox(let limit):
-        action = machine.outboxRead(try store.outbox(limit: limit))
+        let outbox = try store.outbox(limit: limit)
+        if sealer != nil {
+          outboxSequences = Dictionary(
+            outbox.map { ($0.event.stamp, $0.sequence) }, uniquingKeysWith: { _, last in last })
+        }
+        action = machine.outboxRead(outbox)
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
       case .push(let clear, let encoding):
+        pushedNothing = clear.events.isEmpty
+        if let asked = prefetch {
+          prefetch = nil
+          if asked.push == clear && asked.encoding == encoding,
+            let page = try? await asked.page.value
+          {
+            // A prefetch that failed is asked again, here, as any call.
+            pageOpened = true
+            action = machine.pageReceived(page)
+            continue
+          }
+          asked.page.cancel()
+        }
         var push = clear
-        if let keyring { push.events = try await keyring.seal(clear.events) }
+        if var outboxSealer = sealer {
+          push.events = try await outboxSealer.seal(clear.events)
+          // While this push is on its way, the outbox events after it are sealed.
+          if let last = clear.events.last, let sequence = outboxSequences[last.stamp] {
+            outboxSealer.sealAhead(after: sequence, limit: clear.events.count)
+          }
+          sealer = outboxSealer
+        }
         let sent = push
         let page: SyncPage
         do {
@@ -601,7 +639,22 @@ public actor SyncAccount {
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
       case .commit(var page, let sequence):
-        if let keyring { page.events = try await keyring.open(page.events) }
+        if let keyring, !pageOpened { page.events = try await keyring.open(page.events) }
+        pageOpened = false
+        if page.more && pushedNothing {
+          let next = SyncPush(cursor: page.cursor, events: [], limit: pageSize)
+          let encoding = machine.encoding
+          prefetch = (
+            next, encoding,
+            Task {
+              var page = try await call { caller, token in
+                await caller.sync(next, encoding: encoding, token: token)
+              }
+              if let keyring { page.events = try await keyring.open(page.events) }
+              return page
+            }
+          )
+        }
         state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
         let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
         state.cursor = page.cursor

@@ -5,15 +5,17 @@ extension EventLog {
   ///
   /// - Parameters:
   ///   - replica: The replica whose events are local.
+  ///   - sequence: Only the events after this sequence number, if given.
   ///   - limit: The most events to return.
   package func outbox(
-    of replica: ReplicaID, limit: Int, in transaction: borrowing some Transaction & ~Copyable
+    of replica: ReplicaID, after sequence: UInt64? = nil, limit: Int,
+    in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [LoggedEvent] {
     let state = try state(in: transaction)
     let wanted = min(limit, Int(clamping: state.pendingLocal))
     var pending: [LoggedEvent] = []
     guard wanted > 0 else { return pending }
-    try forEach(after: state.acknowledged, in: transaction) { logged in
+    try forEach(after: max(state.acknowledged, sequence ?? 0), in: transaction) { logged in
       if logged.event.stamp.replica == replica { pending.append(logged) }
       return pending.count < wanted
     }

@@ -1,0 +1,79 @@
+internal import Foundation
+internal import VLog
+
+/// Seals an encrypted account's pushes one push ahead: while a push is on its way to the
+/// server, the outbox events that follow it are read and sealed, so that the device's cores
+/// work while the network and the server do, and the next push finds its events sealed.
+///
+/// An event sealed ahead is sent only as it still is: one restamped (a new stamp) or redacted
+/// meanwhile (the event changed) is sealed again. The keyring notes events as sent —
+/// forgetting the keys of the notes and attachments they delete — only when they go in a
+/// push, in the outbox's order, so that sealing ahead seals every event with the key sealing
+/// in turn would.
+struct OutboxSealer {
+  /// A clear event, and the same event sealed.
+  typealias Pair = (clear: Event, sealed: Event)
+
+  let keyring: AccountKeyring
+  let store: NoteStore
+  /// The events of the last push and of the batch sealed ahead, by stamp.
+  private var sealed: [Stamp: Pair] = [:]
+  /// The outbox batch after the last push, being sealed.
+  private var ahead: Task<[Pair], any Error>?
+
+  init(keyring: AccountKeyring, store: NoteStore) {
+    self.keyring = keyring
+    self.store = store
+  }
+
+  /// `events`, a push, sealed: as sealed ahead where they are unchanged, the rest now; noted
+  /// by the keyring as sent.
+  mutating func seal(_ events: [Event]) async throws -> [Event] {
+    var known: [Stamp: Pair] = [:]
+    if let ahead {
+      self.ahead = nil
+      // A batch that could not be sealed ahead is sealed in turn, below.
+      for pair in (try? await ahead.value) ?? [] { known[pair.clear.stamp] = pair }
+    }
+    var result: [Event] = []
+    result.reserveCapacity(events.count)
+    var missing: [Event] = []
+    for event in events {
+      if let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event {
+        result.append(pair.sealed)
+      } else {
+        missing.append(event)
+      }
+    }
+    if !missing.isEmpty {
+      var now = try await keyring.sealAhead(missing)[...]
+      result = []
+      for event in events {
+        if let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event {
+          result.append(pair.sealed)
+        } else if let next = now.popFirst() {
+          result.append(next)
+        }
+      }
+    }
+    sealed = Dictionary(
+      zip(events, result).map { ($0.stamp, (clear: $0, sealed: $1)) },
+      uniquingKeysWith: { _, last in last })
+    await keyring.noteSealed(result)
+    return result
+  }
+
+  /// Starts sealing, for the next push, the `limit` outbox events after the one numbered
+  /// `sequence`: the last of a push on its way.
+  mutating func sealAhead(after sequence: UInt64, limit: Int) {
+    ahead?.cancel()
+    let (keyring, store) = (keyring, store)
+    ahead = Task {
+      let next = try store.outbox(after: sequence, limit: limit).map(\.event)
+      return Array(zip(next, try await keyring.sealAhead(next)))
+    }
+  }
+
+  /// Stops sealing ahead: the sync is over.
+  func cancel() { ahead?.cancel() }
+}
