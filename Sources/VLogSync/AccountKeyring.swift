@@ -139,28 +139,24 @@ public actor AccountKeyring {
   /// go, so that events before them sealed again meanwhile (after a restamp, say) still
   /// seal with their keys.
   func sealAhead(_ events: [Event]) async throws -> [Event] {
-    var created: [Identifier: ObjectKey] = [:]
-    for event in events {
-      guard case .noteCreated(let note, _) = event.change, objectKeys[note.identifier] == nil
-      else { continue }
-      created[note.identifier] = try ObjectKey(random: random)
-    }
+    let created = try newKeys(
+      of: events.compactMap { event -> Identifier? in
+        guard case .noteCreated(let note, _) = event.change else { return nil }
+        return note.identifier
+      })
     // The new keys seal the events while the server stores them: a push waits for both.
     objectKeys.merge(created) { _, new in new }
     async let stored = created.isEmpty ? true : store(created)
     var sealed: [Event]
+    let storedAll: Bool
     do {
       try await lookUp(unheld(events))
       sealed = try await sealHeld(events)
-    } catch {
-      _ = try? await stored
-      for object in created.keys { objectKeys[object] = nil }
-      throw error
-    }
-    let storedAll: Bool
-    do {
       storedAll = try await stored
     } catch {
+      // The store ends first, so that the keys it records are dropped too; what it throws,
+      // if anything, is the lesser error.
+      _ = try? await stored
       for object in created.keys { objectKeys[object] = nil }
       throw error
     }
@@ -229,11 +225,17 @@ public actor AccountKeyring {
   /// attachment's addition), and stores them on the server; an object that holds a key there
   /// already (made before a restart) keeps it.
   private func makeKeys(of objects: [Identifier]) async throws {
+    let created = try newKeys(of: objects)
+    if !created.isEmpty { try await store(created) }
+  }
+
+  /// New keys of those of `objects` the keyring holds no key of, not stored yet.
+  private func newKeys(of objects: [Identifier]) throws -> [Identifier: ObjectKey] {
     var created: [Identifier: ObjectKey] = [:]
     for object in objects where objectKeys[object] == nil {
       created[object] = try ObjectKey(random: random)
     }
-    if !created.isEmpty { try await store(created) }
+    return created
   }
 
   /// The notes and attachments whose keys seal the values of `events` and that the keyring

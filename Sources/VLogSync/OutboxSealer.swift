@@ -16,7 +16,8 @@ struct OutboxSealer {
 
   let keyring: AccountKeyring
   let store: NoteStore
-  /// The events of the last push and of the batch sealed ahead, by stamp.
+  /// The events of the last push, by stamp: a push sent again with fewer (after a 413) finds
+  /// them sealed.
   private var sealed: [Stamp: Pair] = [:]
   /// The outbox batch after the last push, being sealed.
   private var ahead: Task<[Pair], any Error>?
@@ -32,35 +33,27 @@ struct OutboxSealer {
     var known: [Stamp: Pair] = [:]
     if let ahead {
       self.ahead = nil
-      // A batch that could not be sealed ahead is sealed in turn, below.
+      // What failed ahead is not this push's error: those events are sealed in turn below,
+      // where an error that still holds is thrown.
       for pair in (try? await ahead.value) ?? [] { known[pair.clear.stamp] = pair }
     }
-    var result: [Event] = []
-    result.reserveCapacity(events.count)
-    var missing: [Event] = []
-    for event in events {
-      if let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event {
-        result.append(pair.sealed)
-      } else {
-        missing.append(event)
+    var result = events.map { event -> Event? in
+      guard let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event else {
+        return nil
       }
+      return pair.sealed
     }
+    let missing = result.indices.filter { result[$0] == nil }
     if !missing.isEmpty {
-      var now = try await keyring.sealAhead(missing)[...]
-      result = []
-      for event in events {
-        if let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event {
-          result.append(pair.sealed)
-        } else if let next = now.popFirst() {
-          result.append(next)
-        }
-      }
+      let now = try await keyring.sealAhead(missing.map { events[$0] })
+      for (index, event) in zip(missing, now) { result[index] = event }
     }
+    let done = result.compactMap { $0 }
     sealed = Dictionary(
-      zip(events, result).map { ($0.stamp, (clear: $0, sealed: $1)) },
+      zip(events, done).map { ($0.stamp, (clear: $0, sealed: $1)) },
       uniquingKeysWith: { _, last in last })
-    await keyring.noteSealed(result)
-    return result
+    await keyring.noteSealed(done)
+    return done
   }
 
   /// Starts sealing, for the next push, the `limit` outbox events after the one numbered

@@ -571,8 +571,8 @@ public actor SyncAccount {
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
     // An encrypted account's outbox is sealed one push ahead.
     var sealer = keyring.map { OutboxSealer(keyring: $0, store: store) }
-    // The outbox events last read, by stamp: where a push of them ends.
-    var outboxSequences: [Stamp: UInt64] = [:]
+    // The outbox events last read: a push of them is a prefix of them.
+    var outbox: [LoggedEvent] = []
     // The next page, asked (and opened) while the store ingests the one before: pages that
     // carry nothing pushed only read the server's log.
     var prefetch: (push: SyncPush, encoding: SyncEncoding, page: Task<SyncPage, any Error>)?
@@ -588,11 +588,7 @@ public actor SyncAccount {
     while true {
       switch action {
       case .readOutbox(let limit):
-        let outbox = try store.outbox(limit: limit)
-        if sealer != nil {
-          outboxSequences = Dictionary(
-            outbox.map { ($0.event.stamp, $0.sequence) }, uniquingKeysWith: { _, last in last })
-        }
+        outbox = try store.outbox(limit: limit)
         action = machine.outboxRead(outbox)
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
@@ -600,10 +596,11 @@ public actor SyncAccount {
         pushedNothing = clear.events.isEmpty
         if let asked = prefetch {
           prefetch = nil
+          // A prefetch that failed is not this sync's error: the call is made again below, as
+          // any call, and fails there if the failure still holds.
           if asked.push == clear && asked.encoding == encoding,
             let page = try? await asked.page.value
           {
-            // A prefetch that failed is asked again, here, as any call.
             pageOpened = true
             action = machine.pageReceived(page)
             continue
@@ -614,8 +611,9 @@ public actor SyncAccount {
         if var outboxSealer = sealer {
           push.events = try await outboxSealer.seal(clear.events)
           // While this push is on its way, the outbox events after it are sealed.
-          if let last = clear.events.last, let sequence = outboxSequences[last.stamp] {
-            outboxSealer.sealAhead(after: sequence, limit: clear.events.count)
+          let count = clear.events.count
+          if count > 0, count <= outbox.count, outbox[count - 1].event == clear.events[count - 1] {
+            outboxSealer.sealAhead(after: outbox[count - 1].sequence, limit: count)
           }
           sealer = outboxSealer
         }
