@@ -206,6 +206,32 @@ package enum EventCodec {
     return try fields.event(from: bytes)
   }
 
+  /// Decodes the event of `stamp` and `kind` whose fields after the kind are `bytes`, as
+  /// ``fieldsAfterKind(of:)`` wrote them.
+  ///
+  /// - Throws: ``VLogError/Code/malformedEvent`` naming the field that is wrong; a time, a
+  ///   replica or a kind among `bytes` is.
+  package static func decode(
+    stamp: Stamp, kind: EventKind, fieldsAfterKind bytes: UnsafeRawBufferPointer
+  )
+    throws(VLogError) -> Event
+  {
+    var reader = ProtobufReader(bytes)
+    var fields = DecodedFields()
+    fields.time = stamp.time.rawValue
+    fields.replica = stamp.replica.identifier
+    fields.kind = kind.rawValue
+    while !reader.isAtEnd {
+      let fieldStart = reader.offset
+      let (number, wireType) = try reader.tag()
+      guard number > Field.kind else {
+        throw VLogError(.malformedEvent, "field \(number) among the fields after the kind")
+      }
+      try fields.read(number, wireType, from: &reader, fieldStart: fieldStart)
+    }
+    return try fields.event(from: bytes)
+  }
+
   /// The text of an encoded `textSet` event with the id `stamp`, read without decoding the
   /// rest of the event; nil if the bytes are another event, another kind, or redacted.
   ///

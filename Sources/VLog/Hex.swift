@@ -3,15 +3,13 @@ internal import LMDB
 /// Lowercase hexadecimal text: how ids, hashes and digests are written, and how they are read
 /// back (in either case).
 package enum Hex {
-  private static let digits = Array("0123456789abcdef".utf8)
-
   /// Two lowercase digits per byte.
   package static func string(_ bytes: some Sequence<UInt8>) -> String {
     var text: [UInt8] = []
     text.reserveCapacity(bytes.underestimatedCount * 2)
     for byte in bytes {
-      text.append(digits[Int(byte >> 4)])
-      text.append(digits[Int(byte & 0x0F)])
+      text.append(digit(byte >> 4))
+      text.append(digit(byte))
     }
     return String(decoding: text, as: UTF8.self)
   }
@@ -34,6 +32,13 @@ package enum Hex {
       bytes.append(high << 4 | low)
     }
     return bytes
+  }
+
+  /// The lowercase digit of the low four bits of `nibble`.
+  @inline(__always)
+  package static func digit(_ nibble: UInt8) -> UInt8 {
+    let value = nibble & 0x0F
+    return value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") - 10 + value
   }
 
   /// The value of one hexadecimal digit, in either case.

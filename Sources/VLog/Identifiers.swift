@@ -27,22 +27,36 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
   ///
   /// - Returns: nil if `text` is not 32 hexadecimal digits, optionally hyphenated as a UUID.
   public init?(_ text: some StringProtocol) {
-    let utf8 = Array(text.utf8)
-    let digits: [UInt8]
+    var text = String(text)
+    guard let parsed = text.withUTF8(Self.parse) else { return nil }
+    self = parsed
+  }
+
+  /// The identifier `utf8` spells: 32 hexadecimal digits, hyphenated as a UUID or not.
+  private static func parse(_ utf8: UnsafeBufferPointer<UInt8>) -> Identifier? {
+    let hyphenated: Bool
     switch utf8.count {
-    case 32:
-      digits = utf8
-    case 36:
-      guard [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }) else { return nil }
-      digits = utf8.enumerated().filter { ![8, 13, 18, 23].contains($0.offset) }.map(\.element)
-    default:
-      return nil
+    case 32: hyphenated = false
+    case 36: hyphenated = true
+    default: return nil
     }
-    guard let bytes = Hex.bytes(String(decoding: digits, as: UTF8.self)),
-      let high = BigEndian.read(UInt64.self, from: bytes, at: 0),
-      let low = BigEndian.read(UInt64.self, from: bytes, at: 8)
-    else { return nil }
-    self.init(high: high, low: low)
+    var halves: (high: UInt64, low: UInt64) = (0, 0)
+    var digits = 0
+    for position in 0..<utf8.count {
+      let byte = utf8[position]
+      if hyphenated, position == 8 || position == 13 || position == 18 || position == 23 {
+        guard byte == UInt8(ascii: "-") else { return nil }
+        continue
+      }
+      guard let value = Hex.value(of: byte) else { return nil }
+      if digits < 16 {
+        halves.high = halves.high << 4 | UInt64(value)
+      } else {
+        halves.low = halves.low << 4 | UInt64(value)
+      }
+      digits += 1
+    }
+    return Identifier(high: halves.high, low: halves.low)
   }
 
   /// Reads an identifier from 16 big-endian bytes.
@@ -93,11 +107,19 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
 
   /// The lowercase UUID form, for example `1b4e28ba-2fa1-11d2-883f-0016d3cca427`.
   public var description: String {
-    let hex = Hex.string(high) + Hex.string(low)
-    let characters = Array(hex)
-    return String(characters[0..<8]) + "-" + String(characters[8..<12]) + "-"
-      + String(characters[12..<16]) + "-" + String(characters[16..<20]) + "-"
-      + String(characters[20..<32])
+    String(unsafeUninitializedCapacity: 36) { text in
+      var written = 0
+      for digit in 0..<32 {
+        if digit == 8 || digit == 12 || digit == 16 || digit == 20 {
+          text[written] = UInt8(ascii: "-")
+          written += 1
+        }
+        let half = digit < 16 ? high : low
+        text[written] = Hex.digit(UInt8(truncatingIfNeeded: half >> (60 - 4 * (digit % 16))))
+        written += 1
+      }
+      return written
+    }
   }
 
   /// Orders identifiers by their bytes.

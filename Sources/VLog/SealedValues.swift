@@ -8,16 +8,20 @@
 /// with the rest of the payload. Only the account's devices, which hold the keys, open them.
 extension Event {
   /// The sealed values the event carries in field 18, or nil if it carries none.
-  public var sealedValues: [UInt8]? {
+  public var sealedValues: [UInt8]? { sealedValuesRange.map { Array(unknownFields[$0]) } }
+
+  /// Where the sealed values are in ``unknownFields``, or nil if the event carries none.
+  package var sealedValuesRange: Range<Int>? {
     guard !unknownFields.isEmpty else { return nil }
     // Unknown fields were read as fields, so they parse; bytes that do not are none.
-    return try? withBytes(of: unknownFields) { buffer throws(VLogError) -> [UInt8]? in
+    return try? withBytes(of: unknownFields) { buffer throws(VLogError) -> Range<Int>? in
       var reader = ProtobufReader(buffer)
-      var found: [UInt8]?
+      var found: Range<Int>?
       while !reader.isAtEnd {
         let (number, wireType) = try reader.tag()
         if number == EventCodec.Field.sealedValues, wireType == .lengthDelimited {
-          found = Array(try reader.lengthDelimited())
+          let values = try reader.lengthDelimited()
+          found = reader.offset - values.count..<reader.offset
         } else {
           try reader.skip(wireType)
         }
@@ -29,7 +33,7 @@ extension Event {
   /// The size of the sealed values and of their encoded field (tag and length included), or
   /// nil if the event carries none.
   var sealedValuesField: (values: Int, field: Int)? {
-    guard let values = sealedValues?.count else { return nil }
+    guard let values = sealedValuesRange?.count else { return nil }
     // The tag (field 18, length-delimited: two bytes of varint) and the length's varint.
     var lengthBytes = 1
     while values >> (7 * lengthBytes) != 0 { lengthBytes += 1 }
@@ -82,10 +86,12 @@ extension Event {
   }
 
   /// This event with `sealed` as its sealed values, in place of any it had.
-  package func withSealedValues(_ sealed: [UInt8]) -> Event {
+  package func withSealedValues(_ sealed: some Collection<UInt8>) -> Event {
     var writer = ProtobufWriter()
     writer.buffer.reserveCapacity(sealed.count + 6)
-    writer.bytes(EventCodec.Field.sealedValues, sealed)
+    writer.tag(EventCodec.Field.sealedValues, .lengthDelimited)
+    writer.rawVarint(UInt64(sealed.count))
+    writer.buffer.append(contentsOf: sealed)
     return Event(stamp: stamp, change: change, unknownFields: writer.buffer)
   }
 
@@ -96,15 +102,12 @@ extension Event {
   /// The event of `stamp` and `kind` whose fields after the kind are `fields`, as
   /// ``fieldsToSeal`` wrote them.
   ///
-  /// - Throws: ``VLogError/Code/malformedEvent`` naming what is wrong.
-  package init(stamp: Stamp, kind: EventKind, sealedFields fields: [UInt8]) throws(VLogError) {
-    var writer = ProtobufWriter()
-    writer.buffer.reserveCapacity(fields.count + 32)
-    writer.fixed64(EventCodec.Field.time, stamp.time.rawValue)
-    writer.identifier(EventCodec.Field.replica, stamp.replica.identifier)
-    writer.varint(EventCodec.Field.kind, kind.rawValue)
-    writer.buffer.append(contentsOf: fields)
-    self = try EventCodec.decode(writer.buffer)
+  /// - Throws: ``VLogError/Code/malformedEvent`` naming what is wrong, among it a time, a
+  ///   replica or a kind among the fields.
+  package init(stamp: Stamp, kind: EventKind, sealedFields fields: UnsafeRawBufferPointer)
+    throws(VLogError)
+  {
+    self = try EventCodec.decode(stamp: stamp, kind: kind, fieldsAfterKind: fields)
   }
 }
 

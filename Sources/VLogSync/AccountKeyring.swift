@@ -204,7 +204,7 @@ public actor AccountKeyring {
   /// - Throws: ``AccountKeyError`` for an event that does not open; ``APIError`` when the
   ///   server does not answer.
   public func open(_ events: [Event]) async throws -> [Event] {
-    try await lookUp(unheld(events.lazy.filter { $0.sealedValues != nil }))
+    try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
     let opened = try await Self.inParallel(events) { _, event in

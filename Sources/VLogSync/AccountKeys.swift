@@ -3,6 +3,10 @@ internal import Foundation
 public import VLog
 internal import _CryptoExtras
 
+#if canImport(Glibc)
+  internal import Glibc
+#endif
+
 // The keys of an end-to-end encrypted account, made and used on its devices only.
 //
 // - The password is stretched with scrypt, under a salt made from the user name, into a master
@@ -439,11 +443,13 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   /// `plain` sealed as ``seal(_:context:)`` seals it, with `nonce`: 12 bytes from a
   /// cryptographically secure generator, drawn with others at once rather than one call to
   /// the system's generator for each seal, and used for nothing else.
-  func seal(_ plain: [UInt8], context: [UInt8], nonce: ArraySlice<UInt8>) throws -> [UInt8] {
-    Array(
-      try ChaChaPoly.seal(
-        plain, using: key, nonce: ChaChaPoly.Nonce(data: nonce), authenticating: context
-      ).combined)
+  func seal(_ plain: [UInt8], context: some DataProtocol, nonce: ArraySlice<UInt8>?) throws
+    -> Data
+  {
+    try ChaChaPoly.seal(
+      plain, using: key, nonce: nonce.map { try ChaChaPoly.Nonce(data: $0) },
+      authenticating: context
+    ).combined
   }
 
   /// What ``seal(_:context:)`` sealed with this key in `context`.
@@ -451,9 +457,17 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   /// - Throws: ``AccountKeyError`` when it does not open: another key or context, or bytes
   ///   changed.
   public func open(_ sealed: [UInt8], context: [UInt8]) throws(AccountKeyError) -> [UInt8] {
+    Array(try open(sealed[...], context: context))
+  }
+
+  /// What ``seal(_:context:)`` sealed with this key in `context`, from `sealed`, a part of a
+  /// larger buffer.
+  func open(_ sealed: ArraySlice<UInt8>, context: some DataProtocol) throws(AccountKeyError)
+    -> Data
+  {
     do {
       let box = try ChaChaPoly.SealedBox(combined: sealed)
-      return Array(try ChaChaPoly.open(box, using: key, authenticating: context))
+      return try ChaChaPoly.open(box, using: key, authenticating: context)
     } catch {
       throw AccountKeyError("a sealed value does not open with its object's key")
     }
@@ -561,16 +575,38 @@ private enum BigEndianBytes {
   }
 }
 
-/// Cryptographically secure random bytes from the system (`getrandom` on Linux, the system's
-/// generator on Apple platforms): what keys are drawn from unless a test gives a source.
+/// Cryptographically secure random bytes from the system (`/dev/urandom` on Linux, the
+/// system's generator elsewhere or if it cannot be read): what keys and nonces are drawn from
+/// unless a test gives a source.
 public func systemRandomBytes(_ count: Int) -> [UInt8] {
-  var generator = SystemRandomNumberGenerator()
-  var bytes: [UInt8] = []
-  bytes.reserveCapacity(count)
-  while bytes.count < count {
-    withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0.prefix(count - bytes.count) }
+  guard count > 0 else { return [] }
+  return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+    var filled = 0
+    #if canImport(Glibc)
+      // In a few system calls: a batch's nonces are thousands of bytes, and the system
+      // generator's words (a call each) are eight.
+      let device = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+      if device >= 0 {
+        defer { close(device) }
+        while filled < count {
+          let got = read(device, buffer.baseAddress! + filled, count - filled)
+          guard got > 0 else { break }
+          filled += got
+        }
+      }
+    #endif
+    var generator = SystemRandomNumberGenerator()
+    while filled < count {
+      let word: UInt64 = generator.next()
+      withUnsafeBytes(of: word) { word in
+        for byte in word.prefix(count - filled) {
+          buffer[filled] = byte
+          filled += 1
+        }
+      }
+    }
+    initialized = count
   }
-  return bytes
 }
 
 /// base64url without padding (RFC 4648 §5).

@@ -1,4 +1,5 @@
 internal import Crypto
+internal import Foundation
 public import VLog
 
 /// Seals an encrypted account's events before they leave the device, and opens them when they
@@ -95,10 +96,9 @@ public struct EventSealer: Sendable {
       throw AccountKeyError("an event of \(kind), unknown to this version, cannot be sealed")
     }
     let key = try self.key(for: placeholder, objectKey: objectKey)
-    let context = Self.context(of: event.stamp, placeholder.kind)
-    let sealed =
-      try nonce.map { try key.seal(clear.fieldsToSeal, context: context, nonce: $0) }
-      ?? key.seal(clear.fieldsToSeal, context: context)
+    let sealed = try Self.withContext(of: event.stamp, placeholder.kind) { context in
+      try key.seal(clear.fieldsToSeal, context: context, nonce: nonce)
+    }
     return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
   }
 
@@ -113,7 +113,7 @@ public struct EventSealer: Sendable {
   ///   another note or attachment; or what `objectKey` throws.
   public func open(_ sealed: Event, objectKey: (Identifier) throws -> ObjectKey) throws -> Event {
     guard !sealed.isRedacted else { return sealed }
-    guard let values = sealed.sealedValues else {
+    guard let values = sealed.sealedValuesRange else {
       switch sealed.change {
       case .attachmentsSet, .noteDeleted, .attachmentDeleted: return sealed
       default:
@@ -123,10 +123,14 @@ public struct EventSealer: Sendable {
       }
     }
     let key = try self.key(for: sealed.change, objectKey: objectKey)
-    let fields = try key.open(values, context: Self.context(of: sealed.stamp, sealed.change.kind))
+    let fields = try Self.withContext(of: sealed.stamp, sealed.change.kind) { context in
+      try key.open(sealed.unknownFields[values], context: context)
+    }
     let clear: Event
     do {
-      clear = try Event(stamp: sealed.stamp, kind: sealed.change.kind, sealedFields: fields)
+      clear = try fields.withUnsafeBytes { fields in
+        try Event(stamp: sealed.stamp, kind: sealed.change.kind, sealedFields: fields)
+      }
     } catch {
       throw AccountKeyError("event \(sealed.stamp)'s sealed values are malformed: \(error)")
     }
@@ -171,13 +175,26 @@ public struct EventSealer: Sendable {
     }
   }
 
-  /// What a sealed value is bound to: the event's stamp and kind.
-  private static func context(of stamp: Stamp, _ kind: EventKind) -> [UInt8] {
-    var context = contextPrefix
-    context.reserveCapacity(contextPrefix.count + Stamp.byteCount + 8)
-    stamp.append(to: &context)
-    withUnsafeBytes(of: kind.rawValue.bigEndian) { context.append(contentsOf: $0) }
-    return context
+  /// Lends `body` what a sealed value is bound to: the event's stamp and kind, written
+  /// without allocating.
+  private static func withContext<R>(
+    of stamp: Stamp, _ kind: EventKind, _ body: (UnsafeRawBufferPointer) throws -> R
+  ) throws -> R {
+    try stamp.withKey { stampBytes in
+      try withUnsafeBytes(of: kind.rawValue.bigEndian) { kindBytes in
+        try withUnsafeTemporaryAllocation(
+          byteCount: contextPrefix.count + stampBytes.count + kindBytes.count, alignment: 1
+        ) { context in
+          context.copyBytes(from: contextPrefix)
+          UnsafeMutableRawBufferPointer(rebasing: context[contextPrefix.count...])
+            .copyMemory(from: stampBytes)
+          UnsafeMutableRawBufferPointer(
+            rebasing: context[(contextPrefix.count + stampBytes.count)...]
+          ).copyMemory(from: kindBytes)
+          return try body(UnsafeRawBufferPointer(context))
+        }
+      }
+    }
   }
 
   private static let contextPrefix = Array("vlog event\u{0}".utf8)

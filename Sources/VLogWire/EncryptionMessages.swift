@@ -141,12 +141,12 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// The bytes of base64 `text`, which must be `count` of them.
   ///
   /// - Throws: ``WireError`` naming `field`.
-  public static func bytes(_ text: String, _ field: String, count: Int) throws(WireError)
-    -> [UInt8]
+  public static func bytes(_ text: String, _ field: @autoclosure () -> String, count: Int)
+    throws(WireError) -> [UInt8]
   {
-    guard let data = Data(base64Encoded: text) else { throw WireError(field, "not base64") }
+    guard let data = Data(base64Encoded: text) else { throw WireError(field(), "not base64") }
     guard data.count == count else {
-      throw WireError(field, "\(data.count) bytes, expected \(count)")
+      throw WireError(field(), "\(data.count) bytes, expected \(count)")
     }
     return Array(data)
   }

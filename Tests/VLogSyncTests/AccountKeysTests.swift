@@ -26,6 +26,20 @@ struct AccountKeysTests {
   // only what this implementation does.
 
   @Test(
+    "The system's random bytes: as many as asked, of every kind a draw of thousands holds, each draw new, and no two 12-byte nonces of a batch alike"
+  )
+  func systemRandom() {
+    #expect(systemRandomBytes(0).isEmpty)
+    for count in [1, 7, 8, 13, 12_000] { #expect(systemRandomBytes(count).count == count) }
+    let draw = systemRandomBytes(12_000)
+    // 12,000 uniform bytes miss one of the 256 values with a chance of about 1e-18.
+    #expect(Set(draw).count == 256)
+    #expect(systemRandomBytes(32) != systemRandomBytes(32))
+    let nonces = stride(from: 0, to: draw.count, by: 12).map { Array(draw[$0..<$0 + 12]) }
+    #expect(Set(nonces).count == nonces.count)
+  }
+
+  @Test(
     "A password's sign-in secret is scrypt then HKDF under the user name's salt; case of the name and Unicode form of the password do not matter"
   )
   func signInSecret() throws {

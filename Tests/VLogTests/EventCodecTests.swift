@@ -43,6 +43,35 @@ struct EventCodecTests {
   ]
 
   @Test(
+    "every kind's fields after the kind read back as the event of the stamp and kind given; fields that carry a time, a replica or a kind of their own are malformed"
+  )
+  func fieldsAfterKind() throws {
+    for change in Self.changes {
+      let event = Event(stamp: Self.stamp, change: change)
+      let fields = event.fieldsToSeal
+      let back = try fields.withUnsafeBytes {
+        try Event(stamp: Self.stamp, kind: change.kind, sealedFields: $0)
+      }
+      #expect(back == event, "\(change.kind)")
+      // Each well formed, and the kind the same: only where it is makes it wrong.
+      var time = ProtobufWriter()
+      time.fixed64(EventCodec.Field.time, Self.stamp.time.rawValue)
+      var replica = ProtobufWriter()
+      replica.identifier(EventCodec.Field.replica, Self.stamp.replica.identifier)
+      var kind = ProtobufWriter()
+      kind.varint(EventCodec.Field.kind, change.kind.rawValue)
+      for header in [time, replica, kind] {
+        let forged = header.buffer + fields
+        #expect(throws: VLogError.self, "\(header.buffer) in \(change.kind)") {
+          try forged.withUnsafeBytes {
+            try Event(stamp: Self.stamp, kind: change.kind, sealedFields: $0)
+          }
+        }
+      }
+    }
+  }
+
+  @Test(
     "a redacted event keeps its stamp, kind and ids, round-trips, and is refused with a value",
     arguments: changes)
   func redacted(change: Change) throws {

@@ -88,6 +88,24 @@ struct ModelTests {
     #expect(TagID(name: "  Travel   Plans ") == TagID(name: "travel plans"))
   }
 
+  @Test("every identifier prints as its bytes' digits, hyphenated as a UUID, and parses back")
+  func identifierRoundTrips() async {
+    await propertyCheck(count: 1000, input: Gen.uint64(), Gen.uint64()) { high, low in
+      let id = Identifier(high: high, low: low)
+      let digits = Hex.string(id.bytes)
+      let text = id.description
+      #expect(text.replacingOccurrences(of: "-", with: "") == digits)
+      #expect(text.utf8.count == 36)
+      #expect(
+        Array(text.utf8).indices.filter { Array(text.utf8)[$0] == UInt8(ascii: "-") } == [
+          8, 13, 18, 23,
+        ])
+      #expect(Identifier(text) == id)
+      #expect(Identifier(text.uppercased()) == id)
+      #expect(Identifier(digits) == id)
+    }
+  }
+
   @Test("a tag name's ASCII fast path cleans and lowercases exactly as the character path does")
   func tagNameFastPath() async {
     // Bytes drawn from letters of both cases, digits, every ASCII whitespace byte and a few
