@@ -575,6 +575,12 @@ private enum BigEndianBytes {
   }
 }
 
+#if canImport(Glibc)
+  /// `/dev/urandom`, opened once for the process (reads of it from any thread are safe), or
+  /// -1 if it cannot be.
+  private let urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+#endif
+
 /// Cryptographically secure random bytes from the system (`/dev/urandom` on Linux, the
 /// system's generator elsewhere or if it cannot be read): what keys and nonces are drawn from
 /// unless a test gives a source.
@@ -583,13 +589,11 @@ public func systemRandomBytes(_ count: Int) -> [UInt8] {
   return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
     var filled = 0
     #if canImport(Glibc)
-      // In a few system calls: a batch's nonces are thousands of bytes, and the system
+      // In one system call: a batch's nonces are thousands of bytes, and the system
       // generator's words (a call each) are eight.
-      let device = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
-      if device >= 0 {
-        defer { close(device) }
+      if urandom >= 0 {
         while filled < count {
-          let got = read(device, buffer.baseAddress! + filled, count - filled)
+          let got = read(urandom, buffer.baseAddress! + filled, count - filled)
           guard got > 0 else { break }
           filled += got
         }
