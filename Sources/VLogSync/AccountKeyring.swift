@@ -51,8 +51,11 @@ public actor AccountKeyring {
   /// The notes and attachments whose keys the keyring holds.
   public var heldObjects: Set<Identifier> { Set(objectKeys.keys) }
 
-  /// The keys of the notes and attachments the keyring holds, for an app that keeps them
-  /// between launches.
+  /// The keys of the notes and attachments the keyring holds, in memory only.
+  ///
+  /// A device does not write them down: a keyring made at the next launch looks up on the
+  /// server the keys it needs, so that no copy of a deleted note's key outlives the note on
+  /// the device. An app that kept these would keep such copies.
   public var heldKeys: [Identifier: ObjectKey] { objectKeys }
 
   /// The bytes of the attachments `events` add, sealed (``ObjectKey/sealBlob(_:of:)``) by
