@@ -59,9 +59,12 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
   }
 
   // SQLite's ingest allocates a few percent more or less from run to run of the same code
-  // (39,685 to 42,523 in its last four threshold rewrites): its check allows 10 %.
+  // (39,685 to 42,523 in its last four threshold rewrites): its check allows 10 %. VLog's
+  // does too: its samples count 5,255 to 5,259 allocations, but about one run in ten has one
+  // sample 150 to 280 higher (allocations are counted for the whole process; the cause is not
+  // known), and of three samples that one is the p90.
   var ingest = Benchmark.defaultConfiguration
-  if name == "SQLite" {
+  if name == "SQLite" || name == "VLog" {
     ingest.thresholds = [.mallocCountTotal: .init(relative: [.p90: 10.0])]
   }
   Benchmark("\(name)-ingest", configuration: ingest) { benchmark in
@@ -77,8 +80,8 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
 }
 
 let benchmarks: @Sendable () -> Void = {
-  // Allocation counts are the same from run to run and machine to machine (but SQLite's
-  // ingest, above); 5 % either way fails the check. Time is not a metric here: it varies too much to check, and
+  // Allocation counts are the same from run to run and machine to machine (but the ingests',
+  // above); 5 % either way fails the check. Time is not a metric here: it varies too much to check, and
   // `tools/compare` measures it.
   Benchmark.defaultConfiguration = .init(
     metrics: [.mallocCountTotal],
