@@ -45,6 +45,23 @@ struct EventSealingTests {
   }
 
   @Test(
+    "A text's seal is the scheme, not only this implementation: ChaCha20-Poly1305 under the note's key over the event's fields after its kind, bound to 'vlog event', a zero byte, the stamp's 24 bytes and the kind's 8, sealed as nonce, ciphertext and tag (the expected bytes computed apart from swift-crypto, with Python's cryptography)"
+  )
+  func knownAnswer() throws {
+    let event = Event(stamp: Self.stamp(1), change: .textSet(Self.note, text: "Hello, vector"))
+    let key = try Self.noteKey()
+    let nonce = (0xA0...0xAB).map { UInt8($0) }
+    let sealed = try Self.sealer().seal(
+      event, objectKey: { _ in key }, sealedBlob: nil, nonce: nonce[...])
+    #expect(
+      Hex.string(try #require(sealed.sealedValues))
+        == "a0a1a2a3a4a5a6a7a8a9aaab0a30c93afd637c53b9b6f7f7bf5399d110b2b4452a13d9a66e0c66e962abcfe"
+        + "ece91e55815d59bc823917533ea51b2bc96")
+    #expect(sealed.change == .textSet(Self.note, text: ""))
+    #expect(try Self.sealer().open(sealed, objectKey: { _ in key }) == event)
+  }
+
+  @Test(
     "Every kind sealed carries none of its values in clear, passes the log's checks, survives the encoding, and opens to the event it was"
   )
   func roundTrip() throws {
