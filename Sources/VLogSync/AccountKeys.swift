@@ -437,7 +437,7 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   /// `plain` sealed (ChaCha20-Poly1305, a random nonce) and bound to `context` — the event's
   /// stamp, kind and ids — so that it opens only there: 28 bytes more than `plain`.
   public func seal(_ plain: [UInt8], context: [UInt8]) throws -> [UInt8] {
-    Array(try ChaChaPoly.seal(plain, using: key, authenticating: context).combined)
+    Array(try seal(plain, context: context, nonce: nil))
   }
 
   /// `plain` sealed as ``seal(_:context:)`` seals it, with `nonce`: 12 bytes from a
