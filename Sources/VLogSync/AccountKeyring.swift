@@ -141,7 +141,13 @@ public actor AccountKeyring {
   /// notes and attachments they delete stay held until ``noteSealed(_:)`` says the events
   /// go, so that events before them sealed again meanwhile (after a restamp, say) still
   /// seal with their keys.
-  func sealAhead(_ events: [Event]) async throws -> [Event] {
+  ///
+  /// - Parameters:
+  ///   - events: The events to seal.
+  ///   - background: Whether nothing waits for the seal yet (the outbox sealed one push
+  ///     ahead, while a push is on its way): it then leaves a core free, for the app and for
+  ///     the push's answer.
+  func sealAhead(_ events: [Event], background: Bool = false) async throws -> [Event] {
     let created = try newKeys(
       of: events.compactMap { event -> Identifier? in
         guard case .noteCreated(let note, _) = event.change else { return nil }
@@ -154,7 +160,7 @@ public actor AccountKeyring {
     let storedAll: Bool
     do {
       try await lookUp(unheld(events))
-      sealed = try await sealHeld(events)
+      sealed = try await sealHeld(events, background: background)
       storedAll = try await stored
     } catch {
       // The store ends first, so that the keys it records are dropped too; what it throws,
@@ -165,12 +171,13 @@ public actor AccountKeyring {
     }
     // A note whose key the server held already (this device made it before a restart, and
     // the push of its events did not complete): sealed again with the key the server keeps.
-    if !storedAll { sealed = try await sealHeld(events) }
+    if !storedAll { sealed = try await sealHeld(events, background: background) }
     return sealed
   }
 
-  /// `events` sealed by the keys the keyring holds, without noting them (``noteSealed(_:)``).
-  private func sealHeld(_ events: [Event]) async throws -> [Event] {
+  /// `events` sealed by the keys the keyring holds, without noting them (``noteSealed(_:)``),
+  /// on every core but one if `background`.
+  private func sealHeld(_ events: [Event], background: Bool) async throws -> [Event] {
     let (keys, names, random) = (objectKeys, sealedBlobs, random)
     let sealer = EventSealer(keys: self.keys)
     // Every event's nonce, drawn at once.
@@ -178,7 +185,9 @@ public actor AccountKeyring {
     guard nonces.count == Self.nonceBytes * events.count else {
       throw AccountKeyError("the generator gave \(nonces.count) random bytes for the nonces")
     }
-    return try await Self.inParallel(events) { index, event in
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    return try await Self.inParallel(events, cores: background ? max(1, cores - 1) : cores) {
+      index, event in
       try sealer.seal(
         event,
         objectKey: { object in
@@ -210,7 +219,9 @@ public actor AccountKeyring {
     try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
-    let opened = try await Self.inParallel(events) { _, event in
+    let opened = try await Self.inParallel(
+      events, cores: ProcessInfo.processInfo.activeProcessorCount
+    ) { _, event in
       try sealer.open(
         event,
         objectKey: { object in
@@ -264,39 +275,57 @@ public actor AccountKeyring {
     }
   }
 
-  /// `events` through `transform`, with their indices, in order: in as many parts as the
-  /// machine has cores, run together on Dispatch's threads, when there are enough events to be
-  /// worth it.
+  /// `events` through `transform`, with their indices, in order: in as many parts as `cores`,
+  /// run together on threads of their own, when there are enough events to be worth it (on
+  /// the calling thread when there are fewer).
   ///
-  /// Not a task group: the parts would share the cooperative pool with whatever else the app
-  /// runs there, and a pool with a blocked thread (which every app risks, from code of its own
-  /// or of a library) would run them one after the other. Sealing is computation, and
-  /// `DispatchQueue.concurrentPerform` spreads it on every core whatever the pool is doing,
-  /// while the calling task waits without holding a thread.
+  /// Neither a task group nor Dispatch's global queues: on Linux the cooperative pool is
+  /// Dispatch's global queue, as wide as the machine has cores, so parts run there would hold
+  /// every thread of it, and every task of the app (and of a server in the same process) would
+  /// wait for the seal to end; and a pool with a blocked thread would run the parts one after
+  /// the other. Sealing is computation: each part runs on a serial queue of its own, which
+  /// Dispatch gives a thread beside the pool's, and the system shares the cores between them
+  /// and the pool, while the calling task waits without holding a thread.
   private static func inParallel(
-    _ events: [Event], _ transform: @escaping @Sendable (Int, Event) throws -> Event
+    _ events: [Event], cores: Int, _ transform: @escaping @Sendable (Int, Event) throws -> Event
   ) async throws -> [Event] {
-    let parts = min(
-      ProcessInfo.processInfo.activeProcessorCount, events.count / Self.eventsPerPart)
-    guard parts > 1 else { return try events.indices.map { try transform($0, events[$0]) } }
+    let parts = min(cores, sealingQueues.count, events.count / Self.eventsPerPart)
+    guard parts > 0 else { return try events.indices.map { try transform($0, events[$0]) } }
     let size = (events.count + parts - 1) / parts
+    let done = PartResults(count: parts)
     return try await withCheckedThrowingContinuation { continuation in
-      DispatchQueue.global().async {
-        let done = Mutex([Result<[Event], any Error>?](repeating: nil, count: parts))
-        DispatchQueue.concurrentPerform(iterations: parts) { part in
+      let group = DispatchGroup()
+      for part in 0..<parts {
+        sealingQueues[part].async(group: group) {
           let range = part * size..<min((part + 1) * size, events.count)
-          let result = Result { try range.map { try transform($0, events[$0]) } }
-          done.withLock { $0[part] = result }
+          done.set(part, Result { try range.map { try transform($0, events[$0]) } })
         }
-        continuation.resume(
-          with: Result {
-            try done.withLock { parts in try parts.flatMap { try $0?.get() ?? [] } }
-          })
       }
+      group.notify(queue: sealingQueues[0]) { continuation.resume(with: done.joined()) }
     }
   }
 
-  /// The fewest events a part of ``inParallel(_:_:)`` takes: fewer are not worth a task.
+  /// The serial queues the parts of ``inParallel(_:cores:_:)`` run on, one for each core.
+  private static let sealingQueues = (0..<max(1, ProcessInfo.processInfo.activeProcessorCount))
+    .map { DispatchQueue(label: "VLogSync.AccountKeyring.sealing.\($0)") }
+
+  /// The results of the parts of ``inParallel(_:cores:_:)``, set by each as it ends.
+  private final class PartResults: Sendable {
+    private let results: Mutex<[Result<[Event], any Error>?]>
+
+    init(count: Int) { results = Mutex(Array(repeating: nil, count: count)) }
+
+    func set(_ part: Int, _ result: Result<[Event], any Error>) {
+      results.withLock { $0[part] = result }
+    }
+
+    /// The parts' events in order, or the first part's error.
+    func joined() -> Result<[Event], any Error> {
+      Result { try results.withLock { parts in try parts.flatMap { try $0?.get() ?? [] } } }
+    }
+  }
+
+  /// The fewest events a part of ``inParallel(_:cores:_:)`` takes: fewer are not worth a task.
   static let eventsPerPart = 256
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.

@@ -16,9 +16,9 @@ struct OutboxSealer {
 
   let keyring: AccountKeyring
   let store: NoteStore
-  /// The events of the last push, by stamp: a push sent again with fewer (after a 413) finds
+  /// The events of the last push, in order: a push sent again with fewer (after a 413) finds
   /// them sealed.
-  private var sealed: [Stamp: Pair] = [:]
+  private var sealed: [Pair] = []
   /// The outbox batch after the last push, being sealed.
   private var ahead: Task<[Pair], any Error>?
 
@@ -30,17 +30,26 @@ struct OutboxSealer {
   /// `events`, a push, sealed: as sealed ahead where they are unchanged, the rest now; noted
   /// by the keyring as sent.
   mutating func seal(_ events: [Event]) async throws -> [Event] {
-    var known: [Stamp: Pair] = [:]
+    var known: [Pair] = []
     if let ahead {
       self.ahead = nil
       // What failed ahead is not this push's error: those events are sealed in turn below,
       // where an error that still holds is thrown.
-      for pair in (try? await ahead.value) ?? [] { known[pair.clear.stamp] = pair }
+      known = (try? await ahead.value) ?? []
     }
-    var result = events.map { event -> Event? in
-      guard let pair = known[event.stamp] ?? sealed[event.stamp], pair.clear == event else {
-        return nil
+    // A push is most often the batch sealed ahead, or the last push again, in the same order:
+    // each event is looked for at its own place first, and by stamp only when it is not there.
+    let candidates = [known, sealed]
+    var byStamp: [Stamp: Pair]?
+    var result = events.enumerated().map { index, event -> Event? in
+      for pairs in candidates where index < pairs.count && pairs[index].clear.stamp == event.stamp {
+        return pairs[index].clear == event ? pairs[index].sealed : nil
       }
+      if byStamp == nil {
+        byStamp = Dictionary(
+          candidates.joined().map { ($0.clear.stamp, $0) }, uniquingKeysWith: { first, _ in first })
+      }
+      guard let pair = byStamp?[event.stamp], pair.clear == event else { return nil }
       return pair.sealed
     }
     let missing = result.indices.filter { result[$0] == nil }
@@ -49,9 +58,7 @@ struct OutboxSealer {
       for (index, event) in zip(missing, now) { result[index] = event }
     }
     let done = result.compactMap { $0 }
-    sealed = Dictionary(
-      zip(events, done).map { ($0.stamp, (clear: $0, sealed: $1)) },
-      uniquingKeysWith: { _, last in last })
+    sealed = zip(events, done).map { (clear: $0, sealed: $1) }
     await keyring.noteSealed(done)
     return done
   }
@@ -63,7 +70,7 @@ struct OutboxSealer {
     let (keyring, store) = (keyring, store)
     ahead = Task {
       let next = try store.outbox(after: sequence, limit: limit).map(\.event)
-      return Array(zip(next, try await keyring.sealAhead(next)))
+      return Array(zip(next, try await keyring.sealAhead(next, background: true)))
     }
   }
 

@@ -59,6 +59,63 @@ struct SyncPipelineTests {
     return (store, account)
   }
 
+  @Test(
+    "An edit sealed ahead, then redacted by its note's deletion before its push, goes redacted: a sync that stops before the deletion is pushed leaves no device of the account its text"
+  )
+  func redactedWhileSealedAhead() async throws {
+    try await withTemporaryDirectory { root in
+      let server = try await openServer(backend: .lmdb, directory: root + "/server")
+      defer { server.close() }
+      try await withLiveServer(server) { baseURL in
+        let doomedText = "CanaryRedactedAfterItsSeal"
+        let box = Shared<(store: NoteStore, note: NoteID)?>(nil)
+        // Pushes of 100 events: the notes (two pushes: a creation and its text), their edits,
+        // then a batch that starts with the doomed edit. While the edits' push is on its way,
+        // that batch is sealed ahead; the note is then deleted, which redacts the edit in the
+        // outbox. The fifth push, which carries the deletion, fails.
+        let a = try Self.device(
+          "a", root: root, baseURL: baseURL, encrypted: true, pushSize: 100
+        ) { call in
+          if call == 5 { throw CancellationError() }
+          guard call == 3, let target = box.value else { return }
+          // Time for the batch after this push to be read and sealed (a few milliseconds):
+          // a deletion before that would find nothing sealed ahead to change.
+          try await Task.sleep(for: .milliseconds(500))
+          try await target.store.write { $0.deleteNote(target.note) }
+        }
+        defer { a.store.close() }
+        try await a.account.createAccount()
+        let notes = try await a.store.write { changes in
+          (0..<100).map { changes.createNote(text: "note \($0)") }
+        }
+        try await a.store.write { changes in
+          for (index, note) in notes.enumerated() { changes.setText("edit \(index)", of: note) }
+        }
+        try await a.store.write { changes in
+          changes.setText(doomedText, of: notes[7])
+          for round in 0..<2 {
+            for note in notes.dropFirst(8) { changes.setText("again \(round)", of: note) }
+          }
+        }
+        box.value = (store: a.store, note: notes[7])
+        await #expect(throws: (any Error).self) { try await a.account.sync() }
+        #expect(try a.store.note(notes[7]) == nil)
+
+        let b = try Self.device("b", root: root, baseURL: baseURL, encrypted: true)
+        defer { b.store.close() }
+        let pulled = try await b.account.sync()
+        #expect(pulled.applied >= 300)
+        // The deletion has not reached the server: the note is there, without the edit.
+        #expect(try b.store.note(notes[7])?.text == "edit 7")
+        for logged in try b.store.events() {
+          if case .textSet(_, let text, _) = logged.event.change {
+            #expect(!text.contains(doomedText))
+          }
+        }
+      }
+    }
+  }
+
   /// What a replica holds of its notes: each note's text, by id.
   static func texts(_ store: NoteStore) throws -> [NoteID: String] {
     Dictionary(
