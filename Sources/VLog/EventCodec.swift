@@ -195,15 +195,9 @@ package enum EventCodec {
   package static func decode(_ bytes: UnsafeRawBufferPointer, skippingText: Bool)
     throws(VLogError) -> Event
   {
-    var reader = ProtobufReader(bytes)
     var fields = DecodedFields()
     fields.skipsText = skippingText
-    while !reader.isAtEnd {
-      let fieldStart = reader.offset
-      let (number, wireType) = try reader.tag()
-      try fields.read(number, wireType, from: &reader, fieldStart: fieldStart)
-    }
-    return try fields.event(from: bytes)
+    return try decode(bytes, into: &fields, fieldsAfter: 0)
   }
 
   /// Decodes the event of `stamp` and `kind` whose fields after the kind are `bytes`, as
@@ -216,16 +210,23 @@ package enum EventCodec {
   )
     throws(VLogError) -> Event
   {
-    var reader = ProtobufReader(bytes)
     var fields = DecodedFields()
     fields.time = stamp.time.rawValue
     fields.replica = stamp.replica.identifier
     fields.kind = kind.rawValue
+    return try decode(bytes, into: &fields, fieldsAfter: Field.kind)
+  }
+
+  /// Reads `bytes`' fields into `fields`, each numbered above `floor`, and makes the event.
+  private static func decode(
+    _ bytes: UnsafeRawBufferPointer, into fields: inout DecodedFields, fieldsAfter floor: Int
+  ) throws(VLogError) -> Event {
+    var reader = ProtobufReader(bytes)
     while !reader.isAtEnd {
       let fieldStart = reader.offset
       let (number, wireType) = try reader.tag()
-      guard number > Field.kind else {
-        throw VLogError(.malformedEvent, "field \(number) among the fields after the kind")
+      guard number > floor else {
+        throw VLogError(.malformedEvent, "field \(number) is not after field \(floor)")
       }
       try fields.read(number, wireType, from: &reader, fieldStart: fieldStart)
     }

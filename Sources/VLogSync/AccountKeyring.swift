@@ -185,9 +185,7 @@ public actor AccountKeyring {
     guard nonces.count == Self.nonceBytes * events.count else {
       throw AccountKeyError("the generator gave \(nonces.count) random bytes for the nonces")
     }
-    let cores = ProcessInfo.processInfo.activeProcessorCount
-    return try await Self.inParallel(events, cores: background ? max(1, cores - 1) : cores) {
-      index, event in
+    return try await Self.inParallel(events, sparingACore: background) { index, event in
       try sealer.seal(
         event,
         objectKey: { object in
@@ -219,9 +217,7 @@ public actor AccountKeyring {
     try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
-    let opened = try await Self.inParallel(
-      events, cores: ProcessInfo.processInfo.activeProcessorCount
-    ) { _, event in
+    let opened = try await Self.inParallel(events, sparingACore: false) { _, event in
       try sealer.open(
         event,
         objectKey: { object in
@@ -275,9 +271,10 @@ public actor AccountKeyring {
     }
   }
 
-  /// `events` through `transform`, with their indices, in order: in as many parts as `cores`,
-  /// run together on threads of their own, when there are enough events to be worth it (on
-  /// the calling thread when there are fewer).
+  /// `events` through `transform`, with their indices, in order: in as many parts as the
+  /// machine has cores (one fewer if `sparingACore`, but at least one), run together on threads
+  /// of their own, when there are enough events to be worth it (on the calling thread when
+  /// there are fewer).
   ///
   /// Neither a task group nor Dispatch's global queues: on Linux the cooperative pool is
   /// Dispatch's global queue, as wide as the machine has cores, so parts run there would hold
@@ -287,9 +284,11 @@ public actor AccountKeyring {
   /// Dispatch gives a thread beside the pool's, and the system shares the cores between them
   /// and the pool, while the calling task waits without holding a thread.
   private static func inParallel(
-    _ events: [Event], cores: Int, _ transform: @escaping @Sendable (Int, Event) throws -> Event
+    _ events: [Event], sparingACore: Bool,
+    _ transform: @escaping @Sendable (Int, Event) throws -> Event
   ) async throws -> [Event] {
-    let parts = min(cores, sealingQueues.count, events.count / Self.eventsPerPart)
+    let cores = sparingACore ? max(1, sealingQueues.count - 1) : sealingQueues.count
+    let parts = min(cores, events.count / Self.eventsPerPart)
     guard parts > 0 else { return try events.indices.map { try transform($0, events[$0]) } }
     let size = (events.count + parts - 1) / parts
     let done = PartResults(count: parts)
@@ -305,11 +304,11 @@ public actor AccountKeyring {
     }
   }
 
-  /// The serial queues the parts of ``inParallel(_:cores:_:)`` run on, one for each core.
+  /// The serial queues the parts of ``inParallel(_:sparingACore:_:)`` run on, one for each core.
   private static let sealingQueues = (0..<max(1, ProcessInfo.processInfo.activeProcessorCount))
     .map { DispatchQueue(label: "VLogSync.AccountKeyring.sealing.\($0)") }
 
-  /// The results of the parts of ``inParallel(_:cores:_:)``, set by each as it ends.
+  /// The results of the parts of ``inParallel(_:sparingACore:_:)``, set by each as it ends.
   private final class PartResults: Sendable {
     private let results: Mutex<[Result<[Event], any Error>?]>
 
@@ -325,7 +324,7 @@ public actor AccountKeyring {
     }
   }
 
-  /// The fewest events a part of ``inParallel(_:cores:_:)`` takes: fewer are not worth a task.
+  /// The fewest events a part of ``inParallel(_:sparingACore:_:)`` takes: fewer are not worth a task.
   static let eventsPerPart = 256
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.
