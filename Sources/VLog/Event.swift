@@ -31,10 +31,10 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
     self.redaction = nil
   }
 
-  private init(stamp: Stamp, redactedChange: Change, redaction: Redaction) {
+  private init(stamp: Stamp, redactedChange: Change, redaction: Redaction, kept: [UInt8]) {
     self.stamp = stamp
     self.change = redactedChange
-    self.unknownFields = []
+    self.unknownFields = kept
     self.redaction = redaction
   }
 
@@ -43,8 +43,14 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
   /// - Returns: nil for the kinds that cannot be redacted: deletions (they are what erase)
   ///   and kinds this version does not know.
   public static func redacted(stamp: Stamp, change: Change, reason: Redaction) -> Event? {
+    redacted(stamp: stamp, change: change, reason: reason, kept: [])
+  }
+
+  /// A redacted event keeping `kept`, the encoded fields redaction keeps (an authenticator,
+  /// ``authenticator``), which must be nothing else.
+  static func redacted(stamp: Stamp, change: Change, reason: Redaction, kept: [UInt8]) -> Event? {
     guard let stripped = change.withoutPayload else { return nil }
-    return Event(stamp: stamp, redactedChange: stripped, redaction: reason)
+    return Event(stamp: stamp, redactedChange: stripped, redaction: reason, kept: kept)
   }
 
   /// A redacted event of `kind` naming `note` (and for `attachmentAdded`, `attachment`): what
@@ -53,7 +59,7 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
   /// - Returns: nil if the kind cannot be redacted or an id it needs is missing.
   package static func redacted(
     stamp: Stamp, kind: EventKind, note: NoteID?, attachment: AttachmentID?,
-    replacing base: ReplacedTexts? = nil, reason: Redaction
+    replacing base: ReplacedTexts? = nil, reason: Redaction, kept: [UInt8] = []
   ) -> Event? {
     let change: Change
     switch (kind, note, attachment) {
@@ -68,19 +74,22 @@ public struct Event: Sendable, Hashable, CustomStringConvertible {
       case .sortDateSet: change = .sortDateSet(note, sortDate: Date(milliseconds: 0))
       case .tagsSet: change = .tagsSet(note, tags: [])
       case .tagAdded: change = .tagAdded(note, name: "")
+      case .tagRemoved: change = .tagRemoved(note, tag: TagKey(Identifier(high: 0, low: 0)))
       case .attachmentsSet: change = .attachmentsSet(note, attachments: [])
       default: return nil
       }
     default: return nil
     }
-    return redacted(stamp: stamp, change: change, reason: reason)
+    return redacted(stamp: stamp, change: change, reason: reason, kept: kept)
   }
 
   /// This event with its payload erased, or the event itself if it is redacted already or of
-  /// a kind that cannot be (see ``redacted(stamp:change:reason:)``).
+  /// a kind that cannot be (see ``redacted(stamp:change:reason:)``). Its authenticator, if it
+  /// has one, is kept: it vouches for what redaction keeps.
   public func redacted(_ reason: Redaction) -> Event {
     guard redaction == nil else { return self }
-    return Self.redacted(stamp: stamp, change: change, reason: reason) ?? self
+    return Self.redacted(stamp: stamp, change: change, reason: reason, kept: authenticatorField)
+      ?? self
   }
 
   /// Whether the event's payload was erased.
@@ -245,9 +254,9 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// The change with the same kind and ids and no values: what a redacted event keeps (a text
-  /// change keeps the stamps of the texts it replaced: what it replaced stays replaced). Nil
-  /// for deletions, which are never redacted, for a tag's removal from a note (it holds
-  /// nothing but ids), and for unknown kinds.
+  /// change keeps the stamps of the texts it replaced: what it replaced stays replaced; a
+  /// tag's removal keeps its note, not which tag). Nil for deletions, which are never
+  /// redacted, and for unknown kinds.
   package var withoutPayload: Change? {
     switch self {
     case .noteCreated(let id, _): .noteCreated(id, creationDate: Date(milliseconds: 0))
@@ -260,7 +269,8 @@ public enum Change: Sendable, Hashable, CustomStringConvertible {
     case .attachmentAdded(let attachment):
       .attachmentAdded(Attachment(redacted: attachment.id, of: attachment.noteID))
     case .tagRenamed: .tagRenamed(name: "")
-    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved, .unknown: nil
+    case .tagRemoved(let id, _): .tagRemoved(id, tag: TagKey(Identifier(high: 0, low: 0)))
+    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .unknown: nil
     }
   }
 

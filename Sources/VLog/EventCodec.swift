@@ -26,10 +26,12 @@ internal import Foundation
 /// | 16 | bytes (24 × n) | the stamps of the texts a text change replaced; absent if it recorded none, empty if it replaced none | textSet |
 /// | 17 | bytes (16) | a tag's key (``TagKey``) | tagRemoved, tagErased |
 /// | 18 | bytes | the event's values, sealed on the device of an end-to-end encrypted account (``Event/sealedValues``); kept and forwarded as a field this version does not interpret | events of encrypted accounts |
+/// | 19 | bytes (16) | what the devices of an end-to-end encrypted account vouch for the event with (``Event/authenticator``): kept through redaction | events of encrypted accounts |
 ///
 /// A redacted event (``Event/redaction``) carries the header, the ids (4, and 10 for
-/// `attachmentAdded`; 16 for a `textSet`: what it replaced stays replaced) and field 15, and
-/// nothing else: a decoder refuses one that carries a value.
+/// `attachmentAdded`; 16 for a `textSet`: what it replaced stays replaced), field 15 and, if
+/// the event had one, its authenticator (19), and nothing else: a decoder refuses one that
+/// carries a value.
 ///
 /// Written by hand rather than with swift-protobuf because it is faster on VLog's own events:
 /// suite `Codec` in `Benchmarks/` (the events of a 100,000-operation notes workload, byte-identical
@@ -61,6 +63,7 @@ package enum EventCodec {
     static let base = 16
     static let tagKey = 17
     static let sealedValues = 18
+    static let authenticator = 19
   }
 
   // MARK: Encoding
@@ -100,18 +103,10 @@ package enum EventCodec {
 
   private static func encodeFields(of event: Event, into writer: inout ProtobufWriter) {
     if let redaction = event.redaction {
-      switch event.change {
-      case .attachmentAdded(let attachment):
-        writer.identifier(Field.entity, attachment.id.identifier)
-        writer.identifier(Field.owner, attachment.noteID.identifier)
-      case .tagRenamed: break
-      case .textSet(let id, _, let base):
-        writer.identifier(Field.entity, id.identifier)
-        if let base { writeBase(base, into: &writer) }
-      default:
-        if let note = event.change.noteID { writer.identifier(Field.entity, note.identifier) }
-      }
+      writeRedactedIDs(of: event.change, into: &writer)
       writer.varint(Field.redaction, redaction.rawValue)
+      // A redacted event's unknown fields are those redaction keeps: its authenticator.
+      writer.buffer.append(contentsOf: event.unknownFields)
       return
     }
     switch event.change {
@@ -164,6 +159,41 @@ package enum EventCodec {
       break
     }
     writer.buffer.append(contentsOf: event.unknownFields)
+  }
+
+  /// The ids a redacted event of `change` carries: the note's (4), an attachment's and its
+  /// note's (4 and 10), a text change's and what it replaced (4 and 16), or none (a rename).
+  private static func writeRedactedIDs(of change: Change, into writer: inout ProtobufWriter) {
+    switch change {
+    case .attachmentAdded(let attachment):
+      writer.identifier(Field.entity, attachment.id.identifier)
+      writer.identifier(Field.owner, attachment.noteID.identifier)
+    case .tagRenamed: break
+    case .textSet(let id, _, let base):
+      writer.identifier(Field.entity, id.identifier)
+      if let base { writeBase(base, into: &writer) }
+    default:
+      if let note = change.noteID { writer.identifier(Field.entity, note.identifier) }
+    }
+  }
+
+  /// What an event's authenticator (``Event/authenticator``) vouches for, encoded: the header
+  /// (time, replica, kind) and the ids its redacted form keeps — or, for a kind that is never
+  /// redacted (a deletion), every known field. Redaction, retention and a log's stripping of
+  /// deleted tags from a tags list leave these bytes as they are, so an authenticator made
+  /// when the event was written holds for every form a log stores of it.
+  package static func authenticatedBytes(of event: Event) -> [UInt8] {
+    var writer = ProtobufWriter()
+    writer.buffer.reserveCapacity(64)
+    writer.fixed64(Field.time, event.stamp.time.rawValue)
+    writer.identifier(Field.replica, event.stamp.replica.identifier)
+    writer.varint(Field.kind, event.change.kind.rawValue)
+    if let stripped = event.change.withoutPayload {
+      writeRedactedIDs(of: stripped, into: &writer)
+    } else {
+      encodeFields(of: Event(stamp: event.stamp, change: event.change), into: &writer)
+    }
+    return writer.buffer
   }
 
   /// Field 16 alone, encoded: how a sync server hands what a text change replaced to a client
@@ -505,16 +535,14 @@ package enum EventCodec {
       var allowed = UInt32(1) << UInt32(Field.redaction)
       for id in ids { allowed |= 1 << UInt32(id) }
       let extra = present & ~allowed
-      guard extra == 0, unknown.isEmpty else {
+      guard extra == 0, Event.isKeptThroughRedaction(unknown) else {
         let number = (0..<32).first { extra & (UInt32(1) << UInt32($0)) != 0 }
         throw VLogError(
           .malformedEvent,
           "a redacted \(kind) carries field \(number.map(String.init) ?? "of unknown number"); "
             + "a redacted event keeps its ids only")
       }
-      guard
-        ![.noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved].contains(kind)
-      else {
+      guard ![.noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased].contains(kind) else {
         throw VLogError(.malformedEvent, "a \(kind) event is never redacted")
       }
       if kind == .attachmentAdded, owner == nil {
@@ -527,7 +555,7 @@ package enum EventCodec {
         let event = Event.redacted(
           stamp: stamp, kind: kind, note: note.map(NoteID.init),
           attachment: attachment.map(AttachmentID.init), replacing: base,
-          reason: Event.Redaction(rawValue: reason))
+          reason: Event.Redaction(rawValue: reason), kept: unknown)
       else { throw VLogError(.malformedEvent, "a \(kind) event cannot be redacted") }
       return event
     }

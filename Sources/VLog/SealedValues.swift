@@ -11,24 +11,7 @@ extension Event {
   public var sealedValues: [UInt8]? { sealedValuesRange.map { Array(unknownFields[$0]) } }
 
   /// Where the sealed values are in ``unknownFields``, or nil if the event carries none.
-  package var sealedValuesRange: Range<Int>? {
-    guard !unknownFields.isEmpty else { return nil }
-    // Unknown fields were read as fields, so they parse; bytes that do not are none.
-    return try? withBytes(of: unknownFields) { buffer throws(VLogError) -> Range<Int>? in
-      var reader = ProtobufReader(buffer)
-      var found: Range<Int>?
-      while !reader.isAtEnd {
-        let (number, wireType) = try reader.tag()
-        if number == EventCodec.Field.sealedValues, wireType == .lengthDelimited {
-          let values = try reader.lengthDelimited()
-          found = reader.offset - values.count..<reader.offset
-        } else {
-          try reader.skip(wireType)
-        }
-      }
-      return found
-    } ?? nil
-  }
+  package var sealedValuesRange: Range<Int>? { fieldRange(EventCodec.Field.sealedValues) }
 
   /// The size of the sealed values and of their encoded field (tag and length included), or
   /// nil if the event carries none.
@@ -40,26 +23,36 @@ extension Event {
     return (values, 2 + lengthBytes + values)
   }
 
-  /// Checks that the event is in the form an end-to-end encrypted account's devices send: its
+  /// Checks that the event is in the form an end-to-end encrypted account's devices send: an
+  /// authenticator (``authenticator``, 16 bytes) on every event, redacted ones included; its
   /// values sealed, placeholders in their place (a redacted event's; for each tag 32
   /// lowercase hexadecimal digits; for an attachment, ``Attachment/sealedMediaType`` and no
-  /// size in pixels, with the hash and size of its bytes as sealed), and no other field a version does not know, which could
-  /// carry a value in clear. Ids-only events (attachment lists, deletions) carry nothing
-  /// sealed. A server checks every event pushed to an encrypted account with this.
+  /// size in pixels, with the hash and size of its bytes as sealed), and no other field a
+  /// version does not know, which could carry a value in clear. Deletions, which carry ids
+  /// only, carry nothing sealed. A server checks every event pushed to an encrypted account
+  /// with this; it cannot check the authenticator, which only the account's devices can.
   ///
-  /// - Throws: ``VLogError/Code/invalidValue`` saying what is in clear.
+  /// - Throws: ``VLogError/Code/invalidValue`` saying what is in clear or missing.
   public func checkSealed() throws(VLogError) {
-    guard redaction == nil else { return }
     func refuse(_ reason: String) -> VLogError {
       VLogError(.invalidValue, "event \(stamp) (\(change.kind)): \(reason)")
     }
+    guard let authenticator, authenticator.count == Self.authenticatorBytes else {
+      throw refuse(
+        "no authenticator of \(Self.authenticatorBytes) bytes (field 19, `extra` in JSON): "
+          + "the account's devices vouch for each of its events")
+    }
+    let authenticatorField = self.authenticatorField.count
+    guard redaction == nil else { return }
     func isTagName(_ name: String) -> Bool {
       name.utf8.count == 32
         && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
     switch change {
-    case .attachmentsSet, .noteDeleted, .attachmentDeleted:
-      guard unknownFields.isEmpty else { throw refuse("fields an encrypted account cannot send") }
+    case .noteDeleted, .attachmentDeleted:
+      guard unknownFields.count == authenticatorField else {
+        throw refuse("fields an encrypted account cannot send")
+      }
       return
     case .attachmentAdded(let attachment):
       guard attachment.mimeType == Attachment.sealedMediaType, attachment.width == 0,
@@ -69,7 +62,7 @@ extension Event {
       throw refuse("an encrypted account deletes a tag by key (tagErased), not by name")
     case .unknown:
       throw refuse("a kind this version does not know cannot be checked for sealed values")
-    case .noteCreated, .textSet, .archivedSet, .sortDateSet:
+    case .noteCreated, .textSet, .archivedSet, .sortDateSet, .attachmentsSet:
       guard change.withoutPayload == change else { throw refuse("a value in clear") }
     case .tagsSet(_, let names):
       guard names.allSatisfy(isTagName) else { throw refuse("a tag named in clear") }
@@ -79,8 +72,8 @@ extension Event {
       break
     }
     guard let sealed = sealedValuesField else { throw refuse("no sealed values") }
-    // The sealed values' field, once, is all there is.
-    guard unknownFields.count == sealed.field else {
+    // The sealed values' field and the authenticator's, once each, are all there is.
+    guard unknownFields.count == sealed.field + authenticatorField else {
       throw refuse("fields besides the sealed values that this version does not know")
     }
   }

@@ -20,6 +20,10 @@ struct EncryptionRecord: Sendable, Equatable {
   /// a record of format 1, written before anchors).
   var passwordAnchor: [UInt8]
   var recoveryAnchor: [UInt8]
+  /// What the account's devices vouch for the epoch and the two public keys with (32 bytes;
+  /// empty in a record of format 1 or 2, written before a device vouched for them, until a
+  /// recovery sets it).
+  var keysAuthenticator: [UInt8]
   /// The recovery key's sign-in secret's scrypt hash.
   var recoverySecret: PasswordHash
   /// Whether a note's or attachment's key was erased since the last rotation. Kept beside the
@@ -41,6 +45,9 @@ struct EncryptionRecord: Sendable, Equatable {
       keys.passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes)
     recoveryAnchor = try NewAccountKeys.bytes(
       keys.recoveryAnchor, "keys.recoveryAnchor", count: NewAccountKeys.anchorBytes)
+    keysAuthenticator = try NewAccountKeys.bytes(
+      keys.keysAuthenticator, "keys.keysAuthenticator",
+      count: NewAccountKeys.authenticatorBytes)
     self.recoverySecret = recoverySecret
   }
 
@@ -50,7 +57,7 @@ struct EncryptionRecord: Sendable, Equatable {
       epoch: epoch, passwordPublicKey: passwordPublicKey, recoveryPublicKey: recoveryPublicKey,
       sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery,
       passwordAnchor: passwordAnchor, recoveryAnchor: recoveryAnchor, rotationDue: rotationDue,
-      links: links)
+      links: links, keysAuthenticator: keysAuthenticator.isEmpty ? nil : keysAuthenticator)
   }
 
   /// The record with the keys sealed to a new password.
@@ -59,6 +66,7 @@ struct EncryptionRecord: Sendable, Equatable {
     next.passwordPublicKey = seal.passwordPublicKey
     next.sealedForPassword = seal.sealedForPassword
     next.passwordAnchor = seal.passwordAnchor
+    next.keysAuthenticator = seal.keysAuthenticator
     return next
   }
 
@@ -68,18 +76,22 @@ struct EncryptionRecord: Sendable, Equatable {
     next.epoch = rotation.epoch + 1
     next.sealedForPassword = rotation.sealedForPassword
     next.sealedForRecovery = rotation.sealedForRecovery
+    next.keysAuthenticator = rotation.keysAuthenticator
     next.rotationDue = false
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (2), the epoch (8 bytes,
-  /// big-endian), the two public keys, the two seals, the two anchors, then the recovery
-  /// secret's hash. Format 1 had no anchors.
+  /// The stored form, the same on both backends: a format byte (3), the epoch (8 bytes,
+  /// big-endian), the two public keys, the two seals, the two anchors, the keys'
+  /// authenticator's length (a byte: 0 or 32) and bytes, then the recovery secret's hash.
+  /// Format 2 had no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [2]
+    var bytes: [UInt8] = [3]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
     bytes += passwordAnchor + recoveryAnchor
+    bytes.append(UInt8(keysAuthenticator.count))
+    bytes += keysAuthenticator
     bytes += recoverySecret.encoded
     return bytes
   }
@@ -87,11 +99,19 @@ struct EncryptionRecord: Sendable, Equatable {
   private static let keysBytes =
     1 + 8 + 2 * NewAccountKeys.publicKeyBytes + 2 * NewAccountKeys.sealedBytes
 
-  /// Reads what ``encoded`` wrote, in format 2 or 1; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 3, 2 or 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard let format = bytes.first, format == 1 || format == 2 else { return nil }
-    let fixed = Self.keysBytes + (format == 2 ? 2 * NewAccountKeys.anchorBytes : 0)
+    guard let format = bytes.first, (1...3).contains(format) else { return nil }
+    var fixed = Self.keysBytes + (format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0)
+    var authenticatorCount = 0
+    if format == 3 {
+      guard bytes.count > fixed,
+        [0, NewAccountKeys.authenticatorBytes].contains(Int(bytes[fixed]))
+      else { return nil }
+      authenticatorCount = Int(bytes[fixed])
+      fixed += 1 + authenticatorCount
+    }
     guard bytes.count > fixed,
       let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1),
       let hash = PasswordHash(decoding: bytes[fixed...])
@@ -106,8 +126,10 @@ struct EncryptionRecord: Sendable, Equatable {
     recoveryPublicKey = take(NewAccountKeys.publicKeyBytes)
     sealedForPassword = take(NewAccountKeys.sealedBytes)
     sealedForRecovery = take(NewAccountKeys.sealedBytes)
-    passwordAnchor = format == 2 ? take(NewAccountKeys.anchorBytes) : []
-    recoveryAnchor = format == 2 ? take(NewAccountKeys.anchorBytes) : []
+    passwordAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
+    recoveryAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
+    if format == 3 { offset += 1 }
+    keysAuthenticator = take(authenticatorCount)
     recoverySecret = hash
   }
 }

@@ -207,25 +207,21 @@ public actor AccountKeyring {
   /// The bytes of a ChaCha20-Poly1305 nonce.
   static let nonceBytes = 12
 
-  /// `events` pulled from the server, opened. The keys of notes and attachments the keyring
-  /// does not hold are looked up first; a deleted object's events, erased by the server, are
-  /// what they are.
+  /// `events` pulled from the server, checked and opened. Every event must carry the
+  /// authenticator of a device of the account (``AccountKeys/checkAuthenticator(of:)``). The
+  /// keys of notes and attachments the keyring does not hold are looked up first; a deleted
+  /// object's events, erased by the server, are what they are, and so is an event whose
+  /// object's key the server no longer holds (its deletion erased the key between the page
+  /// and the lookup): it is taken as erased, redacted, never as a reason to stop syncing.
   ///
-  /// - Throws: ``AccountKeyError`` for an event that does not open; ``APIError`` when the
-  ///   server does not answer.
+  /// - Throws: ``AccountKeyError`` for an event no device of the account vouched for, or that
+  ///   does not open; ``APIError`` when the server does not answer.
   public func open(_ events: [Event]) async throws -> [Event] {
     try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
     let opened = try await Self.inParallel(events, sparingACore: false) { _, event in
-      try sealer.open(
-        event,
-        objectKey: { object in
-          guard let key = keys[object] else {
-            throw AccountKeyError("the server holds no key of \(object)")
-          }
-          return key
-        })
+      try sealer.open(event, heldKey: { keys[$0] })
     }
     noteSealed(opened)
     return opened
@@ -329,10 +325,20 @@ public actor AccountKeyring {
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.
   ///
+  /// A server that names an older epoch than this device has seen is refused: it would have
+  /// the device wrap new notes' keys by a content key that should be forgotten.
+  ///
   /// - Returns: The account's keys as the server keeps them.
+  /// - Throws: ``AccountKeyError`` for an epoch older than this device's, or links that do
+  ///   not lead from its epoch to the one named; ``APIError`` when the server does not answer.
   @discardableResult
   public func refresh() async throws -> AccountKeysBody {
     let body = try await caller.accountKeys(since: keys.epoch, token: token()).get()
+    guard body.epoch >= keys.epoch else {
+      throw AccountKeyError(
+        "the server says the account's keys are of epoch \(body.epoch), older than epoch "
+          + "\(keys.epoch) this device has seen: it is refused")
+    }
     guard body.epoch > keys.epoch else { return body }
     let links = try body.linkBytes()
     guard UInt64(links.count) == body.epoch - keys.epoch else {
@@ -356,6 +362,9 @@ public actor AccountKeyring {
     for _ in 0..<3 {
       let body = try await refresh()
       guard body.rotationDue else { return false }
+      // The public keys the new keys are sealed to, as the account's devices vouched for
+      // them: a server that names keys of its own gets nothing sealed to them.
+      let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
       let (next, link) = try keys.rotated(random: random)
       var rewrapped: [Identifier: [UInt8]] = [:]
       var after: Identifier?
@@ -376,15 +385,12 @@ public actor AccountKeyring {
       if stale { continue }
       let rotation = KeyRotation(
         epoch: keys.epoch,
-        sealedForPassword: try next.sealed(
-          to: try NewAccountKeys.bytes(
-            body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes),
-          username: username),
-        sealedForRecovery: try next.sealed(
-          to: try NewAccountKeys.bytes(
-            body.recoveryPublicKey, "recoveryPublicKey", count: NewAccountKeys.publicKeyBytes),
-          username: username),
-        link: link, keys: rewrapped)
+        sealedForPassword: try next.sealed(to: publicKeys.password, username: username),
+        sealedForRecovery: try next.sealed(to: publicKeys.recovery, username: username),
+        link: link, keys: rewrapped,
+        keysAuthenticator: next.keysAuthenticator(
+          epoch: next.epoch, passwordPublicKey: publicKeys.password,
+          recoveryPublicKey: publicKeys.recovery, username: username))
       let result = await caller.rotateKeys(rotation, token: try await token())
       if result.error?.body?.code == .keysChanged { continue }
       _ = try result.get()

@@ -659,19 +659,27 @@ public struct NewEncryptedAccount: Sendable {
       sealedForRecovery: try keys.sealed(to: recoveryKeys.publicKey, username: username),
       passwordAnchor: keys.anchor(for: passwordKeys),
       recoveryAnchor: keys.anchor(for: recoveryKeys),
-      recoverySecret: recoveryKeys.signInSecret)
+      recoverySecret: recoveryKeys.signInSecret,
+      keysAuthenticator: keys.keysAuthenticator(
+        epoch: keys.epoch, passwordPublicKey: passwordKeys.publicKey,
+        recoveryPublicKey: recoveryKeys.publicKey, username: username))
   }
 }
 
 extension AccountKeys {
-  /// These keys sealed to a new password's keys, for a password change or a recovery.
-  public func passwordSeal(to passwordKeys: PasswordKeys, username: String) throws
-    -> PasswordSeal
-  {
+  /// These keys sealed to a new password's keys, for a password change or a recovery, with
+  /// what the devices vouch for the new public key and `recoveryPublicKey` with — one the
+  /// device derived from the recovery key, or checked (``vouchedPublicKeys(of:username:)``).
+  public func passwordSeal(
+    to passwordKeys: PasswordKeys, recoveryPublicKey: [UInt8], username: String
+  ) throws -> PasswordSeal {
     PasswordSeal(
       epoch: epoch, passwordPublicKey: passwordKeys.publicKey,
       sealedForPassword: try sealed(to: passwordKeys.publicKey, username: username),
-      passwordAnchor: anchor(for: passwordKeys))
+      passwordAnchor: anchor(for: passwordKeys),
+      keysAuthenticator: keysAuthenticator(
+        epoch: epoch, passwordPublicKey: passwordKeys.publicKey,
+        recoveryPublicKey: recoveryPublicKey, username: username))
   }
 
   /// Opens the account's keys the server keeps (`GET /v1/accounts/current/keys`) with the
@@ -707,5 +715,8 @@ extension AccountKeys {
       throw AccountKeyError(
         "the keys the server gave are not the account's: the password does not vouch for them")
     }
+    // The public keys and the epoch, once a device vouched for them (an older version's
+    // account has no authenticator until it is recovered: nothing is sealed to its keys).
+    if body.keysAuthenticator != nil { _ = try vouchedPublicKeys(of: body, username: username) }
   }
 }

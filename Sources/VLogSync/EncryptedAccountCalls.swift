@@ -43,7 +43,8 @@ extension APICaller {
     _ = try await recover(
       AccountRecovery(
         credentials: credentials, newPassword: newKeys.signInSecret,
-        keys: try keys.passwordSeal(to: newKeys, username: name))
+        keys: try keys.passwordSeal(
+          to: newKeys, recoveryPublicKey: recovery.publicKey, username: name))
     ).get()
     return keys
   }
@@ -64,12 +65,16 @@ extension APICaller {
     let newKeys = try await PasswordKeys.stretching(username: name, password: new, cost: cost)
     // Sealed at the account's epoch; a rotation in between is read again, once.
     for attempt in 0..<2 {
-      let keys = try AccountKeys(
-        opening: try await accountKeys(token: token).get(), with: currentKeys, username: name)
+      let body = try await accountKeys(token: token).get()
+      let keys = try AccountKeys(opening: body, with: currentKeys, username: name)
+      // The recovery key's public key as the devices vouched for it: never one the server
+      // names alone.
+      let recovery = try keys.vouchedPublicKeys(of: body, username: name).recovery
       let result = await changePassword(
         PasswordChange(
           currentPassword: currentKeys.signInSecret, newPassword: newKeys.signInSecret,
-          keys: try keys.passwordSeal(to: newKeys, username: name)),
+          keys: try keys.passwordSeal(
+            to: newKeys, recoveryPublicKey: recovery, username: name)),
         token: token)
       if result.error?.body?.code == .keysChanged, attempt == 0 { continue }
       _ = try result.get()

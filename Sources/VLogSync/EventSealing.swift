@@ -15,7 +15,13 @@ public import VLog
 ///   and the hash and size of its bytes as ``ObjectKey/sealBlob(_:of:)`` sealed them
 ///   (``SealedBlob``), which is what the server stores; the metadata in clear, the clear
 ///   bytes' hash among it, is sealed;
-/// - attachment lists, deletions: unchanged, as they carry ids only.
+/// - an attachment list: its note's id, the list sealed;
+/// - a deletion: unchanged, as it carries ids only.
+///
+/// Every event, redacted ones and deletions included, carries the authenticator of the
+/// account's devices (``AccountKeys/authenticator(of:)``), which ``open(_:objectKey:)`` checks
+/// before anything else: a server cannot make up an event, nor change the stamp, kind or ids
+/// of one, without the device refusing it.
 ///
 /// The values are sealed with the note's key (``keyedObject(of:)``), an attachment's addition
 /// with the attachment's, and an event that names a tag apart from any note (a rename, a
@@ -50,12 +56,12 @@ public struct EventSealer: Sendable {
     _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
     sealedBlob: ((Attachment) throws -> SealedBlob)?, nonce: ArraySlice<UInt8>?
   ) throws -> Event {
-    guard !event.isRedacted else { return event }
+    guard !event.isRedacted else { return authenticated(event) }
     func keyed(_ tag: TagKey) -> TagKey { TagKey(name: keys.tagName(of: tag)) }
     let clear: Event
     let placeholder: Change
     switch event.change {
-    case .noteCreated, .textSet, .archivedSet, .sortDateSet:
+    case .noteCreated, .textSet, .archivedSet, .sortDateSet, .attachmentsSet:
       clear = event
       guard let stripped = event.change.withoutPayload else { return event }
       placeholder = stripped
@@ -80,8 +86,8 @@ public struct EventSealer: Sendable {
     case .tagRenamed(let name):
       clear = event
       placeholder = .tagRenamed(name: keys.tagName(name))
-    case .attachmentsSet, .noteDeleted, .attachmentDeleted:
-      return event
+    case .noteDeleted, .attachmentDeleted:
+      return authenticated(event)
     case .attachmentAdded(let attachment):
       clear = event
       guard let sealedBlob else {
@@ -99,30 +105,58 @@ public struct EventSealer: Sendable {
     let sealed = try Self.withContext(of: event.stamp, placeholder.kind) { context in
       try key.seal(clear.fieldsToSeal, context: context, nonce: nonce)
     }
-    return Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed)
+    return authenticated(Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed))
+  }
+
+  /// `event`, in the form the server receives, with the authenticator of the account's
+  /// devices.
+  private func authenticated(_ event: Event) -> Event {
+    event.withAuthenticator(keys.authenticator(of: event))
   }
 
   /// The event `sealed`, sealed by ``seal(_:objectKey:sealedBlob:)`` on a device of the account,
-  /// with its values.
+  /// with its values, once its authenticator shows that a device of the account made it.
   ///
-  /// A redacted event, and one that carries ids only, is what it is. A tags list is the tags
-  /// sealed in it that the log kept: a log strips the tags deleted after the list was set.
+  /// A redacted event, and a deletion, which carries ids only, is what it is. A tags list is
+  /// the tags sealed in it that the log kept: a log strips the tags deleted after the list was
+  /// set.
   ///
-  /// - Throws: ``AccountKeyError`` for an event that does not open with these keys, that
-  ///   carries no sealed values where its kind needs them, or whose sealed values are of
-  ///   another note or attachment; or what `objectKey` throws.
+  /// - Throws: ``AccountKeyError`` for an event no device of the account vouched for, that
+  ///   does not open with these keys, that carries no sealed values where its kind needs them,
+  ///   or whose sealed values are of another note or attachment; or what `objectKey` throws.
   public func open(_ sealed: Event, objectKey: (Identifier) throws -> ObjectKey) throws -> Event {
-    guard !sealed.isRedacted else { return sealed }
+    try open(sealed, heldKey: { try objectKey($0) })
+  }
+
+  /// ``open(_:objectKey:)``, given the keys a device holds: an event whose object has no key
+  /// (`heldKey` gives nil: the object's deletion erased it) is taken as erased, redacted.
+  func open(_ sealed: Event, heldKey: (Identifier) throws -> ObjectKey?) throws -> Event {
+    try keys.checkAuthenticator(of: sealed)
+    if let redaction = sealed.redaction {
+      // As the device stores it: its ids, without what vouched for them.
+      return Event.redacted(stamp: sealed.stamp, change: sealed.change, reason: redaction)
+        ?? sealed
+    }
     guard let values = sealed.sealedValuesRange else {
       switch sealed.change {
-      case .attachmentsSet, .noteDeleted, .attachmentDeleted: return sealed
+      case .noteDeleted, .attachmentDeleted:
+        return Event(stamp: sealed.stamp, change: sealed.change)
       default:
         throw AccountKeyError(
           "event \(sealed.stamp) (\(sealed.change.kind)) of an encrypted account carries no "
             + "sealed values")
       }
     }
-    let key = try self.key(for: sealed.change, objectKey: objectKey)
+    let key: ObjectKey
+    if let object = Self.keyedObject(of: sealed.change) {
+      guard let held = try heldKey(object) else {
+        return Event.redacted(stamp: sealed.stamp, change: sealed.change, reason: .deleted)
+          ?? sealed
+      }
+      key = held
+    } else {
+      key = keys.tagValuesKey
+    }
     let fields = try Self.withContext(of: sealed.stamp, sealed.change.kind) { context in
       try key.open(sealed.unknownFields[values], context: context)
     }
@@ -169,7 +203,7 @@ public struct EventSealer: Sendable {
   /// names a tag apart from any note (sealed with the account's tag-values key).
   public static func keyedObject(of change: Change) -> Identifier? {
     switch change {
-    case .attachmentsSet, .noteDeleted, .attachmentDeleted: nil
+    case .noteDeleted, .attachmentDeleted: nil
     case .attachmentAdded(let attachment): attachment.id.identifier
     default: change.noteID?.identifier
     }

@@ -311,11 +311,14 @@ public actor SyncAccount {
       let change: PasswordChange
       if let keyring = try await openKeys() {
         // Sealed at the account's current epoch: a rotation elsewhere is followed first.
-        try await keyring.refresh()
+        let body = try await keyring.refresh()
+        let keys = await keyring.keys
+        let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
         let newKeys = try await passwordKeys(for: new)
         change = PasswordChange(
           currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,
-          keys: try await keyring.keys.passwordSeal(to: newKeys, username: username))
+          keys: try keys.passwordSeal(
+            to: newKeys, recoveryPublicKey: recovery, username: username))
       } else {
         change = PasswordChange(currentPassword: current, newPassword: new)
       }

@@ -76,12 +76,15 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// The recovery key's sign-in secret, which the server stores hashed: 8 to 1024 characters,
   /// like a password.
   public var recoverySecret: String
+  /// What the account's devices vouch for the two public keys and the epoch with (32 bytes):
+  /// a device checks it before it seals anything to a public key the server names.
+  public var keysAuthenticator: String
 
   /// Creates the keys from their bytes.
   public init(
     passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], sealedForPassword: [UInt8],
     sealedForRecovery: [UInt8], passwordAnchor: [UInt8], recoveryAnchor: [UInt8],
-    recoverySecret: String
+    recoverySecret: String, keysAuthenticator: [UInt8]
   ) {
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
@@ -90,11 +93,12 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
     self.recoveryAnchor = Data(recoveryAnchor).base64EncodedString()
     self.recoverySecret = recoverySecret
+    self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
     case passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case passwordAnchor, recoveryAnchor, recoverySecret
+    case passwordAnchor, recoveryAnchor, recoverySecret, keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -103,7 +107,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "passwordPublicKey", "recoveryPublicKey", "sealedForPassword", "sealedForRecovery",
-        "passwordAnchor", "recoveryAnchor", "recoverySecret",
+        "passwordAnchor", "recoveryAnchor", "recoverySecret", "keysAuthenticator",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
@@ -113,6 +117,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
     recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
+    keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
   }
 
   /// The sizes of the binary values: public keys, then seals.
@@ -121,6 +126,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   public static let sealedBytes = 120
   /// The size of an anchor.
   public static let anchorBytes = 32
+  /// The size of what the account's devices vouch for its public keys with.
+  public static let authenticatorBytes = 32
 
   /// Checks that every value is base64 of its size, and the recovery secret's length.
   ///
@@ -132,6 +139,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     _ = try Self.bytes(sealedForRecovery, "keys.sealedForRecovery", count: Self.sealedBytes)
     _ = try Self.bytes(passwordAnchor, "keys.passwordAnchor", count: Self.anchorBytes)
     _ = try Self.bytes(recoveryAnchor, "keys.recoveryAnchor", count: Self.anchorBytes)
+    _ = try Self.bytes(
+      keysAuthenticator, "keys.keysAuthenticator", count: Self.authenticatorBytes)
     guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
       throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
     }
@@ -177,12 +186,16 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   /// The links from the epoch the request's `since` named to the current one, in order: each
   /// the next content key sealed by the one before (60 bytes). Empty without `since`.
   public var links: [String]
+  /// What the account's devices vouch for ``epoch`` and the two public keys with (32 bytes);
+  /// absent for an account whose keys an older version made, until it is recovered.
+  public var keysAuthenticator: String?
 
   /// Creates the body from the keys' bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8],
     sealedForPassword: [UInt8], sealedForRecovery: [UInt8], passwordAnchor: [UInt8],
-    recoveryAnchor: [UInt8], rotationDue: Bool = false, links: [[UInt8]] = []
+    recoveryAnchor: [UInt8], rotationDue: Bool = false, links: [[UInt8]] = [],
+    keysAuthenticator: [UInt8]?
   ) {
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
@@ -193,11 +206,12 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
     self.recoveryAnchor = Data(recoveryAnchor).base64EncodedString()
     self.rotationDue = rotationDue
     self.links = links.map { Data($0).base64EncodedString() }
+    self.keysAuthenticator = keysAuthenticator.map { Data($0).base64EncodedString() }
   }
 
   enum CodingKeys: String, CodingKey {
     case epoch, passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case passwordAnchor, recoveryAnchor, rotationDue, links
+    case passwordAnchor, recoveryAnchor, rotationDue, links, keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -207,6 +221,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
       allowed: [
         "epoch", "passwordPublicKey", "recoveryPublicKey", "sealedForPassword",
         "sealedForRecovery", "passwordAnchor", "recoveryAnchor", "rotationDue", "links",
+        "keysAuthenticator",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -218,6 +233,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
     recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     rotationDue = try container.decode(Bool.self, forKey: .rotationDue)
     links = try container.decode([String].self, forKey: .links)
+    keysAuthenticator = try container.decodeIfPresent(String.self, forKey: .keysAuthenticator)
   }
 
   /// The links' bytes, checked.
@@ -245,32 +261,39 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
   public var sealedForPassword: String
   /// What the new password vouches for the keys with (32 bytes).
   public var passwordAnchor: String
+  /// What the account's devices vouch for the epoch, the new password's public key and the
+  /// recovery key's with (32 bytes).
+  public var keysAuthenticator: String
 
   /// Creates the seal from its bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], sealedForPassword: [UInt8],
-    passwordAnchor: [UInt8]
+    passwordAnchor: [UInt8], keysAuthenticator: [UInt8]
   ) {
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
+    self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, passwordPublicKey, sealedForPassword, passwordAnchor
+    case epoch, passwordPublicKey, sealedForPassword, passwordAnchor, keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
     try refuseUnknownKeys(
       in: decoder,
-      allowed: ["epoch", "passwordPublicKey", "sealedForPassword", "passwordAnchor"])
+      allowed: [
+        "epoch", "passwordPublicKey", "sealedForPassword", "passwordAnchor", "keysAuthenticator",
+      ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
+    keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
   }
 
   /// A seal, checked.
@@ -283,6 +306,8 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
     public var sealedForPassword: [UInt8]
     /// What the new password vouches for them with.
     public var passwordAnchor: [UInt8]
+    /// What the account's devices vouch for the public keys with.
+    public var keysAuthenticator: [UInt8]
   }
 
   /// The seal's bytes, checked.
@@ -296,7 +321,9 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
       sealedForPassword: try NewAccountKeys.bytes(
         sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes),
       passwordAnchor: try NewAccountKeys.bytes(
-        passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes))
+        passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes),
+      keysAuthenticator: try NewAccountKeys.bytes(
+        keysAuthenticator, "keys.keysAuthenticator", count: NewAccountKeys.authenticatorBytes))
   }
 }
 

@@ -156,6 +156,9 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   public var link: String
   /// Every object's key, wrapped by the new content key, by id.
   public var keys: [String: String]
+  /// What the account's devices vouch for the new epoch and the two public keys with (32
+  /// bytes, base64).
+  public var keysAuthenticator: String
 
   /// The size of a link.
   public static let linkBytes = 60
@@ -163,29 +166,34 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// Creates the body from the bytes.
   public init(
     epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8],
-    keys: [Identifier: [UInt8]]
+    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
   ) {
     self.epoch = epoch
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
     self.link = Data(link).base64EncodedString()
     self.keys = ObjectKeys(epoch: epoch + 1, keys: keys).keys
+    self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, sealedForPassword, sealedForRecovery, link, keys
+    case epoch, sealedForPassword, sealedForRecovery, link, keys, keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
     try refuseUnknownKeys(
-      in: decoder, allowed: ["epoch", "sealedForPassword", "sealedForRecovery", "link", "keys"])
+      in: decoder,
+      allowed: [
+        "epoch", "sealedForPassword", "sealedForRecovery", "link", "keys", "keysAuthenticator",
+      ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
     link = try container.decode(String.self, forKey: .link)
     keys = try container.decode([String: String].self, forKey: .keys)
+    keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
   }
 
   /// A rotation, checked: every value base64 of its size, every key's id a UUID.
@@ -200,6 +208,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     public var link: [UInt8]
     /// The re-wrapped keys.
     public var keys: [Identifier: [UInt8]]
+    /// What the account's devices vouch for the new epoch and the public keys with.
+    public var keysAuthenticator: [UInt8]
   }
 
   /// The rotation's bytes, checked.
@@ -214,7 +224,9 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       sealedForRecovery: try NewAccountKeys.bytes(
         sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes),
       link: try NewAccountKeys.bytes(link, "link", count: Self.linkBytes),
-      keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max))
+      keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max),
+      keysAuthenticator: try NewAccountKeys.bytes(
+        keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes))
   }
 }
 

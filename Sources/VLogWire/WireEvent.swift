@@ -203,10 +203,19 @@ public struct WireEvent: Codable, Sendable, Hashable {
     guard let eventKind = EventKind(name: kind) else {
       throw WireError("kind", "'\(kind)' cannot be redacted")
     }
-    guard extra == nil else { throw WireError("extra", "not a field of a redacted event") }
+    // What redaction keeps besides the ids: an encrypted account's authenticator.
+    var kept: [UInt8] = []
+    if let extra {
+      guard let bytes = Data(base64Encoded: extra), Event.isKeptThroughRedaction(Array(bytes))
+      else {
+        throw WireError(
+          "extra", "a redacted event carries its ids and its authenticator (field 19) only")
+      }
+      kept = Array(bytes)
+    }
     var attachmentID: AttachmentID?
     switch eventKind {
-    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased, .tagRemoved:
+    case .noteDeleted, .attachmentDeleted, .tagDeleted, .tagErased:
       throw WireError("redacted", "a \(kind) event is never redacted")
     case .attachmentAdded:
       try allow(["note", "attachment"])
@@ -226,7 +235,7 @@ public struct WireEvent: Codable, Sendable, Hashable {
     guard
       let event = Event.redacted(
         stamp: stamp, kind: eventKind, note: note, attachment: attachmentID,
-        replacing: try replacedTexts(), reason: reason)
+        replacing: try replacedTexts(), reason: reason, kept: kept)
     else { throw WireError("redacted", "a \(kind) event cannot be redacted") }
     return event
   }

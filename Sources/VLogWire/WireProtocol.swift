@@ -12,6 +12,7 @@ public import VLog
 /// | 1 | the eleven kinds of event, fields 1 to 15 of their encoding |
 /// | 2 | what a text change replaced: `replaces` in JSON, field 16 in the binary encoding |
 /// | 3 | tags one by one: the kinds `tagAdded`, `tagRemoved` and `tagErased` (12 to 14), `tag` in JSON, field 17 in the binary encoding |
+/// | 4 | a redacted event that keeps its authenticator (field 19, `extra` in JSON), and a redacted `tagRemoved` |
 ///
 /// To a version 1 client, what a text change replaced travels as a field it does not know —
 /// in `extra`, or as an unknown field of the binary encoding — which it keeps and forwards
@@ -19,7 +20,10 @@ public import VLog
 /// that carries anything but its ids. To a client before version 3, the three tag kinds
 /// travel as kinds it does not know (`"kind":"unknown"` with `kindNumber` and `extra` in JSON),
 /// which it stores and forwards unchanged; such a client shows the tags they change once it is
-/// upgraded.
+/// upgraded. To a client before version 4, a redacted event goes without its authenticator
+/// (which only an encrypted account's events carry, and such a client cannot open them), and
+/// a redacted `tagRemoved` — a removal from a deleted note — as a removal of no tag (the
+/// key of zeros), which changes nothing.
 public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConvertible {
   /// The version number.
   public let version: Int
@@ -30,8 +34,10 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   public static let first = WireProtocol(1)
   /// Version 2: what a text change replaced.
   public static let textBases = WireProtocol(2)
-  /// Version 3: this version's.
-  public static let current = WireProtocol(3)
+  /// Version 3: tags one by one.
+  public static let tagsOneByOne = WireProtocol(3)
+  /// Version 4: this version's.
+  public static let current = WireProtocol(4)
 
   /// The request header that names the version: `VLog-Protocol`.
   public static let headerName = "VLog-Protocol"
@@ -65,6 +71,16 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   /// event's unknown fields, or left out of a redacted event.
   public func form(of event: Event) -> Event {
     guard self < .current else { return event }
+    var event = event
+    if let redaction = event.redaction {
+      if case .tagRemoved(let note, let tag) = event.change {
+        event = Event(stamp: event.stamp, change: .tagRemoved(note, tag: tag))
+      } else if !event.unknownFields.isEmpty {
+        event =
+          Event.redacted(stamp: event.stamp, change: event.change, reason: redaction) ?? event
+      }
+    }
+    guard self < .tagsOneByOne else { return event }
     switch event.change {
     case .tagAdded, .tagRemoved, .tagErased:
       // Every field after the kind, as a version that does not know the kind keeps them.

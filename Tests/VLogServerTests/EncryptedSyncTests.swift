@@ -238,7 +238,8 @@ struct EncryptedSyncTests {
         let seal = PasswordSeal(
           epoch: 1, passwordPublicKey: thirdKeys.publicKey,
           sealedForPassword: [UInt8](repeating: 0, count: 120),
-          passwordAnchor: [UInt8](repeating: 0, count: 32))
+          passwordAnchor: [UInt8](repeating: 0, count: 32),
+          keysAuthenticator: [UInt8](repeating: 0, count: 32))
         let sealedClear = await caller.changePassword(
           PasswordChange(
             currentPassword: "correct horse", newPassword: "another password", keys: seal),
@@ -251,7 +252,8 @@ struct EncryptedSyncTests {
             keys: PasswordSeal(
               epoch: 7, passwordPublicKey: thirdKeys.publicKey,
               sealedForPassword: [UInt8](repeating: 0, count: 120),
-              passwordAnchor: [UInt8](repeating: 0, count: 32))),
+              passwordAnchor: [UInt8](repeating: 0, count: 32),
+              keysAuthenticator: [UInt8](repeating: 0, count: 32))),
           token: cToken)
         #expect(stale.status == 409 && stale.error?.body?.code == .keysChanged, "\(stale)")
         try await c.account.sync()

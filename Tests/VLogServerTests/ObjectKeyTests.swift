@@ -65,7 +65,8 @@ struct ObjectKeyTests {
     )
     let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
     #expect(EncryptionRecord(decoding: record.encoded) == record)
-    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 2)
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 3)
+    #expect(record.keysAuthenticator.count == 32)
     var old: [UInt8] = [1] + Array(record.encoded[1..<(1 + 8 + 64 + 240)])
     old += hash.encoded
     let read = try #require(EncryptionRecord(decoding: old))
@@ -196,7 +197,10 @@ struct ObjectKeyTests {
             to: passwordPublicKey, username: "ann"),
           sealedForRecovery: try next.sealed(
             to: recoveryPublicKey, username: "ann"),
-          link: link, keys: try wrapped(next, notes))
+          link: link, keys: try wrapped(next, notes),
+          keysAuthenticator: next.keysAuthenticator(
+            epoch: epoch + 1, passwordPublicKey: passwordPublicKey,
+            recoveryPublicKey: recoveryPublicKey, username: "ann"))
       }
       let partial = await caller.rotateKeys(
         try rotation(from: 1, Array(notes.prefix(3))), token: token)

@@ -204,7 +204,7 @@ struct ServerTests {
             keys: [
               keyedNote: try nextKeys.wrap(
                 try encrypted.keys.unwrap(wrapped, of: keyedNote), of: keyedNote)
-            ])
+            ], keysAuthenticator: [UInt8](repeating: 0, count: 32))
         }
         let stale = try rotation(from: 2)
         #expect(await caller.rotateKeys(stale, token: encryptedToken).status == 409)
@@ -361,7 +361,8 @@ struct ServerTests {
               epoch: epoch, passwordPublicKey: newPasswordKeys.publicKey,
               sealedForPassword: try lost.keys.sealed(
                 to: newPasswordKeys.publicKey, username: "lost"),
-              passwordAnchor: lost.keys.anchor(for: newPasswordKeys)))
+              passwordAnchor: lost.keys.anchor(for: newPasswordKeys),
+              keysAuthenticator: [UInt8](repeating: 0, count: 32)))
         }
         #expect(await caller.recover(try recoveryBody(epoch: 2)).status == 409)
         _ = try await caller.recover(try recoveryBody(epoch: 1)).get()
@@ -382,7 +383,11 @@ struct ServerTests {
         let staleSeal = await caller.changePassword(
           PasswordChange(
             currentPassword: encryptedPassword.signInSecret, newPassword: "a new password",
-            keys: try encrypted.keys.passwordSeal(to: newPasswordKeys, username: "encrypted")),
+            keys: try encrypted.keys.passwordSeal(
+              to: newPasswordKeys,
+              recoveryPublicKey: try NewAccountKeys.bytes(
+                encrypted.serverKeys.recoveryPublicKey, "", count: 32),
+              username: "encrypted")),
           token: encryptedToken)
         #expect(staleSeal.status == 409, "\(staleSeal)")
         // Five failed sign-ins in a row for a name: the next waits (429, Retry-After).
@@ -931,6 +936,12 @@ struct ServerTests {
       ),
       (#"{\#(head),"kind":"attachmentAdded",\#(note),"redacted":"deleted",\#(attachment)}"#, false),
       (#"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted","extra":"AAE="}"#, false),
+      // What redaction keeps of an encrypted account's event: its authenticator, alone.
+      (
+        #"{\#(head),"kind":"textSet",\#(note),"redacted":"deleted","extra":"mgEQAAAAAAAAAAAAAAAAAAAAAA=="}"#,
+        true
+      ),
+      (#"{\#(head),"kind":"tagRemoved",\#(note),"redacted":"deleted"}"#, true),
       (
         #"{"time":"2026-01-01T00:00:00.000Z","counter":70000,"replica":"00000000-0000-0000-0000-000000000001","kind":"noteDeleted",\#(note)}"#,
         false

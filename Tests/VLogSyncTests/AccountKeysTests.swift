@@ -113,8 +113,9 @@ struct AccountKeysTests {
         recoveryPublicKey: try NewAccountKeys.bytes(server.recoveryPublicKey, "", count: 32),
         sealedForPassword: sealedForPassword,
         sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 120),
-        passwordAnchor: [], recoveryAnchor: [])
+        passwordAnchor: [], recoveryAnchor: [], keysAuthenticator: nil)
       body.passwordAnchor = passwordAnchor
+      body.keysAuthenticator = server.keysAuthenticator
       body.recoveryAnchor = server.recoveryAnchor
       return body
     }

@@ -93,7 +93,7 @@ struct EventSealingTests {
   }
 
   @Test(
-    "Events with values are sealed; ids-only events stay as they are; a tag names the same keyed tag wherever it appears"
+    "Events with values are sealed, attachment lists too; deletions stay as they are but for the authenticator every event carries; a tag names the same keyed tag wherever it appears"
   )
   func sealedForms() throws {
     let sealer = try Self.sealer()
@@ -101,9 +101,11 @@ struct EventSealingTests {
       try sealer.seal($0, objectKey: { _ in try Self.noteKey() })
     }
     for (event, form) in zip(Self.events(), sealed) {
+      #expect(form.authenticator == sealer.keys.authenticator(of: form), "\(event.change.kind)")
       switch event.change {
-      case .attachmentsSet, .attachmentDeleted, .noteDeleted:
-        #expect(form == event)
+      case .attachmentDeleted, .noteDeleted:
+        #expect(form == event.withAuthenticator(sealer.keys.authenticator(of: event)))
+        #expect(form.sealedValues == nil)
       default:
         #expect(form.sealedValues != nil, "\(event.change.kind)")
       }
@@ -129,9 +131,17 @@ struct EventSealingTests {
         event, objectKey: { _ in try Self.noteKey() })
       try sealed.checkSealed()
       try sealed.redacted(.deleted).checkSealed()
+      // Without its authenticator, no event is taken, redacted or not.
+      #expect(throws: VLogError.self) {
+        try Event(stamp: sealed.stamp, change: sealed.change).checkSealed()
+      }
+      #expect(throws: VLogError.self) {
+        try Event(stamp: sealed.stamp, change: sealed.change).redacted(.deleted).checkSealed()
+      }
       switch event.change {
-      case .attachmentsSet, .noteDeleted, .attachmentDeleted:
-        try event.checkSealed()
+      case .noteDeleted, .attachmentDeleted:
+        #expect(throws: VLogError.self) { try event.checkSealed() }
+        try event.withAuthenticator(sealer.keys.authenticator(of: event)).checkSealed()
       default:
         #expect(throws: VLogError.self, "\(event.change.kind) in clear") { try event.checkSealed() }
         // The placeholders without their seal.
@@ -214,8 +224,22 @@ struct EventSealingTests {
     }
     // Redacted, by a deletion: nothing to open, the ids are what it is.
     let redacted = sealed.redacted(.deleted)
-    #expect(redacted.sealedValues == nil)
-    #expect(try sealer.open(redacted, objectKey: { _ in try Self.noteKey() }) == redacted)
+    #expect(redacted.sealedValues == nil && redacted.authenticator == sealed.authenticator)
+    #expect(
+      try sealer.open(redacted, objectKey: { _ in try Self.noteKey() })
+        == Event.redacted(stamp: sealed.stamp, change: sealed.change, reason: .deleted))
+    // Without the authenticator, or with another event's, it is refused.
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(
+        try #require(Event.redacted(stamp: sealed.stamp, change: sealed.change, reason: .deleted)),
+        objectKey: { _ in try Self.noteKey() })
+    }
+    #expect(throws: AccountKeyError.self) {
+      try sealer.open(
+        redacted.withAuthenticator(
+          sealer.keys.authenticator(of: Event(stamp: Self.stamp(6), change: text.change))),
+        objectKey: { _ in try Self.noteKey() })
+    }
     // A tag's removal is sealed by its key alone, whether or not the device still knows the
     // name (a deleted tag's name is erased from the store): it names the keyed tag.
     let removal = try sealer.seal(

@@ -266,7 +266,7 @@ extension Change {
 
   /// The tags a change names, as the object index files them (see ``EventLog/tagObject(_:)``):
   /// the tags of a tags list, the tag of a rename, an addition or a removal (a redacted
-  /// addition names none). A deletion is not filed: the log keeps each tag's latest deletion
+  /// addition or removal names none). A deletion is not filed: the log keeps each tag's latest deletion
   /// apart.
   package var tagObjectIDs: [Identifier] {
     switch self {
@@ -277,7 +277,9 @@ extension Change {
     case .tagRenamed(let name), .tagAdded(_, let name):
       let cleaned = TagName.clean(name)
       return cleaned.isEmpty ? [] : [EventLog.tagObject(TagID(name: cleaned))]
-    case .tagRemoved(_, let tag): return [tag.identifier]
+    case .tagRemoved(_, let tag):
+      // A redacted removal keeps no tag: its key is zeros.
+      return tag.identifier == Identifier(high: 0, low: 0) ? [] : [tag.identifier]
     default: return []
     }
   }

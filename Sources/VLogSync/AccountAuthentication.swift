@@ -1,0 +1,123 @@
+internal import Crypto
+public import VLog
+public import VLogWire
+
+// What an encrypted account's devices vouch for, so that its server cannot make it up.
+//
+// The server relays everything a device seals to and applies: the public keys new account
+// keys are sealed to at each rotation, the epoch, every event. A server that controls those
+// answers must not be able to make a device seal a key to a public key of its own, nor
+// apply a change no device made. So the account's devices vouch for both with a key only
+// they hold — drawn from the account's tag key, which every device has and the server never
+// sees — and check before they seal or apply:
+//
+// - the *keys' authenticator*, HMAC-SHA-256 over the account's name, the epoch and the two
+//   public keys, made by the device that sets them (creation, a password change, a recovery,
+//   a rotation) and checked by every device before it seals to them;
+// - each event's *authenticator* (`Event.authenticator`), a truncated HMAC-SHA-256 over its
+//   stamp, kind and ids (`Event.authenticatedBytes`), made when the event is sealed and
+//   checked before a pulled event is stored, redacted events included.
+
+extension AccountKeys {
+  /// The key the account's devices vouch with: HKDF-SHA-256 of the tag key, which every device
+  /// of the account holds and the server never sees.
+  private var authenticationKey: SymmetricKey {
+    HKDF<SHA256>.expand(
+      pseudoRandomKey: tagKey, info: Array("vlog account authentication".utf8),
+      outputByteCount: 32)
+  }
+
+  /// What the account's devices vouch for `epoch` and the two public keys with, for the
+  /// account `username`: 32 bytes.
+  public func keysAuthenticator(
+    epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], username: String
+  ) -> [UInt8] {
+    var message = Array("vlog public keys\u{0}\(username.lowercased())\u{0}".utf8)
+    for shift in stride(from: 56, through: 0, by: -8) {
+      message.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift)))
+    }
+    message += passwordPublicKey + recoveryPublicKey
+    return Array(HMAC<SHA256>.authenticationCode(for: message, using: authenticationKey))
+  }
+
+  /// The public keys of `body`, the server's record of the account's keys, once checked to be
+  /// those the account's devices vouched for at the record's epoch — the only keys a device
+  /// seals anything to.
+  ///
+  /// - Throws: ``AccountKeyError`` when the record carries no authenticator (an account an
+  ///   older version made: recover it once with its recovery key) or one no device of the
+  ///   account made: the server answered with public keys that are not the account's.
+  public func vouchedPublicKeys(of body: AccountKeysBody, username: String)
+    throws(AccountKeyError) -> (password: [UInt8], recovery: [UInt8])
+  {
+    let password: [UInt8]
+    let recovery: [UInt8]
+    let authenticator: [UInt8]
+    do {
+      password = try NewAccountKeys.bytes(
+        body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
+      recovery = try NewAccountKeys.bytes(
+        body.recoveryPublicKey, "recoveryPublicKey", count: NewAccountKeys.publicKeyBytes)
+      guard let text = body.keysAuthenticator else {
+        throw AccountKeyError(
+          "the server's record of the account's keys carries no authenticator (an older "
+            + "version made it): no key is sealed to public keys no device vouched for; "
+            + "recover the account once with its recovery key")
+      }
+      authenticator = try NewAccountKeys.bytes(
+        text, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes)
+    } catch let error as AccountKeyError {
+      throw error
+    } catch {
+      throw AccountKeyError("the server's record of the account's keys is malformed: \(error)")
+    }
+    let expected = keysAuthenticator(
+      epoch: body.epoch, passwordPublicKey: password, recoveryPublicKey: recovery,
+      username: username)
+    guard Self.equalInConstantTime(expected, authenticator) else {
+      throw AccountKeyError(
+        "the server named public keys or an epoch (\(body.epoch)) that no device of the account "
+          + "vouched for: nothing is sealed to them")
+    }
+    return (password, recovery)
+  }
+
+  /// What the account's devices vouch for `event` with: 16 bytes of HMAC-SHA-256 over its
+  /// stamp, kind and ids (`Event.authenticatedBytes`), which every form a log stores of it
+  /// keeps.
+  public func authenticator(of event: Event) -> [UInt8] {
+    var message = Self.eventPrefix
+    message += event.authenticatedBytes
+    return Array(
+      HMAC<SHA256>.authenticationCode(for: message, using: authenticationKey)
+        .prefix(Event.authenticatorBytes))
+  }
+
+  /// Checks that a device of the account made `event`: that it carries the authenticator
+  /// ``authenticator(of:)`` gives.
+  ///
+  /// - Throws: ``AccountKeyError`` for an event without one, or whose stamp, kind or ids are
+  ///   not those a device vouched for: an event the server made up or changed.
+  public func checkAuthenticator(of event: Event) throws(AccountKeyError) {
+    guard let carried = event.authenticator else {
+      throw AccountKeyError(
+        "event \(event.stamp) (\(event.change.kind)) carries no authenticator: no device of the "
+          + "account vouched for it, and it is not applied")
+    }
+    guard Self.equalInConstantTime(authenticator(of: event), carried) else {
+      throw AccountKeyError(
+        "event \(event.stamp) (\(event.change.kind)) is not one a device of the account made: "
+          + "its authenticator does not match its stamp, kind and ids, and it is not applied")
+    }
+  }
+
+  private static let eventPrefix = Array("vlog event authenticator\u{0}".utf8)
+
+  /// Whether `a` and `b` are equal, in time that does not depend on where they differ.
+  private static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for index in a.indices { difference |= a[index] ^ b[index] }
+    return difference == 0
+  }
+}

@@ -1,0 +1,282 @@
+import Crypto
+import Foundation
+import ServerTestSupport
+import Synchronization
+import Testing
+import VLog
+import VLogSync
+import VLogTesting
+import VLogWire
+
+@testable import VLogServer
+
+/// A transport that hands every answer of a real server to `tamper` before the device reads
+/// it, and keeps every request the device sent: a server, or whoever controls its answers,
+/// that lies.
+final class TamperingTransport: Transport, Sendable {
+  private let inner: HTTPTransport
+  private let tamper: @Sendable (TransportRequest, TransportResponse) -> TransportResponse
+  private let sent = Mutex<[TransportRequest]>([])
+
+  init(
+    baseURL: String,
+    tamper: @escaping @Sendable (TransportRequest, TransportResponse) -> TransportResponse
+  ) {
+    inner = HTTPTransport(baseURL: baseURL)
+    self.tamper = tamper
+  }
+
+  var server: String { inner.server }
+  var requests: [TransportRequest] { sent.withLock { $0 } }
+
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    sent.withLock { $0.append(request) }
+    return tamper(request, try await inner.send(request))
+  }
+}
+
+@Suite("An encrypted account against a lying server")
+struct LyingServerTests {
+  static let encryption = EncryptionOptions(cost: .testing, random: systemRandomBytes)
+
+  /// A server on `backend`, live on loopback for `body`.
+  static func withServer<R: Sendable>(
+    _ backend: Backend, root: String,
+    _ body: @escaping @Sendable (SyncServer, String) async throws -> R
+  ) async throws -> R {
+    let server: SyncServer
+    switch backend {
+    case .lmdb:
+      server = try SyncServer.open(dataDirectory: root + "/server", configuration: .testing)
+    case .postgres:
+      server = try await SyncServer.open(
+        database: try await TestCluster.shared.newDatabase(), configuration: .testing)
+    }
+    defer { server.close() }
+    return try await withLiveServer(server) { baseURL in try await body(server, baseURL) }
+  }
+
+  /// A device of the account `ann` with a store of its own, reaching the server through
+  /// `transport`.
+  static func device(_ name: String, root: String, transport: any Transport) throws -> (
+    store: NoteStore, account: SyncAccount
+  ) {
+    let store = try NoteStore.open(
+      at: root + "/" + name, options: NoteStore.Options(durability: .noSync))
+    let account = try SyncAccount(
+      store: store, transport: transport,
+      credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+      stateFile: SyncAccount.stateFile(for: store), encryption: encryption)
+    return (store, account)
+  }
+
+  /// `body`'s JSON object with `change` made to it.
+  static func rewritten(_ body: [UInt8], _ change: (inout [String: Any]) -> Void) -> [UInt8] {
+    guard var object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+    else { return body }
+    change(&object)
+    return Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data(body))
+  }
+
+  @Test(
+    "A server that names a public key of its own and a rotation due gets nothing sealed to it: the device checks what its devices vouched for before it seals, refuses an older epoch than it has seen, and its notes stay readable to the account only",
+    arguments: Backend.allCases)
+  func keyTheft(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await Self.withServer(backend, root: root) { server, baseURL in
+        let attacker = Curve25519.KeyAgreement.PrivateKey()
+        let attackerKey = attacker.publicKey.rawRepresentation.base64EncodedString()
+        let lie = Mutex<String?>(nil)
+        let transport = TamperingTransport(baseURL: baseURL) { request, response in
+          guard request.method == "GET", request.path.hasPrefix("/v1/accounts/current/keys"),
+            let mode = lie.withLock({ $0 })
+          else { return response }
+          var response = response
+          response.body = Self.rewritten(response.body) { body in
+            switch mode {
+            case "publicKey":
+              body["passwordPublicKey"] = attackerKey
+              body["rotationDue"] = true
+            case "unvouched":
+              body["passwordPublicKey"] = attackerKey
+              body["rotationDue"] = true
+              body.removeValue(forKey: "keysAuthenticator")
+            default:
+              body["epoch"] = 1
+              body["links"] = [String]()
+            }
+          }
+          return response
+        }
+        let a = try Self.device("a", root: root, transport: transport)
+        try await a.account.createAccount()
+        try await a.account.signIn()
+        let note = try await a.store.write { $0.createNote(text: "CanarySecret") }
+        try await a.account.sync()
+
+        // The server names its own public key and says a rotation is due.
+        lie.withLock { $0 = "publicKey" }
+        await #expect(throws: AccountKeyError.self) { try await a.account.sync() }
+        lie.withLock { $0 = "unvouched" }
+        await #expect(throws: AccountKeyError.self) { try await a.account.sync() }
+        // Nothing was sealed to any key: no rotation left the device.
+        #expect(!transport.requests.contains { $0.method == "PUT" && $0.path.contains("keys") })
+
+        // An honest rotation moves the account to epoch 2; a server that then says epoch 1
+        // is refused.
+        lie.withLock { $0 = nil }
+        try await a.store.write { $0.deleteNote(note) }
+        try await a.account.sync()
+        let number = try #require(try await server.store.account(named: "ann")).number
+        #expect(try await server.store.encryption(of: number)?.epoch == 2)
+        lie.withLock { $0 = "olderEpoch" }
+        await #expect(throws: AccountKeyError.self) {
+          try await a.store.write { _ = $0.createNote(text: "after") }
+          try await a.account.sync()
+        }
+        lie.withLock { $0 = nil }
+        #expect(try await a.account.sync().inSync)
+      }
+    }
+  }
+
+  @Test(
+    "A deletion, an attachment list or a tag deletion that no device made is refused by every device, whether it carries no authenticator, one copied from another event, or one of its own; the note stays on every device, and an honest server refuses such an event outright",
+    arguments: Backend.allCases)
+  func forgedEvents(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await Self.withServer(backend, root: root) { server, baseURL in
+        let a = try Self.device("a", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await a.account.createAccount()
+        try await a.account.signIn()
+        let note = try await a.store.write {
+          $0.createNote(text: "CanaryKept", tags: ["Paris"])
+        }
+        try await a.account.sync()
+        let b = try Self.device("b", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await b.account.signIn()
+        try await b.account.sync()
+        #expect(try b.store.note(note)?.text == "CanaryKept")
+
+        let number = try #require(try await server.store.account(named: "ann")).number
+        let intruder = ReplicaID(Identifier(high: 0xBAD, low: 0xBAD))
+        var clock: UInt64 = 1
+        func stamp() -> Stamp {
+          clock += 1
+          return Stamp(
+            time: HybridTime(
+              milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: UInt16(clock)),
+            replica: intruder)
+        }
+        // A device's own authenticator, lifted from the note's creation as the server holds it.
+        let page = try await server.store.sync(
+          account: number, pushing: [], after: 0, limit: 100, maximumBytes: 1 << 20,
+          retention: (nil, 0))
+        let lifted = try #require(
+          page.events.first { $0.change.kind == .noteCreated }?.authenticator)
+        let forgeries: [(String, Event)] = [
+          ("no authenticator", Event(stamp: stamp(), change: .noteDeleted(note))),
+          (
+            "a lifted authenticator",
+            Event(stamp: stamp(), change: .noteDeleted(note)).withAuthenticator(lifted)
+          ),
+          (
+            "one of its own",
+            Event(stamp: stamp(), change: .noteDeleted(note))
+              .withAuthenticator([UInt8](repeating: 7, count: 16))
+          ),
+          (
+            "an attachment list",
+            Event(stamp: stamp(), change: .attachmentsSet(note, attachments: []))
+          ),
+        ]
+        for (what, forged) in forgeries {
+          // The honest server refuses it from any client…
+          let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+          let token = try await caller.signIn(
+            Credentials(
+              username: "ann",
+              password: try PasswordKeys(
+                username: "ann", password: EncryptedSyncTests.password, cost: .testing
+              ).signInSecret)
+          ).get().token
+          let pushed = await caller.sync(
+            SyncPush(cursor: 0, events: [forged]), token: token)
+          if forged.authenticator == nil {
+            #expect(pushed.status == 400, "\(what): \(pushed)")
+          }
+          // …and a lying one stores it anyway: every device refuses to apply it.
+          _ = try await server.store.sync(
+            account: number, pushing: [forged], after: 0, limit: 1, maximumBytes: 1 << 20,
+            retention: (nil, 0))
+          for device in [a, b] {
+            await #expect(throws: AccountKeyError.self, "\(what)") {
+              try await device.account.sync()
+            }
+            #expect(try device.store.note(note)?.text == "CanaryKept", "\(what)")
+          }
+        }
+        // A new device refuses the log too, and stores nothing of the forgeries.
+        let c = try Self.device("c", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await c.account.signIn()
+        await #expect(throws: AccountKeyError.self) { try await c.account.sync() }
+        #expect(try c.store.events(after: 0).allSatisfy { $0.event.stamp.replica != intruder })
+      }
+    }
+  }
+}
+
+@Suite("Shredding wedges no device")
+struct ShreddingWedgeTests {
+  @Test(
+    "A note tagged, untagged and deleted on an encrypted account: every event of it is redacted on the server, a device that held it and a new device both sync on, and their own edits leave their outboxes",
+    arguments: Backend.allCases)
+  func untaggedThenDeleted(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await LyingServerTests.withServer(backend, root: root) { server, baseURL in
+        try await Self.untaggedThenDeleted(server: server, baseURL: baseURL, root: root)
+      }
+    }
+  }
+
+  static func untaggedThenDeleted(server: SyncServer, baseURL: String, root: String)
+    async throws
+  {
+    let a = try LyingServerTests.device(
+      "a", root: root, transport: HTTPTransport(baseURL: baseURL))
+    try await a.account.createAccount()
+    try await a.account.signIn()
+    let b = try LyingServerTests.device(
+      "b", root: root, transport: HTTPTransport(baseURL: baseURL))
+    try await b.account.signIn()
+    let note = try await a.store.write { $0.createNote(text: "Doomed", tags: ["Paris"]) }
+    try await a.account.sync()
+    try await b.account.sync()
+    try await a.store.write { $0.setTags([], of: note) }
+    try await a.account.sync()
+    try await a.store.write { $0.deleteNote(note) }
+    try await a.account.sync()
+    // Every event of the note is erased where the server keeps it, the removal included.
+    let number = try #require(try await server.store.account(named: "ann")).number
+    let page = try await server.store.sync(
+      account: number, pushing: [], after: 0, limit: 100, maximumBytes: 1 << 20,
+      retention: (nil, 0))
+    let ofNote = page.events.filter { $0.change.noteID == note }
+    #expect(ofNote.contains { $0.change.kind == .tagRemoved })
+    #expect(
+      ofNote.allSatisfy { $0.isRedacted || $0.change.kind == .noteDeleted }, "\(ofNote)")
+    // The device that held the note, and a new one, sync on with edits of their own.
+    let kept = try await b.store.write { $0.createNote(text: "from b") }
+    #expect(try await b.account.sync().inSync)
+    #expect(try b.store.note(note) == nil)
+    let c = try LyingServerTests.device(
+      "c", root: root, transport: HTTPTransport(baseURL: baseURL))
+    try await c.account.signIn()
+    try await c.store.write { _ = $0.createNote(text: "from c") }
+    #expect(try await c.account.sync().inSync)
+    #expect(try c.store.note(kept)?.text == "from b")
+    #expect(try c.store.outboxCount() == 0)
+    #expect(try b.store.outboxCount() == 0)
+    #expect(try c.store.verify().isEmpty)
+  }
+}
