@@ -55,6 +55,8 @@ extension Event {
   /// redaction keeps: nothing, or one authenticator of ``authenticatorBytes``.
   package static func isKeptThroughRedaction(_ fields: [UInt8]) -> Bool {
     guard !fields.isEmpty else { return true }
+    // Bytes that do not parse as fields (an `extra` sent by a client) are not an
+    // authenticator: the answer is no, and the caller refuses the event with its reason.
     let count = try? withBytes(of: fields) { buffer throws(VLogError) -> Int in
       var reader = ProtobufReader(buffer)
       var count = 0

@@ -50,6 +50,12 @@ extension AccountKeys {
   public func vouchedPublicKeys(of body: AccountKeysBody, username: String)
     throws(AccountKeyError) -> (password: [UInt8], recovery: [UInt8])
   {
+    guard let text = body.keysAuthenticator else {
+      throw AccountKeyError(
+        "the server's record of the account's keys carries no authenticator (an older "
+          + "version made it): no key is sealed to public keys no device vouched for; "
+          + "recover the account once with its recovery key")
+    }
     let password: [UInt8]
     let recovery: [UInt8]
     let authenticator: [UInt8]
@@ -58,16 +64,8 @@ extension AccountKeys {
         body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
       recovery = try NewAccountKeys.bytes(
         body.recoveryPublicKey, "recoveryPublicKey", count: NewAccountKeys.publicKeyBytes)
-      guard let text = body.keysAuthenticator else {
-        throw AccountKeyError(
-          "the server's record of the account's keys carries no authenticator (an older "
-            + "version made it): no key is sealed to public keys no device vouched for; "
-            + "recover the account once with its recovery key")
-      }
       authenticator = try NewAccountKeys.bytes(
         text, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes)
-    } catch let error as AccountKeyError {
-      throw error
     } catch {
       throw AccountKeyError("the server's record of the account's keys is malformed: \(error)")
     }

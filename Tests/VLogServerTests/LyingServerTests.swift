@@ -70,7 +70,8 @@ struct LyingServerTests {
     return (store, account)
   }
 
-  /// `body`'s JSON object with `change` made to it.
+  /// `body`'s JSON object with `change` made to it; a body that is not a JSON object (an
+  /// error page, a binary answer) goes through untouched, as the lie is about keys' JSON.
   static func rewritten(_ body: [UInt8], _ change: (inout [String: Any]) -> Void) -> [UInt8] {
     guard var object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
     else { return body }
