@@ -18,6 +18,9 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The account has no token the server accepts and no password to sign in with: the user
     /// must sign in (``SyncAccount/signIn(password:)``).
     public static let signedOut = Code("signedOut")
+    /// A new password for an end-to-end encrypted account is too short or too easy to guess
+    /// (``PasswordStrength``): refused on the device, before anything is sent.
+    public static let weakPassword = Code("weakPassword")
     /// The name, for messages.
     public var description: String { name }
   }

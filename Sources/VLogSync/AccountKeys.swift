@@ -637,10 +637,13 @@ public struct NewEncryptedAccount: Sendable {
 
   /// Makes the keys of a new account `username` with `password`, stretched at `cost`, from
   /// `random` (a cryptographically secure source of bytes).
+  ///
+  /// - Throws: `WireError` for a password below the floor (``PasswordStrength``).
   public init(
     username: String, password: String, cost: KeyDerivationCost = .standard,
     random: (Int) -> [UInt8]
   ) throws {
+    try PasswordStrength.check(password, username: username)
     try self.init(
       username: username,
       passwordKeys: try PasswordKeys(username: username, password: password, cost: cost),

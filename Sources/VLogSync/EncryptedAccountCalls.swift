@@ -7,11 +7,14 @@ extension APICaller {
   /// and a new recovery key's public keys.
   ///
   /// - Returns: The new account: its keys, and the recovery key to show the user once.
-  /// - Throws: ``APIError`` from the server (`accountExists`, `invalidField`);
+  /// - Throws: ``APIError`` `weakPassword` for a password below the floor
+  ///   (``PasswordStrength/check(_:username:field:)``), before anything is sent; from the
+  ///   server (`accountExists`, `invalidField`);
   ///   ``AccountKeyError`` when the keys cannot be made.
   public func createEncryptedAccount(
     username: String, password: String, options: EncryptionOptions = .standard
   ) async throws -> NewEncryptedAccount {
+    try PasswordStrength.checkNew(password, username: username, field: "password")
     let account = try NewEncryptedAccount(
       username: username,
       passwordKeys: try await PasswordKeys.stretching(
@@ -27,13 +30,15 @@ extension APICaller {
   ///
   /// - Returns: The account's keys.
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (its checksum fails);
-  ///   ``APIError`` `invalidCredentials` (401) for one that is not the account's.
+  ///   ``APIError`` `weakPassword` for a new password below the floor, `invalidCredentials`
+  ///   (401) for a recovery key that is not the account's.
   @discardableResult
   public func recoverEncryptedAccount(
     username: String, recoveryKey: String, newPassword: String,
     cost: KeyDerivationCost = .standard
   ) async throws -> AccountKeys {
     let name = Credentials(username: username, password: "").normalizedUsername
+    try PasswordStrength.checkNew(newPassword, username: name, field: "newPassword")
     let recovery = try RecoveryKey(recoveryKey).keys()
     let credentials = RecoveryCredentials(username: name, recoverySecret: recovery.signInSecret)
     let sealed = try await recoveryKeys(credentials).get()
@@ -53,13 +58,15 @@ extension APICaller {
   /// account's keys with `current` and seals them to `new` in the same change. Every other
   /// session is signed out.
   ///
-  /// - Throws: ``AccountKeyError`` when `current` does not open the keys; ``APIError`` from
-  ///   the server (`invalidCredentials` 403 for a wrong `current`).
+  /// - Throws: ``AccountKeyError`` when `current` does not open the keys; ``APIError``
+  ///   `weakPassword` for a new password below the floor, or from the server
+  ///   (`invalidCredentials` 403 for a wrong `current`).
   public func changeEncryptedPassword(
     username: String, from current: String, to new: String, cost: KeyDerivationCost = .standard,
     token: String
   ) async throws {
     let name = Credentials(username: username, password: "").normalizedUsername
+    try PasswordStrength.checkNew(new, username: name, field: "newPassword")
     let currentKeys = try await PasswordKeys.stretching(
       username: name, password: current, cost: cost)
     let newKeys = try await PasswordKeys.stretching(username: name, password: new, cost: cost)
@@ -79,6 +86,19 @@ extension APICaller {
       if result.error?.body?.code == .keysChanged, attempt == 0 { continue }
       _ = try result.get()
       return
+    }
+  }
+}
+
+extension PasswordStrength {
+  /// Checks a new password of an encrypted account on the device, before anything is sent.
+  ///
+  /// - Throws: ``APIError`` `weakPassword`, saying which field and why.
+  static func checkNew(_ password: String, username: String, field: String) throws(APIError) {
+    do {
+      try check(password, username: username, field: field)
+    } catch {
+      throw APIError(.weakPassword, error.description)
     }
   }
 }

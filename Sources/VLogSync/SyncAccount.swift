@@ -226,7 +226,8 @@ public actor SyncAccount {
   /// Creates the account on the server.
   ///
   /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
-  ///   password.
+  ///   password; for an encrypted account, `weakPassword` for a password below the floor
+  ///   (``PasswordStrength/check(_:username:field:)``), before anything is sent.
   /// For an encrypted account, the account's keys are made on this device, and the recovery
   /// key — the only other way to open them — is in ``recoveryKey`` until the account object
   /// ends: show it to the user once.
@@ -235,6 +236,7 @@ public actor SyncAccount {
       _ = try await caller.createAccount(try await credentials()).get()
       return
     }
+    try PasswordStrength.checkNew(try knownPassword(), username: username, field: "password")
     let account: NewEncryptedAccount
     do {
       account = try NewEncryptedAccount(
@@ -302,7 +304,8 @@ public actor SyncAccount {
   /// revoked); this one stays signed in, and later sign-ins use the new password.
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
-  ///   (400) for a new password of the wrong length.
+  ///   (400) for a new password of the wrong length; for an encrypted account, `weakPassword`
+  ///   for a new password below the floor, before anything is sent.
   ///
   /// For an encrypted account, the account's keys are sealed to the new password in the same
   /// change: the old password opens them no more, and no note is encrypted again.
@@ -314,6 +317,7 @@ public actor SyncAccount {
         let body = try await keyring.refresh()
         let keys = await keyring.keys
         let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
+        try PasswordStrength.checkNew(new, username: username, field: "newPassword")
         let newKeys = try await passwordKeys(for: new)
         change = PasswordChange(
           currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,

@@ -31,8 +31,13 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         let created = try await CreateAccount.execute(
-          server: url, user: "Eve", password: "correct horse", encryption: .testing)
+          server: url, user: "Eve", password: "correct horse battery", encryption: .testing)
         #expect(created.text.hasPrefix("created end-to-end encrypted account 'eve' on \(url)"))
+        let weak = await #expect(throws: (any Error).self) {
+          try await CreateAccount.execute(
+            server: url, user: "Fay", password: "password1234", encryption: .testing)
+        }
+        #expect("\(weak.map { "\($0)" } ?? "")".contains("too easy to guess"))
         let line = try #require(
           created.text.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
         let recoveryKey = String(line.dropFirst("recovery key: ".count))
@@ -47,10 +52,12 @@ struct SyncCommandTests {
         }
         let note = try await phone.write { $0.createNote(text: "CanaryCommandLine") }
         let pushed = try await SyncCommand.execute(
-          on: phone, server: url, user: "eve", password: "correct horse", encryption: .testing)
+          on: phone, server: url, user: "eve", password: "correct horse battery",
+          encryption: .testing)
         #expect(pushed.text.contains("in sync"), "\(pushed.text)")
         _ = try await SyncCommand.execute(
-          on: laptop, server: url, user: "eve", password: "correct horse", encryption: .testing)
+          on: laptop, server: url, user: "eve", password: "correct horse battery",
+          encryption: .testing)
         #expect(try laptop.note(note)?.text == "CanaryCommandLine")
         // The kept keys say the account is encrypted: no flag, no password.
         try await laptop.write { $0.setArchived(true, of: note) }
@@ -59,31 +66,31 @@ struct SyncCommandTests {
         #expect(try phone.note(note)?.isArchived == true)
 
         _ = try await ChangePassword.execute(
-          server: url, user: "eve", current: "correct horse", new: "second password",
+          server: url, user: "eve", current: "correct horse battery", new: "a second password",
           encryption: .testing)
         await #expect(throws: APIError.self) {
           try await SessionsCommand.execute(
-            server: url, user: "eve", password: "correct horse", encryption: .testing)
+            server: url, user: "eve", password: "correct horse battery", encryption: .testing)
         }
         var typo = Array(recoveryKey)
         typo[0] = typo[0] == "A" ? "B" : "A"
         await #expect(throws: CLIError.self) {
           try await RecoverAccount.execute(
-            server: url, user: "eve", recoveryKey: String(typo), new: "third password",
+            server: url, user: "eve", recoveryKey: String(typo), new: "a third password",
             cost: .testing)
         }
         let recovered = try await RecoverAccount.execute(
-          server: url, user: "eve", recoveryKey: recoveryKey, new: "third password",
+          server: url, user: "eve", recoveryKey: recoveryKey, new: "a third password",
           cost: .testing)
         #expect(recovered.text.hasPrefix("recovered 'eve'"))
         let listed = try await SessionsCommand.execute(
-          server: url, user: "eve", password: "third password", encryption: .testing)
+          server: url, user: "eve", password: "a third password", encryption: .testing)
         #expect(listed.text == "no sessions of 'eve' on \(url)")
         // A store signed in afresh with the recovered password reads the notes.
         let tablet = try NoteStore.open(at: root + "/tablet")
         defer { tablet.close() }
         _ = try await SyncCommand.execute(
-          on: tablet, server: url, user: "eve", password: "third password", encryption: .testing)
+          on: tablet, server: url, user: "eve", password: "a third password", encryption: .testing)
         #expect(try tablet.note(note)?.isArchived == true)
       }
     }

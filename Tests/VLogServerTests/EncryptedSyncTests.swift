@@ -179,6 +179,13 @@ struct EncryptedSyncTests {
       let server = try await openServer(backend: backend, directory: root + "/server")
       defer { server.close() }
       let recoveryText = try await withLiveServer(server) { baseURL in
+        // A guessable password is refused on the device: nothing reaches the server, so the
+        // name stays free.
+        let weak = try Self.device("weak", root: root, baseURL: baseURL, password: "ann1990ann1990")
+        let refusedCreation = await #expect(throws: APIError.self) {
+          try await weak.account.createAccount()
+        }
+        #expect(refusedCreation?.code == .weakPassword)
         let a = try Self.device("a", root: root, baseURL: baseURL)
         try await a.account.createAccount()
         let recoveryKey = try #require(await a.account.recoveryKey)
@@ -188,6 +195,10 @@ struct EncryptedSyncTests {
 
         // A password change: the old password neither signs in nor opens the keys.
         let second = "a second password"
+        let refusedChange = await #expect(throws: APIError.self) {
+          try await a.account.changePassword(from: Self.password, to: "qwertyuiop123")
+        }
+        #expect(refusedChange?.code == .weakPassword)
         try await a.account.changePassword(from: Self.password, to: second)
         let old = try Self.device("old", root: root, baseURL: baseURL)
         await #expect(throws: APIError.self) { try await old.account.signIn() }
@@ -209,14 +220,22 @@ struct EncryptedSyncTests {
         // Recovery on a device that lost the password.
         let c = try Self.device("c", root: root, baseURL: baseURL, password: "not the password")
         let stranger = try RecoveryKey(random: systemRandomBytes)
-        await #expect(throws: APIError.self) {
-          try await c.account.recover(recoveryKey: stranger.description, newPassword: "x")
+        let refused = await #expect(throws: APIError.self) {
+          try await c.account.recover(
+            recoveryKey: stranger.description, newPassword: "a stranger's new password")
         }
+        #expect(refused?.status == 401)
         var typo = Array(recoveryKey.description)
         typo[3] = typo[3] == "A" ? "B" : "A"
         await #expect(throws: AccountKeyError.self) {
-          try await c.account.recover(recoveryKey: String(typo), newPassword: "third password")
+          try await c.account.recover(recoveryKey: String(typo), newPassword: "a third password")
         }
+        // A guessable new password is refused on the device, before the recovery key is sent.
+        let weakRecovery = await #expect(throws: APIError.self) {
+          try await c.account.recover(
+            recoveryKey: recoveryKey.description, newPassword: "password1234")
+        }
+        #expect(weakRecovery?.code == .weakPassword)
         try await c.account.recover(
           recoveryKey: recoveryKey.description.lowercased(), newPassword: "a third password")
         try await c.account.sync()

@@ -69,7 +69,8 @@ final class Fixture: Sendable {
   }
 }
 
-let encryptedCredentials = Credentials(username: "bench-e2e", password: "benchmark password")
+let encryptedCredentials = Credentials(
+  username: "bench-e2e", password: "benchmark password for sealed notes")
 
 /// A replica with `syncEvents` events of its own, in its outbox: notes with a few hundred
 /// bytes of text each, then text edits.
