@@ -543,6 +543,21 @@ final class LMDBStorage: ServerStorage {
     liveFeed.send(.passwordChanged(account: account, keeping: keeping))
   }
 
+  func rehashPassword(account: UInt64, from current: PasswordHash, to new: PasswordHash)
+    async throws -> Bool
+  {
+    try await onWriter { [self] in
+      try environment.write { transaction in
+        let name = try self.name(of: account, in: transaction)
+        guard let record = try transaction.value(forKey: name, in: accounts),
+          Array(record) == BigEndian.bytes(account) + current.encoded
+        else { return false }
+        try transaction.put(BigEndian.bytes(account) + new.encoded, forKey: name, in: accounts)
+        return true
+      }
+    }
+  }
+
   /// Deletes an account and everything of it — its log and indexes, blobs, tokens, name — in one
   /// transaction. Its number is never given again.
   func deleteAccount(_ account: UInt64) async throws {

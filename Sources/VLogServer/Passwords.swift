@@ -18,8 +18,16 @@ public struct PasswordCost: Sendable, Hashable {
     self.parallelism = parallelism
   }
 
-  /// N = 2¹⁵, r = 8, p = 1: 32 MiB and tens of milliseconds per hash, the interactive setting.
-  public static let standard = PasswordCost(logRounds: 15)
+  /// N = 2¹⁷, r = 8, p = 1: OWASP's recommended scrypt cost, 128 MiB and about half a second
+  /// of a core per hash. A sign-in pays it once per token (tokens last 30 days by default).
+  public static let standard = PasswordCost(logRounds: 17)
+
+  /// The memory and time one hash takes, in units of 128-byte blocks times passes: what an
+  /// attacker pays per guess. A stored hash of less work than the server's cost is hashed
+  /// again at the next sign-in.
+  public var work: Double {
+    Double(1 << Int(min(logRounds, 62))) * Double(blockSize) * Double(parallelism)
+  }
 
   /// N = 2⁴: fast and weak, for tests only.
   public static let testing = PasswordCost(logRounds: 4)

@@ -133,6 +133,23 @@ extension PostgresStorage {
     }
   }
 
+  func rehashPassword(account: UInt64, from current: PasswordHash, to new: PasswordHash)
+    async throws -> Bool
+  {
+    try await withConnection { [self] connection in
+      let rows = try await connection.query(
+        """
+        UPDATE vlog_accounts SET password = \(ByteBuffer(bytes: new.encoded))
+        WHERE number = \(Int64(clamping: account))
+          AND password = \(ByteBuffer(bytes: current.encoded))
+        RETURNING number
+        """, logger: logger)
+      var updated = false
+      for try await _ in rows { updated = true }
+      return updated
+    }
+  }
+
   func deleteAccount(_ account: UInt64) async throws {
     let number = Int64(clamping: account)
     try await transaction { [self] connection in

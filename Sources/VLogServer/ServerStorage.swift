@@ -78,6 +78,14 @@ protocol ServerStorage: Sendable {
     account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
   ) async throws
 
+  /// Replaces an account's password hash with the same password's hash at another cost (a
+  /// rehash at sign-in), if the stored hash is still `current`: a password changed meanwhile
+  /// wins. Tokens and keys are untouched.
+  ///
+  /// - Returns: Whether the hash was replaced.
+  func rehashPassword(account: UInt64, from current: PasswordHash, to new: PasswordHash)
+    async throws -> Bool
+
   /// Deletes an account and everything of it — events and their indexes, blobs, tokens, the
   /// account record — in one transaction. Pushes and uploads that were authorised before and
   /// arrive after it store nothing. The account's number is never given again.

@@ -61,6 +61,7 @@ extension SyncServer {
       metrics.signInFailures.increment()
       throw ServerError.invalidCredentials
     }
+    try await rehashIfWeaker(account, password: password, context)
     let token = Self.base64URL(dependencies.randomBytes(32))
     let expiry = dependencies.now().addingTimeInterval(
       TimeInterval(configuration.tokenLifetime.components.seconds))
@@ -74,6 +75,25 @@ extension SyncServer {
     }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     return try json(SessionBody(token: token, expiresAt: expiry), status: .ok)
+  }
+
+  /// Hashes a password that just signed in again at the server's cost, when it is stored at a
+  /// cost of less work (an account made under an older default, or a lower `--password-cost`).
+  private func rehashIfWeaker(
+    _ account: AccountRecord, password: String, _ context: ServerContext
+  ) async throws {
+    guard account.password.cost.work < configuration.passwordCost.work else { return }
+    let rehashed = try await hashSecret(password)
+    if try await store.rehashPassword(
+      account: account.number, from: account.password, to: rehashed)
+    {
+      context.logger.info(
+        "password hashed again at the server's cost",
+        metadata: [
+          "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
+          "to": "N=2^\(configuration.passwordCost.logRounds)",
+        ])
+    }
   }
 
   func signOut(_ request: Request, _ context: ServerContext) async throws -> Response {

@@ -234,6 +234,39 @@ struct AccountLifecycleTests {
   }
 
   @Test(
+    "a password stored at less than the server's cost is hashed again at sign-in, keeping the account's sessions; a stronger one is kept",
+    arguments: Backend.allCases)
+  func rehashAtSignIn(backend: Backend) async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.passwordCost = PasswordCost(logRounds: 5)
+    try await withServer(backend: backend, configuration: configuration) { server in
+      let weak = try PasswordHash(
+        hashing: Self.ann.password, cost: .testing, salt: Array(repeating: 7, count: 16))
+      try await server.store.createAccount(named: "ann", password: weak)
+      let strong = try PasswordHash(
+        hashing: "bea's password", cost: PasswordCost(logRounds: 6),
+        salt: Array(repeating: 8, count: 16))
+      try await server.store.createAccount(named: "bea", password: strong)
+      let caller = APICaller(transport: InProcessTransport(server: server))
+
+      let first = try await caller.signIn(Self.ann).get().token
+      let rehashed = try #require(try await server.store.account(named: "ann")).password
+      #expect(rehashed.cost == configuration.passwordCost)
+      #expect(rehashed.salt != weak.salt)
+      // The session that signed in goes on; the password still signs in, at the new cost.
+      #expect(await caller.sessions(token: first).status == 200)
+      _ = try await caller.signIn(Self.ann).get()
+      #expect(try await server.store.account(named: "ann")?.password == rehashed)
+      // A wrong password changes nothing.
+      _ = await caller.signIn(Credentials(username: "ann", password: "not the password"))
+      #expect(try await server.store.account(named: "ann")?.password == rehashed)
+
+      _ = try await caller.signIn(Credentials(username: "bea", password: "bea's password")).get()
+      #expect(try await server.store.account(named: "bea")?.password == strong)
+    }
+  }
+
+  @Test(
     "sessions are listed with the current one marked, and one can be signed out by id",
     arguments: Backend.allCases)
   func sessions(backend: Backend) async throws {
