@@ -24,6 +24,9 @@ struct EncryptionRecord: Sendable, Equatable {
   /// empty in a record of format 1 or 2, written before a device vouched for them, until a
   /// recovery sets it).
   var keysAuthenticator: [UInt8]
+  /// How the devices stretch the password (version 1, a salt from the name, in a record of
+  /// format 1 to 3).
+  var keyDerivation: KeyDerivation
   /// The recovery key's sign-in secret's scrypt hash.
   var recoverySecret: PasswordHash
   /// Whether a note's or attachment's key was erased since the last rotation. Kept beside the
@@ -48,6 +51,7 @@ struct EncryptionRecord: Sendable, Equatable {
     keysAuthenticator = try NewAccountKeys.bytes(
       keys.keysAuthenticator, "keys.keysAuthenticator",
       count: NewAccountKeys.authenticatorBytes)
+    keyDerivation = try keys.keyDerivation?.validated("keys.keyDerivation") ?? .versionOne
     self.recoverySecret = recoverySecret
   }
 
@@ -67,6 +71,7 @@ struct EncryptionRecord: Sendable, Equatable {
     next.sealedForPassword = seal.sealedForPassword
     next.passwordAnchor = seal.passwordAnchor
     next.keysAuthenticator = seal.keysAuthenticator
+    next.keyDerivation = seal.keyDerivation
     return next
   }
 
@@ -81,17 +86,22 @@ struct EncryptionRecord: Sendable, Equatable {
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (3), the epoch (8 bytes,
+  /// The stored form, the same on both backends: a format byte (4), the epoch (8 bytes,
   /// big-endian), the two public keys, the two seals, the two anchors, the keys'
-  /// authenticator's length (a byte: 0 or 32) and bytes, then the recovery secret's hash.
-  /// Format 2 had no authenticator; format 1 no anchors either.
+  /// authenticator's length (a byte: 0 or 32) and bytes, the key derivation (version, log₂ N,
+  /// r, p, the salt's length: a byte each, then the salt), then the recovery secret's hash.
+  /// Format 3 had no key derivation; format 2 no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [3]
+    var bytes: [UInt8] = [4]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
     bytes += passwordAnchor + recoveryAnchor
     bytes.append(UInt8(keysAuthenticator.count))
     bytes += keysAuthenticator
+    let salt = keyDerivation.saltBytes
+    bytes += [keyDerivation.version, keyDerivation.logRounds, keyDerivation.blockSize]
+      .map { UInt8(clamping: $0) }
+    bytes += [UInt8(clamping: keyDerivation.parallelism), UInt8(clamping: salt.count)] + salt
     bytes += recoverySecret.encoded
     return bytes
   }
@@ -99,18 +109,31 @@ struct EncryptionRecord: Sendable, Equatable {
   private static let keysBytes =
     1 + 8 + 2 * NewAccountKeys.publicKeyBytes + 2 * NewAccountKeys.sealedBytes
 
-  /// Reads what ``encoded`` wrote, in format 3, 2 or 1; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 4, 3, 2 or 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard let format = bytes.first, (1...3).contains(format) else { return nil }
+    guard let format = bytes.first, (1...4).contains(format) else { return nil }
     var fixed = Self.keysBytes + (format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0)
     var authenticatorCount = 0
-    if format == 3 {
+    if format >= 3 {
       guard bytes.count > fixed,
         [0, NewAccountKeys.authenticatorBytes].contains(Int(bytes[fixed]))
       else { return nil }
       authenticatorCount = Int(bytes[fixed])
       fixed += 1 + authenticatorCount
+    }
+    keyDerivation = .versionOne
+    if format >= 4 {
+      guard bytes.count > fixed + 5 else { return nil }
+      let saltCount = Int(bytes[fixed + 4])
+      guard bytes.count > fixed + 5 + saltCount else { return nil }
+      let derivation = KeyDerivation(
+        version: Int(bytes[fixed]), logRounds: Int(bytes[fixed + 1]),
+        blockSize: Int(bytes[fixed + 2]), parallelism: Int(bytes[fixed + 3]),
+        salt: Array(bytes[(fixed + 5)..<(fixed + 5 + saltCount)]))
+      guard let valid = try? derivation.validated() else { return nil }
+      keyDerivation = valid
+      fixed += 5 + saltCount
     }
     guard bytes.count > fixed,
       let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1),
@@ -128,7 +151,7 @@ struct EncryptionRecord: Sendable, Equatable {
     sealedForRecovery = take(NewAccountKeys.sealedBytes)
     passwordAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
     recoveryAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
-    if format == 3 { offset += 1 }
+    if format >= 3 { offset += 1 }
     keysAuthenticator = take(authenticatorCount)
     recoverySecret = hash
   }

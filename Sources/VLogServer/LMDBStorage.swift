@@ -13,7 +13,7 @@ internal import VLogWire
 ///
 /// | database | key | value |
 /// |---|---|---|
-/// | `meta` | `format`, `nextAccount` | UInt32 format, UInt64 next account number |
+/// | `meta` | `format`, `nextAccount`, `secret` | UInt32 format, UInt64 next account number, the server's secret (32 bytes) |
 /// | `accounts` | normalised user name | number, scrypt parameters, salt, hash |
 /// | `accountNames` | account | normalised user name |
 /// | `accountKeys` | account | an end-to-end encrypted account's keys (``EncryptionRecord``) |
@@ -541,6 +541,22 @@ final class LMDBStorage: ServerStorage {
       }
     }
     liveFeed.send(.passwordChanged(account: account, keeping: keeping))
+  }
+
+  func serverSecret() async throws -> [UInt8] {
+    let key = Array("secret".utf8)
+    if let secret = try environment.read({ try $0.value(forKey: key, in: meta) }) {
+      return Array(secret)
+    }
+    return try await onWriter { [self] in
+      try environment.write { transaction in
+        if let secret = try transaction.value(forKey: key, in: meta) { return Array(secret) }
+        var generator = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        try transaction.put(secret, forKey: key, in: meta)
+        return secret
+      }
+    }
   }
 
   func rehashPassword(account: UInt64, from current: PasswordHash, to new: PasswordHash)

@@ -133,6 +133,24 @@ extension PostgresStorage {
     }
   }
 
+  func serverSecret() async throws -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    let made = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    return try await withConnection { [self] connection in
+      try await connection.query(
+        """
+        INSERT INTO vlog_server_secret (secret) VALUES (\(ByteBuffer(bytes: made)))
+        ON CONFLICT DO NOTHING
+        """, logger: logger)
+      let rows = try await connection.query(
+        "SELECT secret FROM vlog_server_secret", logger: logger)
+      for try await secret in rows.decode(ByteBuffer.self) {
+        return Array(secret.readableBytesView)
+      }
+      throw StorageError.damaged("the server's secret is missing")
+    }
+  }
+
   func rehashPassword(account: UInt64, from current: PasswordHash, to new: PasswordHash)
     async throws -> Bool
   {

@@ -110,6 +110,15 @@ extension PostgresStorage {
       """,
       "ALTER TABLE vlog_account_keys ADD COLUMN IF NOT EXISTS rotation_due boolean NOT NULL DEFAULT false",
     ],
+    // The server's secret (``ServerStorage/serverSecret()``), made by the first server that
+    // asks for it.
+    7: [
+      """
+      CREATE TABLE IF NOT EXISTS vlog_server_secret (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        secret bytea NOT NULL)
+      """
+    ],
   ]
 
   /// Erases the names of deleted tags from logs written before deletions named tags by key,

@@ -22,6 +22,10 @@ internal import VLogWire
 /// | `vlog_fields` | `account`, `note`, `field` | `stamp`, `sequence` of the field's newest change |
 /// | `vlog_superseded` | `account`, `replaced_at`, `sequence` | replaced changes awaiting redaction |
 /// | `vlog_blobs` | `account`, `hash` | `released_at` (when the last event using it was erased; null while one does), `bytes` (bytea: blobs are at most the engine's 64 MiB attachment limit, under bytea's 1 GiB, and go with their account's rows in one transaction and one backup) |
+/// | `vlog_account_keys` | `account` | `record` (an encrypted account's ``EncryptionRecord``), `rotation_due` |
+/// | `vlog_object_keys` | `account`, `object` | `wrapped`: a note's or attachment's key, wrapped by the content key |
+/// | `vlog_key_links` | `account`, `epoch` | `link`: the content key of the epoch after, wrapped by this epoch's |
+/// | `vlog_server_secret` | one row | `secret`: what answers about unknown names are drawn from |
 ///
 /// Sequence numbers are gapless and in commit order per account: a push locks the account's
 /// `vlog_heads` row (`SELECT … FOR UPDATE`), numbers its events after the head and moves the
@@ -35,7 +39,7 @@ internal import VLogWire
 /// refuses a database whose schema is newer than it knows.
 final class PostgresStorage: ServerStorage {
   /// The schema version this server writes.
-  static let schemaVersion: Int32 = 6
+  static let schemaVersion: Int32 = 7
 
   let client: PostgresClient
   let runner: Task<Void, Never>

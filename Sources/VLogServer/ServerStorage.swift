@@ -78,6 +78,11 @@ protocol ServerStorage: Sendable {
     account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
   ) async throws
 
+  /// 32 random bytes made the first time any instance asks and the same ever after, for every
+  /// instance on this storage: what the answers about names no account has are drawn from,
+  /// so that they are the same every time without telling the name is unknown.
+  func serverSecret() async throws -> [UInt8]
+
   /// Replaces an account's password hash with the same password's hash at another cost (a
   /// rehash at sign-in), if the stored hash is still `current`: a password changed meanwhile
   /// wins. Tokens and keys are untouched.

@@ -211,6 +211,8 @@ public final class SyncServer: Sendable {
   let decoy: PasswordHash
   /// Bounds concurrent password hashing and slows repeated failed sign-ins.
   let throttle: PasswordThrottle
+  /// The storage's secret (``ServerStorage/serverSecret()``), once read.
+  let secretCache = Locked<[UInt8]?>(nil)
   /// The open connections of the running application, against the cap.
   let connections: ConnectionRegistry
 
@@ -590,6 +592,7 @@ enum Routes {
     Route("v1/object-keys/lookup", .post) { try await $0.lookUpObjectKeys($1, $2) },
     Route("v1/sessions", .get) { try await $0.sessions($1, $2) },
     Route("v1/sessions", .post) { try await $0.signIn($1, $2) },
+    Route("v1/sessions/parameters", .post) { try await $0.signInParameters($1, $2) },
     Route("v1/sessions/current", .delete) { try await $0.signOut($1, $2) },
     Route("v1/sessions/:id", .delete) { try await $0.revokeSession($1, $2) },
     Route("v1/live", .get) { try await $0.live($1, $2) },

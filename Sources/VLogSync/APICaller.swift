@@ -57,6 +57,12 @@ public struct APICaller: Sendable {
     await send(Endpoints.RecoveryKeys(credentials: credentials), token: nil)
   }
 
+  /// `POST /v1/sessions/parameters`: whether the account `username` is encrypted and how its
+  /// password is stretched. Untrusted: see `KeyDerivation/checked(floor:seenVersion:)`.
+  public func signInParameters(username: String) async -> APIResult<SignInParameters> {
+    await send(Endpoints.SignInParametersCall(username: username), token: nil)
+  }
+
   /// `POST /v1/accounts/recover`.
   public func recover(_ recovery: AccountRecovery) async -> APIResult<NoContent> {
     await send(Endpoints.Recover(recovery), token: nil)

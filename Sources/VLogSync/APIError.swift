@@ -19,7 +19,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     /// must sign in (``SyncAccount/signIn(password:)``).
     public static let signedOut = Code("signedOut")
     /// A new password for an end-to-end encrypted account is too short or too easy to guess
-    /// (``PasswordStrength``): refused on the device, before anything is sent.
+    /// (`PasswordStrength`): refused on the device, before anything is sent.
     public static let weakPassword = Code("weakPassword")
     /// The name, for messages.
     public var description: String { name }

@@ -99,6 +99,29 @@ public enum Endpoints {
     public func value(from body: [UInt8]) throws -> SessionBody { try WireJSON.decode(from: body) }
   }
 
+  /// `POST /v1/sessions/parameters`: how to sign in as a name — whether the account is
+  /// end-to-end encrypted, and how its password is stretched — before signing in.
+  public struct SignInParametersCall: APIRequest {
+    /// The user name.
+    public var username: String
+    /// Creates the request.
+    public init(username: String) { self.username = username }
+    /// `POST`.
+    public var method: String { "POST" }
+    /// `/v1/sessions/parameters`.
+    public var path: String { "/v1/sessions/parameters" }
+    /// No: it comes before signing in.
+    public var requiresToken: Bool { false }
+    /// The user name as JSON.
+    public func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(SignInParametersRequest(username: username)))
+    }
+    /// The parameters.
+    public func value(from body: [UInt8]) throws -> SignInParameters {
+      try WireJSON.decode(from: body)
+    }
+  }
+
   /// `POST /v1/accounts/recovery-keys`: an encrypted account's sealed keys, for a device that
   /// holds its recovery key.
   public struct RecoveryKeys: APIRequest {

@@ -8,7 +8,7 @@ extension APICaller {
   ///
   /// - Returns: The new account: its keys, and the recovery key to show the user once.
   /// - Throws: ``APIError`` `weakPassword` for a password below the floor
-  ///   (``PasswordStrength/check(_:username:field:)``), before anything is sent; from the
+  ///   (`PasswordStrength/check(_:username:field:)`), before anything is sent; from the
   ///   server (`accountExists`, `invalidField`);
   ///   ``AccountKeyError`` when the keys cannot be made.
   public func createEncryptedAccount(
@@ -18,7 +18,8 @@ extension APICaller {
     let account = try NewEncryptedAccount(
       username: username,
       passwordKeys: try await PasswordKeys.stretching(
-        username: username, password: password, cost: options.cost),
+        username: username, password: password,
+        derivation: .new(cost: options.cost, random: options.random)),
       random: options.random)
     _ = try await createAccount(account.credentials, keys: account.serverKeys).get()
     return account
@@ -44,7 +45,8 @@ extension APICaller {
     let sealed = try await recoveryKeys(credentials).get()
     let keys = try AccountKeys(opening: sealed, with: recovery, username: name)
     let newKeys = try await PasswordKeys.stretching(
-      username: name, password: newPassword, cost: cost)
+      username: name, password: newPassword,
+      derivation: .new(cost: cost, random: systemRandomBytes))
     _ = try await recover(
       AccountRecovery(
         credentials: credentials, newPassword: newKeys.signInSecret,
@@ -68,8 +70,10 @@ extension APICaller {
     let name = Credentials(username: username, password: "").normalizedUsername
     try PasswordStrength.checkNew(new, username: name, field: "newPassword")
     let currentKeys = try await PasswordKeys.stretching(
-      username: name, password: current, cost: cost)
-    let newKeys = try await PasswordKeys.stretching(username: name, password: new, cost: cost)
+      username: name, password: current,
+      derivation: try await signInParameters(of: name, floor: cost).keyDerivation)
+    let newKeys = try await PasswordKeys.stretching(
+      username: name, password: new, derivation: .new(cost: cost, random: systemRandomBytes))
     // Sealed at the account's epoch; a rotation in between is read again, once.
     for attempt in 0..<2 {
       let body = try await accountKeys(token: token).get()
@@ -87,6 +91,22 @@ extension APICaller {
       _ = try result.get()
       return
     }
+  }
+}
+
+extension APICaller {
+  /// The sign-in parameters of `username`, with its key derivation checked against `floor`
+  /// and the highest version this device has seen (`KeyDerivation/checked(floor:seenVersion:)`).
+  ///
+  /// - Throws: ``APIError`` when the server cannot be asked; ``AccountKeyError`` for a
+  ///   derivation the device refuses.
+  public func signInParameters(
+    of username: String, floor: KeyDerivationCost, seenVersion: Int? = nil
+  ) async throws -> SignInParameters {
+    var parameters = try await signInParameters(username: username).get()
+    parameters.keyDerivation = try parameters.keyDerivation.checked(
+      floor: floor, seenVersion: seenVersion)
+    return parameters
   }
 }
 

@@ -76,7 +76,8 @@ public actor SyncAccount {
   /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
   /// server reads.
   private let encryption: EncryptionOptions?
-  /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once).
+  /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once
+  /// per password and derivation).
   private var passwordKeys: (password: String, keys: PasswordKeys)?
   /// An encrypted account's keys and its notes' keys, once opened or restored.
   private var keyring: AccountKeyring?
@@ -85,8 +86,10 @@ public actor SyncAccount {
   public private(set) var recoveryKey: RecoveryKey?
 
   /// Whether the account is end-to-end encrypted: its notes are sealed on the device, and the
-  /// server stores what it cannot read.
-  public nonisolated var isEncrypted: Bool { encryptionCost != nil }
+  /// server stores what it cannot read. With ``EncryptionOptions/asTheServerSays``, known once
+  /// the device has signed in (or kept the account's keys from an earlier sign-in).
+  public private(set) var isEncrypted: Bool
+  /// The least key derivation cost this device accepts, and the one it makes passwords with.
   private nonisolated let encryptionCost: KeyDerivationCost?
 
   /// The default place of the state file: `sync-state.json` in the store's directory.
@@ -117,10 +120,10 @@ public actor SyncAccount {
   ///     gets half as much on the next try, down to one event, so a sync always progresses.
   ///   - encoding: How sync calls are encoded. The compact binary encoding by default; the
   ///     account falls back to JSON for good if the server refuses it (415).
-  ///   - encryption: For an end-to-end encrypted account, how its keys are drawn from the
-  ///     password and from randomness; nil (the default) for an account whose notes the server
-  ///     reads. An app knows which kind its accounts are: the password signs in to an
-  ///     encrypted account only through the keys drawn from it.
+  ///   - encryption: Whether the account is end-to-end encrypted: as the server says before the
+  ///     first sign-in (the default, ``EncryptionOptions/asTheServerSays``), for certain
+  ///     (``EncryptionOptions/standard``), or nil for an account whose notes the server reads,
+  ///     which never asks. Also how keys are drawn from the password and from randomness.
   /// A state file kept for another account or server is not used: the account starts from the
   /// beginning of its own log (and a store bound to another account is refused when it signs
   /// in or syncs). A store that synced before stores recorded their account is bound to the
@@ -133,7 +136,8 @@ public actor SyncAccount {
     credentialStore: (any CredentialStore)? = nil,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = nil
+    encoding: SyncEncoding = .binary,
+    encryption: EncryptionOptions? = .asTheServerSays
   ) throws {
     try self.init(
       store: store, transport: transport, username: credentials.username,
@@ -157,7 +161,8 @@ public actor SyncAccount {
     credentialStore: any CredentialStore,
     stateFile: String? = nil, now: (@Sendable () -> Date)? = nil,
     pageSize: Int = 1000, pushSize: Int = 1000, pushBytes: Int = 4 << 20,
-    encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = nil
+    encoding: SyncEncoding = .binary,
+    encryption: EncryptionOptions? = .asTheServerSays
   ) throws {
     try self.init(
       store: store, transport: transport, username: username, password: nil,
@@ -188,6 +193,7 @@ public actor SyncAccount {
     self.encoding = encoding
     self.encryption = encryption
     self.encryptionCost = encryption?.cost
+    self.isEncrypted = encryption?.isRequired == true
     let binding = AccountBinding(server: transport.server, username: normalized)
     self.binding = binding
     let loaded = try stateFile.flatMap { try Self.loadState(from: $0) }
@@ -202,10 +208,12 @@ public actor SyncAccount {
       loaded.flatMap {
         ($0.binding.map { $0 == binding } ?? ($0.username == normalized)) ? $0 : nil
       } ?? SyncState(username: normalized, server: binding.server)
+    if encryption != nil, state.encrypted == true { isEncrypted = true }
     if encryption != nil, let kept = try credentialStore?.accountKeys(for: normalized) {
       let keys = try AccountKeys(rawRepresentation: kept)
       restoredKeys = keys
       keptEpoch = keys.epoch
+      isEncrypted = true
     }
   }
 
@@ -227,20 +235,27 @@ public actor SyncAccount {
   ///
   /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
   ///   password; for an encrypted account, `weakPassword` for a password below the floor
-  ///   (``PasswordStrength/check(_:username:field:)``), before anything is sent.
+  ///   (`PasswordStrength/check(_:username:field:)`), before anything is sent.
   /// For an encrypted account, the account's keys are made on this device, and the recovery
   /// key — the only other way to open them — is in ``recoveryKey`` until the account object
   /// ends: show it to the user once.
   public func createAccount() async throws(APIError) {
-    guard let encryption else {
-      _ = try await caller.createAccount(try await credentials()).get()
+    guard let encryption, encryption.isRequired else {
+      // A clear account: the password itself, asking the server nothing.
+      _ = try await caller.createAccount(
+        Credentials(username: username, password: try knownPassword())
+      ).get()
+      isEncrypted = false
       return
     }
     try PasswordStrength.checkNew(try knownPassword(), username: username, field: "password")
     let account: NewEncryptedAccount
     do {
       account = try NewEncryptedAccount(
-        username: username, passwordKeys: try await passwordKeys(for: try knownPassword()),
+        username: username,
+        passwordKeys: try await passwordKeys(
+          for: try knownPassword(),
+          derivation: .new(cost: encryption.cost, random: encryption.random)),
         random: encryption.random)
     } catch let error as APIError {
       throw error
@@ -250,6 +265,7 @@ public actor SyncAccount {
     _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
     recoveryKey = account.recoveryKey
     installKeyring(account.keys)
+    remember(account.serverKeys.keyDerivation?.version)
   }
 
   /// Signs in now with the password the account was made with, replacing any token (and
@@ -318,7 +334,10 @@ public actor SyncAccount {
         let keys = await keyring.keys
         let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
         try PasswordStrength.checkNew(new, username: username, field: "newPassword")
-        let newKeys = try await passwordKeys(for: new)
+        let newKeys = try await passwordKeys(
+          for: new,
+          derivation: .new(
+            cost: encryptionCost ?? .standard, random: encryption?.random ?? systemRandomBytes))
         change = PasswordChange(
           currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,
           keys: try keys.passwordSeal(
@@ -335,6 +354,9 @@ public actor SyncAccount {
       }
     }
     password = new
+    if let derivation = passwordKeys?.keys.derivation, isEncrypted {
+      remember(derivation.version)
+    }
     try saveToken()
   }
 
@@ -349,7 +371,7 @@ public actor SyncAccount {
   ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
   ///   `invalidRequest` for an account that is not encrypted.
   public func recover(recoveryKey: String, newPassword: String) async throws {
-    guard isEncrypted else {
+    guard encryption != nil else {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
     }
     try store.checkAccount(binding)
@@ -357,6 +379,7 @@ public actor SyncAccount {
       username: username, recoveryKey: recoveryKey, newPassword: newPassword,
       cost: encryptionCost ?? .standard)
     // Opened again with the new password, as any device will.
+    isEncrypted = true
     try forgetKeys()
     try await signIn(password: newPassword)
   }
@@ -419,18 +442,61 @@ public actor SyncAccount {
 
   /// What the server knows as `password`: itself, or for an encrypted account the sign-in
   /// secret drawn from it (the server never receives the password).
+  ///
+  /// Unless the account is clear for certain, the server is asked first whether the account is
+  /// encrypted and how its password is stretched (``signInParameters()``).
   private func serverPassword(_ password: String) async throws(APIError) -> String {
-    guard isEncrypted else { return password }
-    return try await passwordKeys(for: password).signInSecret
+    guard encryption != nil else { return password }
+    let parameters = try await signInParameters()
+    guard parameters.encrypted else { return password }
+    return try await passwordKeys(for: password, derivation: parameters.keyDerivation)
+      .signInSecret
   }
 
-  /// The keys drawn from `password` at the account's cost, drawn once, off the cooperative
-  /// pool (``PasswordKeys/stretching(username:password:cost:)``).
-  private func passwordKeys(for password: String) async throws(APIError) -> PasswordKeys {
-    if let passwordKeys, passwordKeys.password == password { return passwordKeys.keys }
+  /// Asks the server whether the account is encrypted and how its password is stretched, and
+  /// checks the answer against what this device knows: a device that knows the account is
+  /// encrypted refuses to be told it is not (it would send the password itself), and a
+  /// derivation weaker than its floor or of a lower version than it has seen is refused.
+  private func signInParameters() async throws(APIError) -> SignInParameters {
+    let parameters: SignInParameters
+    do {
+      parameters = try await caller.signInParameters(
+        of: username, floor: encryptionCost ?? .standard, seenVersion: state.keyDerivationVersion)
+    } catch let error as APIError {
+      throw error
+    } catch {
+      throw APIError(.invalidResponse, "\(error)")
+    }
+    guard parameters.encrypted || !isEncrypted else {
+      throw APIError(
+        .invalidResponse,
+        "the server says '\(username)' is not an end-to-end encrypted account, but this device "
+          + "knows it is (or there is no such account): the password is not sent")
+    }
+    isEncrypted = parameters.encrypted
+    return parameters
+  }
+
+  /// Remembers, in the state file, that the account is encrypted and the highest key
+  /// derivation version seen for it.
+  private func remember(_ version: Int?) {
+    state.encrypted = true
+    if let version { state.keyDerivationVersion = max(state.keyDerivationVersion ?? 0, version) }
+  }
+
+  /// The keys drawn from `password` as `derivation` says, drawn once, off the cooperative pool
+  /// (``PasswordKeys/stretching(username:password:derivation:)``).
+  private func passwordKeys(for password: String, derivation: KeyDerivation)
+    async throws(APIError) -> PasswordKeys
+  {
+    if let passwordKeys, passwordKeys.password == password,
+      passwordKeys.keys.derivation == derivation
+    {
+      return passwordKeys.keys
+    }
     do {
       let keys = try await PasswordKeys.stretching(
-        username: username, password: password, cost: encryptionCost ?? .standard)
+        username: username, password: password, derivation: derivation)
       passwordKeys = (password, keys)
       return keys
     } catch {
@@ -458,11 +524,20 @@ public actor SyncAccount {
             + "sign in with the password")
       }
       let body = try await call { caller, token in await caller.accountKeys(token: token) }
-      keys = try AccountKeys(
-        opening: body, with: try await passwordKeys(for: password), username: username)
+      let derived: PasswordKeys
+      if let cached = passwordKeys, cached.password == password {
+        derived = cached.keys
+      } else {
+        derived = try await passwordKeys(
+          for: password, derivation: try await signInParameters().keyDerivation)
+      }
+      keys = try AccountKeys(opening: body, with: derived, username: username)
+      remember(derived.derivation.version)
     }
     let keyring = installKeyring(keys)
     try await keepKeys()
+    if state.encrypted != true { remember(nil) }
+    try saveState()
     return keyring
   }
 

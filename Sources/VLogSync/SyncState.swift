@@ -17,6 +17,13 @@ public struct SyncState: Codable, Sendable, Hashable {
   public var lastError: String?
   /// The server's event-set digest at the last sync.
   public var serverEventSetDigest: String?
+  /// Whether the account was end-to-end encrypted when this device last signed in to it; nil
+  /// until it signs in. A device that knows an account is encrypted never sends its password
+  /// to a server that says otherwise.
+  public var encrypted: Bool?
+  /// The highest key derivation version (`KeyDerivation`) this device has seen for the
+  /// account: it refuses to stretch the password with a lower one.
+  public var keyDerivationVersion: Int?
   /// The last time the server refused this store's outbox as stamped too far ahead of its
   /// clock and the events were given new stamps; nil if that never happened.
   public var restamped: Restamp?

@@ -79,13 +79,17 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// What the account's devices vouch for the two public keys and the epoch with (32 bytes):
   /// a device checks it before it seals anything to a public key the server names.
   public var keysAuthenticator: String
+  /// How the password was stretched; absent from a device of an older version, which used
+  /// version 1 (``KeyDerivation``).
+  public var keyDerivation: KeyDerivation?
 
   /// Creates the keys from their bytes.
   public init(
     passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], sealedForPassword: [UInt8],
     sealedForRecovery: [UInt8], passwordAnchor: [UInt8], recoveryAnchor: [UInt8],
-    recoverySecret: String, keysAuthenticator: [UInt8]
+    recoverySecret: String, keysAuthenticator: [UInt8], keyDerivation: KeyDerivation?
   ) {
+    self.keyDerivation = keyDerivation
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
@@ -98,7 +102,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
 
   enum CodingKeys: String, CodingKey {
     case passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case passwordAnchor, recoveryAnchor, recoverySecret, keysAuthenticator
+    case passwordAnchor, recoveryAnchor, recoverySecret, keysAuthenticator, keyDerivation
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -108,6 +112,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
       allowed: [
         "passwordPublicKey", "recoveryPublicKey", "sealedForPassword", "sealedForRecovery",
         "passwordAnchor", "recoveryAnchor", "recoverySecret", "keysAuthenticator",
+        "keyDerivation",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
@@ -118,6 +123,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
+    keyDerivation = try container.decodeIfPresent(KeyDerivation.self, forKey: .keyDerivation)
   }
 
   /// The sizes of the binary values: public keys, then seals.
@@ -144,6 +150,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
       throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
     }
+    _ = try keyDerivation?.validated("keys.keyDerivation")
     return self
   }
 
@@ -264,13 +271,17 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
   /// What the account's devices vouch for the epoch, the new password's public key and the
   /// recovery key's with (32 bytes).
   public var keysAuthenticator: String
+  /// How the new password is stretched; absent from a device of an older version, which used
+  /// version 1 (``KeyDerivation``).
+  public var keyDerivation: KeyDerivation?
 
   /// Creates the seal from its bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], sealedForPassword: [UInt8],
-    passwordAnchor: [UInt8], keysAuthenticator: [UInt8]
+    passwordAnchor: [UInt8], keysAuthenticator: [UInt8], keyDerivation: KeyDerivation?
   ) {
     self.epoch = epoch
+    self.keyDerivation = keyDerivation
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.passwordAnchor = Data(passwordAnchor).base64EncodedString()
@@ -279,6 +290,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
 
   enum CodingKeys: String, CodingKey {
     case epoch, passwordPublicKey, sealedForPassword, passwordAnchor, keysAuthenticator
+    case keyDerivation
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -287,6 +299,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "epoch", "passwordPublicKey", "sealedForPassword", "passwordAnchor", "keysAuthenticator",
+        "keyDerivation",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -294,6 +307,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
+    keyDerivation = try container.decodeIfPresent(KeyDerivation.self, forKey: .keyDerivation)
   }
 
   /// A seal, checked.
@@ -308,6 +322,8 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
     public var passwordAnchor: [UInt8]
     /// What the account's devices vouch for the public keys with.
     public var keysAuthenticator: [UInt8]
+    /// How the new password is stretched (version 1 when the device did not say).
+    public var keyDerivation: KeyDerivation
   }
 
   /// The seal's bytes, checked.
@@ -323,8 +339,16 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
       passwordAnchor: try NewAccountKeys.bytes(
         passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes),
       keysAuthenticator: try NewAccountKeys.bytes(
-        keysAuthenticator, "keys.keysAuthenticator", count: NewAccountKeys.authenticatorBytes))
+        keysAuthenticator, "keys.keysAuthenticator", count: NewAccountKeys.authenticatorBytes),
+      keyDerivation: try keyDerivation?.validated("keys.keyDerivation") ?? .versionOne)
   }
+}
+
+extension KeyDerivation {
+  /// What a record made before version 2 stands for: a salt from the name, and the cost each
+  /// device was configured with (the standard one named here).
+  public static let versionOne = KeyDerivation(
+    version: 1, logRounds: 17, blockSize: 8, parallelism: 1, salt: [])
 }
 
 /// The body of `POST /v1/accounts/recovery-keys`: an encrypted account's user name and its

@@ -92,6 +92,15 @@ struct SyncCommandTests {
         _ = try await SyncCommand.execute(
           on: tablet, server: url, user: "eve", password: "a third password", encryption: .testing)
         #expect(try tablet.note(note)?.isArchived == true)
+        // Without --encrypted, a new store asks the server, and refuses a key derivation
+        // below the standard cost (this test's account is stretched at a test's cost).
+        let phone2 = try NoteStore.open(at: root + "/phone2")
+        defer { phone2.close() }
+        let weaker = await #expect(throws: (any Error).self) {
+          try await SyncCommand.execute(
+            on: phone2, server: url, user: "eve", password: "a third password")
+        }
+        #expect("\(weaker.map { "\($0)" } ?? "")".contains("weaker than this device accepts"))
       }
     }
   }

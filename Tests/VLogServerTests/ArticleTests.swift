@@ -332,8 +332,10 @@ struct ArticleTests {
         show(account.recoveryKey)  // once: losing it and the password loses the notes
         _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
 
-        // On another device:
-        let passwordKeys = try PasswordKeys(username: "ann", password: password)
+        // On another device: how the account's password is stretched, then its keys.
+        let parameters = try await caller.signInParameters(of: "ann", floor: .standard)
+        let passwordKeys = try PasswordKeys(
+          username: "ann", password: password, derivation: parameters.keyDerivation)
         let token = try await caller.signIn(
           Credentials(username: "ann", password: passwordKeys.signInSecret)
         ).get().token

@@ -143,8 +143,8 @@ struct CryptoShreddingTests {
 
         // A second device signs in with the password and reads the canary.
         let tokenB = try await caller.signIn(account.credentials).get().token
-        let password = try PasswordKeys(
-          username: "ann", password: "correct horse battery", cost: .testing)
+        let password = try await caller.passwordKeys(
+          username: "ann", password: "correct horse battery")
         let ringB = AccountKeyring(
           keys: try AccountKeys(
             opening: try await caller.accountKeys(token: tokenB).get(), with: password,

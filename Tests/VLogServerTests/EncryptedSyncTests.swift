@@ -63,7 +63,8 @@ struct EncryptedSyncTests {
         let keptA = FileCredentialStore(path: root + "/credentials-a.json")
         let a = try Self.device("a", root: root, baseURL: baseURL, credentialStore: keptA)
         try await a.account.createAccount()
-        #expect(await a.account.recoveryKey != nil && a.account.isEncrypted)
+        #expect(await a.account.recoveryKey != nil)
+        #expect(await a.account.isEncrypted)
         try await a.account.signIn()
         let photo = Array(String(repeating: "CanaryAttachmentBytes ", count: 500).utf8)
         let (alpha, beta, picture, doomed) = try await a.store.write { changes in
@@ -202,8 +203,8 @@ struct EncryptedSyncTests {
         try await a.account.changePassword(from: Self.password, to: second)
         let old = try Self.device("old", root: root, baseURL: baseURL)
         await #expect(throws: APIError.self) { try await old.account.signIn() }
-        let oldKeys = try PasswordKeys(username: "ann", password: Self.password, cost: .testing)
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let oldKeys = try await caller.passwordKeys(username: "ann", password: Self.password)
         let token = await a.account.currentToken ?? ""
         let body = try await caller.accountKeys(token: token).get()
         #expect(throws: AccountKeyError.self) {
@@ -246,8 +247,8 @@ struct EncryptedSyncTests {
         // What the server refuses: a change of an encrypted account's password without its
         // keys sealed to the new one, and a seal for an account that is not encrypted.
         let cToken = try #require(await c.account.currentToken)
-        let thirdKeys = try PasswordKeys(
-          username: "ann", password: "a third password", cost: .testing)
+        let thirdKeys = try await caller.passwordKeys(
+          username: "ann", password: "a third password")
         let unsealed = await caller.changePassword(
           PasswordChange(
             currentPassword: thirdKeys.signInSecret, newPassword: "a fourth password"),
@@ -258,7 +259,7 @@ struct EncryptedSyncTests {
           epoch: 1, passwordPublicKey: thirdKeys.publicKey,
           sealedForPassword: [UInt8](repeating: 0, count: 120),
           passwordAnchor: [UInt8](repeating: 0, count: 32),
-          keysAuthenticator: [UInt8](repeating: 0, count: 32))
+          keysAuthenticator: [UInt8](repeating: 0, count: 32), keyDerivation: nil)
         let sealedClear = await caller.changePassword(
           PasswordChange(
             currentPassword: "correct horse", newPassword: "another password", keys: seal),
@@ -272,7 +273,7 @@ struct EncryptedSyncTests {
               epoch: 7, passwordPublicKey: thirdKeys.publicKey,
               sealedForPassword: [UInt8](repeating: 0, count: 120),
               passwordAnchor: [UInt8](repeating: 0, count: 32),
-              keysAuthenticator: [UInt8](repeating: 0, count: 32))),
+              keysAuthenticator: [UInt8](repeating: 0, count: 32), keyDerivation: nil)),
           token: cToken)
         #expect(stale.status == 409 && stale.error?.body?.code == .keysChanged, "\(stale)")
         try await c.account.sync()

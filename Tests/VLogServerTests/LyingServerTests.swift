@@ -58,15 +58,18 @@ struct LyingServerTests {
 
   /// A device of the account `ann` with a store of its own, reaching the server through
   /// `transport`.
-  static func device(_ name: String, root: String, transport: any Transport) throws -> (
-    store: NoteStore, account: SyncAccount
-  ) {
+  static func device(
+    _ name: String, root: String, transport: any Transport, required: Bool = true
+  ) throws -> (store: NoteStore, account: SyncAccount) {
     let store = try NoteStore.open(
       at: root + "/" + name, options: NoteStore.Options(durability: .noSync))
     let account = try SyncAccount(
       store: store, transport: transport,
       credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
-      stateFile: SyncAccount.stateFile(for: store), encryption: encryption)
+      stateFile: SyncAccount.stateFile(for: store),
+      encryption: required
+        ? encryption
+        : EncryptionOptions(cost: .testing, random: systemRandomBytes, isRequired: false))
     return (store, account)
   }
 
@@ -77,6 +80,70 @@ struct LyingServerTests {
     else { return body }
     change(&object)
     return Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data(body))
+  }
+
+  @Test(
+    "A server that says an encrypted account is clear, or names a weaker or older key derivation, or one too costly, is not sent the password nor a secret drawn with it",
+    arguments: Backend.allCases)
+  func signInParameters(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await Self.withServer(backend, root: root) { _, baseURL in
+        let lie = Mutex<String?>(nil)
+        let transport = TamperingTransport(baseURL: baseURL) { request, response in
+          guard request.path == "/v1/sessions/parameters", let mode = lie.withLock({ $0 })
+          else { return response }
+          var response = response
+          response.body = Self.rewritten(response.body) { body in
+            var derivation = body["keyDerivation"] as? [String: Any] ?? [:]
+            switch mode {
+            case "clear": body["encrypted"] = false
+            case "weaker": derivation["logRounds"] = 1
+            case "older":
+              derivation["version"] = 1
+              derivation["salt"] = ""
+            default: derivation["logRounds"] = 30
+            }
+            body["keyDerivation"] = derivation
+          }
+          return response
+        }
+        let a = try Self.device("a", root: root, transport: transport)
+        try await a.account.createAccount()
+        try await a.account.signIn()
+        try await a.store.write { _ = $0.createNote(text: "CanaryParameters") }
+        try await a.account.sync()
+        let password = Array(EncryptedSyncTests.password.utf8)
+        func sentPassword() -> Bool {
+          transport.requests.contains { $0.body.firstRange(of: password) != nil }
+        }
+        func signedIn() -> Int { transport.requests.filter { $0.path == "/v1/sessions" }.count }
+
+        for mode in ["clear", "weaker", "older", "costly"] {
+          lie.withLock { $0 = mode }
+          // A device that signed in before (its state file says encrypted, version 2), and a
+          // new device that knows only the name and the password.
+          let before = signedIn()
+          await #expect(throws: (any Error).self, "\(mode)") { try await a.account.signIn() }
+          let fresh = try Self.device(
+            "new-\(mode)", root: root, transport: transport, required: false)
+          await #expect(throws: (any Error).self, "\(mode)") {
+            try await fresh.account.signIn()
+            _ = try await fresh.account.sync()
+          }
+          fresh.store.close()
+          // A new device can be told "clear" or "version 1" (a salt from the name, at its own
+          // floor): the lies a device that knows nothing cannot catch, which the docs list.
+          // Every other is refused before any sign-in, and the device that knows refuses all.
+          let caught = mode == "clear" || mode == "older" ? 1 : 0
+          #expect(signedIn() == before + caught, "\(mode)")
+        }
+        // Only the new device, told the account is clear, sent the password itself.
+        #expect(sentPassword())
+        lie.withLock { $0 = nil }
+        try await a.account.signIn()
+        #expect(try await a.account.sync().inSync)
+      }
+    }
   }
 
   @Test(
@@ -197,8 +264,8 @@ struct LyingServerTests {
           let token = try await caller.signIn(
             Credentials(
               username: "ann",
-              password: try PasswordKeys(
-                username: "ann", password: EncryptedSyncTests.password, cost: .testing
+              password: try await caller.passwordKeys(
+                username: "ann", password: EncryptedSyncTests.password
               ).signInSecret)
           ).get().token
           let pushed = await caller.sync(

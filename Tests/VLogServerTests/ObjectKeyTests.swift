@@ -65,7 +65,7 @@ struct ObjectKeyTests {
     )
     let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
     #expect(EncryptionRecord(decoding: record.encoded) == record)
-    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 3)
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 4)
     #expect(record.keysAuthenticator.count == 32)
     var old: [UInt8] = [1] + Array(record.encoded[1..<(1 + 8 + 64 + 240)])
     old += hash.encoded
@@ -215,8 +215,8 @@ struct ObjectKeyTests {
       ).get()
       #expect(rotated.epoch == 2 && !rotated.rotationDue && rotated.links.isEmpty)
       // The password opens the new epoch's keys; the old epoch's link leads to them.
-      let password = try PasswordKeys(
-        username: "ann", password: "correct horse battery", cost: .testing)
+      let password = try await caller.passwordKeys(
+        username: "ann", password: "correct horse battery")
       #expect(try AccountKeys(opening: rotated, with: password, username: "ann") == next)
       let linked = try await caller.accountKeys(since: 1, token: token).get()
       #expect(try linked.linkBytes().count == 1)

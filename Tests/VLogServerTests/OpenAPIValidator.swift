@@ -217,6 +217,10 @@ struct OpenAPIValidator: Sendable {
     }
     if let constant = schema["const"] as? String, value as? String != constant {
       problems.append("\(path): expected '\(constant)', found \(value)")
+    } else if let constant = schema["const"] as? NSNumber, !(schema["const"] is String),
+      (value as? NSNumber).map({ $0 != constant }) ?? true
+    {
+      problems.append("\(path): expected \(constant), found \(value)")
     }
     if let string = value as? String {
       let length = string.unicodeScalars.count

@@ -78,15 +78,15 @@ struct SealedEventTests {
         // A new device: the password opens the keys the server keeps, and so does the
         // recovery key.
         let body = try await caller.accountKeys(token: token).get()
-        let password = try PasswordKeys(
-          username: "ann", password: "correct horse battery", cost: .testing)
+        let password = try await caller.passwordKeys(
+          username: "ann", password: "correct horse battery")
         let keys = try AccountKeys(opening: body, with: password, username: "ann")
         #expect(keys == account.keys)
         #expect(
           try AccountKeys(opening: body, with: account.recoveryKey.keys(), username: "ann")
             == account.keys)
         let wrong = try PasswordKeys(
-          username: "ann", password: "correct horse batterx", cost: .testing)
+          username: "ann", password: "correct horse batterx", derivation: password.derivation)
         #expect(throws: AccountKeyError.self) {
           try AccountKeys(opening: body, with: wrong, username: "ann")
         }

@@ -325,7 +325,7 @@ struct ServerTests {
           ("PUT", "/v1/accounts/current/password"), ("DELETE", "/v1/accounts/current"),
           ("PUT", "/v1/accounts/current/keys"), ("POST", "/v1/object-keys"),
           ("POST", "/v1/object-keys/lookup"), ("POST", "/v1/accounts/recovery-keys"),
-          ("POST", "/v1/accounts/recover"),
+          ("POST", "/v1/accounts/recover"), ("POST", "/v1/sessions/parameters"),
         ] {
           // The keys' endpoints read a body only for an encrypted account.
           let sender = path.contains("keys") ? encryptedToken : token
@@ -353,7 +353,8 @@ struct ServerTests {
         let lostKeys = try await caller.recoveryKeys(recovery).get()
         #expect(lostKeys.epoch == 1)
         let newPasswordKeys = try PasswordKeys(
-          username: "lost", password: "a new password", cost: .testing)
+          username: "lost", password: "a new password",
+          derivation: .new(cost: .testing, random: SystemRandom.bytes))
         func recoveryBody(epoch: UInt64) throws -> AccountRecovery {
           AccountRecovery(
             credentials: recovery, newPassword: newPasswordKeys.signInSecret,
@@ -362,11 +363,17 @@ struct ServerTests {
               sealedForPassword: try lost.keys.sealed(
                 to: newPasswordKeys.publicKey, username: "lost"),
               passwordAnchor: lost.keys.anchor(for: newPasswordKeys),
-              keysAuthenticator: [UInt8](repeating: 0, count: 32)))
+              keysAuthenticator: [UInt8](repeating: 0, count: 32),
+              keyDerivation: newPasswordKeys.derivation))
         }
         #expect(await caller.recover(try recoveryBody(epoch: 2)).status == 409)
         _ = try await caller.recover(try recoveryBody(epoch: 1)).get()
-        for path in ["/v1/accounts/recovery-keys", "/v1/accounts/recover"] {
+        // The parameters of a name before signing in (200), for any name; a malformed or too
+        // large body (400, 413).
+        #expect(await caller.signInParameters(username: "lost").value?.encrypted == true)
+        for path in [
+          "/v1/accounts/recovery-keys", "/v1/accounts/recover", "/v1/sessions/parameters",
+        ] {
           _ = try await post(transport, path, "{")
           _ = try await post(transport, path, big)
         }
@@ -378,8 +385,8 @@ struct ServerTests {
         #expect(await caller.recoveryKeys(recovery).status == 429)
         #expect(await caller.recover(try recoveryBody(epoch: 1)).status == 429)
         // An encrypted account's password change sealed at another epoch (409).
-        let encryptedPassword = try PasswordKeys(
-          username: "encrypted", password: "correct horse battery", cost: .testing)
+        let encryptedPassword = try await caller.passwordKeys(
+          username: "encrypted", password: "correct horse battery")
         let staleSeal = await caller.changePassword(
           PasswordChange(
             currentPassword: encryptedPassword.signInSecret, newPassword: "a new password",

@@ -97,6 +97,16 @@ func withLiveServer<R: Sendable>(
   }
 }
 
+extension APICaller {
+  /// The keys `password` gives for the encrypted account `username`, stretched as the server
+  /// says (`POST /v1/sessions/parameters`), at no less than the tests' cost.
+  func passwordKeys(username: String, password: String) async throws -> PasswordKeys {
+    let parameters = try await signInParameters(of: username, floor: .testing)
+    return try PasswordKeys(
+      username: username, password: password, derivation: parameters.keyDerivation)
+  }
+}
+
 /// One device: a store with its own clock, and its account on the server.
 struct Device: Sendable {
   let store: NoteStore
@@ -121,7 +131,7 @@ func openDevices(
 func openDevice(
   _ index: Int, root: String, transport: any Transport, credentials: Credentials, seed: UInt64,
   clock: ManualClock, mergeRule: MergeRule = .stamps, pageSize: Int = 1000,
-  encoding: SyncEncoding = .binary
+  encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = .asTheServerSays
 ) throws -> Device {
   var options = NoteStore.Options(
     durability: .noSync,
@@ -131,7 +141,7 @@ func openDevice(
   let account = try SyncAccount(
     store: store, transport: transport, credentials: credentials,
     stateFile: SyncAccount.stateFile(for: store), now: { clock.now }, pageSize: pageSize,
-    encoding: encoding)
+    encoding: encoding, encryption: encryption)
   return Device(store: store, clock: clock, account: account)
 }
 

@@ -103,7 +103,9 @@ struct AccountKeysTests {
   func anchors() throws {
     let account = try NewEncryptedAccount(
       username: "ann", password: "correct horse battery", cost: .testing, random: counting(from: 1))
-    let password = try PasswordKeys(username: "ann", password: "correct horse battery", cost: .testing)
+    let password = try PasswordKeys(
+      username: "ann", password: "correct horse battery",
+      derivation: try #require(account.serverKeys.keyDerivation))
     let recovery = try account.recoveryKey.keys()
     let server = account.serverKeys
     func body(sealedForPassword: [UInt8], passwordAnchor: String) throws -> AccountKeysBody {

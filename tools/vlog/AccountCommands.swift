@@ -5,27 +5,40 @@ import VLogSync
 import VLogWire
 
 /// What the server knows as `password`: itself, or for an end-to-end encrypted account the
-/// sign-in secret drawn from it.
-private func serverPassword(_ password: String, user: String, cost: KeyDerivationCost?)
-  async throws -> String
-{
-  guard let cost else { return password }
+/// sign-in secret drawn from it, as the server says the account is (`POST
+/// /v1/sessions/parameters`). `encryption` is the least key derivation cost accepted; given,
+/// the account must be encrypted: a server that says otherwise is not sent the password.
+private func serverPassword(
+  _ password: String, user: String, caller: APICaller, encryption: KeyDerivationCost?
+) async throws -> (secret: String, encrypted: Bool) {
   let name = Credentials(username: user, password: "").normalizedUsername
-  return try await PasswordKeys.stretching(username: name, password: password, cost: cost)
-    .signInSecret
+  let parameters = try await caller.signInParameters(of: name, floor: encryption ?? .standard)
+  guard parameters.encrypted else {
+    if encryption != nil {
+      throw CLIError(
+        "the server says '\(name)' is not an end-to-end encrypted account (or there is no such "
+          + "account): the password is not sent")
+    }
+    return (password, false)
+  }
+  let keys = try await PasswordKeys.stretching(
+    username: name, password: password, derivation: parameters.keyDerivation)
+  return (keys.signInSecret, true)
 }
 
-/// Signs in as `user`, runs `body` with the token, then signs that session out again, so a
-/// command leaves no session behind.
+/// Signs in as `user`, runs `body` with the token and what the server knows as the password,
+/// then signs that session out again, so a command leaves no session behind.
 private func withSession<R>(
   server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
-  transport: (any Transport)?, _ body: (APICaller, String) async throws -> R
+  transport: (any Transport)?,
+  _ body: (APICaller, String, _ secret: String, _ encrypted: Bool) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
-  let secret = try await serverPassword(password, user: user, cost: encryption)
+  let (secret, encrypted) = try await serverPassword(
+    password, user: user, caller: caller, encryption: encryption)
   let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
     .token
-  let result = try await body(caller, token)
+  let result = try await body(caller, token, secret, encrypted)
   // After a deletion or a revocation of this very session the token is already gone: the
   // answer (401) says nothing the command did not already report.
   _ = await caller.signOut(token: token)
@@ -79,11 +92,10 @@ struct DeleteAccount: AsyncParsableCommand {
     server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    let secret = try await serverPassword(password, user: user, cost: encryption)
     try await withSession(
       server: server, user: user, password: password, encryption: encryption,
       transport: transport
-    ) { caller, token in
+    ) { caller, token, secret, _ in
       _ = try await caller.deleteAccount(password: secret, token: token).get()
     }
     struct JSON: Encodable {
@@ -131,10 +143,10 @@ struct ChangePassword: AsyncParsableCommand {
     try await withSession(
       server: server, user: user, password: current, encryption: encryption,
       transport: transport
-    ) { caller, token in
-      if let encryption {
+    ) { caller, token, _, encrypted in
+      if encrypted {
         try await caller.changeEncryptedPassword(
-          username: user, from: current, to: new, cost: encryption, token: token)
+          username: user, from: current, to: new, cost: encryption ?? .standard, token: token)
       } else {
         let change = PasswordChange(currentPassword: current, newPassword: new)
         _ = try await caller.changePassword(change, token: token).get()
@@ -185,7 +197,7 @@ struct SessionsCommand: AsyncParsableCommand {
     try await withSession(
       server: server, user: user, password: password, encryption: encryption,
       transport: transport
-    ) { caller, token in
+    ) { caller, token, _, _ in
       if let revoke {
         _ = try await caller.revokeSession(id: revoke, token: token).get()
         struct JSON: Encodable { let revoked: String }

@@ -23,7 +23,8 @@ struct ServerOptions: ParsableArguments {
     name: .long,
     help: """
       The account is end-to-end encrypted: the password never leaves this machine, the server \
-      gets a secret drawn from it.
+      gets a secret drawn from it. Without it, a new account is clear, and an existing one is \
+      as the server says; with it, a server that says otherwise is not sent the password.
       """)
   var encrypted = false
 
@@ -97,7 +98,6 @@ struct SyncCommand: AsyncParsableCommand {
       $0.isEmpty ? nil : $0
     }
     let password = kept == nil || given != nil ? try readPassword() : nil
-    // An encrypted account's keys kept with the token say it is one.
     let account = try Self.account(
       for: store, server: url, user: user, password: password, encryption: server.encryption)
     let output = try await Self.execute(on: store, account: account, signIn: password != nil)
@@ -114,10 +114,9 @@ struct SyncCommand: AsyncParsableCommand {
     let stateFile = SyncAccount.stateFile(for: store)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
-    // An encrypted account's keys kept with the token say that it is one.
-    let username = Credentials(username: user, password: "").normalizedUsername
-    let kept = try tokens.accountKeys(for: username) != nil
-    let encryption = (cost ?? (kept ? .standard : nil)).map { EncryptionOptions(cost: $0) }
+    // Encrypted for certain with --encrypted; otherwise as the account's keys kept with the
+    // token, its state file, or the server before the first sign-in say.
+    let encryption = EncryptionOptions(cost: cost ?? .standard, isRequired: cost != nil)
     // The account ignores a state file of another account or server, and refuses a store
     // bound to another before it sends anything; it writes only once the server accepts it.
     return if let password {
