@@ -4,26 +4,35 @@ internal import LMDB
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOHTTPTypes
+internal import NIOHTTPTypesHTTP1
 internal import VLogWire
 
 /// The server's open connections, counted against a cap and per peer address, and known by
 /// whether each is inside a request or between requests.
 ///
 /// At the cap, the connection that has been idle longest (between requests, or open without
-/// having sent a request head yet) is closed to admit the new one; a new connection is refused
-/// only when every open one is inside a request. So clients that open connections and send
-/// nothing cannot keep anyone else out: each new client takes an idle place.
+/// having sent a request head yet) is closed to admit the new one; failing that, the one whose
+/// request body lags furthest behind the minimum rate; a new connection is refused only when
+/// every open one is inside a request that keeps pace. So clients that open connections and
+/// send nothing, or send their bodies a byte at a time, cannot keep anyone else out: each new
+/// client takes their place.
 final class ConnectionRegistry: Sendable {
   /// The most connections open at once.
   let limit: Int
   /// The most connections open at once from one address; nil for no limit.
   let perAddress: Int?
+  /// The slowest a request body may arrive, in bytes per second, before its connection may be
+  /// closed to admit another.
+  let minimumBodyRate: Int
 
   private struct Entry {
     let channel: any Channel
     let address: String?
     /// When the connection last became idle; nil while it is inside a request.
     var idleSince: NIODeadline?
+    /// When the body being read began (its request's head), and how many bytes of it arrived;
+    /// nil when no body is being read.
+    var body: (since: NIODeadline, bytes: Int)?
   }
 
   private struct State {
@@ -34,9 +43,10 @@ final class ConnectionRegistry: Sendable {
   // `Locked`, not `Mutex`: ThreadSanitizer models its pthread mutex.
   private let state = Locked(State())
 
-  init(limit: Int, perAddress: Int?) {
+  init(limit: Int, perAddress: Int?, minimumBodyRate: Int = 500) {
     self.limit = max(1, limit)
     self.perAddress = perAddress.map { max(1, $0) }
+    self.minimumBodyRate = max(1, minimumBodyRate)
   }
 
   /// Takes a place for a new, idle connection: false when its address already has its share,
@@ -51,10 +61,9 @@ final class ConnectionRegistry: Sendable {
       }
       var evicted: (any Channel)?
       if state.entries.count >= limit {
-        let oldest = state.entries.lazy.compactMap { key, entry in
-          entry.idleSince.map { (key, $0) }
-        }.min { $0.1 < $1.1 }
-        guard let (victim, _) = oldest, let entry = Self.remove(victim, from: &state) else {
+        guard let victim = Self.victim(in: state, rate: minimumBodyRate, now: .now()),
+          let entry = Self.remove(victim, from: &state)
+        else {
           return (false, nil)
         }
         evicted = entry.channel
@@ -74,6 +83,37 @@ final class ConnectionRegistry: Sendable {
     }
   }
 
+  /// Notes that a connection began reading a request body (`true`, at its head) or finished it.
+  func setReadingBody(_ channel: any Channel, _ reading: Bool) {
+    state.withLock { state in
+      state.entries[ObjectIdentifier(channel)]?.body = reading ? (.now(), 0) : nil
+    }
+  }
+
+  /// Adds `count` bytes to the body a connection is reading.
+  func received(_ count: Int, on channel: any Channel) {
+    state.withLock { state in state.entries[ObjectIdentifier(channel)]?.body?.bytes += count }
+  }
+
+  /// The connection to close to admit a new one at the cap: the one idle longest, else the
+  /// one whose body lags furthest behind `rate` bytes per second since its head; nil when
+  /// every connection is inside a request that keeps pace.
+  private static func victim(in state: State, rate: Int, now: NIODeadline) -> ObjectIdentifier? {
+    var idle: (ObjectIdentifier, NIODeadline)?
+    var slow: (ObjectIdentifier, Int64)?
+    for (key, entry) in state.entries {
+      if let since = entry.idleSince {
+        if idle.map({ since < $0.1 }) ?? true { idle = (key, since) }
+      } else if let body = entry.body {
+        // How long it has been reading, less the time its bytes earn at the minimum rate.
+        let lag =
+          (now - body.since).nanoseconds - Int64(body.bytes) * 1_000_000_000 / Int64(rate)
+        if lag > 0, slow.map({ lag > $0.1 }) ?? true { slow = (key, lag) }
+      }
+    }
+    return idle?.0 ?? slow?.0
+  }
+
   /// Gives back a connection's place; nothing if it has none (refused, or already evicted).
   func release(_ channel: any Channel) {
     _ = state.withLock { Self.remove(ObjectIdentifier(channel), from: &$0) }
@@ -81,6 +121,11 @@ final class ConnectionRegistry: Sendable {
 
   /// The connections open now.
   var openCount: Int { state.withLock { $0.entries.count } }
+
+  /// The connections inside a request now.
+  var inRequestCount: Int {
+    state.withLock { $0.entries.values.filter { $0.idleSince == nil }.count }
+  }
 
   /// Whether a connection holds a place (it does not once it holds a live channel).
   func holds(_ channel: any Channel) -> Bool {
@@ -99,9 +144,15 @@ final class ConnectionRegistry: Sendable {
 
 /// Guards one connection: takes its place in the ``ConnectionRegistry`` (or closes it at once),
 /// closes it if no request head arrives within the head timeout of its opening, fails a request
-/// whose body has not ended within the body timeout of its head (``BodyTimedOut``), tells the
-/// registry when it is between requests, and answers a request that is not valid HTTP with the
-/// JSON error every other refusal has.
+/// whose body falls behind the minimum rate or has not ended within the body timeout of its
+/// head (``BodyTimedOut``), tells the registry when it is between requests and how its body
+/// arrives, and answers a request that is not valid HTTP with the JSON error every other
+/// refusal has.
+///
+/// A body's deadline is its head's time plus a grace (10 seconds by default) plus one second
+/// for each `minimumBodyRate` bytes received (500 by default, as Apache's `mod_reqtimeout`),
+/// and never later than the body timeout: a body sent a byte every few seconds is cut within
+/// seconds, a large one on a slow link gets the time its bytes earn.
 ///
 /// The body's deadline is a timer on the connection's event loop, cancelled when the body ends:
 /// a request costs no task and leaves no timer behind (a cancelled `Task.sleep` keeps its timer
@@ -116,6 +167,13 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
   private let registry: ConnectionRegistry
   private let headTimeout: TimeAmount
   private let bodyTimeout: TimeAmount
+  private let bodyGrace: TimeAmount
+  /// When the body being read began, and how many of its bytes arrived.
+  private var bodyStart = NIODeadline.uptimeNanoseconds(0)
+  private var bodyBytes = 0
+  /// Whether a body timed out: the connection closes once its answer (408) is written, rather
+  /// than waiting for a body that may never end.
+  private var closesAfterAnswer = false
   /// Whether this connection holds a place; nil until decided, once per connection.
   private var admitted: Bool?
   /// Requests whose head has arrived and whose answer has not ended.
@@ -125,10 +183,37 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
   /// request's head.
   private var bodyTimer: Scheduled<Void>?
 
-  init(_ registry: ConnectionRegistry, headTimeout: TimeAmount, bodyTimeout: TimeAmount) {
+  init(
+    _ registry: ConnectionRegistry, headTimeout: TimeAmount, bodyTimeout: TimeAmount,
+    bodyGrace: TimeAmount = .seconds(10)
+  ) {
     self.registry = registry
     self.headTimeout = headTimeout
     self.bodyTimeout = bodyTimeout
+    self.bodyGrace = bodyGrace
+  }
+
+  /// The body's deadline now: grace plus the time its bytes earn, within the body timeout.
+  private var bodyDeadline: NIODeadline {
+    let earned = Int64(bodyBytes) * 1_000_000_000 / Int64(registry.minimumBodyRate)
+    let allowed = min(bodyTimeout.nanoseconds, bodyGrace.nanoseconds + earned)
+    return bodyStart + .nanoseconds(allowed)
+  }
+
+  /// Schedules the body's check at its deadline. When it fires, a body that earned more time
+  /// meanwhile is checked again then; one that did not fails with ``BodyTimedOut``.
+  private func scheduleBodyCheck(_ context: ChannelHandlerContext) {
+    let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+    bodyTimer = context.eventLoop.scheduleTask(deadline: bodyDeadline) {
+      let (handler, context) = bound.value
+      if handler.bodyDeadline > .now() {
+        handler.scheduleBodyCheck(context)
+      } else {
+        handler.bodyTimer = nil
+        handler.closesAfterAnswer = true
+        context.fireErrorCaught(BodyTimedOut())
+      }
+    }
   }
 
   /// Takes a place for the connection, or closes it; only the first call per connection
@@ -154,6 +239,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
       ChannelOptions.recvAllocator,
       value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
     if context.channel.isActive { admit(context) }
+    // Ahead of the conversion to HTTP types, which drops the request's version.
+    if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
+      try? context.pipeline.syncOperations.addHandler(HTTP10Refusal(), position: .before(codec))
+    }
   }
 
   func channelActive(context: ChannelHandlerContext) {
@@ -192,26 +281,40 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
       headTimer = nil
       open += 1
       if open == 1 { registry.setIdle(context.channel, false) }
-      let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
       bodyTimer?.cancel()
-      bodyTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
-        bound.value.fireErrorCaught(BodyTimedOut())
-      }
+      bodyStart = .now()
+      bodyBytes = 0
+      registry.setReadingBody(context.channel, true)
+      scheduleBodyCheck(context)
     case .end:
       bodyTimer?.cancel()
       bodyTimer = nil
-    case .body:
-      break
+      registry.setReadingBody(context.channel, false)
+    case .body(let bytes):
+      bodyBytes += bytes.readableBytes
+      registry.received(bytes.readableBytes, on: context.channel)
     }
     context.fireChannelRead(data)
   }
 
   func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-    if case .end = unwrapOutboundIn(data), open > 0 {
+    guard case .end = unwrapOutboundIn(data) else {
+      context.write(data, promise: promise)
+      return
+    }
+    if open > 0 {
       open -= 1
       if open == 0 { registry.setIdle(context.channel, true) }
     }
-    context.write(data, promise: promise)
+    guard closesAfterAnswer else {
+      context.write(data, promise: promise)
+      return
+    }
+    let channel = context.channel
+    let written = context.eventLoop.makePromise(of: Void.self)
+    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+    written.futureResult.cascade(to: promise)
+    context.write(data, promise: written)
   }
 
   func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -15,6 +15,7 @@ extension SyncServer {
     let body = try await decode(NewAccount.self, from: request)
     let account = try checked { () throws(WireError) in try body.validated() }
     let valid = account.credentials
+    try signUps.admit(context.channel.remoteAddress?.ipAddress)
     let hash = try await hashSecret(valid.password)
     var encryption: EncryptionRecord?
     if let keys = account.keys {

@@ -73,8 +73,11 @@ public final class SyncServer: Sendable {
     /// connection is closed at once only when every open one is inside a request.
     public var maximumConnections: Int
     /// The most connections open at once from one IP address (nil: no limit); past it, a new
-    /// one from that address is closed at once. For a server that clients reach directly: behind
-    /// a proxy every client has the proxy's address.
+    /// one from that address is closed at once. 256 by default, a quarter of
+    /// ``maximumConnections``: room for an office of a hundred devices behind one address, each
+    /// with a live channel and a sync under way, while one address cannot take every place.
+    /// Behind a proxy every client has the proxy's address: set nil there, and limit at the
+    /// proxy.
     public var maximumConnectionsPerAddress: Int?
     /// How long a new connection may take to send its first complete request head before the
     /// server closes it.
@@ -93,6 +96,17 @@ public final class SyncServer: Sendable {
     /// How long a request's whole body may take to arrive, however steadily it trickles in;
     /// past it, 408 and the connection is closed.
     public var bodyTimeout: Duration
+    /// The slowest a request body may arrive, in bytes per second: past ``bodyGrace`` after its
+    /// head, a body must have brought one second's worth of these for each further second, or
+    /// it is answered 408 and its connection closed; and at the connection cap, the connection
+    /// whose body lags furthest behind this rate is closed to admit a new one. 500 by default,
+    /// as Apache's `mod_reqtimeout`.
+    public var minimumBodyRate = 500
+    /// How long a body may take before ``minimumBodyRate`` applies: 10 seconds by default.
+    public var bodyGrace: Duration = .seconds(10)
+    /// The most accounts one IP address may create in an hour (`POST /v1/accounts`); past it,
+    /// 429 `tooManyRequests` with `Retry-After`. 20 by default. Counted per server process.
+    public var signUpsPerAddressPerHour = 20
     /// How long a change replaced by a newer change to the same field keeps its values before
     /// they are redacted (nil: forever; zero: at once). Checked on each push to an account.
     public var retention: Duration?
@@ -124,8 +138,9 @@ public final class SyncServer: Sendable {
     /// limit (64 MiB), 1,000 events per push, pages of up to 5,000 events (1,000 by default)
     /// and 4 MiB, 50,000 ids per comparison, 10 minutes of clock skew, tokens valid for 30
     /// days, scrypt at ``PasswordCost/standard``, durable commits, connections closed after 60
-    /// idle seconds, 1,024 connections (no limit per address), 10 seconds for a connection's
-    /// first request head, 120 seconds for a whole body, 10 seconds for a call to the database,
+    /// idle seconds, 1,024 connections (256 per address), 10 seconds for a connection's
+    /// first request head, 120 seconds for a whole body (which must arrive at 500 bytes a second
+    /// after its first 10), 20 new accounts per address an hour, 10 seconds for a call to the database,
     /// replaced values kept for 30 days, released attachment bytes for an hour, and 10,000 live
     /// channels (128 per account) pinged every 25 seconds.
     ///
@@ -140,7 +155,7 @@ public final class SyncServer: Sendable {
       passwordCost: PasswordCost = .standard, durability: NoteStore.Durability = .durable,
       concurrentPasswordChecks: Int = ProcessInfo.processInfo.activeProcessorCount,
       idleTimeout: Duration = .seconds(60), maximumConnections: Int = 1024,
-      maximumConnectionsPerAddress: Int? = nil, requestHeadTimeout: Duration = .seconds(10),
+      maximumConnectionsPerAddress: Int? = 256, requestHeadTimeout: Duration = .seconds(10),
       bodyTimeout: Duration = .seconds(120), databaseTimeout: Duration = .seconds(10),
       retention: Duration? = .seconds(30 * 86400), blobGracePeriod: Duration = .seconds(3600),
       maximumLiveChannels: Int = 10_000, maximumLiveChannelsPerAccount: Int = 128,
@@ -211,6 +226,8 @@ public final class SyncServer: Sendable {
   let decoy: PasswordHash
   /// Bounds concurrent password hashing and slows repeated failed sign-ins.
   let throttle: PasswordThrottle
+  /// Accounts created per address in the last hour.
+  let signUps: SignUpLimit
   /// The storage's secret (``ServerStorage/serverSecret()``), once read.
   let secretCache = Locked<[UInt8]?>(nil)
   /// The open connections of the running application, against the cap.
@@ -221,6 +238,8 @@ public final class SyncServer: Sendable {
 
   /// The HTTP connections open now, but those that hold a live channel.
   package var openConnections: Int { connections.openCount }
+  /// The connections inside a request now.
+  package var connectionsInRequests: Int { connections.inRequestCount }
   /// The live channels open now.
   package var openLiveChannels: Int { live.count }
   /// Request counts and latencies, events stored and served, sign-in failures.
@@ -240,7 +259,8 @@ public final class SyncServer: Sendable {
     self.logger = logger
     self.connections = ConnectionRegistry(
       limit: configuration.maximumConnections,
-      perAddress: configuration.maximumConnectionsPerAddress)
+      perAddress: configuration.maximumConnectionsPerAddress,
+      minimumBodyRate: configuration.minimumBodyRate)
     let now = dependencies.now
     let live = LiveHub(
       limits: .init(
@@ -252,6 +272,8 @@ public final class SyncServer: Sendable {
     self.live = live
     self.throttle = PasswordThrottle(
       limit: configuration.concurrentPasswordChecks, now: dependencies.now)
+    self.signUps = SignUpLimit(
+      limit: configuration.signUpsPerAddressPerHour, now: dependencies.now)
     self.decoy = try PasswordHash(
       hashing: "decoy", cost: configuration.passwordCost, salt: [UInt8](repeating: 0, count: 16))
   }
@@ -402,9 +424,12 @@ public final class SyncServer: Sendable {
     let registry = connections
     let headTimeout = TimeAmount(configuration.requestHeadTimeout)
     let bodyTimeout = TimeAmount(configuration.bodyTimeout)
+    let bodyGrace = TimeAmount(configuration.bodyGrace)
     let http1 = HTTP1Channel.Configuration(
       additionalChannelHandlers: [
-        ConnectionGuardHandler(registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout),
+        ConnectionGuardHandler(
+          registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
+          bodyGrace: bodyGrace),
         LiveConnectionHandler(),
       ],
       idleTimeout: TimeAmount(configuration.idleTimeout))

@@ -21,13 +21,27 @@ final class RawConnection: Sendable {
 
   struct Failed: Error { let what: String }
 
-  init(port: Int) throws {
+  /// Connects to `port` on 127.0.0.1 from `source`, an address of the loopback network
+  /// (127.0.0.2 is another client than 127.0.0.1 to the server).
+  init(port: Int, source: String = "127.0.0.1") throws {
     #if canImport(Glibc)
       descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
       descriptor = socket(AF_INET, SOCK_STREAM, 0)
     #endif
     guard descriptor >= 0 else { throw Failed(what: "socket") }
+    var local = sockaddr_in()
+    local.sin_family = sa_family_t(AF_INET)
+    local.sin_addr.s_addr = inet_addr(source)
+    let bound = withUnsafePointer(to: &local) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard bound == 0 else {
+      close(descriptor)
+      throw Failed(what: "bind")
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -60,8 +74,8 @@ final class RawConnection: Sendable {
   }
 
   /// What arrives within `seconds` (empty if nothing does), or as soon as a whole JSON answer
-  /// has.
-  func receive(waiting seconds: Double) -> String {
+  /// has, or as soon as what arrived satisfies `done`.
+  func receive(waiting seconds: Double, until done: (String) -> Bool = { _ in false }) -> String {
     var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
     var received: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 4096)
@@ -74,6 +88,7 @@ final class RawConnection: Sendable {
       received += buffer.prefix(count)
       let text = String(decoding: received, as: UTF8.self)
       if text.contains("\r\n\r\n{"), text.hasSuffix("}") { break }
+      if done(text) { break }
     }
     return String(decoding: received, as: UTF8.self)
   }
@@ -313,8 +328,13 @@ struct IdleSocketTests {
         // Before, these held every place for the idle timeout, and every other client was
         // closed at once.
         // Connected off Swift concurrency's threads, which the server's handlers need.
+        // From five addresses, each within its share of 256.
         var flood = try await offPool {
-          Result { try (0..<1100).map { _ in try RawConnection(port: port) } }
+          Result {
+            try (0..<1100).map { index in
+              try RawConnection(port: port, source: "127.0.0.\(10 + index % 5)")
+            }
+          }
         }.get()
         // Until the server has taken them all: the flood's own connections made room for one
         // another, and the cap holds.

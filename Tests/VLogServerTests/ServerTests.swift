@@ -84,11 +84,16 @@ func signUp(_ caller: APICaller, _ name: String, password: String = "correct hor
 /// Sends `request`'s head announcing ten bytes more than its body holds, sends the body, and
 /// reads the answer the server gives while it waits for the rest, over a raw socket.
 func stalledExchange(port: Int, _ request: TransportRequest) async throws -> TransportResponse {
-  let connection = try RawConnection(port: port)
   var head = "\(request.method) \(request.path) HTTP/1.1\r\nHost: localhost\r\n"
   for (name, value) in request.headers { head += "\(name): \(value)\r\n" }
   head += "Content-Length: \(request.body.count + 10)\r\n\r\n"
-  connection.send(head + String(decoding: request.body, as: UTF8.self))
+  return try await rawExchange(port: port, head + String(decoding: request.body, as: UTF8.self))
+}
+
+/// Sends `text` on a new connection and reads the answer as a response.
+func rawExchange(port: Int, _ text: String) async throws -> TransportResponse {
+  let connection = try RawConnection(port: port)
+  connection.send(text)
   let raw = await offPool { connection.receive(waiting: 10) }
   guard let split = raw.range(of: "\r\n\r\n") else {
     return TransportResponse(status: 0, body: Array(raw.utf8))
@@ -269,6 +274,12 @@ struct ServerTests {
         var stranger = live
         stranger.headers["authorization"] = "Bearer nonsense"
         #expect(try await transport.open(stranger).response.status == 401)
+        // In HTTP/1.0, which has no chunks to stream in (505).
+        let oldVersion = try await rawExchange(
+          port: try #require(baseURL.split(separator: ":").last.flatMap { Int($0) }),
+          "GET /v1/live HTTP/1.0\r\nAuthorization: Bearer \(token)\r\n\r\n")
+        #expect(oldVersion.status == 505)
+        transport.record(live, oldVersion)
         _ = try await post(transport, "/v1/sync/compare", #"{"buckets":["00"]}"#, token: token)
         _ = try await post(transport, "/v1/sync/compare", #"{"buckets":[]}"#, token: "nonsense")
         _ = try await post(transport, "/v1/sync/compare", big, token: token)

@@ -36,7 +36,9 @@ func startServer(tools: Tools, database: String) async throws -> (Child, String)
   let child = try Child(
     tools.vlog,
     [
-      "serve", "--database", database, "--port", "0", "--password-cost", "10", "--log-level",
+      "serve", "--database", database, "--port", "0", "--password-cost", "10",
+      "--sign-ups-per-address", "1000000",
+      "--log-level",
       "critical", "--database-connections", "4",
     ])
   for _ in 0..<1000 {

@@ -171,7 +171,9 @@ func crashServer(
       try Child(
         tools.vlog,
         [
-          "serve", "--data", data, "--port", "0", "--password-cost", "10", "--log-level",
+          "serve", "--data", data, "--port", "0", "--password-cost", "10", "--sign-ups-per-address",
+          "1000000",
+          "--log-level",
           "critical",
         ]
       )

@@ -127,6 +127,8 @@ struct Load: AsyncParsableCommand {
           "--port", "0", "--password-cost", "10", "--log-level", "error",
           "--database-connections", "\(max(4, 2 * clients / instances))",
           "--max-live-channels", "\(liveChannels)",
+          // Every client is on this machine's one address.
+          "--max-connections-per-address", "0", "--sign-ups-per-address", "1000000",
         ]
       let output = Pipe()
       server.standardOutput = output

@@ -28,7 +28,8 @@ struct Serve: AsyncParsableCommand {
   static let environmentOptions = [
     "data", "database", "database-connections", "host", "port", "log-level", "password-cost",
     "idle-timeout", "max-connections", "max-connections-per-address", "head-timeout",
-    "body-timeout", "database-timeout", "retention", "blob-grace", "max-live-channels",
+    "body-timeout", "min-body-rate", "sign-ups-per-address", "database-timeout", "retention",
+    "blob-grace", "max-live-channels",
     "max-live-channels-per-account", "live-keep-alive", "allow-origin",
   ]
 
@@ -96,9 +97,19 @@ struct Serve: AsyncParsableCommand {
   @Option(
     name: .long,
     help:
-      "The most connections open at once from one IP address (0: no limit); for a server clients reach without a proxy."
+      "The most connections open at once from one IP address (0: no limit, as behind a proxy, which then limits)."
   )
-  var maxConnectionsPerAddress = 0
+  var maxConnectionsPerAddress = 256
+
+  @Option(
+    name: .long,
+    help:
+      "Bytes per second a request body must arrive at after its first 10 seconds; slower, 408 and the connection closes."
+  )
+  var minBodyRate = 500
+
+  @Option(name: .long, help: "Accounts one IP address may create in an hour.")
+  var signUpsPerAddress = 20
 
   @Option(
     name: .long,
@@ -216,6 +227,12 @@ struct Serve: AsyncParsableCommand {
     guard bodyTimeout >= 1 else {
       throw ValidationError("--body-timeout: \(bodyTimeout) is not a number of seconds from 1")
     }
+    guard minBodyRate >= 1 else {
+      throw ValidationError("--min-body-rate: \(minBodyRate) is not a number of bytes from 1")
+    }
+    guard signUpsPerAddress >= 1 else {
+      throw ValidationError("--sign-ups-per-address: \(signUpsPerAddress) is not a number from 1")
+    }
     guard maxConnectionsPerAddress >= 0 else {
       throw ValidationError(
         "--max-connections-per-address: \(maxConnectionsPerAddress) is not a number from 0")
@@ -257,6 +274,8 @@ struct Serve: AsyncParsableCommand {
       maximumLiveChannelsPerAccount: maxLiveChannelsPerAccount,
       liveKeepAlive: .seconds(liveKeepAlive))
     configuration.allowedOrigins = try allowedOrigins
+    configuration.minimumBodyRate = minBodyRate
+    configuration.signUpsPerAddressPerHour = signUpsPerAddress
     let server: SyncServer
     if let database {
       server = try await SyncServer.open(
