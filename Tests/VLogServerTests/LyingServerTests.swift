@@ -59,14 +59,15 @@ struct LyingServerTests {
   /// A device of the account `ann` with a store of its own, reaching the server through
   /// `transport`.
   static func device(
-    _ name: String, root: String, transport: any Transport, required: Bool = true
+    _ name: String, root: String, transport: any Transport, required: Bool = true,
+    encoding: SyncEncoding = .binary
   ) throws -> (store: NoteStore, account: SyncAccount) {
     let store = try NoteStore.open(
       at: root + "/" + name, options: NoteStore.Options(durability: .noSync))
     let account = try SyncAccount(
       store: store, transport: transport,
       credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
-      stateFile: SyncAccount.stateFile(for: store),
+      stateFile: SyncAccount.stateFile(for: store), encoding: encoding,
       encryption: required
         ? encryption
         : EncryptionOptions(cost: .testing, random: systemRandomBytes, isRequired: false))
@@ -289,6 +290,81 @@ struct LyingServerTests {
         try await c.account.signIn()
         await #expect(throws: AccountKeyError.self) { try await c.account.sync() }
         #expect(try c.store.events(after: 0).allSatisfy { $0.event.stamp.replica != intruder })
+      }
+    }
+  }
+}
+
+extension LyingServerTests {
+  /// The authenticator's field as an event's `extra` ends with it: field 19, 16 bytes.
+  static let authenticatorFieldBytes = 3 + 16
+
+  @Test(
+    "A server that swaps sealed values between events, or strips an event's authenticator, is refused by a new device, which stores none of it; one that replays or reorders a page changes nothing; one that drops an event from a page is caught by the digests and repaired",
+    arguments: Backend.allCases)
+  func tamperedPages(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await Self.withServer(backend, root: root) { _, baseURL in
+        let a = try Self.device("a", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await a.account.createAccount()
+        try await a.account.signIn()
+        let note = try await a.store.write { $0.createNote(text: "first") }
+        try await a.store.write { $0.setText("second", of: note) }
+        try await a.store.write { $0.setText("third", of: note) }
+        try await a.account.sync()
+
+        for mode in ["swap", "strip", "replay", "reorder", "drop"] {
+          let transport = TamperingTransport(baseURL: baseURL) { request, response in
+            guard request.path == "/v1/sync", response.status == 200 else { return response }
+            var response = response
+            response.body = Self.rewritten(response.body) { page in
+              guard var events = page["events"] as? [[String: Any]], !events.isEmpty else {
+                return
+              }
+              let texts = events.indices.filter { events[$0]["kind"] as? String == "textSet" }
+              switch mode {
+              case "swap":
+                guard texts.count >= 2 else { return }
+                let first = events[texts[0]]["extra"]
+                events[texts[0]]["extra"] = events[texts[1]]["extra"]
+                events[texts[1]]["extra"] = first
+              case "strip":
+                guard let index = texts.last, let extra = events[index]["extra"] as? String,
+                  let bytes = Data(base64Encoded: extra)
+                else { return }
+                events[index]["extra"] =
+                  bytes.dropLast(Self.authenticatorFieldBytes).base64EncodedString()
+              case "replay": events += events
+              case "reorder": events.reverse()
+              default:
+                guard let index = texts.last else { return }
+                events.remove(at: index)
+              }
+              page["events"] = events
+            }
+            return response
+          }
+          let device = try Self.device(
+            "c-\(mode)", root: root, transport: transport, encoding: .json)
+          defer { device.store.close() }
+          try await device.account.signIn()
+          switch mode {
+          case "swap", "strip":
+            await #expect(throws: AccountKeyError.self, "\(mode)") {
+              try await device.account.sync()
+            }
+            #expect(try device.store.note(note) == nil, "\(mode)")
+          case "drop":
+            let report = try await device.account.sync()
+            #expect(report.fetched >= 1 && report.inSync, "\(mode): \(report)")
+            #expect(try device.store.note(note)?.text == "third")
+          default:
+            let report = try await device.account.sync()
+            #expect(report.inSync, "\(mode): \(report)")
+            #expect(try device.store.note(note)?.text == "third")
+            #expect(try Digests(device.store).state == Digests(a.store).state, "\(mode)")
+          }
+        }
       }
     }
   }
