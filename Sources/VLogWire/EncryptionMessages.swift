@@ -123,7 +123,10 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
     recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
-    keyDerivation = try container.decodeIfPresent(KeyDerivation.self, forKey: .keyDerivation)
+    // Absent from an older device; `null` is not an object, and is refused.
+    keyDerivation =
+      container.contains(.keyDerivation)
+      ? try container.decode(KeyDerivation.self, forKey: .keyDerivation) : nil
   }
 
   /// The sizes of the binary values: public keys, then seals.
@@ -307,7 +310,10 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     passwordAnchor = try container.decode(String.self, forKey: .passwordAnchor)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
-    keyDerivation = try container.decodeIfPresent(KeyDerivation.self, forKey: .keyDerivation)
+    // Absent from an older device; `null` is not an object, and is refused.
+    keyDerivation =
+      container.contains(.keyDerivation)
+      ? try container.decode(KeyDerivation.self, forKey: .keyDerivation) : nil
   }
 
   /// A seal, checked.

@@ -162,6 +162,19 @@ struct ServerTests {
           transport, "/v1/accounts",
           #"{"username":"nullkeys","password":"correct horse","keys":null}"#)
         #expect(try nullKeys.status == 400 && errorBody(nullKeys).field == "keys")
+        // A key derivation of null is not one left out: refused, as the document says.
+        var keysObject = try #require(
+          try JSONSerialization.jsonObject(with: JSONEncoder().encode(encrypted.serverKeys))
+            as? [String: Any])
+        keysObject["keyDerivation"] = NSNull()
+        let nullDerivation = try await post(
+          transport, "/v1/accounts",
+          String(
+            decoding: try JSONSerialization.data(
+              withJSONObject: [
+                "username": "nullderivation", "password": "correct horse", "keys": keysObject,
+              ]), as: UTF8.self))
+        #expect(nullDerivation.status == 400, "\(nullDerivation)")
         _ = await caller.send(
           QueryRequest<AccountKeysBody>(path: "/v1/accounts/current/keys?since=x"),
           token: encryptedToken)
