@@ -177,4 +177,25 @@ let benchmarks: @Sendable () -> Void = {
     blackHole(try attachmentKey.openBlob(sealed, of: attachment))
     benchmark.stopMeasurement()
   }
+
+  // What one guess at a password costs whoever holds the server's files: a stretching at the
+  // device's cost (an encrypted account's, version 2), and at OWASP's scrypt recommendation,
+  // the server's hash of a clear account's password. Seconds and peak memory per guess.
+  for (name, cost) in [
+    ("the device's, N=2^18", KeyDerivationCost.standard),
+    ("the server's, N=2^17", KeyDerivationCost(logRounds: 17)),
+  ] {
+    Benchmark(
+      "password guess · scrypt \(name)",
+      configuration: .init(
+        metrics: [.wallClock, .cpuTotal, .peakMemoryResident], timeUnits: .milliseconds,
+        warmupIterations: 0, maxIterations: 5)
+    ) { benchmark in
+      let derivation = KeyDerivation.new(cost: cost, random: systemRandomBytes)
+      benchmark.startMeasurement()
+      blackHole(
+        try PasswordKeys(username: "ann", password: "a guess at it", derivation: derivation))
+      benchmark.stopMeasurement()
+    }
+  }
 }
