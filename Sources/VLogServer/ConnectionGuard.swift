@@ -239,7 +239,9 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
       ChannelOptions.recvAllocator,
       value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
     if context.channel.isActive { admit(context) }
-    // Ahead of the conversion to HTTP types, which drops the request's version.
+    // Ahead of the conversion to HTTP types, which drops the request's version. Both calls
+    // fail only on a pipeline without Hummingbird's HTTP/1 codec, where there is no version
+    // to read: then nothing is added.
     if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
       try? context.pipeline.syncOperations.addHandler(HTTP10Refusal(), position: .before(codec))
     }
@@ -325,12 +327,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
       return
     }
     let (status, message) = Self.refusal(parserError)
-    let body = ErrorBody(code: .httpError, message: message)
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    // A code and a message always encode; an empty body would be the fallback, as in
-    // ServerError's.
-    let bytes = ByteBuffer(bytes: (try? encoder.encode(body)) ?? Data())
+    let bytes = Self.refusalBody(message)
     var head = HTTPResponse(status: status)
     head.headerFields[.contentType] = "application/json"
     head.headerFields[.contentLength] = String(bytes.readableBytes)
@@ -341,6 +338,15 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
       channel.close(promise: nil)
     }
+  }
+
+  /// The JSON error body of a refusal made below the router (`httpError`). A code and a
+  /// message always encode; an empty body would be the fallback, as in ServerError's.
+  static func refusalBody(_ message: String) -> ByteBuffer {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return ByteBuffer(
+      bytes: (try? encoder.encode(ErrorBody(code: .httpError, message: message))) ?? Data())
   }
 
   /// The status and message for a request the HTTP parser refused.

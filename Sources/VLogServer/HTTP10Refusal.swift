@@ -1,8 +1,6 @@
-internal import Foundation
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOHTTPTypesHTTP1
-internal import VLogWire
 
 /// Refuses a request for the live channel (`GET /v1/live`) in HTTP/1.0 with 505 and a JSON
 /// error body, and closes the connection: the channel streams its answer in chunks, which
@@ -32,14 +30,9 @@ final class HTTP10Refusal: ChannelDuplexHandler, RemovableChannelHandler {
   }
 
   private func refuse(_ context: ChannelHandlerContext) {
-    let body = ErrorBody(
-      code: .httpError,
-      message:
-        "the live channel streams its answer in HTTP/1.1 chunks; this request is HTTP/1.0: "
+    let bytes = ConnectionGuardHandler.refusalBody(
+      "the live channel streams its answer in HTTP/1.1 chunks; this request is HTTP/1.0: "
         + "ask in HTTP/1.1, or sync with POST /v1/sync")
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    let bytes = ByteBuffer(bytes: (try? encoder.encode(body)) ?? Data())
     var headers = HTTPHeaders()
     headers.add(name: "Content-Type", value: "application/json")
     headers.add(name: "Content-Length", value: String(bytes.readableBytes))

@@ -24,7 +24,7 @@ extension SyncServer {
       return try json(
         SignInParameters(encrypted: true, keyDerivation: record.keyDerivation), status: .ok)
     }
-    let drawn = try await Self.drawnParameters(for: name, secret: try await serverSecret())
+    let drawn = Self.drawnParameters(for: name, secret: try await serverSecret())
     let parameters = SignInParameters(
       encrypted: account == nil ? drawn.encrypted : false, keyDerivation: drawn.keyDerivation)
     return try json(parameters, status: .ok)
@@ -40,9 +40,7 @@ extension SyncServer {
 
   /// What a name no account has is answered with: whether encrypted (one bit) and a salt,
   /// drawn by HMAC-SHA-256 from the server's secret and the name.
-  static func drawnParameters(for name: String, secret: [UInt8]) async throws
-    -> SignInParameters
-  {
+  static func drawnParameters(for name: String, secret: [UInt8]) -> SignInParameters {
     let code = Array(
       HMAC<SHA256>.authenticationCode(
         for: Array("vlog sign-in parameters\u{0}\(name)".utf8), using: SymmetricKey(data: secret)
