@@ -30,6 +30,7 @@ internal import VLogWire
 /// | `fields`, `superseded` | account + … | each note field's newest change, and replaced changes awaiting redaction (retention) |
 /// | `blobs` | account + SHA-256 | the bytes |
 /// | `releasedBlobs` | account + SHA-256 | when the last event using the blob was erased (8 bytes of milliseconds): the blob waits out the grace period for an undo |
+/// | `throttle` | ``ThrottleKey`` (16 bytes) | count, first and last time (8 bytes each) |
 ///
 /// Format 1 stored events without checksums and heads as sequence and digest alone; format 2
 /// had no object index and kept deleted notes' content; format 3 keyed the object index by
@@ -63,6 +64,8 @@ final class LMDBStorage: ServerStorage {
   private let superseded: Database
   private let blobs: Database
   private let releasedBlobs: Database
+  /// Throttle counters (``LMDBStorage/throttleCounts(_:)``).
+  let throttle: Database
   /// The rules the accounts' logs follow: ``LogRules/standard`` but in tests.
   private let logRules: LogRules
   /// Where the signals of committed writes go, to the server's live channels: sent once
@@ -99,6 +102,7 @@ final class LMDBStorage: ServerStorage {
     superseded = try open("superseded")
     blobs = try open("blobs")
     releasedBlobs = try open("releasedBlobs")
+    throttle = try open("throttle")
   }
 
   /// Opens or creates the server's data directory.
@@ -315,7 +319,7 @@ final class LMDBStorage: ServerStorage {
   }
 
   /// Runs `body` on the environment's writer queue.
-  private func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+  func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
     try await environment.onWriterQueue(body)
   }
 

@@ -1,91 +1,117 @@
 internal import Foundation
 internal import LMDB
+internal import VLog
 
-/// Bounds the work password hashing costs the server, so that no client can exhaust it.
+/// Bounds the work password hashing costs the server, and the guesses anyone can make at a
+/// password, so that no client can exhaust the one or make many of the other.
 ///
-/// Two rules, both answered with 429 and a `Retry-After`:
+/// Three rules, each answered with 429 and a `Retry-After`:
 ///
-/// 1. At most ``limit`` hashes run at once (scrypt takes tens of milliseconds and 32 MiB of
-///    memory each); a request past that is refused at once instead of queueing behind them.
-/// 2. A user name with repeated failed sign-ins waits before its next attempt: after
-///    ``freeFailures`` failures, 1 second, doubling with each further failure up to 5 minutes.
-///    A success forgets the failures. At most 10,000 names are remembered (the oldest are
-///    forgotten first), so the table's memory is bounded too.
+/// 1. At most ``limit`` hashes run at once in this process (scrypt takes a third of a second
+///    and 128 MiB each); a request past that is refused at once instead of queueing.
+/// 2. Failed password checks count against keys — a user name, an address, a device, the
+///    recovery of a name — each with its ``ThrottleBudget``; a key past its budget waits. The
+///    counters live in the server's storage (``ServerStorage/countThrottle(_:now:)``): every
+///    server of a database shares them, a restart keeps them, and none is forgotten to make
+///    room for another — only when its window has passed.
+/// 3. Sign-ups count against their address.
 ///
-/// State lives in a `Mutex`; every decision is a short critical section, never an `await`.
+/// A check reads the counters, runs the hash, then counts: servers checking at once may each
+/// let one more guess through as a counter crosses its budget, at most ``limit`` per server.
 final class PasswordThrottle: Sendable {
   /// The most hashes at once.
   let limit: Int
-  /// Failures a name may have before it must wait.
-  let freeFailures = 5
-  private let maximumNames = 10_000
+  /// An address's sign-ups an hour.
+  let signUpsPerHour: Int
+  private let store: any ServerStorage
+  private let secret: @Sendable () async throws -> [UInt8]
   private let now: @Sendable () -> Date
+  private let running = Locked(0)
 
-  private struct Failures {
-    var count: Int
-    var last: Date
-  }
+  /// A key and the budget it is judged by.
+  typealias Subject = (key: ThrottleKey, budget: ThrottleBudget)
 
-  private struct State {
-    var running = 0
-    var failures: [String: Failures] = [:]
-  }
-
-  private let state = Locked(State())
-
-  init(limit: Int, now: @escaping @Sendable () -> Date) {
+  init(
+    limit: Int, signUpsPerHour: Int, store: any ServerStorage,
+    secret: @escaping @Sendable () async throws -> [UInt8], now: @escaping @Sendable () -> Date
+  ) {
     self.limit = max(1, limit)
+    self.signUpsPerHour = signUpsPerHour
+    self.store = store
+    self.secret = secret
     self.now = now
   }
 
   /// Runs `work` (a password hash) if the rules allow it now.
   ///
-  /// - Parameter username: The normalised name whose failures count, or nil for new accounts.
+  /// - Parameter subjects: The keys whose failures count; empty for a hash of a new password.
   /// - Throws: ``ServerError`` 429 `tooManyRequests` with the seconds to wait; what `work`
   ///   throws.
-  func hash<T: Sendable>(for username: String?, _ work: () async throws -> T) async throws -> T {
-    let now = self.now()
-    try state.withLock { state throws(ServerError) in
-      if let username, let wait = Self.wait(state.failures[username], freeFailures, now) {
-        throw ServerError.tooManyRequests(
-          retryAfter: wait, "too many failed sign-ins for this user name; wait \(wait) s")
+  func hash<T: Sendable>(for subjects: [Subject], _ work: () async throws -> T) async throws -> T {
+    if !subjects.isEmpty {
+      try await checkWait(subjects) { seconds in
+        "too many failed attempts for this user name, device or address; wait \(seconds) s"
       }
-      guard state.running < limit else {
+    }
+    try running.withLock { running throws(ServerError) in
+      guard running < limit else {
         throw ServerError.tooManyRequests(
           retryAfter: 1, "the server is busy checking passwords; try again in a second")
       }
-      state.running += 1
+      running += 1
     }
-    defer { state.withLock { $0.running -= 1 } }
+    defer { running.withLock { $0 -= 1 } }
     return try await work()
   }
 
-  /// Records how a sign-in for `username` ended.
-  func record(_ username: String, succeeded: Bool) {
-    let now = self.now()
-    state.withLock { state in
-      if succeeded {
-        state.failures[username] = nil
-        return
-      }
-      var entry = state.failures[username] ?? Failures(count: 0, last: now)
-      entry.count += 1
-      entry.last = now
-      state.failures[username] = entry
-      if state.failures.count > maximumNames,
-        let oldest = state.failures.min(by: { $0.value.last < $1.value.last })?.key
-      {
-        state.failures[oldest] = nil
-      }
+  /// Records how a check for `subjects` ended: a failure counts against every one; a success
+  /// forgets the failures of those in `clearing`.
+  func record(_ subjects: [Subject], succeeded: Bool, clearing: [ThrottleKey] = []) async throws {
+    let secret = try await self.secret()
+    if succeeded {
+      try await store.clearThrottle(clearing.map { $0.stored(secret: secret) })
+    } else {
+      try await store.countThrottle(
+        subjects.map { ($0.key.stored(secret: secret), $0.budget.window) },
+        now: now().unsignedMilliseconds)
     }
   }
 
-  /// The whole seconds to wait before the next attempt, or nil if none.
-  private static func wait(_ failures: Failures?, _ free: Int, _ now: Date) -> Int? {
-    guard let failures, failures.count >= free else { return nil }
-    let exponent = min(failures.count - free, 9)
-    let backoff = min(TimeInterval(1 << exponent), 300)
-    let remaining = failures.last.addingTimeInterval(backoff).timeIntervalSince(now)
-    return remaining > 0 ? Int(remaining.rounded(.up)) : nil
+  /// Counts a sign-up from `address` (nil: a connection with no IP address, not counted).
+  ///
+  /// - Throws: ``ServerError`` 429 `tooManyRequests` with the seconds until the address's hour
+  ///   is over.
+  func admitSignUp(from address: String?) async throws {
+    guard let address else { return }
+    let subject: Subject = (
+      ThrottleKey(kind: .signUp, value: ThrottleKey.addressPrefix(address)),
+      .signUps(signUpsPerHour)
+    )
+    let limit = signUpsPerHour
+    try await checkWait([subject]) { seconds in
+      "\(limit) accounts were created from this address in the last hour; wait \(seconds) s"
+    }
+    try await record([subject], succeeded: false)
+  }
+
+  /// Throws 429 with the longest wait any subject's counter imposes now.
+  private func checkWait(_ subjects: [Subject], message: (Int) -> String) async throws {
+    let secret = try await self.secret()
+    let keys = subjects.map { $0.key.stored(secret: secret) }
+    let counts = try await store.throttleCounts(keys)
+    let now = self.now().unsignedMilliseconds
+    let wait = zip(subjects, keys).compactMap { subject, key in
+      subject.budget.wait(counts[key], now: now)
+    }.max()
+    if let wait {
+      let seconds = Int(clamping: (wait + 999) / 1000)
+      throw ServerError.tooManyRequests(retryAfter: seconds, message(seconds))
+    }
+  }
+
+  /// Removes the counters whose windows are over.
+  func sweep() async throws -> Int {
+    try await store.sweepThrottles(
+      firstBefore: now().unsignedMilliseconds &- ThrottleBudget.longestWindow)
   }
 }

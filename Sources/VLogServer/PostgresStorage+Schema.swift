@@ -119,6 +119,14 @@ extension PostgresStorage {
         secret bytea NOT NULL)
       """
     ],
+    // Throttle counters (``ThrottleKey``), shared by every server of the database.
+    8: [
+      """
+      CREATE TABLE IF NOT EXISTS vlog_throttle (
+        key bytea PRIMARY KEY, count bigint NOT NULL, first bigint NOT NULL,
+        last bigint NOT NULL, span bigint NOT NULL)
+      """
+    ],
   ]
 
   /// Erases the names of deleted tags from logs written before deletions named tags by key,

@@ -26,6 +26,7 @@ internal import VLogWire
 /// | `vlog_object_keys` | `account`, `object` | `wrapped`: a note's or attachment's key, wrapped by the content key |
 /// | `vlog_key_links` | `account`, `epoch` | `link`: the content key of the epoch after, wrapped by this epoch's |
 /// | `vlog_server_secret` | one row | `secret`: what answers about unknown names are drawn from |
+/// | `vlog_throttle` | `key` (``ThrottleKey``, 16 bytes) | `count`, `first`, `last` (ms), `span`: the window, in ms |
 ///
 /// Sequence numbers are gapless and in commit order per account: a push locks the account's
 /// `vlog_heads` row (`SELECT … FOR UPDATE`), numbers its events after the head and moves the
@@ -39,7 +40,7 @@ internal import VLogWire
 /// refuses a database whose schema is newer than it knows.
 final class PostgresStorage: ServerStorage {
   /// The schema version this server writes.
-  static let schemaVersion: Int32 = 7
+  static let schemaVersion: Int32 = 8
 
   let client: PostgresClient
   let runner: Task<Void, Never>

@@ -15,7 +15,7 @@ extension SyncServer {
     let body = try await decode(NewAccount.self, from: request)
     let account = try checked { () throws(WireError) in try body.validated() }
     let valid = account.credentials
-    try signUps.admit(context.channel.remoteAddress?.ipAddress)
+    try await throttle.admitSignUp(from: context.channel.remoteAddress?.ipAddress)
     let hash = try await hashSecret(valid.password)
     var encryption: EncryptionRecord?
     if let keys = account.keys {
@@ -36,64 +36,8 @@ extension SyncServer {
   func hashSecret(_ secret: String) async throws -> PasswordHash {
     let salt = dependencies.randomBytes(PasswordHash.saltCount)
     let cost = configuration.passwordCost
-    return try await throttle.hash(for: nil) {
+    return try await throttle.hash(for: []) {
       try await offLoop { try PasswordHash(hashing: secret, cost: cost, salt: salt) }
-    }
-  }
-
-  func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let decoded = try await decode(Credentials.self, from: request)
-    let credentials: Credentials
-    // A name or password no account can have is refused by its shape, before any lookup.
-    do { credentials = try decoded.validated(checkingPassword: true) } catch {
-      throw ServerError.invalid(error)
-    }
-    let name = credentials.username
-    let account = try await store.account(named: name)
-    // An unknown name costs the same work as a wrong password, so the answer's timing does not
-    // tell them apart.
-    let stored = account?.password ?? decoy
-    let password = credentials.password
-    let matches = try await throttle.hash(for: name) {
-      try await offLoop { try stored.matches(password) }
-    }
-    throttle.record(name, succeeded: account != nil && matches)
-    guard let account, matches else {
-      metrics.signInFailures.increment()
-      throw ServerError.invalidCredentials
-    }
-    try await rehashIfWeaker(account, password: password, context)
-    let token = Self.base64URL(dependencies.randomBytes(32))
-    let expiry = dependencies.now().addingTimeInterval(
-      TimeInterval(configuration.tokenLifetime.components.seconds))
-    try await store.storeToken(
-      hash: sha256(Array(token.utf8)), account: account.number,
-      expiresAt: expiry.milliseconds)
-    // The account's expired tokens go now, so its sessions stay as many as are alive.
-    let now = dependencies.now().milliseconds
-    for expired in try await store.tokens(of: account.number) where expired.expiresAt <= now {
-      try await store.deleteToken(hash: expired.hash)
-    }
-    context.logger.info("signed in", metadata: ["account": "\(account.number)"])
-    return try json(SessionBody(token: token, expiresAt: expiry), status: .ok)
-  }
-
-  /// Hashes a password that just signed in again at the server's cost, when it is stored at a
-  /// cost of less work (an account made under an older default, or a lower `--password-cost`).
-  private func rehashIfWeaker(
-    _ account: AccountRecord, password: String, _ context: ServerContext
-  ) async throws {
-    guard account.password.cost.work < configuration.passwordCost.work else { return }
-    let rehashed = try await hashSecret(password)
-    if try await store.rehashPassword(
-      account: account.number, from: account.password, to: rehashed)
-    {
-      context.logger.info(
-        "password hashed again at the server's cost",
-        metadata: [
-          "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
-          "to": "N=2^\(configuration.passwordCost.logRounds)",
-        ])
     }
   }
 
@@ -111,7 +55,7 @@ extension SyncServer {
     let body = try await decode(PasswordChange.self, from: request)
     let change = try checked { () throws(WireError) in try body.validated() }
     let seal = try await passwordSeal(change.keys, of: account)
-    try await confirmPassword(change.currentPassword, of: account)
+    try await confirmPassword(change.currentPassword, of: account, context)
     let hash = try await hashSecret(change.newPassword)
     try await store.setPassword(account: account, password: hash, keeping: tokenHash, seal: seal)
     context.logger.info("password changed", metadata: ["account": "\(account)"])
@@ -122,7 +66,7 @@ extension SyncServer {
     let (account, _) = try await authenticate(request)
     let body = try await decode(AccountDeletion.self, from: request)
     let deletion = try checked { () throws(WireError) in try body.validated() }
-    try await confirmPassword(deletion.password, of: account)
+    try await confirmPassword(deletion.password, of: account, context)
     try await store.deleteAccount(account)
     context.logger.notice("account deleted", metadata: ["account": "\(account)"])
     return Response(status: .noContent)
@@ -170,10 +114,6 @@ extension SyncServer {
     Hex.string(Array(tokenHash.prefix(8)))
   }
 
-  /// Checks an account's password again before a change that needs it, with the sign-in's
-  /// throttle.
-  ///
-  /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
   /// A password change's seal of the keys, checked: required for an encrypted account, refused
   /// for another.
   ///
@@ -196,20 +136,6 @@ extension SyncServer {
       return try checked { () throws(WireError) in try seal.validated() }
     case (nil, false):
       return nil
-    }
-  }
-
-  private func confirmPassword(_ password: String, of account: UInt64) async throws {
-    guard let stored = try await store.account(number: account) else {
-      throw ServerError.unauthorized
-    }
-    let matches = try await throttle.hash(for: stored.name) {
-      try await offLoop { try stored.password.matches(password) }
-    }
-    throttle.record(stored.name, succeeded: matches)
-    guard matches else {
-      metrics.signInFailures.increment()
-      throw ServerError.wrongPassword
     }
   }
 

@@ -42,11 +42,11 @@ extension SyncServer {
   }
 
   /// An encrypted account's sealed keys, for a device that proves it holds the recovery key:
-  /// 401 for a wrong name or secret, as a sign-in, with the same throttle.
+  /// 401 for a wrong name or secret, as a sign-in, with recovery's own throttle.
   func recoveryKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
     let body = try await decode(RecoveryCredentials.self, from: request)
     let credentials = try checked { () throws(WireError) in try body.validated() }
-    let (_, record) = try await checkRecovery(credentials)
+    let (_, record) = try await checkRecovery(credentials, context)
     return try json(record.body(), status: .ok)
   }
 
@@ -61,7 +61,7 @@ extension SyncServer {
       }
       return (credentials, body.newPassword, try body.keys.validated())
     }
-    let (account, _) = try await checkRecovery(credentials)
+    let (account, _) = try await checkRecovery(credentials, context)
     let hash = try await hashSecret(newPassword)
     try await store.setPassword(account: account, password: hash, keeping: nil, seal: seal)
     context.logger.notice("account recovered", metadata: ["account": "\(account)"])
@@ -73,19 +73,24 @@ extension SyncServer {
   /// answer's timing tells none of them apart.
   ///
   /// - Throws: ``ServerError`` 401 `invalidCredentials`, or 429 from the throttle.
-  private func checkRecovery(_ credentials: RecoveryCredentials) async throws -> (
-    UInt64, EncryptionRecord
-  ) {
+  private func checkRecovery(_ credentials: RecoveryCredentials, _ context: ServerContext)
+    async throws -> (UInt64, EncryptionRecord)
+  {
     let name = credentials.username
     let account = try await store.account(named: name)
     var record: EncryptionRecord?
     if let account { record = try await store.encryption(of: account.number) }
     let stored = record?.recoverySecret ?? decoy
     let secret = credentials.recoverySecret
-    let matches = try await throttle.hash(for: name) {
+    // Recovery has its own budgets, stricter than a sign-in's and apart from them.
+    let subjects =
+      [(ThrottleKey(kind: .recoveryName, value: name), ThrottleBudget.recoveryName)]
+      + addressSubject(context, .recoveryAddress)
+    let matches = try await throttle.hash(for: subjects) {
       try await offLoop { try stored.matches(secret) }
     }
-    throttle.record(name, succeeded: record != nil && matches)
+    try await throttle.record(
+      subjects, succeeded: record != nil && matches, clearing: [subjects[0].key])
     guard let account, let record, matches else {
       metrics.signInFailures.increment()
       throw ServerError.wrongRecoveryKey

@@ -1,7 +1,11 @@
+internal import CoreMetrics
 internal import Crypto
 internal import Foundation
 internal import Hummingbird
 internal import LMDB
+internal import Logging
+internal import NIOCore
+internal import VLog
 internal import VLogWire
 
 extension SyncServer {
@@ -24,18 +28,10 @@ extension SyncServer {
       return try json(
         SignInParameters(encrypted: true, keyDerivation: record.keyDerivation), status: .ok)
     }
-    let drawn = Self.drawnParameters(for: name, secret: try await serverSecret())
+    let drawn = Self.drawnParameters(for: name, secret: try await secret.value())
     let parameters = SignInParameters(
       encrypted: account == nil ? drawn.encrypted : false, keyDerivation: drawn.keyDerivation)
     return try json(parameters, status: .ok)
-  }
-
-  /// The server's secret, read once.
-  private func serverSecret() async throws -> [UInt8] {
-    if let secret = secretCache.withLock({ $0 }) { return secret }
-    let secret = try await store.serverSecret()
-    secretCache.withLock { $0 = secret }
-    return secret
   }
 
   /// What a name no account has is answered with: whether encrypted (one bit) and a salt,
@@ -50,5 +46,125 @@ extension SyncServer {
       keyDerivation: KeyDerivation(
         version: KeyDerivation.currentVersion, logRounds: KeyDerivation.standardLogRounds,
         blockSize: 8, parallelism: 1, salt: Array(code[1...KeyDerivation.saltBytes])))
+  }
+}
+
+extension SyncServer {
+  /// `POST /v1/sessions`: a token for the right name and password, and a device credential.
+  ///
+  /// A sign-in that presents a device credential this server's storage made for the name is
+  /// throttled by that device's failures alone; any other, by the name's and the address's.
+  func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let decoded = try await decode(Credentials.self, from: request)
+    let credentials: Credentials
+    // A name or password no account can have is refused by its shape, before any lookup.
+    do { credentials = try decoded.validated(checkingPassword: true) } catch {
+      throw ServerError.invalid(error)
+    }
+    let name = credentials.username
+    let secret = try await secret.value()
+    let device = credentials.device.flatMap { DeviceCredential($0, name: name, secret: secret) }
+    let subjects: [PasswordThrottle.Subject] =
+      device.map { [($0.throttleKey, .device)] }
+      ?? [(ThrottleKey(kind: .name, value: name), .name)] + addressSubject(context, .address)
+    let account = try await store.account(named: name)
+    // An unknown name costs the same work as a wrong password, so the answer's timing does not
+    // tell them apart.
+    let stored = account?.password ?? decoy
+    let password = credentials.password
+    let matches = try await throttle.hash(for: subjects) {
+      try await offLoop { try stored.matches(password) }
+    }
+    try await throttle.record(
+      subjects, succeeded: account != nil && matches, clearing: [subjects[0].key])
+    guard let account, matches else {
+      metrics.signInFailures.increment()
+      throw ServerError.invalidCredentials
+    }
+    try await rehashIfWeaker(account, password: password, context)
+    let token = Self.base64URL(dependencies.randomBytes(32))
+    let expiry = dependencies.now().addingTimeInterval(
+      TimeInterval(configuration.tokenLifetime.components.seconds))
+    try await store.storeToken(
+      hash: sha256(Array(token.utf8)), account: account.number,
+      expiresAt: expiry.milliseconds)
+    // The account's expired tokens go now, so its sessions stay as many as are alive.
+    let now = dependencies.now().milliseconds
+    for expired in try await store.tokens(of: account.number) where expired.expiresAt <= now {
+      try await store.deleteToken(hash: expired.hash)
+    }
+    context.logger.info("signed in", metadata: ["account": "\(account.number)"])
+    let issued =
+      device ?? DeviceCredential(name: name, nonce: dependencies.randomBytes(16), secret: secret)
+    return try json(
+      SessionBody(token: token, expiresAt: expiry, device: issued.text), status: .ok)
+  }
+
+  /// The request's address as a throttle subject judged by `budget`, or none for a
+  /// connection without an IP address.
+  func addressSubject(_ context: ServerContext, _ budget: ThrottleBudget)
+    -> [PasswordThrottle.Subject]
+  {
+    guard let address = context.channel.remoteAddress?.ipAddress else { return [] }
+    let kind: ThrottleKey.Kind = budget == .address ? .address : .recoveryAddress
+    return [(ThrottleKey(kind: kind, value: ThrottleKey.addressPrefix(address)), budget)]
+  }
+
+  /// Hashes a password that just signed in again at the server's cost, when it is stored at a
+  /// cost of less work (an account made under an older default, or a lower `--password-cost`).
+  private func rehashIfWeaker(
+    _ account: AccountRecord, password: String, _ context: ServerContext
+  ) async throws {
+    guard account.password.cost.work < configuration.passwordCost.work else { return }
+    let rehashed = try await hashSecret(password)
+    if try await store.rehashPassword(
+      account: account.number, from: account.password, to: rehashed)
+    {
+      context.logger.info(
+        "password hashed again at the server's cost",
+        metadata: [
+          "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
+          "to": "N=2^\(configuration.passwordCost.logRounds)",
+        ])
+    }
+  }
+
+  /// Checks an account's password again before a change that needs it, with the sign-in's
+  /// throttle (the name's and the address's failures).
+  ///
+  /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
+  func confirmPassword(_ password: String, of account: UInt64, _ context: ServerContext)
+    async throws
+  {
+    guard let stored = try await store.account(number: account) else {
+      throw ServerError.unauthorized
+    }
+    let subjects =
+      [(ThrottleKey(kind: .name, value: stored.name), ThrottleBudget.name)]
+      + addressSubject(context, .address)
+    let matches = try await throttle.hash(for: subjects) {
+      try await offLoop { try stored.password.matches(password) }
+    }
+    try await throttle.record(subjects, succeeded: matches, clearing: [subjects[0].key])
+    guard matches else {
+      metrics.signInFailures.increment()
+      throw ServerError.wrongPassword
+    }
+  }
+}
+
+/// The storage's secret (``ServerStorage/serverSecret()``), read once and kept.
+final class ServerSecret: Sendable {
+  private let store: any ServerStorage
+  private let cache = Locked<[UInt8]?>(nil)
+
+  init(_ store: any ServerStorage) { self.store = store }
+
+  /// The secret.
+  func value() async throws -> [UInt8] {
+    if let secret = cache.withLock({ $0 }) { return secret }
+    let secret = try await store.serverSecret()
+    cache.withLock { $0 = secret }
+    return secret
   }
 }

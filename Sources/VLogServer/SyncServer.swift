@@ -105,7 +105,8 @@ public final class SyncServer: Sendable {
     /// How long a body may take before ``minimumBodyRate`` applies: 10 seconds by default.
     public var bodyGrace: Duration = .seconds(10)
     /// The most accounts one IP address may create in an hour (`POST /v1/accounts`); past it,
-    /// 429 `tooManyRequests` with `Retry-After`. 20 by default. Counted per server process.
+    /// 429 `tooManyRequests` with `Retry-After`. 20 by default. Counted in the storage, for
+    /// every server of it.
     public var signUpsPerAddressPerHour = 20
     /// How long a change replaced by a newer change to the same field keeps its values before
     /// they are redacted (nil: forever; zero: at once). Checked on each push to an account.
@@ -224,12 +225,10 @@ public final class SyncServer: Sendable {
   /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
   /// password.
   let decoy: PasswordHash
-  /// Bounds concurrent password hashing and slows repeated failed sign-ins.
+  /// Bounds concurrent password hashing, failed sign-ins and sign-ups.
   let throttle: PasswordThrottle
-  /// Accounts created per address in the last hour.
-  let signUps: SignUpLimit
   /// The storage's secret (``ServerStorage/serverSecret()``), once read.
-  let secretCache = Locked<[UInt8]?>(nil)
+  let secret: ServerSecret
   /// The open connections of the running application, against the cap.
   let connections: ConnectionRegistry
 
@@ -270,10 +269,12 @@ public final class SyncServer: Sendable {
       now: { now().milliseconds })
     store.liveFeed.receive { live.deliver($0) }
     self.live = live
+    let secret = ServerSecret(store)
+    self.secret = secret
     self.throttle = PasswordThrottle(
-      limit: configuration.concurrentPasswordChecks, now: dependencies.now)
-    self.signUps = SignUpLimit(
-      limit: configuration.signUpsPerAddressPerHour, now: dependencies.now)
+      limit: configuration.concurrentPasswordChecks,
+      signUpsPerHour: configuration.signUpsPerAddressPerHour, store: store,
+      secret: { try await secret.value() }, now: dependencies.now)
     self.decoy = try PasswordHash(
       hashing: "decoy", cost: configuration.passwordCost, salt: [UInt8](repeating: 0, count: 16))
   }
@@ -352,6 +353,15 @@ public final class SyncServer: Sendable {
   public func sweepReleasedBlobs() async throws -> Int {
     try await store.sweepReleasedBlobs(
       releasedBefore: releasedBefore(configuration.blobGracePeriod))
+  }
+
+  /// Removes the throttle counters whose windows are over: what a running server does every
+  /// minute.
+  ///
+  /// - Returns: The number of counters removed.
+  @discardableResult
+  public func sweepThrottles() async throws -> Int {
+    try await throttle.sweep()
   }
 
   /// The wall-clock time, in milliseconds, `age` ago.
@@ -793,8 +803,9 @@ struct ServingError: Error, CustomStringConvertible {
   init(_ description: String) { self.description = description }
 }
 
-/// Removes released attachment bytes past their grace period every minute while the server
-/// runs (``SyncServer/sweepReleasedBlobs()``); a failed sweep is logged and tried again.
+/// Removes released attachment bytes past their grace period, and throttle counters past
+/// their windows, every minute while the server runs (``SyncServer/sweepReleasedBlobs()``,
+/// ``SyncServer/sweepThrottles()``); a failed sweep is logged and tried again.
 struct BlobSweeper: Service {
   let server: SyncServer
 
@@ -812,6 +823,11 @@ struct BlobSweeper: Service {
         }
       } catch {
         server.logger.warning("sweeping released blobs failed", metadata: ["error": "\(error)"])
+      }
+      do {
+        try await server.sweepThrottles()
+      } catch {
+        server.logger.warning("sweeping throttle counters failed", metadata: ["error": "\(error)"])
       }
     }
   }

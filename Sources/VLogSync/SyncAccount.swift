@@ -277,7 +277,7 @@ public actor SyncAccount {
   ///   ``APIError/Code/signedOut`` if the account has no password, or ``CredentialStoreError``.
   public func signIn() async throws {
     try store.checkAccount(binding)
-    token = try await caller.signIn(try await credentials()).get().token
+    token = try await signInCall(try await credentials()).get().token
     try bindStore()
     try saveToken()
     try await openKeys()
@@ -292,7 +292,7 @@ public actor SyncAccount {
   ///   ``CredentialStoreError``.
   public func signIn(password: String) async throws {
     try store.checkAccount(binding)
-    let token = try await caller.signIn(
+    let token = try await signInCall(
       Credentials(username: username, password: try await serverPassword(password))
     ).get().token
     self.password = password
@@ -558,9 +558,19 @@ public actor SyncAccount {
   /// The token, signing in first if there is none.
   private func currentOrNewToken() async throws -> String {
     if let token { return token }
-    let token = try await caller.signIn(try await credentials()).get().token
+    let token = try await signInCall(try await credentials()).get().token
     self.token = token
     return token
+  }
+
+  /// Signs in with `credentials` and this device's credential, and keeps the device
+  /// credential the server answers with.
+  private func signInCall(_ credentials: Credentials) async -> APIResult<SessionBody> {
+    var credentials = credentials
+    credentials.device = state.deviceCredential
+    let result = await caller.signIn(credentials)
+    if let device = result.value?.device { state.deviceCredential = device }
+    return result
   }
 
   /// Writes the keyring's keys to the credential store when their epoch is not the one kept.
@@ -920,7 +930,7 @@ public actor SyncAccount {
             request: TransportRequest(method: "POST", path: "/v1/sessions"), response: nil,
             error: error, value: nil)
         }
-        return await caller.signIn(credentials)
+        return await self.signInCall(credentials)
       })
     self.token = token
     if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,

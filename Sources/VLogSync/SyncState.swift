@@ -24,6 +24,10 @@ public struct SyncState: Codable, Sendable, Hashable {
   /// The highest key derivation version (`KeyDerivation`) this device has seen for the
   /// account: it refuses to stretch the password with a lower one.
   public var keyDerivationVersion: Int?
+  /// The device credential the server gave this device at its last sign-in
+  /// (`SessionBody.device`), sent with the next: the server then judges that sign-in by this
+  /// device's failed attempts, not by everyone's at the user name. Nil before the first.
+  public var deviceCredential: String?
   /// The last time the server refused this store's outbox as stamped too far ahead of its
   /// clock and the events were given new stamps; nil if that never happened.
   public var restamped: Restamp?

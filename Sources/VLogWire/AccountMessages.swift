@@ -1,7 +1,8 @@
 public import Foundation
 internal import VLog
 
-/// The body of `POST /v1/accounts` and `POST /v1/sessions`: a user name and a password.
+/// The body of `POST /v1/accounts` and `POST /v1/sessions`: a user name and a password, and
+/// for a sign-in, the device credential a server gave this device before.
 ///
 /// User names are 1 to 64 characters of `A-Z`, `a-z`, `0-9`, `.`, `_`, `-`, `@` and `+`,
 /// compared without case; passwords are 8 to 1024 characters (Unicode scalars, as JSON Schema
@@ -11,24 +12,39 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
   public var username: String
   /// The account's password.
   public var password: String
+  /// For a sign-in, the ``SessionBody/device`` of this device's last sign-in to the account:
+  /// its failures are then counted for this device alone, so that someone else's failed
+  /// guesses at the name do not lock it out. Nil for a device that has none, and for a
+  /// sign-up.
+  public var device: String?
 
   /// The allowed lengths of a password, in Unicode scalars.
   public static let passwordLengths = 8...1024
 
-  enum CodingKeys: String, CodingKey { case username, password }
+  enum CodingKeys: String, CodingKey { case username, password, device }
 
   /// Creates credentials.
-  public init(username: String, password: String) {
+  public init(username: String, password: String, device: String? = nil) {
     self.username = username
     self.password = password
+    self.device = device
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["username", "password"])
+    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "device"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     username = try container.decode(String.self, forKey: .username)
     password = try container.decode(String.self, forKey: .password)
+    device = try container.decodeIfPresent(String.self, forKey: .device)
+  }
+
+  /// Encodes the JSON types, leaving out a device credential there is none of.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(username, forKey: .username)
+    try container.encode(password, forKey: .password)
+    try container.encodeIfPresent(device, forKey: .device)
   }
 
   /// The user name in the form accounts are stored under: lowercased.
@@ -50,7 +66,10 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
     if checkingPassword, !Self.passwordLengths.contains(password.unicodeScalars.count) {
       throw WireError("password", "a password is 8 to 1024 characters long")
     }
-    return Credentials(username: normalizedUsername, password: password)
+    if let device, device.utf8.count > 256 {
+      throw WireError("device", "a device credential is at most 256 characters")
+    }
+    return Credentials(username: normalizedUsername, password: password, device: device)
   }
 
   /// The user name; the password is not shown.
@@ -75,27 +94,42 @@ public struct AccountBody: Codable, Sendable, Hashable {
   }
 }
 
-/// The answer to `POST /v1/sessions`: a bearer token and when it expires.
+/// The answer to `POST /v1/sessions`: a bearer token, when it expires, and a device
+/// credential.
 public struct SessionBody: Codable, Sendable, Hashable {
   /// The bearer token to send as `Authorization: Bearer <token>`.
   public var token: String
   /// When the token stops working, ISO 8601 with milliseconds.
   public var expiresAt: String
+  /// What this device sends as ``Credentials/device`` when it signs in to the account again:
+  /// it keeps the device from being locked out by others' failed guesses at the name. Nil
+  /// from a server that gives none.
+  public var device: String?
 
   /// Creates the body.
-  public init(token: String, expiresAt: Date) {
+  public init(token: String, expiresAt: Date, device: String? = nil) {
     self.token = token
     self.expiresAt = ISO8601.format(milliseconds: expiresAt.milliseconds)
+    self.device = device
   }
 
-  enum CodingKeys: String, CodingKey { case token, expiresAt }
+  enum CodingKeys: String, CodingKey { case token, expiresAt, device }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["token", "expiresAt"])
+    try refuseUnknownKeys(in: decoder, allowed: ["token", "expiresAt", "device"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     token = try container.decode(String.self, forKey: .token)
     expiresAt = try container.decode(String.self, forKey: .expiresAt)
+    device = try container.decodeIfPresent(String.self, forKey: .device)
+  }
+
+  /// Encodes the JSON types, leaving out a device credential there is none of.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(token, forKey: .token)
+    try container.encode(expiresAt, forKey: .expiresAt)
+    try container.encodeIfPresent(device, forKey: .device)
   }
 }
 

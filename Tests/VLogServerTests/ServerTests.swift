@@ -367,7 +367,7 @@ struct ServerTests {
         // Recovery of an encrypted account: its sealed keys for the recovery key's secret
         // (200), refused for a wrong one (401) or a malformed or too large body (400, 413);
         // the recovery refused at another epoch (409), then taken (204); both refused after
-        // five failures in a row for the name (429).
+        // three failed recoveries for the name, recovery's own budget (429).
         let lost = try NewEncryptedAccount(
           username: "lost", password: "correct horse battery", cost: .testing,
           random: SystemRandom.bytes)
