@@ -15,9 +15,10 @@ public enum Limits {
   /// attachment a store accepts can be synced.
   public static let attachmentBytes = 64 << 20
   /// The largest attachment's bytes as an end-to-end encrypted account's device seals them:
-  /// ``attachmentBytes`` and the sealing's nonce (12 bytes) and tag (16). A sync server
-  /// accepts blobs up to this size by default, and a sealed attachment's addition may name one.
-  public static let sealedAttachmentBytes = attachmentBytes + 28
+  /// ``attachmentBytes``, one byte of padding (an attachment is padded to at most that), and
+  /// the sealing's nonce (12 bytes) and tag (16). A sync server accepts blobs up to this size
+  /// by default, and a sealed attachment's addition may name one.
+  public static let sealedAttachmentBytes = attachmentBytes + 29
   /// The most texts one text change may name as replaced: the text a note shows and the
   /// conflicts a user resolves at once (``Note/conflicts``).
   public static let replacedTexts = 64

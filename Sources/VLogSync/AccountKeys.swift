@@ -263,8 +263,8 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   }
 
   /// The bytes of `attachment` (this key's attachment), sealed as the server stores them:
-  /// ChaCha20-Poly1305 under a key drawn from this one, bound to the attachment's id,
-  /// ``SealedBlob/overhead`` bytes more than `bytes`.
+  /// padded (``Padding``), then ChaCha20-Poly1305 under a key drawn from this one, bound to the
+  /// attachment's id: at most ``SealedBlob/overhead`` bytes more than a Padmé size of `bytes`.
   ///
   /// The seal is deterministic: its nonce is a keyed hash of the clear bytes' SHA-256
   /// (`attachment.blobHash`), so sealing the same bytes again — a retried upload, a restart
@@ -279,7 +279,8 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
       for: attachment.blobHash.bytes, using: subkey("vlog blob nonce"))
     return Array(
       try ChaChaPoly.seal(
-        bytes, using: subkey("vlog blob"), nonce: ChaChaPoly.Nonce(data: Array(nonce)[..<12]),
+        Padding.paddedBlob(bytes), using: subkey("vlog blob"),
+        nonce: ChaChaPoly.Nonce(data: Array(nonce)[..<12]),
         authenticating: Self.blobContext(attachment.id)
       ).combined)
   }
@@ -292,20 +293,25 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   public func openBlob(_ sealed: [UInt8], of attachment: Attachment) throws(AccountKeyError)
     -> [UInt8]
   {
-    let bytes: [UInt8]
+    let opened: [UInt8]
     do {
       let box = try ChaChaPoly.SealedBox(combined: sealed)
-      bytes = Array(
+      opened = Array(
         try ChaChaPoly.open(
           box, using: subkey("vlog blob"), authenticating: Self.blobContext(attachment.id)))
     } catch {
       throw AccountKeyError("the bytes of attachment \(attachment.id) do not open with its key")
     }
-    guard Array(SHA256.hash(data: bytes)) == attachment.blobHash.bytes else {
+    // Bytes sealed before padding are the attachment's as they are; others, once unpadded.
+    let names = { (bytes: ArraySlice<UInt8>) in
+      Array(SHA256.hash(data: bytes)) == attachment.blobHash.bytes
+    }
+    if names(opened[...]) { return opened }
+    guard let bytes = Padding.blobBytes(opened), names(bytes) else {
       throw AccountKeyError(
         "the bytes of attachment \(attachment.id) open, but are not the bytes it names")
     }
-    return bytes
+    return Array(bytes)
   }
 
   private func subkey(_ purpose: String) -> SymmetricKey {
@@ -323,7 +329,7 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
 public struct SealedBlob: Sendable, Hashable {
   /// The SHA-256 of the sealed bytes.
   public let hash: BlobHash
-  /// The number of sealed bytes: the clear ones' and ``overhead``.
+  /// The number of sealed bytes: the clear ones padded, and the nonce and tag.
   public let byteCount: Int
 
   /// A name of sealed bytes.
@@ -338,8 +344,8 @@ public struct SealedBlob: Sendable, Hashable {
     byteCount = sealed.count
   }
 
-  /// What sealing adds to the bytes: a nonce (12) and a tag (16).
-  public static let overhead = Limits.sealedAttachmentBytes - Limits.attachmentBytes
+  /// What sealing adds to the padded bytes: a nonce (12) and a tag (16).
+  public static let overhead = 28
 }
 
 /// Why an encrypted account's key could not be made, read or opened.

@@ -26,7 +26,8 @@ public import VLog
 /// The values are sealed with the note's key (``keyedObject(of:)``), an attachment's addition
 /// with the attachment's, and an event that names a tag apart from any note (a rename, a
 /// deletion) with the account's tag-values key; each is bound to the event's stamp and kind,
-/// so that a sealed value moved to another event does not open.
+/// so that a sealed value moved to another event does not open. Values are padded
+/// (``Padding``) before they are sealed.
 public struct EventSealer: Sendable {
   /// The account's keys.
   public let keys: AccountKeys
@@ -103,7 +104,7 @@ public struct EventSealer: Sendable {
     }
     let key = try self.key(for: placeholder, objectKey: objectKey)
     let sealed = try Self.withContext(of: event.stamp, placeholder.kind) { context in
-      try key.seal(clear.fieldsToSeal, context: context, nonce: nonce)
+      try key.seal(Padding.paddedValue(clear.fieldsToSeal), context: context, nonce: nonce)
     }
     return authenticated(Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed))
   }
@@ -157,9 +158,10 @@ public struct EventSealer: Sendable {
     } else {
       key = keys.tagValuesKey
     }
-    let fields = try Self.withContext(of: sealed.stamp, sealed.change.kind) { context in
+    let opened = try Self.withContext(of: sealed.stamp, sealed.change.kind) { context in
       try key.open(sealed.unknownFields[values], context: context)
     }
+    let fields = try Padding.valueFields(Array(opened))
     let clear: Event
     do {
       clear = try fields.withUnsafeBytes { fields in

@@ -45,7 +45,7 @@ struct EventSealingTests {
   }
 
   @Test(
-    "A text's seal is the scheme, not only this implementation: ChaCha20-Poly1305 under the note's key over the event's fields after its kind, bound to 'vlog event', a zero byte, the stamp's 24 bytes and the kind's 8, sealed as nonce, ciphertext and tag (the expected bytes computed apart from swift-crypto, with Python's cryptography)"
+    "A text's seal is the scheme, not only this implementation: ChaCha20-Poly1305 under the note's key over a zero byte, the event's fields after its kind and Padmé's ISO padding, bound to 'vlog event', a zero byte, the stamp's 24 bytes and the kind's 8, sealed as nonce, ciphertext and tag (the expected bytes computed apart from swift-crypto, with Python's cryptography)"
   )
   func knownAnswer() throws {
     let event = Event(stamp: Self.stamp(1), change: .textSet(Self.note, text: "Hello, vector"))
@@ -55,10 +55,19 @@ struct EventSealingTests {
       event, objectKey: { _ in key }, sealedBlob: nil, nonce: nonce[...])
     #expect(
       Hex.string(try #require(sealed.sealedValues))
-        == "a0a1a2a3a4a5a6a7a8a9aaab0a30c93afd637c53b9b6f7f7bf5399d110b2b4452a13d9a66e0c66e962abcfe"
-        + "ece91e55815d59bc823917533ea51b2bc96")
+        == "a0a1a2a3a4a5a6a7a8a9aaab2802d93afd637c53b9a7e6f7bf5399d11090bc626f3ed0a66d4f6abf71add8"
+        + "f5d3542e043e9a9fbacf2d97450bb72ec0f9d8da7d934378ef5e1a5527d3fe96200d076d64b7e8e4ffbda7"
+        + "69bff4324451")
     #expect(sealed.change == .textSet(Self.note, text: ""))
     #expect(try Self.sealer().open(sealed, objectKey: { _ in key }) == event)
+    // Sealed before values were padded: still opens.
+    let unpadded = Event(stamp: sealed.stamp, change: sealed.change).withSealedValues(
+      try #require(
+        Hex.bytes(
+          "a0a1a2a3a4a5a6a7a8a9aaab0a30c93afd637c53b9b6f7f7bf5399d110b2b4452a13d9a66e0c66e962abcfe"
+            + "ece91e55815d59bc823917533ea51b2bc96")))
+    let legacy = unpadded.withAuthenticator(try Self.sealer().keys.authenticator(of: unpadded))
+    #expect(try Self.sealer().open(legacy, objectKey: { _ in key }) == event)
   }
 
   @Test(
@@ -264,10 +273,11 @@ struct EventSealingTests {
       object == attachment.id.identifier ? attachmentKey : try Self.noteKey()
     }
 
-    // The bytes: the same seal every time (a retried upload has one hash), 28 bytes more.
+    // The bytes: the same seal every time (a retried upload has one hash), padded and 28 bytes
+    // more.
     let sealedBytes = try attachmentKey.sealBlob(bytes, of: attachment)
     #expect(try attachmentKey.sealBlob(bytes, of: attachment) == sealedBytes)
-    #expect(sealedBytes.count == bytes.count + SealedBlob.overhead)
+    #expect(sealedBytes.count == Padding.padme(bytes.count + 1) + SealedBlob.overhead)
     #expect(sealedBytes.firstRange(of: Array("Canary".utf8)) == nil)
     #expect(try attachmentKey.openBlob(sealedBytes, of: attachment) == bytes)
     // Not with another key, as another attachment, changed, or as other bytes.
@@ -328,7 +338,7 @@ struct EventSealingTests {
       id: attachment.id, noteID: Self.note, mimeType: "video/mp4", width: 0, height: 0,
       blobHash: attachment.blobHash, byteCount: Limits.attachmentBytes)
     let largestName = SealedBlob(
-      hash: name.hash, byteCount: Limits.attachmentBytes + SealedBlob.overhead)
+      hash: name.hash, byteCount: Limits.attachmentBytes + 1 + SealedBlob.overhead)
     #expect(largestName.byteCount == Limits.sealedAttachmentBytes)
     try sealer.seal(
       Event(stamp: Self.stamp(4), change: .attachmentAdded(largest)), objectKey: keyOf,

@@ -77,7 +77,11 @@ struct WhatLeaksTests {
         return try fields(
           of: sealer.seal(
             event, objectKey: { _ in try EventSealingTests.noteKey() },
-            sealedBlob: { SealedBlob(hash: $0.blobHash, byteCount: $0.byteCount + 28) }))
+            sealedBlob: {
+              SealedBlob(
+                hash: $0.blobHash,
+                byteCount: Padding.padme($0.byteCount + 1) + SealedBlob.overhead)
+            }))
       }
       var differing: [String] = []
       for path in Set(versions[0].keys).union(versions[1].keys).sorted() {
@@ -127,5 +131,60 @@ struct WhatLeaksTests {
     for kind in Self.kinds {
       #expect(documented[kind] == shown[kind], "\(kind): the wire shows \(shown[kind] ?? [])")
     }
+  }
+
+  /// The size of `change`'s sealed values.
+  static func sealedSize(_ change: Change) throws -> Int {
+    let sealed = try EventSealingTests.sealer().seal(
+      Event(stamp: EventSealingTests.stamp(5), change: change),
+      objectKey: { _ in try EventSealingTests.noteKey() })
+    return try #require(sealed.sealedValues).count
+  }
+
+  @Test(
+    "Padding hides what padding should: texts of nearby lengths seal to one size, as do a flag either way, dates of any magnitude and short lists; attachments of nearby sizes too"
+  )
+  func padding() throws {
+    let note = Self.note
+    for length in [10, 100, 1000, 10_000] {
+      let sizes = try Set(
+        (length..<(length + length / 20 + 2)).map {
+          try Self.sealedSize(.textSet(note, text: String(repeating: "x", count: $0)))
+        })
+      // At most two sizes across 5 % of lengths: Padmé's buckets are about 6 % wide or less.
+      #expect(sizes.count <= 2, "\(length): \(sizes.sorted())")
+      // At most 13 % more than the text and its note's id, or the smallest size.
+      #expect(
+        sizes.allSatisfy {
+          Double($0 - SealedBlob.overhead)
+            <= max(Double(Padding.minimumValueBytes), Double(length + 24) * 1.13)
+        })
+    }
+    #expect(
+      try Self.sealedSize(.textSet(note, text: String(repeating: "x", count: 100)))
+        == Self.sealedSize(.textSet(note, text: String(repeating: "y", count: 103))))
+    #expect(
+      try Self.sealedSize(.archivedSet(note, archived: true))
+        == Self.sealedSize(.archivedSet(note, archived: false)))
+    let dates = try Set(
+      [0, 5, 7_000, 1_767_225_600_123, 253_402_300_799_000].map {
+        try Self.sealedSize(.sortDateSet(note, sortDate: Date(milliseconds: $0)))
+      })
+    #expect(dates.count == 1)
+    #expect(
+      try Self.sealedSize(.tagsSet(note, tags: ["Work"]))
+        == Self.sealedSize(.tagsSet(note, tags: ["Home", "Paris"])))
+    let key = try EventSealingTests.noteKey()
+    let sizes = try Set(
+      [1000, 1010, 1020].map { count in
+        let bytes = [UInt8](repeating: 1, count: count)
+        let attachment = Attachment(
+          id: Self.attachment, noteID: note, mimeType: "image/png", width: 1, height: 1,
+          blobHash: SealedBlob(naming: bytes).hash, byteCount: count)
+        let sealed = try key.sealBlob(bytes, of: attachment)
+        #expect(try key.openBlob(sealed, of: attachment) == bytes)
+        return sealed.count
+      })
+    #expect(sizes == [1024 + SealedBlob.overhead])
   }
 }
