@@ -76,12 +76,19 @@ struct EncryptionRecord: Sendable, Equatable {
   }
 
   /// The record after `rotation`: the next epoch, its seals, no rotation due.
-  func rotated(by rotation: KeyRotation.Checked) -> EncryptionRecord {
+  func rotated(by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?)
+    -> EncryptionRecord
+  {
     var next = self
     next.epoch = rotation.epoch + 1
     next.sealedForPassword = rotation.sealedForPassword
     next.sealedForRecovery = rotation.sealedForRecovery
     next.keysAuthenticator = rotation.keysAuthenticator
+    if let recovery = rotation.recovery, let recoverySecret {
+      next.recoveryPublicKey = recovery.recoveryPublicKey
+      next.recoveryAnchor = recovery.recoveryAnchor
+      next.recoverySecret = recoverySecret
+    }
     next.rotationDue = false
     return next
   }

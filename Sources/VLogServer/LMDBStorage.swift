@@ -459,7 +459,9 @@ final class LMDBStorage: ServerStorage {
     return Identifier(bytes: key, at: 8)
   }
 
-  func rotateKeys(account: UInt64, by rotation: KeyRotation.Checked) async throws
+  func rotateKeys(
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+  ) async throws
     -> EncryptionRecord
   {
     try await onWriter { [self] in
@@ -477,9 +479,11 @@ final class LMDBStorage: ServerStorage {
           }
           try transaction.put(wrapped, forKey: prefix + object.bytes, in: objectKeys)
         }
-        let next = record.rotated(by: rotation)
-        try transaction.put(
-          rotation.link, forKey: prefix + BigEndian.bytes(next.epoch), in: keyLinks)
+        let next = record.rotated(by: rotation, recoverySecret: recoverySecret)
+        // A re-keying has no link: nothing leads to its keys from the epochs before.
+        if let link = rotation.link {
+          try transaction.put(link, forKey: prefix + BigEndian.bytes(next.epoch), in: keyLinks)
+        }
         try transaction.put(next.encoded, forKey: prefix, in: accountKeys)
         _ = try transaction.delete(forKey: Self.rotationDueKey(account), in: accountKeys)
         return next

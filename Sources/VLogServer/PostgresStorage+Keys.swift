@@ -126,7 +126,9 @@ extension PostgresStorage {
     return keys
   }
 
-  func rotateKeys(account: UInt64, by rotation: KeyRotation.Checked) async throws
+  func rotateKeys(
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+  ) async throws
     -> EncryptionRecord
   {
     let account = Int64(clamping: account)
@@ -146,7 +148,7 @@ extension PostgresStorage {
         }
         wrapped.append(ByteBuffer(bytes: key))
       }
-      let next = record.rotated(by: rotation)
+      let next = record.rotated(by: rotation, recoverySecret: recoverySecret)
       try await connection.query(
         """
         UPDATE vlog_object_keys AS k SET wrapped = u.wrapped
@@ -154,11 +156,14 @@ extension PostgresStorage {
           AS u(object, wrapped)
         WHERE k.account = \(account) AND k.object = u.object
         """, logger: logger)
-      try await connection.query(
-        """
-        INSERT INTO vlog_key_links (account, epoch, link)
-        VALUES (\(account), \(Int64(clamping: next.epoch)), \(ByteBuffer(bytes: rotation.link)))
-        """, logger: logger)
+      // A re-keying has no link: nothing leads to its keys from the epochs before.
+      if let link = rotation.link {
+        try await connection.query(
+          """
+          INSERT INTO vlog_key_links (account, epoch, link)
+          VALUES (\(account), \(Int64(clamping: next.epoch)), \(ByteBuffer(bytes: link)))
+          """, logger: logger)
+      }
       try await connection.query(
         """
         UPDATE vlog_account_keys SET record = \(ByteBuffer(bytes: next.encoded)), rotation_due = false

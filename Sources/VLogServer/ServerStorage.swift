@@ -50,12 +50,15 @@ protocol ServerStorage: Sendable {
   func objectKeys(account: UInt64, after: Identifier?, limit: Int) async throws -> ObjectKeyPage
 
   /// Rotates an encrypted account's content key, in one transaction: the next epoch's record
-  /// and link, and every object key replaced by the rotation's.
+  /// and link (none for a re-keying), the new recovery key with `recoverySecret` (its secret
+  /// hashed) if the rotation replaces it, and every object key replaced by the rotation's.
   ///
   /// - Returns: The new record.
   /// - Throws: ``StorageError`` `keysChanged` if the account's epoch is not the rotation's, or
   ///   the rotation lacks the key of an object the account holds one of; nothing changes then.
-  func rotateKeys(account: UInt64, by rotation: KeyRotation.Checked) async throws
+  func rotateKeys(
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+  ) async throws
     -> EncryptionRecord
 
   /// The links of an encrypted account's epochs after `epoch`, in order: each the next

@@ -104,11 +104,18 @@ extension SyncServer {
     let (account, _) = try await encryptedAccount(request)
     let body = try await decode(KeyRotation.self, from: request)
     let rotation = try checked { () throws(WireError) in try body.validated() }
-    let record = try await store.rotateKeys(account: account, by: rotation)
+    // A new recovery key's secret is kept as a password is: hashed.
+    var recoverySecret: PasswordHash?
+    if let recovery = rotation.recovery {
+      recoverySecret = try await hashSecret(recovery.recoverySecret)
+    }
+    let record = try await store.rotateKeys(
+      account: account, by: rotation, recoverySecret: recoverySecret)
     context.logger.info(
-      "content key rotated",
+      rotation.link == nil ? "account re-keyed" : "content key rotated",
       metadata: [
         "account": "\(account)", "epoch": "\(record.epoch)", "keys": "\(rotation.keys.count)",
+        "linked": "\(rotation.link != nil)", "new recovery key": "\(rotation.recovery != nil)",
       ])
     return try json(record.body(), status: .ok)
   }

@@ -342,8 +342,11 @@ public actor AccountKeyring {
     guard body.epoch > keys.epoch else { return body }
     let links = try body.linkBytes()
     guard UInt64(links.count) == body.epoch - keys.epoch else {
+      // A re-keying left no link: the keys open with the password alone.
       throw AccountKeyError(
-        "the server gave \(links.count) links from epoch \(keys.epoch) to \(body.epoch)")
+        "the account was re-keyed after epoch \(keys.epoch), which this device holds (the "
+          + "server gave \(links.count) links to epoch \(body.epoch)): its keys open with the "
+          + "password alone; sign in with it", keysReplaced: true)
     }
     var next = keys
     for link in links { next = try next.following(link) }
@@ -362,42 +365,97 @@ public actor AccountKeyring {
     for _ in 0..<3 {
       let body = try await refresh()
       guard body.rotationDue else { return false }
-      // The public keys the new keys are sealed to, as the account's devices vouched for
-      // them: a server that names keys of its own gets nothing sealed to them.
-      let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
-      let (next, link) = try keys.rotated(random: random)
-      var rewrapped: [Identifier: [UInt8]] = [:]
-      var after: Identifier?
-      var stale = false
-      while true {
-        let page = try await caller.listObjectKeys(after: after, token: token()).get()
-        guard page.epoch == keys.epoch else {
-          stale = true
-          break
-        }
-        let wrapped = try page.validated()
-        for (object, bytes) in wrapped {
-          rewrapped[object] = try next.wrap(try keys.unwrap(bytes, of: object), of: object)
-        }
-        guard page.more, let last = wrapped.keys.max() else { break }
-        after = last
+      if try await rotate(from: body, username: username, rekeying: false, recoveryKey: nil) {
+        return true
       }
-      if stale { continue }
-      let rotation = KeyRotation(
-        epoch: keys.epoch,
-        sealedForPassword: try next.sealed(to: publicKeys.password, username: username),
-        sealedForRecovery: try next.sealed(to: publicKeys.recovery, username: username),
-        link: link, keys: rewrapped,
-        keysAuthenticator: next.keysAuthenticator(
-          epoch: next.epoch, passwordPublicKey: publicKeys.password,
-          recoveryPublicKey: publicKeys.recovery, username: username))
-      let result = await caller.rotateKeys(rotation, token: try await token())
-      if result.error?.body?.code == .keysChanged { continue }
-      _ = try result.get()
-      keys = next
-      return true
     }
     throw AccountKeyError("the account's keys kept changing during three rotations")
+  }
+
+  /// Re-keys the account: a new content key that no link leads to, a new key for every note
+  /// and attachment for what is sealed from now on (each keeps the keys it had, to open what
+  /// they sealed), and with `recoveryKey`, a new recovery key in place of the account's.
+  ///
+  /// Keys a device held before (a lost phone's, kept in its credential store) then open
+  /// nothing sealed later, even with every byte the server holds: no link leads from them to
+  /// the new content key, and no key they unwrap seals anything new. The account's other
+  /// devices open the new keys with the password at their next sync. The tag key stays: tags
+  /// keep their names, and events their authenticators (see the article on end-to-end
+  /// encryption for what that leaves a lost device's holder).
+  ///
+  /// - Parameters:
+  ///   - username: The account's user name, which the new keys' seals are bound to.
+  ///   - recoveryKey: The recovery key from now on, or nil to keep the account's.
+  public func rekey(username: String, recoveryKey: RecoveryKey?) async throws {
+    for _ in 0..<3 {
+      let body = try await refresh()
+      if try await rotate(
+        from: body, username: username, rekeying: true, recoveryKey: recoveryKey)
+      {
+        return
+      }
+    }
+    throw AccountKeyError("the account's keys kept changing during three re-keyings")
+  }
+
+  /// Rotates from the epoch `body` names: with a link, or re-keying without one. Returns false
+  /// when the account's keys changed meanwhile (another device's rotation): refresh and try
+  /// again.
+  private func rotate(
+    from body: AccountKeysBody, username: String, rekeying: Bool, recoveryKey: RecoveryKey?
+  ) async throws -> Bool {
+    // The public keys the new keys are sealed to, as the account's devices vouched for
+    // them: a server that names keys of its own gets nothing sealed to them.
+    let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
+    let next: AccountKeys
+    let link: [UInt8]?
+    if rekeying {
+      (next, link) = (try keys.rekeyed(random: random), nil)
+    } else {
+      (next, link) = try keys.rotated(random: random)
+    }
+    var rewrapped: [Identifier: [UInt8]] = [:]
+    var renewed: [Identifier: ObjectKey] = [:]
+    var after: Identifier?
+    while true {
+      let page = try await caller.listObjectKeys(after: after, token: token()).get()
+      guard page.epoch == keys.epoch else { return false }
+      let wrapped = try page.validated()
+      for (object, bytes) in wrapped {
+        var key = try keys.unwrap(bytes, of: object)
+        if rekeying {
+          key = try key.renewed(random: random)
+          renewed[object] = key
+        }
+        rewrapped[object] = try next.wrap(key, of: object)
+      }
+      guard page.more, let last = wrapped.keys.max() else { break }
+      after = last
+    }
+    var recoveryPublicKey = publicKeys.recovery
+    var recovery: NewRecoveryKey?
+    if let recoveryKey {
+      let recoveryKeys = try recoveryKey.keys()
+      recoveryPublicKey = recoveryKeys.publicKey
+      recovery = NewRecoveryKey(
+        recoveryPublicKey: recoveryKeys.publicKey, recoveryAnchor: next.anchor(for: recoveryKeys),
+        recoverySecret: recoveryKeys.signInSecret)
+    }
+    let rotation = KeyRotation(
+      epoch: keys.epoch,
+      sealedForPassword: try next.sealed(to: publicKeys.password, username: username),
+      sealedForRecovery: try next.sealed(to: recoveryPublicKey, username: username),
+      link: link, recovery: recovery, keys: rewrapped,
+      keysAuthenticator: next.keysAuthenticator(
+        epoch: next.epoch, passwordPublicKey: publicKeys.password,
+        recoveryPublicKey: recoveryPublicKey, username: username))
+    let result = await caller.rotateKeys(rotation, token: try await token())
+    if result.error?.body?.code == .keysChanged { return false }
+    _ = try result.get()
+    keys = next
+    // What this device seals from now on, it seals with the renewed keys.
+    for object in objectKeys.keys { objectKeys[object] = renewed[object] ?? objectKeys[object] }
+    return true
   }
 
   /// Stores new notes' and attachments' keys on the server, wrapped by the current content

@@ -120,6 +120,19 @@ public struct AccountKeys: Sendable, Equatable {
     return (next, Array(link))
   }
 
+  /// The next epoch's keys with no way to them from these: a new random content key, the same
+  /// tag key, and no link. A device holding these (a lost phone's) cannot follow: it opens
+  /// nothing wrapped by the new content key, and every note's and attachment's key is renewed
+  /// under it (``ObjectKey/renewed(random:)``), so that nothing sealed later opens with a key
+  /// these unwrap.
+  public func rekeyed(random: (Int) -> [UInt8]) throws -> AccountKeys {
+    let bytes = random(32)
+    guard bytes.count == 32 else {
+      throw AccountKeyError("a content key needs 32 random bytes, got \(bytes.count)")
+    }
+    return AccountKeys(epoch: epoch + 1, contentBytes: bytes, tagBytes: tagBytes)
+  }
+
   /// The next epoch's keys, from the link ``rotated(random:)`` made from these.
   ///
   /// - Throws: ``AccountKeyError`` when the link is not from these keys to the next epoch.
@@ -138,13 +151,15 @@ public struct AccountKeys: Sendable, Equatable {
     Array("vlog content key\u{0}".utf8) + BigEndianBytes.of(epoch)
   }
 
-  /// The key of `object` (a note or an attachment) wrapped by this epoch's content key: 60
-  /// bytes, which open only as `object`'s key of this epoch.
+  /// The key of `object` (a note or an attachment) wrapped by this epoch's content key, with
+  /// the keys it had before re-keyings: 28 bytes and 32 for each, which open only as
+  /// `object`'s key of this epoch.
   public func wrap(_ key: ObjectKey, of object: Identifier) throws -> [UInt8] {
-    Array(
-      try ChaChaPoly.seal(
-        key.key.bytes, using: contentKey, authenticating: objectKeyData(object)
-      ).combined)
+    var plain = key.key.bytes
+    for older in key.older { plain += older.bytes }
+    return Array(
+      try ChaChaPoly.seal(plain, using: contentKey, authenticating: objectKeyData(object))
+        .combined)
   }
 
   /// The key of `object` that ``wrap(_:of:)`` wrapped with this epoch's content key.
@@ -154,15 +169,22 @@ public struct AccountKeys: Sendable, Equatable {
   public func unwrap(_ wrapped: [UInt8], of object: Identifier) throws(AccountKeyError)
     -> ObjectKey
   {
+    let plain: [UInt8]
     do {
       let box = try ChaChaPoly.SealedBox(combined: wrapped)
-      return ObjectKey(
-        SymmetricKey(
-          data: try ChaChaPoly.open(box, using: contentKey, authenticating: objectKeyData(object))
-        ))
+      plain = Array(
+        try ChaChaPoly.open(box, using: contentKey, authenticating: objectKeyData(object)))
     } catch {
       throw AccountKeyError("the key of \(object) does not open with the keys of epoch \(epoch)")
     }
+    guard !plain.isEmpty, plain.count % 32 == 0, plain.count / 32 <= ObjectKey.maximumGenerations
+    else {
+      throw AccountKeyError("the key of \(object) opens to \(plain.count) bytes, not keys")
+    }
+    let keys = stride(from: 0, to: plain.count, by: 32).map {
+      SymmetricKey(data: plain[$0..<($0 + 32)])
+    }
+    return ObjectKey(keys[0], older: Array(keys.dropFirst()))
   }
 
   private func objectKeyData(_ object: Identifier) -> [UInt8] {
@@ -211,8 +233,30 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   /// declared `Sendable`, but it is an immutable value: nothing mutates its bytes once made,
   /// so sharing it between threads is safe.)
   let key: SymmetricKey
+  /// The keys it had before, newest first: each re-keying of the account
+  /// (``AccountKeys/rekeyed(random:)``) gives every note and attachment a new key for what is
+  /// sealed from then on, and keeps the old ones to open what they sealed.
+  let older: [SymmetricKey]
 
-  init(_ key: SymmetricKey) { self.key = key }
+  /// The most keys one object has: one, and one for each re-keying.
+  public static let maximumGenerations = 64
+
+  init(_ key: SymmetricKey, older: [SymmetricKey] = []) {
+    self.key = key
+    self.older = older
+  }
+
+  /// This object's key after a re-keying: a new random one seals from now on, and this one,
+  /// with those before it, opens what they sealed.
+  ///
+  /// - Throws: ``AccountKeyError`` past ``maximumGenerations``.
+  public func renewed(random: (Int) -> [UInt8]) throws(AccountKeyError) -> ObjectKey {
+    guard older.count + 2 <= Self.maximumGenerations else {
+      throw AccountKeyError(
+        "a key has been renewed \(older.count + 1) times; at most \(Self.maximumGenerations - 1)")
+    }
+    return ObjectKey(try ObjectKey(random: random).key, older: [key] + older)
+  }
 
   /// A new key from 32 bytes of `random`.
   public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
@@ -221,6 +265,7 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
       throw AccountKeyError("an object key needs 32 random bytes, got \(bytes.count)")
     }
     key = SymmetricKey(data: bytes)
+    older = []
   }
 
   /// `plain` sealed (ChaCha20-Poly1305, a random nonce) and bound to `context` — the event's
@@ -256,7 +301,17 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   {
     do {
       let box = try ChaChaPoly.SealedBox(combined: sealed)
-      return try ChaChaPoly.open(box, using: key, authenticating: context)
+      do {
+        return try ChaChaPoly.open(box, using: key, authenticating: context)
+      } catch {
+        // Sealed before a re-keying: by a key this object had then.
+        for older in older {
+          if let opened = try? ChaChaPoly.open(box, using: older, authenticating: context) {
+            return opened
+          }
+        }
+        throw error
+      }
     } catch {
       throw AccountKeyError("a sealed value does not open with its object's key")
     }
@@ -293,13 +348,17 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   public func openBlob(_ sealed: [UInt8], of attachment: Attachment) throws(AccountKeyError)
     -> [UInt8]
   {
-    let opened: [UInt8]
-    do {
-      let box = try ChaChaPoly.SealedBox(combined: sealed)
-      opened = Array(
-        try ChaChaPoly.open(
-          box, using: subkey("vlog blob"), authenticating: Self.blobContext(attachment.id)))
-    } catch {
+    var opened: [UInt8]?
+    if let box = try? ChaChaPoly.SealedBox(combined: sealed) {
+      // With the key the attachment has, or one it had before a re-keying.
+      for key in [key] + older where opened == nil {
+        opened = try? Array(
+          ChaChaPoly.open(
+            box, using: Self.subkey("vlog blob", of: key),
+            authenticating: Self.blobContext(attachment.id)))
+      }
+    }
+    guard let opened else {
       throw AccountKeyError("the bytes of attachment \(attachment.id) do not open with its key")
     }
     // Bytes sealed before padding are the attachment's as they are; others, once unpadded.
@@ -315,6 +374,10 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   }
 
   private func subkey(_ purpose: String) -> SymmetricKey {
+    Self.subkey(purpose, of: key)
+  }
+
+  private static func subkey(_ purpose: String, of key: SymmetricKey) -> SymmetricKey {
     HKDF<SHA256>.expand(pseudoRandomKey: key, info: Array(purpose.utf8), outputByteCount: 32)
   }
 
@@ -352,7 +415,15 @@ public struct SealedBlob: Sendable, Hashable {
 public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What is wrong.
   public let description: String
-  init(_ description: String) { self.description = description }
+  /// Whether the account was re-keyed since the epoch this device holds
+  /// (``AccountKeys/rekeyed(random:)``): no link leads to its keys, which open with the
+  /// password (or the recovery key) alone.
+  public let keysReplaced: Bool
+
+  init(_ description: String, keysReplaced: Bool = false) {
+    self.description = description
+    self.keysReplaced = keysReplaced
+  }
 }
 
 extension ContiguousBytes {

@@ -75,15 +75,15 @@ public actor SyncAccount {
   public private(set) var state: SyncState
   /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
   /// server reads.
-  private let encryption: EncryptionOptions?
+  let encryption: EncryptionOptions?
   /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once
   /// per password and derivation).
   private var passwordKeys: (password: String, keys: PasswordKeys)?
   /// An encrypted account's keys and its notes' keys, once opened or restored.
-  private var keyring: AccountKeyring?
+  var keyring: AccountKeyring?
   /// The recovery key of the encrypted account ``createAccount()`` made: shown to the user
   /// once, kept in memory only.
-  public private(set) var recoveryKey: RecoveryKey?
+  public internal(set) var recoveryKey: RecoveryKey?
 
   /// Whether the account is end-to-end encrypted: its notes are sealed on the device, and the
   /// server stores what it cannot read. With ``EncryptionOptions/asTheServerSays``, known once
@@ -325,7 +325,16 @@ public actor SyncAccount {
   ///
   /// For an encrypted account, the account's keys are sealed to the new password in the same
   /// change: the old password opens them no more, and no note is encrypted again.
-  public func changePassword(from current: String, to new: String) async throws {
+  ///
+  /// With `rekeying`, the account is then re-keyed (``rekey(replacingRecoveryKey:)``): keys a
+  /// lost device kept open nothing written from now on, and a new recovery key replaces the
+  /// account's.
+  ///
+  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
+  @discardableResult
+  public func changePassword(from current: String, to new: String, rekeying: Bool = false)
+    async throws -> RecoveryKey?
+  {
     for attempt in 0..<2 {
       let change: PasswordChange
       if let keyring = try await openKeys() {
@@ -358,6 +367,7 @@ public actor SyncAccount {
       remember(derivation.version)
     }
     try saveToken()
+    return rekeying ? try await rekey() : nil
   }
 
   /// Recovers an end-to-end encrypted account whose password is lost, with its recovery key:
@@ -370,7 +380,14 @@ public actor SyncAccount {
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
   ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
   ///   `invalidRequest` for an account that is not encrypted.
-  public func recover(recoveryKey: String, newPassword: String) async throws {
+  ///   - rekeying: Whether to re-key the account once recovered
+  ///     (``rekey(replacingRecoveryKey:)``): keys a lost device kept open nothing written
+  ///     from now on, and a new recovery key replaces the one used.
+  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
+  @discardableResult
+  public func recover(recoveryKey: String, newPassword: String, rekeying: Bool = false)
+    async throws -> RecoveryKey?
+  {
     guard encryption != nil else {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
     }
@@ -382,6 +399,7 @@ public actor SyncAccount {
     isEncrypted = true
     try forgetKeys()
     try await signIn(password: newPassword)
+    return rekeying ? try await rekey() : nil
   }
 
   /// Deletes the account on the server: every event, blob, token and record of it is erased
@@ -415,6 +433,17 @@ public actor SyncAccount {
   /// - Throws: ``APIError``: `notFound` (404) for an id the account has no session with.
   public func revokeSession(id: String) async throws(APIError) {
     _ = try await call { caller, token in await caller.revokeSession(id: id, token: token) }
+  }
+
+  /// Signs out one session of the account, then, with `rekeying`, re-keys the account
+  /// (``rekey(replacingRecoveryKey:)``): what the signed-out device kept of the keys opens
+  /// nothing written from now on.
+  ///
+  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
+  @discardableResult
+  public func revokeSession(id: String, rekeying: Bool) async throws -> RecoveryKey? {
+    try await revokeSession(id: id)
+    return rekeying ? try await rekey() : nil
   }
 
   /// The current token, if signed in.
@@ -510,7 +539,7 @@ public actor SyncAccount {
   ///
   /// - Returns: The keyring; nil for an account that is not encrypted.
   @discardableResult
-  private func openKeys() async throws -> AccountKeyring? {
+  func openKeys() async throws -> AccountKeyring? {
     guard isEncrypted else { return nil }
     if let keyring { return keyring }
     let keys: AccountKeys
@@ -574,7 +603,7 @@ public actor SyncAccount {
   }
 
   /// Writes the keyring's keys to the credential store when their epoch is not the one kept.
-  private func keepKeys() async throws {
+  func keepKeys() async throws {
     guard let keyring, let credentialStore else { return }
     let keys = await keyring.keys
     guard keys.epoch != keptEpoch else { return }
@@ -583,7 +612,7 @@ public actor SyncAccount {
   }
 
   /// Forgets an encrypted account's keys, here and in the credential store.
-  private func forgetKeys() throws {
+  func forgetKeys() throws {
     guard isEncrypted else { return }
     keyring = nil
     restoredKeys = nil
@@ -632,7 +661,14 @@ public actor SyncAccount {
   private func syncOnce() async throws -> SyncReport {
     try store.checkAccount(binding)
     do {
-      let report = try await runSync()
+      let report: SyncReport
+      do {
+        report = try await runSync()
+      } catch let error as AccountKeyError where error.keysReplaced {
+        // Re-keyed on another device: the new keys open with the password, then sync again.
+        try await reopenReplacedKeys()
+        report = try await runSync()
+      }
       state.lastError = nil
       state.lastSync = now()
       try saveState()

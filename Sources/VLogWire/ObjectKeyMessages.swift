@@ -13,8 +13,19 @@ public struct ObjectKeys: Codable, Sendable, Hashable {
   /// Each object's wrapped key (60 bytes), by id.
   public var keys: [String: String]
 
-  /// The size of a wrapped key: a 12-byte nonce, 32 bytes of key, a 16-byte tag.
+  /// The size of a wrapped key of an account never re-keyed: a 12-byte nonce, 32 bytes of
+  /// key, a 16-byte tag. Each re-keying adds 32 bytes: the object's key before it.
   public static let wrappedBytes = 60
+
+  /// The sizes a wrapped key may have: ``wrappedBytes``, and 32 more for each re-keying, up to
+  /// 64 keys in all.
+  public static func isWrappedSize(_ count: Int) -> Bool {
+    count >= wrappedBytes && (count - wrappedBytes) % 32 == 0
+      && (count - wrappedBytes) / 32 < maximumGenerations
+  }
+
+  /// The most keys one wrapped key holds: one, and one for each re-keying.
+  public static let maximumGenerations = 64
 
   /// Creates the message from the keys' bytes.
   public init(epoch: UInt64, keys: [Identifier: [UInt8]]) {
@@ -35,7 +46,7 @@ public struct ObjectKeys: Codable, Sendable, Hashable {
   }
 
   /// The keys' bytes by object, checked: at most `maximum` of them, each id a UUID and each
-  /// value base64 of ``wrappedBytes`` bytes.
+  /// value base64 of a size ``isWrappedSize(_:)`` allows.
   ///
   /// - Throws: ``WireError`` naming the field, for example `keys.<id>`.
   public func validated(maximum: Int) throws(WireError) -> [Identifier: [UInt8]] {
@@ -56,7 +67,15 @@ public struct ObjectKeys: Codable, Sendable, Hashable {
       guard let object = Identifier(text) else {
         throw WireError(field, "'\(text)' is not an object id (a UUID)")
       }
-      let bytes = try NewAccountKeys.bytes(value, "\(field).\(text)", count: wrappedBytes)
+      guard let data = Data(base64Encoded: value) else {
+        throw WireError("\(field).\(text)", "not base64")
+      }
+      guard isWrappedSize(data.count) else {
+        throw WireError(
+          "\(field).\(text)",
+          "\(data.count) bytes, expected \(wrappedBytes), or 32 more for each re-keying")
+      }
+      let bytes = Array(data)
       guard result.updateValue(bytes, forKey: object) == nil else {
         throw WireError(field, "object \(object) is named twice")
       }
@@ -140,20 +159,25 @@ public struct ObjectKeysPage: Codable, Sendable, Hashable {
 
 /// The body of `PUT /v1/accounts/current/keys`: a rotation of the account's content key, from
 /// `epoch` to the next. It carries the new keys sealed to the password's and the recovery
-/// key's public keys, the link from the old content key to the new, and every note's and
-/// attachment's key the account holds, re-wrapped by the new content key. The server takes it
-/// only if its epoch is still `epoch` and the keys cover every object it holds a key of, and
-/// then replaces them all in one transaction: the keys wrapped by the old content key are gone.
+/// key's public keys, and every note's and attachment's key the account holds, re-wrapped by
+/// the new content key; a rotation carries the link from the old content key to the new, a
+/// re-keying none (and may replace the recovery key). The server takes it only if its epoch
+/// is still `epoch` and the keys cover every object it holds a key of, and then replaces them
+/// all in one transaction: the keys wrapped by the old content key are gone.
 public struct KeyRotation: Codable, Sendable, Hashable {
   /// The epoch rotated from: the account's current one.
   public var epoch: UInt64
   /// The new keys sealed to the password's public key (120 bytes, base64).
   public var sealedForPassword: String
-  /// The new keys sealed to the recovery key's public key (120 bytes, base64).
+  /// The new keys sealed to the recovery key's public key (120 bytes, base64): the new
+  /// recovery key's, if ``recovery`` replaces it.
   public var sealedForRecovery: String
   /// The new content key sealed by the old one (60 bytes, base64): how a device that holds
-  /// the old keys follows.
-  public var link: String
+  /// the old keys follows. Nil for a re-keying, which no old key leads to.
+  public var link: String?
+  /// A new recovery key, replacing the account's: its public key, what vouches for the keys
+  /// sealed to it, and its sign-in secret. Nil to keep the recovery key.
+  public var recovery: NewRecoveryKey?
   /// Every object's key, wrapped by the new content key, by id.
   public var keys: [String: String]
   /// What the account's devices vouch for the new epoch and the two public keys with (32
@@ -165,38 +189,56 @@ public struct KeyRotation: Codable, Sendable, Hashable {
 
   /// Creates the body from the bytes.
   public init(
-    epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8],
-    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
+    epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8]?,
+    recovery: NewRecoveryKey? = nil, keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
   ) {
     self.epoch = epoch
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
-    self.link = Data(link).base64EncodedString()
+    self.link = link.map { Data($0).base64EncodedString() }
+    self.recovery = recovery
     self.keys = ObjectKeys(epoch: epoch + 1, keys: keys).keys
     self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, sealedForPassword, sealedForRecovery, link, keys, keysAuthenticator
+    case epoch, sealedForPassword, sealedForRecovery, link, recovery, keys, keysAuthenticator
   }
 
-  /// Decodes the JSON types, refusing keys this version does not know.
+  /// Decodes the JSON types, refusing keys this version does not know; `link` and `recovery`
+  /// may be absent, not null.
   public init(from decoder: any Decoder) throws {
     try refuseUnknownKeys(
       in: decoder,
       allowed: [
-        "epoch", "sealedForPassword", "sealedForRecovery", "link", "keys", "keysAuthenticator",
+        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "keys",
+        "keysAuthenticator",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
-    link = try container.decode(String.self, forKey: .link)
+    link = container.contains(.link) ? try container.decode(String.self, forKey: .link) : nil
+    recovery =
+      container.contains(.recovery)
+      ? try container.decode(NewRecoveryKey.self, forKey: .recovery) : nil
     keys = try container.decode([String: String].self, forKey: .keys)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
   }
 
-  /// A rotation, checked: every value base64 of its size, every key's id a UUID.
+  /// Encodes the JSON types, leaving out what is nil.
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(epoch, forKey: .epoch)
+    try container.encode(sealedForPassword, forKey: .sealedForPassword)
+    try container.encode(sealedForRecovery, forKey: .sealedForRecovery)
+    try container.encodeIfPresent(link, forKey: .link)
+    try container.encodeIfPresent(recovery, forKey: .recovery)
+    try container.encode(keys, forKey: .keys)
+    try container.encode(keysAuthenticator, forKey: .keysAuthenticator)
+  }
+
+  /// A rotation, checked: its bytes decoded and their sizes right.
   public struct Checked: Sendable, Hashable {
     /// The epoch rotated from.
     public var epoch: UInt64
@@ -204,17 +246,19 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     public var sealedForPassword: [UInt8]
     /// The new keys sealed to the recovery key's public key.
     public var sealedForRecovery: [UInt8]
-    /// The new content key sealed by the old one.
-    public var link: [UInt8]
-    /// The re-wrapped keys.
+    /// The link from the old content key to the new; nil for a re-keying.
+    public var link: [UInt8]?
+    /// The new recovery key's public key, anchor and sign-in secret; nil to keep it.
+    public var recovery: NewRecoveryKey.Checked?
+    /// Every object's wrapped key, by id.
     public var keys: [Identifier: [UInt8]]
-    /// What the account's devices vouch for the new epoch and the public keys with.
+    /// What vouches for the new epoch and the public keys.
     public var keysAuthenticator: [UInt8]
   }
 
-  /// The rotation's bytes, checked.
+  /// The rotation, checked.
   ///
-  /// - Throws: ``WireError`` naming the field.
+  /// - Throws: ``WireError`` naming the field that is wrong.
   public func validated() throws(WireError) -> Checked {
     guard epoch < .max else { throw WireError("epoch", "\(epoch) is the last epoch") }
     return Checked(
@@ -223,11 +267,73 @@ public struct KeyRotation: Codable, Sendable, Hashable {
         sealedForPassword, "sealedForPassword", count: NewAccountKeys.sealedBytes),
       sealedForRecovery: try NewAccountKeys.bytes(
         sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes),
-      link: try NewAccountKeys.bytes(link, "link", count: Self.linkBytes),
+      link: try link.map { link throws(WireError) in
+        try NewAccountKeys.bytes(link, "link", count: Self.linkBytes)
+      },
+      recovery: try recovery?.validated(),
       keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max),
       keysAuthenticator: try NewAccountKeys.bytes(
         keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes))
   }
+}
+
+/// A recovery key that replaces an encrypted account's, in a re-keying (``KeyRotation``): its
+/// public key, what the account's devices vouch for the keys sealed to it with, and its
+/// sign-in secret, which the server hashes as it does a password.
+public struct NewRecoveryKey: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The recovery key's public key (32 bytes, base64).
+  public var recoveryPublicKey: String
+  /// What vouches for the keys sealed to it (32 bytes, base64).
+  public var recoveryAnchor: String
+  /// Its sign-in secret, for `POST /v1/accounts/recovery-keys`.
+  public var recoverySecret: String
+
+  /// Creates the body from the bytes.
+  public init(recoveryPublicKey: [UInt8], recoveryAnchor: [UInt8], recoverySecret: String) {
+    self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
+    self.recoveryAnchor = Data(recoveryAnchor).base64EncodedString()
+    self.recoverySecret = recoverySecret
+  }
+
+  enum CodingKeys: String, CodingKey { case recoveryPublicKey, recoveryAnchor, recoverySecret }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(
+      in: decoder, allowed: ["recoveryPublicKey", "recoveryAnchor", "recoverySecret"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    recoveryPublicKey = try container.decode(String.self, forKey: .recoveryPublicKey)
+    recoveryAnchor = try container.decode(String.self, forKey: .recoveryAnchor)
+    recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
+  }
+
+  /// A new recovery key, checked.
+  public struct Checked: Sendable, Hashable {
+    /// The public key.
+    public var recoveryPublicKey: [UInt8]
+    /// What vouches for the keys sealed to it.
+    public var recoveryAnchor: [UInt8]
+    /// The sign-in secret.
+    public var recoverySecret: String
+  }
+
+  /// The recovery key, checked.
+  ///
+  /// - Throws: ``WireError`` naming the field that is wrong.
+  public func validated() throws(WireError) -> Checked {
+    guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
+      throw WireError("recovery.recoverySecret", "a recovery secret is 8 to 1024 characters long")
+    }
+    return Checked(
+      recoveryPublicKey: try NewAccountKeys.bytes(
+        recoveryPublicKey, "recovery.recoveryPublicKey", count: NewAccountKeys.publicKeyBytes),
+      recoveryAnchor: try NewAccountKeys.bytes(
+        recoveryAnchor, "recovery.recoveryAnchor", count: NewAccountKeys.anchorBytes),
+      recoverySecret: recoverySecret)
+  }
+
+  /// The key; the secret is not shown.
+  public var description: String { "new recovery key (secret hidden)" }
 }
 
 /// The answer to `POST /v1/object-keys`: how many of the keys were stored. A key is not stored

@@ -101,6 +101,35 @@ struct SyncCommandTests {
             on: phone2, server: url, user: "eve", password: "a third password")
         }
         #expect("\(weaker.map { "\($0)" } ?? "")".contains("weaker than this device accepts"))
+
+        // A password change that re-keys prints a new recovery key, which recovers the
+        // account; the one before does not. The laptop, which kept only its keys, is told to
+        // sign in; signed in with the password, it reads the notes again.
+        let rekeyed = try await ChangePassword.execute(
+          server: url, user: "eve", current: "a third password", new: "a fourth password",
+          encryption: .testing, rekey: true)
+        let newLine = try #require(
+          rekeyed.text.split(separator: "\n").first { $0.hasPrefix("new recovery key: ") })
+        let newRecoveryKey = String(newLine.dropFirst("new recovery key: ".count))
+        #expect(newRecoveryKey.count == 69 && newRecoveryKey != recoveryKey)
+        #expect(try rekeyed.jsonText().contains(newRecoveryKey))
+        let stale = await #expect(throws: (any Error).self) {
+          try await SyncCommand.execute(on: laptop, server: url, user: "eve", password: nil)
+        }
+        #expect(
+          "\(stale.map { "\($0)" } ?? "")".contains("sign in"), "\(String(describing: stale))")
+        _ = try await SyncCommand.execute(
+          on: laptop, server: url, user: "eve", password: "a fourth password",
+          encryption: .testing)
+        #expect(try laptop.note(note)?.isArchived == true)
+        await #expect(throws: (any Error).self) {
+          try await RecoverAccount.execute(
+            server: url, user: "eve", recoveryKey: recoveryKey, new: "a fifth password",
+            cost: .testing)
+        }
+        _ = try await RecoverAccount.execute(
+          server: url, user: "eve", recoveryKey: newRecoveryKey, new: "a fifth password",
+          cost: .testing)
       }
     }
   }

@@ -45,6 +45,20 @@ private func withSession<R>(
   return result
 }
 
+/// What a command that re-keyed an account adds to its output: the new recovery key, and why
+/// it matters.
+private func rekeyedText(_ recoveryKey: RecoveryKey?) -> String {
+  guard let recoveryKey else { return "" }
+  return """
+
+    re-keyed: keys a lost or signed-out device kept open nothing written from now on; the \
+    account's devices open the new keys with the password.
+    new recovery key: \(recoveryKey)
+    Write it down and keep it apart from the password: it is shown this once, and the old \
+    recovery key opens nothing any more.
+    """
+}
+
 /// The server URL and user name, both required.
 private func required(_ server: ServerOptions, _ command: String) throws -> (String, String) {
   guard let url = server.server, let user = server.user else {
@@ -124,6 +138,14 @@ struct ChangePassword: AsyncParsableCommand {
 
   @OptionGroup var server: ServerOptions
 
+  @Flag(
+    name: .long,
+    help: """
+      Re-key an end-to-end encrypted account too: a lost device's keys open nothing written \
+      afterwards, and a new recovery key is printed once.
+      """)
+  var rekey = false
+
   @Flag(name: .long, help: "Print JSON instead of text.")
   var json = false
 
@@ -132,35 +154,44 @@ struct ChangePassword: AsyncParsableCommand {
     let current = try readPassword()
     let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
     let output = try await Self.execute(
-      server: url, user: user, current: current, new: new, encryption: server.encryption)
+      server: url, user: user, current: current, new: new, encryption: server.encryption,
+      rekey: rekey)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
     server: String, user: String, current: String, new: String,
-    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, rekey: Bool = false, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
-    try await withSession(
+    let recoveryKey = try await withSession(
       server: server, user: user, password: current, encryption: encryption,
       transport: transport
-    ) { caller, token, _, encrypted in
-      if encrypted {
-        try await caller.changeEncryptedPassword(
-          username: user, from: current, to: new, cost: encryption ?? .standard, token: token)
-      } else {
+    ) { caller, token, _, encrypted -> RecoveryKey? in
+      guard encrypted else {
+        if rekey { throw CLIError("--rekey: only an end-to-end encrypted account has keys") }
         let change = PasswordChange(currentPassword: current, newPassword: new)
         _ = try await caller.changePassword(change, token: token).get()
+        return nil
       }
+      let cost = encryption ?? .standard
+      try await caller.changeEncryptedPassword(
+        username: user, from: current, to: new, cost: cost, token: token)
+      guard rekey else { return nil }
+      return try await caller.rekeyEncryptedAccount(
+        username: user, password: new, cost: cost, token: token)
     }
     struct JSON: Encodable {
       let server: String
       let username: String
       let changed: Bool
+      let recoveryKey: String?
     }
     let name = user.lowercased()
     return CommandOutput(
-      text: "changed the password of '\(name)' on \(server); every session was signed out",
-      json: JSON(server: server, username: name, changed: true))
+      text: "changed the password of '\(name)' on \(server); every session was signed out"
+        + rekeyedText(recoveryKey),
+      json: JSON(
+        server: server, username: name, changed: true, recoveryKey: recoveryKey?.description))
   }
 }
 
@@ -179,29 +210,51 @@ struct SessionsCommand: AsyncParsableCommand {
   @Option(name: .long, help: "Sign out the session with this id.")
   var revoke: String?
 
+  @Flag(
+    name: .long,
+    help: """
+      With --revoke, re-key an end-to-end encrypted account too: the signed-out device's \
+      keys open nothing written afterwards, and a new recovery key is printed once.
+      """)
+  var rekey = false
+
   @Flag(name: .long, help: "Print JSON instead of text.")
   var json = false
 
   func run() async throws {
     let (url, user) = try required(server, "sessions")
+    if rekey, revoke == nil { throw ValidationError("--rekey goes with --revoke ID") }
     let output = try await Self.execute(
       server: url, user: user, password: try readPassword(), revoke: revoke,
-      encryption: server.encryption)
+      encryption: server.encryption, rekey: rekey)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
     server: String, user: String, password: String, revoke: String? = nil,
-    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, rekey: Bool = false, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     try await withSession(
       server: server, user: user, password: password, encryption: encryption,
       transport: transport
-    ) { caller, token, _, _ in
+    ) { caller, token, _, encrypted in
       if let revoke {
+        if rekey, !encrypted {
+          throw CLIError("--rekey: only an end-to-end encrypted account has keys")
+        }
         _ = try await caller.revokeSession(id: revoke, token: token).get()
-        struct JSON: Encodable { let revoked: String }
-        return CommandOutput(text: "signed out session \(revoke)", json: JSON(revoked: revoke))
+        var recoveryKey: RecoveryKey?
+        if rekey {
+          recoveryKey = try await caller.rekeyEncryptedAccount(
+            username: user, password: password, cost: encryption ?? .standard, token: token)
+        }
+        struct JSON: Encodable {
+          let revoked: String
+          let recoveryKey: String?
+        }
+        return CommandOutput(
+          text: "signed out session \(revoke)" + rekeyedText(recoveryKey),
+          json: JSON(revoked: revoke, recoveryKey: recoveryKey?.description))
       }
       // The command's own session is left out: it ends with the command.
       let sessions = try await caller.sessions(token: token).get().sessions.filter { !$0.current }
@@ -299,6 +352,14 @@ struct RecoverAccount: AsyncParsableCommand {
 
   @OptionGroup var server: ServerOptions
 
+  @Flag(
+    name: .long,
+    help: """
+      Re-key the account too: a lost device's keys open nothing written afterwards, and a \
+      new recovery key replaces the one used, printed once.
+      """)
+  var rekey = false
+
   @Flag(name: .long, help: "Print JSON instead of text.")
   var json = false
 
@@ -306,13 +367,14 @@ struct RecoverAccount: AsyncParsableCommand {
     let (url, user) = try required(server, "recover")
     let key = try readPassword(prompt: "Recovery key: ", variable: "VLOG_RECOVERY_KEY")
     let new = try readPassword(prompt: "New password: ", variable: "VLOG_NEW_PASSWORD")
-    let output = try await Self.execute(server: url, user: user, recoveryKey: key, new: new)
+    let output = try await Self.execute(
+      server: url, user: user, recoveryKey: key, new: new, rekey: rekey)
     print(json ? try output.jsonText() : output.text)
   }
 
   static func execute(
     server: String, user: String, recoveryKey: String, new: String,
-    cost: KeyDerivationCost = .standard, transport: (any Transport)? = nil
+    cost: KeyDerivationCost = .standard, rekey: Bool = false, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
     do {
@@ -321,14 +383,27 @@ struct RecoverAccount: AsyncParsableCommand {
     } catch let error as AccountKeyError {
       throw CLIError("the recovery key: \(error)")
     }
+    var newRecoveryKey: RecoveryKey?
+    if rekey {
+      newRecoveryKey = try await withSession(
+        server: server, user: user, password: new, encryption: cost, transport: transport
+      ) { caller, token, _, _ in
+        try await caller.rekeyEncryptedAccount(
+          username: user, password: new, cost: cost, token: token)
+      }
+    }
     struct JSON: Encodable {
       let server: String
       let username: String
       let recovered: Bool
+      let recoveryKey: String?
     }
     let name = user.lowercased()
     return CommandOutput(
-      text: "recovered '\(name)' on \(server) with a new password; every session was signed out",
-      json: JSON(server: server, username: name, recovered: true))
+      text: "recovered '\(name)' on \(server) with a new password; every session was signed out"
+        + rekeyedText(newRecoveryKey),
+      json: JSON(
+        server: server, username: name, recovered: true,
+        recoveryKey: newRecoveryKey?.description))
   }
 }

@@ -1,0 +1,58 @@
+internal import VLog
+internal import VLogWire
+
+extension SyncAccount {
+  /// Re-keys an end-to-end encrypted account, so that keys a lost or signed-out device kept
+  /// open nothing written from now on: a new content key that no link leads to, a new key for
+  /// every note and attachment for what is sealed from now on, and (by default) a new
+  /// recovery key in place of the account's.
+  ///
+  /// The account's other devices open the new keys with the password at their next sync; one
+  /// that does not know the password (it kept its keys, and was not signed in with it) is
+  /// told to sign in (``APIError/Code/signedOut``). Offered with a password change
+  /// (``changePassword(from:to:rekeying:)``), a recovery
+  /// (``recover(recoveryKey:newPassword:rekeying:)``) and a session's revocation
+  /// (``revokeSession(id:rekeying:)``).
+  ///
+  /// - Parameter replacingRecoveryKey: Whether a new recovery key replaces the account's.
+  /// - Returns: The new recovery key, to show the user once (also in ``recoveryKey``); nil
+  ///   when the account keeps its own.
+  /// - Throws: ``APIError`` `invalidRequest` for an account that is not encrypted;
+  ///   ``AccountKeyError`` or ``APIError`` when the keys cannot be opened or replaced.
+  @discardableResult
+  public func rekey(replacingRecoveryKey: Bool = true) async throws -> RecoveryKey? {
+    guard let keyring = try await openKeys() else {
+      throw APIError(.invalidRequest, "only an end-to-end encrypted account has keys to replace")
+    }
+    let recoveryKey =
+      replacingRecoveryKey ? try RecoveryKey(random: encryption?.random ?? systemRandomBytes) : nil
+    try await keyring.rekey(username: username, recoveryKey: recoveryKey)
+    try await keepKeys()
+    if let recoveryKey { self.recoveryKey = recoveryKey }
+    return recoveryKey
+  }
+
+  /// Opens the account's keys again with the password, after another device re-keyed it: the
+  /// keys this device held lead to them no more.
+  ///
+  /// - Throws: ``APIError/Code/signedOut`` when this device does not know the password;
+  ///   ``AccountKeyError`` when the server names keys older than those this device held.
+  func reopenReplacedKeys() async throws {
+    let held = await keyring?.keys.epoch ?? 0
+    try forgetKeys()
+    let reopened: AccountKeyring?
+    do {
+      reopened = try await openKeys()
+    } catch let error as APIError where error.code == .signedOut {
+      throw APIError(
+        .signedOut,
+        "the end-to-end encrypted account '\(username)' was re-keyed on another device: sign "
+          + "in with the password to open its new keys")
+    }
+    let epoch = await reopened?.keys.epoch ?? 0
+    guard epoch > held else {
+      throw AccountKeyError(
+        "the server names keys of epoch \(epoch), not newer than epoch \(held) this device held")
+    }
+  }
+}

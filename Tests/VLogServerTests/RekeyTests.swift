@@ -1,0 +1,170 @@
+import Foundation
+import ServerTestSupport
+import Testing
+import VLog
+import VLogSync
+import VLogTesting
+import VLogWire
+
+@testable import VLogServer
+
+/// Re-keying an encrypted account, tried as the holder of a lost device's keys would: with
+/// everything the server holds, and with the device itself.
+@Suite("Re-keying an encrypted account")
+struct RekeyTests {
+  static let password = EncryptedSyncTests.password
+
+  @Test(
+    "After a re-key, a lost device's keys open nothing written later, with every byte the server holds; the account's devices read everything",
+    arguments: Backend.allCases)
+  func lostDevice(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await withServer(backend: backend, clock: ManualClock(start: Date())) { server in
+        try await withLiveServer(server) { baseURL in
+          let keptLost = FileCredentialStore(path: root + "/lost.json")
+          let lost = try EncryptedSyncTests.device(
+            "lost", root: root, baseURL: baseURL, credentialStore: keptLost)
+          try await lost.account.createAccount()
+          let firstRecoveryKey = try #require(await lost.account.recoveryKey)
+          try await lost.account.signIn()
+          let old = try await lost.store.write { $0.createNote(text: "CanaryOld") }
+          try await lost.account.sync()
+          let account = try await EncryptedSyncTests.number(of: server)
+
+          // What the lost device's holder has: its kept keys, and the old note's key, which
+          // the device held (or unwraps from a copy of the server's data of the time).
+          let lostKeys = try AccountKeys(
+            rawRepresentation: try #require(try keptLost.accountKeys(for: "ann")))
+          let oldWrapped = try #require(
+            try await server.store.objectKeys(of: [old.identifier], account: account)
+              .keys[old.identifier])
+          let oldKey = try lostKeys.unwrap(oldWrapped, of: old.identifier)
+
+          // The user re-keys from another device, then writes.
+          let laptop = try EncryptedSyncTests.device("laptop", root: root, baseURL: baseURL)
+          try await laptop.account.signIn()
+          try await laptop.account.sync()
+          let newRecoveryKey = try #require(try await laptop.account.rekey())
+          #expect(newRecoveryKey != firstRecoveryKey)
+          let record = try #require(try await server.store.encryption(of: account))
+          #expect(record.epoch == 2)
+          #expect(try await server.store.links(account: account, after: 1).isEmpty)
+          let fresh = try await laptop.store.write { changes in
+            changes.setText("CanaryOldEdited", of: old)
+            return changes.createNote(text: "CanaryFresh")
+          }
+          try await laptop.account.sync()
+
+          // With every byte the server holds, the lost keys open nothing written since.
+          let keys = try await server.store.objectKeys(
+            of: [old.identifier, fresh.identifier], account: account)
+          #expect(keys.keys.count == 2)
+          for (object, wrapped) in keys.keys {
+            #expect(throws: AccountKeyError.self) { try lostKeys.unwrap(wrapped, of: object) }
+          }
+          let everything = try await server.store.sync(
+            account: account, pushing: [], after: 0, limit: 10_000
+          ).events
+          let written = everything.filter {
+            $0.change.noteID == fresh || $0.change.kind == .textSet
+          }
+          let sealer = EventSealer(keys: lostKeys)
+          var opened = 0
+          for event in written {
+            if (try? sealer.open(event, objectKey: { _ in oldKey })) != nil { opened += 1 }
+          }
+          // The old text opens with the old note's key; the edit and the new note do not.
+          #expect(opened == 1)
+
+          // The lost device, which held its keys but not the password, is told to sign in;
+          // signed in with the password, it reads everything.
+          let restarted = try EncryptedSyncTests.device(
+            "lost-again", root: root, baseURL: baseURL, password: nil, credentialStore: keptLost)
+          let refused = await #expect(throws: APIError.self) {
+            try await restarted.account.sync()
+          }
+          #expect(refused?.code == .signedOut, "\(String(describing: refused))")
+          #expect("\(String(describing: refused))".contains("re-keyed"))
+          try await lost.account.sync()
+          #expect(try lost.store.note(fresh)?.text == "CanaryFresh")
+          #expect(try lost.store.note(old)?.text == "CanaryOldEdited")
+
+          // A new device reads the whole history; the new recovery key opens the keys, the
+          // first one no longer signs in.
+          let phone = try EncryptedSyncTests.device("phone", root: root, baseURL: baseURL)
+          try await phone.account.signIn()
+          #expect(try await phone.account.sync().inSync)
+          #expect(try phone.store.note(old)?.text == "CanaryOldEdited")
+          #expect(try phone.store.note(fresh)?.text == "CanaryFresh")
+          let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+          let oldSecret = try firstRecoveryKey.keys().signInSecret
+          #expect(
+            await caller.recoveryKeys(
+              RecoveryCredentials(username: "ann", recoverySecret: oldSecret)
+            )
+            .status == 401)
+          _ = try await caller.recoveryKeys(
+            RecoveryCredentials(
+              username: "ann", recoverySecret: try newRecoveryKey.keys().signInSecret)
+          ).get()
+        }
+      }
+    }
+  }
+
+  @Test(
+    "A password change, a recovery and a session's revocation each offer a re-key; a deletion's rotation after it keeps the renewed keys"
+  )
+  func offered() async throws {
+    try await withTemporaryDirectory { root in
+      try await withServer(clock: ManualClock(start: Date())) { server in
+        try await withLiveServer(server) { baseURL in
+          let a = try EncryptedSyncTests.device("a", root: root, baseURL: baseURL)
+          try await a.account.createAccount()
+          try await a.account.signIn()
+          let (kept, doomed) = try await a.store.write { changes in
+            (changes.createNote(text: "CanaryKept"), changes.createNote(text: "CanaryDoomed"))
+          }
+          try await a.account.sync()
+          let account = try await EncryptedSyncTests.number(of: server)
+          func epoch() async throws -> UInt64 {
+            try #require(try await server.store.encryption(of: account)).epoch
+          }
+          let changed = try await a.account.changePassword(
+            from: Self.password, to: "a second horse battery", rekeying: true)
+          #expect(changed != nil)
+          #expect(try await epoch() == 2)
+          let other = try EncryptedSyncTests.device(
+            "other", root: root, baseURL: baseURL, password: "a second horse battery")
+          try await other.account.signIn()
+          try await other.account.sync()
+          let session = try #require(
+            try await a.account.sessions().first { !$0.current }?.id)
+          let revoked = try await a.account.revokeSession(id: session, rekeying: true)
+          #expect(revoked != nil)
+          #expect(try await epoch() == 3)
+          let recovered = try await a.account.recover(
+            recoveryKey: try #require(revoked).description, newPassword: "a third horse battery",
+            rekeying: true)
+          #expect(recovered != nil && recovered != revoked)
+          #expect(try await epoch() == 4)
+          // A deletion's rotation (with a link) re-wraps the renewed keys as they are.
+          try await a.store.write { $0.deleteNote(doomed) }
+          try await a.account.sync()
+          #expect(try await epoch() == 5)
+          let wrapped = try #require(
+            try await server.store.objectKeys(of: [kept.identifier], account: account)
+              .keys[kept.identifier])
+          // One key, and three kept from before each re-keying.
+          #expect(wrapped.count == ObjectKeys.wrappedBytes + 3 * 32)
+          let fresh = try EncryptedSyncTests.device(
+            "fresh", root: root, baseURL: baseURL, password: "a third horse battery")
+          try await fresh.account.signIn()
+          try await fresh.account.sync()
+          #expect(try fresh.store.note(kept)?.text == "CanaryKept")
+          #expect(try fresh.store.note(doomed) == nil)
+        }
+      }
+    }
+  }
+}
