@@ -377,13 +377,13 @@ public actor SyncAccount {
   /// - Parameters:
   ///   - recoveryKey: The recovery key as shown at sign-up (dashes and case do not matter).
   ///   - newPassword: The account's password from now on.
-  /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
-  ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
-  ///   `invalidRequest` for an account that is not encrypted.
   ///   - rekeying: Whether to re-key the account once recovered
   ///     (``rekey(replacingRecoveryKey:)``): keys a lost device kept open nothing written
   ///     from now on, and a new recovery key replaces the one used.
   /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
+  /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
+  ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
+  ///   `invalidRequest` for an account that is not encrypted.
   @discardableResult
   public func recover(recoveryKey: String, newPassword: String, rekeying: Bool = false)
     async throws -> RecoveryKey?
