@@ -16,8 +16,9 @@ internal import VLog
 ///    room for another — only when its window has passed.
 /// 3. Sign-ups count against their address.
 ///
-/// A check reads the counters, runs the hash, then counts: servers checking at once may each
-/// let one more guess through as a counter crosses its budget, at most ``limit`` per server.
+/// A check reads the counters, runs the hash, then counts: guesses made at once all pass the
+/// check before any of them counts, so whenever a key may try again, up to ``limit`` guesses
+/// per server get through, not one.
 final class PasswordThrottle: Sendable {
   /// The most hashes at once.
   let limit: Int

@@ -104,6 +104,11 @@ extension SyncServer {
     let (account, _) = try await encryptedAccount(request)
     let body = try await decode(KeyRotation.self, from: request)
     let rotation = try checked { () throws(WireError) in try body.validated() }
+    // A re-keying, or a new recovery key, is the account holder's act, not a token's: the
+    // password is checked again, as for a password change.
+    if let password = rotation.password {
+      try await confirmPassword(password, of: account, context)
+    }
     // A new recovery key's secret is kept as a password is: hashed.
     var recoverySecret: PasswordHash?
     if let recovery = rotation.recovery {

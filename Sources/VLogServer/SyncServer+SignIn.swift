@@ -52,8 +52,9 @@ extension SyncServer {
 extension SyncServer {
   /// `POST /v1/sessions`: a token for the right name and password, and a device credential.
   ///
-  /// A sign-in that presents a device credential this server's storage made for the name is
-  /// throttled by that device's failures alone; any other, by the name's and the address's.
+  /// A sign-in that presents a device credential this server's storage made for the account is
+  /// throttled by that device's failures and the address's, not the name's; any other, by the
+  /// name's and the address's.
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
     let decoded = try await decode(Credentials.self, from: request)
     let credentials: Credentials
@@ -63,11 +64,15 @@ extension SyncServer {
     }
     let name = credentials.username
     let secret = try await secret.value()
-    let device = credentials.device.flatMap { DeviceCredential($0, name: name, secret: secret) }
-    let subjects: [PasswordThrottle.Subject] =
-      device.map { [($0.throttleKey, .device)] }
-      ?? [(ThrottleKey(kind: .name, value: name), .name)] + addressSubject(context, .address)
     let account = try await store.account(named: name)
+    let device = account.flatMap { account in
+      credentials.device.flatMap {
+        DeviceCredential($0, name: name, account: account.number, secret: secret)
+      }
+    }
+    let subjects: [PasswordThrottle.Subject] =
+      (device.map { [($0.throttleKey, .device)] }
+        ?? [(ThrottleKey(kind: .name, value: name), .name)]) + addressSubject(context, .address)
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
     let stored = account?.password ?? decoy
@@ -95,7 +100,9 @@ extension SyncServer {
     }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     let issued =
-      device ?? DeviceCredential(name: name, nonce: dependencies.randomBytes(16), secret: secret)
+      device
+      ?? DeviceCredential(
+        name: name, account: account.number, nonce: dependencies.randomBytes(16), secret: secret)
     return try json(
       SessionBody(token: token, expiresAt: expiry, device: issued.text), status: .ok)
   }
@@ -129,8 +136,10 @@ extension SyncServer {
     }
   }
 
-  /// Checks an account's password again before a change that needs it, with the sign-in's
-  /// throttle (the name's and the address's failures).
+  /// Checks an account's password again before a change that needs it (the caller holds a
+  /// token of it), throttled by the account's own failed checks and the address's: not by the
+  /// name's, which anyone can make fail, so that nobody keeps the account's holder from
+  /// changing the password or re-keying.
   ///
   /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
   func confirmPassword(_ password: String, of account: UInt64, _ context: ServerContext)
@@ -140,7 +149,7 @@ extension SyncServer {
       throw ServerError.unauthorized
     }
     let subjects =
-      [(ThrottleKey(kind: .name, value: stored.name), ThrottleBudget.name)]
+      [(ThrottleKey(kind: .account, value: String(account)), ThrottleBudget.name)]
       + addressSubject(context, .address)
     let matches = try await throttle.hash(for: subjects) {
       try await offLoop { try stored.password.matches(password) }

@@ -85,6 +85,8 @@ struct ThrottleKey: Sendable, Hashable {
   /// What is counted.
   enum Kind: String, Sendable {
     case name, address, device
+    /// An account's password checks made with a token of it.
+    case account
     case recoveryName = "recovery-name"
     case recoveryAddress = "recovery-address"
     case signUp = "sign-up"

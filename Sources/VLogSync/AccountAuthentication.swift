@@ -21,11 +21,7 @@ public import VLogWire
 extension AccountKeys {
   /// The key the account's devices vouch with: HKDF-SHA-256 of the tag key, which every device
   /// of the account holds and the server never sees.
-  private var authenticationKey: SymmetricKey {
-    HKDF<SHA256>.expand(
-      pseudoRandomKey: tagKey, info: Array("vlog account authentication".utf8),
-      outputByteCount: 32)
-  }
+  private var authenticationKey: SymmetricKey { SymmetricKey(data: authenticationBytes) }
 
   /// What the account's devices vouch for `epoch` and the two public keys with, for the
   /// account `username`: 32 bytes.

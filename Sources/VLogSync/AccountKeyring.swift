@@ -333,7 +333,18 @@ public actor AccountKeyring {
   ///   not lead from its epoch to the one named; ``APIError`` when the server does not answer.
   @discardableResult
   public func refresh() async throws -> AccountKeysBody {
-    let body = try await caller.accountKeys(since: keys.epoch, token: token()).get()
+    try follow(try await caller.accountKeys(since: keys.epoch, token: token()).get())
+  }
+
+  /// Follows the rotations `body` (the server's answer to `GET /v1/accounts/current/keys`
+  /// asked since this keyring's epoch) names, as ``refresh()`` does.
+  ///
+  /// - Returns: `body`.
+  /// - Throws: ``AccountKeyError`` for an epoch older than this device's, or links that do
+  ///   not lead from its epoch to the one named (`AccountKeyError/keysReplaced` when there
+  ///   are too few: a re-keying).
+  @discardableResult
+  public func follow(_ body: AccountKeysBody) throws -> AccountKeysBody {
     guard body.epoch >= keys.epoch else {
       throw AccountKeyError(
         "the server says the account's keys are of epoch \(body.epoch), older than epoch "
@@ -365,16 +376,19 @@ public actor AccountKeyring {
     for _ in 0..<3 {
       let body = try await refresh()
       guard body.rotationDue else { return false }
-      if try await rotate(from: body, username: username, rekeying: false, recoveryKey: nil) {
-        return true
-      }
+      if try await rotate(from: body, username: username, rekeying: nil) { return true }
     }
     throw AccountKeyError("the account's keys kept changing during three rotations")
   }
 
   /// Re-keys the account: a new content key that no link leads to, a new key for every note
   /// and attachment for what is sealed from now on (each keeps the keys it had, to open what
-  /// they sealed), and with `recoveryKey`, a new recovery key in place of the account's.
+  /// they sealed), and `recoveryKey` in place of the account's recovery key.
+  ///
+  /// Nothing the server names feeds the new keys' seals: they are sealed to the public key of
+  /// `passwordKeys`, drawn from the password here (and refused if the server's record names
+  /// another), and to the new recovery key's. The server takes a re-keying only with the
+  /// password.
   ///
   /// Keys a device held before (a lost phone's, kept in its credential store) then open
   /// nothing sealed later, even with every byte the server holds: no link leads from them to
@@ -385,12 +399,16 @@ public actor AccountKeyring {
   ///
   /// - Parameters:
   ///   - username: The account's user name, which the new keys' seals are bound to.
-  ///   - recoveryKey: The recovery key from now on, or nil to keep the account's.
-  public func rekey(username: String, recoveryKey: RecoveryKey?) async throws {
+  ///   - passwordKeys: The keys drawn from the account's password.
+  ///   - recoveryKey: The recovery key from now on.
+  public func rekey(username: String, passwordKeys: PasswordKeys, recoveryKey: RecoveryKey)
+    async throws
+  {
     for _ in 0..<3 {
       let body = try await refresh()
       if try await rotate(
-        from: body, username: username, rekeying: true, recoveryKey: recoveryKey)
+        from: body, username: username,
+        rekeying: (password: passwordKeys, recovery: recoveryKey))
       {
         return
       }
@@ -398,20 +416,39 @@ public actor AccountKeyring {
     throw AccountKeyError("the account's keys kept changing during three re-keyings")
   }
 
-  /// Rotates from the epoch `body` names: with a link, or re-keying without one. Returns false
-  /// when the account's keys changed meanwhile (another device's rotation): refresh and try
-  /// again.
+  /// Rotates from the epoch `body` names: with a link, or re-keying without one to the
+  /// password's keys and a new recovery key. Returns false when the account's keys changed
+  /// meanwhile (another device's rotation): refresh and try again.
   private func rotate(
-    from body: AccountKeysBody, username: String, rekeying: Bool, recoveryKey: RecoveryKey?
+    from body: AccountKeysBody, username: String,
+    rekeying: (password: PasswordKeys, recovery: RecoveryKey)?
   ) async throws -> Bool {
-    // The public keys the new keys are sealed to, as the account's devices vouched for
-    // them: a server that names keys of its own gets nothing sealed to them.
-    let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
     let next: AccountKeys
     let link: [UInt8]?
-    if rekeying {
+    let passwordPublicKey: [UInt8]
+    let recoveryPublicKey: [UInt8]
+    var recovery: NewRecoveryKey?
+    if let rekeying {
+      // Drawn here, not named by the server: a server, with the keys a lost device kept,
+      // could vouch for public keys of its own.
+      passwordPublicKey = rekeying.password.publicKey
+      guard Data(base64Encoded: body.passwordPublicKey).map(Array.init) == passwordPublicKey
+      else {
+        throw AccountKeyError(
+          "the server's record of the account names another password's public key than this "
+            + "password's: the account is not re-keyed")
+      }
       (next, link) = (try keys.rekeyed(random: random), nil)
+      let recoveryKeys = try rekeying.recovery.keys()
+      recoveryPublicKey = recoveryKeys.publicKey
+      recovery = NewRecoveryKey(
+        recoveryPublicKey: recoveryKeys.publicKey, recoveryAnchor: next.anchor(for: recoveryKeys),
+        recoverySecret: recoveryKeys.signInSecret)
     } else {
+      // The public keys the new keys are sealed to, as the account's devices vouched for
+      // them: a server that names keys of its own gets nothing sealed to them.
+      let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
+      (passwordPublicKey, recoveryPublicKey) = (publicKeys.password, publicKeys.recovery)
       (next, link) = try keys.rotated(random: random)
     }
     var rewrapped: [Identifier: [UInt8]] = [:]
@@ -423,7 +460,7 @@ public actor AccountKeyring {
       let wrapped = try page.validated()
       for (object, bytes) in wrapped {
         var key = try keys.unwrap(bytes, of: object)
-        if rekeying {
+        if rekeying != nil {
           key = try key.renewed(random: random)
           renewed[object] = key
         }
@@ -432,29 +469,24 @@ public actor AccountKeyring {
       guard page.more, let last = wrapped.keys.max() else { break }
       after = last
     }
-    var recoveryPublicKey = publicKeys.recovery
-    var recovery: NewRecoveryKey?
-    if let recoveryKey {
-      let recoveryKeys = try recoveryKey.keys()
-      recoveryPublicKey = recoveryKeys.publicKey
-      recovery = NewRecoveryKey(
-        recoveryPublicKey: recoveryKeys.publicKey, recoveryAnchor: next.anchor(for: recoveryKeys),
-        recoverySecret: recoveryKeys.signInSecret)
-    }
     let rotation = KeyRotation(
       epoch: keys.epoch,
-      sealedForPassword: try next.sealed(to: publicKeys.password, username: username),
+      sealedForPassword: try next.sealed(to: passwordPublicKey, username: username),
       sealedForRecovery: try next.sealed(to: recoveryPublicKey, username: username),
-      link: link, recovery: recovery, keys: rewrapped,
+      link: link, recovery: recovery, password: rekeying?.password.signInSecret,
+      keys: rewrapped,
       keysAuthenticator: next.keysAuthenticator(
-        epoch: next.epoch, passwordPublicKey: publicKeys.password,
+        epoch: next.epoch, passwordPublicKey: passwordPublicKey,
         recoveryPublicKey: recoveryPublicKey, username: username))
     let result = await caller.rotateKeys(rotation, token: try await token())
     if result.error?.body?.code == .keysChanged { return false }
     _ = try result.get()
     keys = next
-    // What this device seals from now on, it seals with the renewed keys.
-    for object in objectKeys.keys { objectKeys[object] = renewed[object] ?? objectKeys[object] }
+    if rekeying != nil {
+      // What this device seals from now on, it seals with the renewed keys; a key the listing
+      // left out (its object deleted meanwhile, or withheld) is looked up again, never kept.
+      for object in objectKeys.keys { objectKeys[object] = renewed[object] }
+    }
     return true
   }
 

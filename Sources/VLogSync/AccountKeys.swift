@@ -21,6 +21,8 @@ public struct AccountKeys: Sendable, Equatable {
   private let contentBytes: [UInt8]
   /// Names tags (``tagName(_:)``) and seals what names a tag apart from a note: 32 bytes.
   private let tagBytes: [UInt8]
+  /// The key the devices vouch for events and public keys with, drawn from the tag key.
+  let authenticationBytes: [UInt8]
 
   var contentKey: SymmetricKey { SymmetricKey(data: contentBytes) }
   var tagKey: SymmetricKey { SymmetricKey(data: tagBytes) }
@@ -55,6 +57,11 @@ public struct AccountKeys: Sendable, Equatable {
     self.epoch = epoch
     self.contentBytes = contentBytes
     self.tagBytes = tagBytes
+    // Drawn once: every event sealed or opened is authenticated with it.
+    authenticationBytes = HKDF<SHA256>.expand(
+      pseudoRandomKey: SymmetricKey(data: tagBytes),
+      info: Array("vlog account authentication".utf8), outputByteCount: 32
+    ).bytes
   }
 
   /// The HPKE suite of the keys' seals: X25519, HKDF-SHA256, ChaCha20-Poly1305.
@@ -330,8 +337,10 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
   ///   - bytes: The attachment's bytes, whose SHA-256 is `attachment.blobHash`.
   ///   - attachment: The attachment whose key this is.
   public func sealBlob(_ bytes: [UInt8], of attachment: Attachment) throws -> [UInt8] {
+    // Padded bytes draw their nonce apart from the unpadded ones versions before sealed: the
+    // same bytes sealed both ways must not share a nonce under one key.
     let nonce = HMAC<SHA256>.authenticationCode(
-      for: attachment.blobHash.bytes, using: subkey("vlog blob nonce"))
+      for: attachment.blobHash.bytes, using: subkey("vlog blob nonce, padded"))
     return Array(
       try ChaChaPoly.seal(
         Padding.paddedBlob(bytes), using: subkey("vlog blob"),

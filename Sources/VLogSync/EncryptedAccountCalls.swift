@@ -96,20 +96,18 @@ extension APICaller {
 
 extension APICaller {
   /// Re-keys an end-to-end encrypted account with a token of it
-  /// (``AccountKeyring/rekey(username:recoveryKey:)``): opens the account's keys with
-  /// `password`, then replaces them with keys no link leads to, every note's and attachment's
-  /// key renewed, and with `replacingRecoveryKey` a new recovery key. Keys a lost device kept
-  /// open nothing written afterwards; the account's devices open the new ones with the
-  /// password.
+  /// (``AccountKeyring/rekey(username:passwordKeys:recoveryKey:)``): opens the account's keys
+  /// with `password`, then replaces them with keys no link leads to, every note's and
+  /// attachment's key renewed, and a new recovery key. Keys a lost device kept open nothing
+  /// written afterwards; the account's devices open the new ones with the password.
   ///
-  /// - Returns: The new recovery key, to show the user once; nil if the account keeps its own.
+  /// - Returns: The new recovery key, to show the user once.
   /// - Throws: ``AccountKeyError`` when `password` does not open the keys; ``APIError`` from
   ///   the server.
   public func rekeyEncryptedAccount(
     username: String, password: String, cost: KeyDerivationCost = .standard, token: String,
-    replacingRecoveryKey: Bool = true,
     random: @escaping @Sendable (Int) -> [UInt8] = systemRandomBytes
-  ) async throws -> RecoveryKey? {
+  ) async throws -> RecoveryKey {
     let name = Credentials(username: username, password: "").normalizedUsername
     let passwordKeys = try await PasswordKeys.stretching(
       username: name, password: password,
@@ -117,8 +115,8 @@ extension APICaller {
     let keys = try AccountKeys(
       opening: try await accountKeys(token: token).get(), with: passwordKeys, username: name)
     let keyring = AccountKeyring(keys: keys, caller: self, token: { token }, random: random)
-    let recoveryKey = replacingRecoveryKey ? try RecoveryKey(random: random) : nil
-    try await keyring.rekey(username: name, recoveryKey: recoveryKey)
+    let recoveryKey = try RecoveryKey(random: random)
+    try await keyring.rekey(username: name, passwordKeys: passwordKeys, recoveryKey: recoveryKey)
     return recoveryKey
   }
 }

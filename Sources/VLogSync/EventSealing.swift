@@ -161,7 +161,7 @@ public struct EventSealer: Sendable {
     let opened = try Self.withContext(of: sealed.stamp, sealed.change.kind) { context in
       try key.open(sealed.unknownFields[values], context: context)
     }
-    let fields = try Padding.valueFields(Array(opened))
+    let fields = try Padding.valueFields(opened)
     let clear: Event
     do {
       clear = try fields.withUnsafeBytes { fields in

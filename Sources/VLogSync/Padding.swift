@@ -1,3 +1,4 @@
+internal import Foundation
 internal import VLog
 
 /// How an encrypted account's devices pad what they seal, so that a sealed value's or an
@@ -44,12 +45,14 @@ public enum Padding {
   /// or as they are for values sealed unpadded.
   ///
   /// - Throws: ``AccountKeyError`` for a padded value without its 0x80.
-  static func valueFields(_ opened: [UInt8]) throws(AccountKeyError) -> ArraySlice<UInt8> {
-    guard opened.first == 0 else { return opened[...] }
-    guard let end = opened.lastIndex(where: { $0 != 0 }), end > 0, opened[end] == 0x80 else {
+  static func valueFields(_ opened: Data) throws(AccountKeyError) -> Data {
+    guard let first = opened.first, first == 0 else { return opened }
+    guard let end = opened.lastIndex(where: { $0 != 0 }), end > opened.startIndex,
+      opened[end] == 0x80
+    else {
       throw AccountKeyError("a sealed value's padding is malformed")
     }
-    return opened[1..<end]
+    return opened[(opened.startIndex + 1)..<end]
   }
 
   /// An attachment's `bytes` padded to a Padmé size, but never past

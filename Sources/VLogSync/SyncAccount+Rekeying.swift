@@ -4,31 +4,34 @@ internal import VLogWire
 extension SyncAccount {
   /// Re-keys an end-to-end encrypted account, so that keys a lost or signed-out device kept
   /// open nothing written from now on: a new content key that no link leads to, a new key for
-  /// every note and attachment for what is sealed from now on, and (by default) a new
-  /// recovery key in place of the account's.
+  /// every note and attachment for what is sealed from now on, and a new recovery key in
+  /// place of the account's.
   ///
-  /// The account's other devices open the new keys with the password at their next sync; one
-  /// that does not know the password (it kept its keys, and was not signed in with it) is
-  /// told to sign in (``APIError/Code/signedOut``). Offered with a password change
-  /// (``changePassword(from:to:rekeying:)``), a recovery
+  /// It needs the password (the account signed in with it): the new keys are sealed to the
+  /// public key drawn from it here, never to one the server names, and the server takes a
+  /// re-keying only with it. The account's other devices open the new keys with the password
+  /// at their next sync; one that does not know it (it kept its keys, and was not signed in
+  /// with the password) is told to sign in (``APIError/Code/signedOut``). Offered with a
+  /// password change (``changePassword(from:to:rekeying:)``), a recovery
   /// (``recover(recoveryKey:newPassword:rekeying:)``) and a session's revocation
   /// (``revokeSession(id:rekeying:)``).
   ///
-  /// - Parameter replacingRecoveryKey: Whether a new recovery key replaces the account's.
-  /// - Returns: The new recovery key, to show the user once (also in ``recoveryKey``); nil
-  ///   when the account keeps its own.
-  /// - Throws: ``APIError`` `invalidRequest` for an account that is not encrypted;
-  ///   ``AccountKeyError`` or ``APIError`` when the keys cannot be opened or replaced.
+  /// - Returns: The new recovery key, to show the user once (also in ``recoveryKey``).
+  /// - Throws: ``APIError`` `invalidRequest` for an account that is not encrypted,
+  ///   `signedOut` without the password; ``AccountKeyError`` or ``APIError`` when the keys
+  ///   cannot be opened or replaced.
   @discardableResult
-  public func rekey(replacingRecoveryKey: Bool = true) async throws -> RecoveryKey? {
+  public func rekey() async throws -> RecoveryKey {
     guard let keyring = try await openKeys() else {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has keys to replace")
     }
-    let recoveryKey =
-      replacingRecoveryKey ? try RecoveryKey(random: encryption?.random ?? systemRandomBytes) : nil
-    try await keyring.rekey(username: username, recoveryKey: recoveryKey)
+    let passwordKeys = try await passwordKeys(
+      for: try knownPassword(), derivation: try await signInParameters().keyDerivation)
+    let recoveryKey = try RecoveryKey(random: encryption?.random ?? systemRandomBytes)
+    try await keyring.rekey(
+      username: username, passwordKeys: passwordKeys, recoveryKey: recoveryKey)
     try await keepKeys()
-    if let recoveryKey { self.recoveryKey = recoveryKey }
+    self.recoveryKey = recoveryKey
     return recoveryKey
   }
 

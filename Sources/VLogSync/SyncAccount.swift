@@ -326,7 +326,7 @@ public actor SyncAccount {
   /// For an encrypted account, the account's keys are sealed to the new password in the same
   /// change: the old password opens them no more, and no note is encrypted again.
   ///
-  /// With `rekeying`, the account is then re-keyed (``rekey(replacingRecoveryKey:)``): keys a
+  /// With `rekeying`, the account is then re-keyed (``rekey()``): keys a
   /// lost device kept open nothing written from now on, and a new recovery key replaces the
   /// account's.
   ///
@@ -378,7 +378,7 @@ public actor SyncAccount {
   ///   - recoveryKey: The recovery key as shown at sign-up (dashes and case do not matter).
   ///   - newPassword: The account's password from now on.
   ///   - rekeying: Whether to re-key the account once recovered
-  ///     (``rekey(replacingRecoveryKey:)``): keys a lost device kept open nothing written
+  ///     (``rekey()``): keys a lost device kept open nothing written
   ///     from now on, and a new recovery key replaces the one used.
   /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
@@ -436,7 +436,7 @@ public actor SyncAccount {
   }
 
   /// Signs out one session of the account, then, with `rekeying`, re-keys the account
-  /// (``rekey(replacingRecoveryKey:)``): what the signed-out device kept of the keys opens
+  /// (``rekey()``): what the signed-out device kept of the keys opens
   /// nothing written from now on.
   ///
   /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
@@ -459,7 +459,7 @@ public actor SyncAccount {
   }
 
   /// The password, or ``APIError/Code/signedOut`` without one.
-  private func knownPassword() throws(APIError) -> String {
+  func knownPassword() throws(APIError) -> String {
     guard let password else {
       throw APIError(
         .signedOut, "signed out: the session for '\(username)' ended; sign in with the password")
@@ -486,7 +486,7 @@ public actor SyncAccount {
   /// checks the answer against what this device knows: a device that knows the account is
   /// encrypted refuses to be told it is not (it would send the password itself), and a
   /// derivation weaker than its floor or of a lower version than it has seen is refused.
-  private func signInParameters() async throws(APIError) -> SignInParameters {
+  func signInParameters() async throws(APIError) -> SignInParameters {
     let parameters: SignInParameters
     do {
       parameters = try await caller.signInParameters(
@@ -515,7 +515,7 @@ public actor SyncAccount {
 
   /// The keys drawn from `password` as `derivation` says, drawn once, off the cooperative pool
   /// (``PasswordKeys/stretching(username:password:derivation:)``).
-  private func passwordKeys(for password: String, derivation: KeyDerivation)
+  func passwordKeys(for password: String, derivation: KeyDerivation)
     async throws(APIError) -> PasswordKeys
   {
     if let passwordKeys, passwordKeys.password == password,
@@ -694,6 +694,13 @@ public actor SyncAccount {
   /// store and the API, and reports the outcome back, until it finishes or fails.
   private func runSync() async throws -> SyncReport {
     let keyring = try await openKeys()
+    // Re-keyed elsewhere since this device last looked: found before anything is sealed with
+    // keys the re-keying replaced.
+    if let keyring {
+      let epoch = await keyring.keys.epoch
+      try await keyring.follow(
+        try await call { caller, token in await caller.accountKeys(since: epoch, token: token) })
+    }
     var machine = SyncMachine(
       cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)

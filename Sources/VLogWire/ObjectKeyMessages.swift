@@ -178,6 +178,10 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// A new recovery key, replacing the account's: its public key, what vouches for the keys
   /// sealed to it, and its sign-in secret. Nil to keep the recovery key.
   public var recovery: NewRecoveryKey?
+  /// The account's password as the server knows it (an encrypted account's sign-in secret):
+  /// required for a re-keying and for a new recovery key, which a token alone must not be
+  /// able to make. Nil for a rotation with a link.
+  public var password: String?
   /// Every object's key, wrapped by the new content key, by id.
   public var keys: [String: String]
   /// What the account's devices vouch for the new epoch and the two public keys with (32
@@ -190,19 +194,22 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// Creates the body from the bytes.
   public init(
     epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8]?,
-    recovery: NewRecoveryKey? = nil, keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
+    recovery: NewRecoveryKey? = nil, password: String? = nil, keys: [Identifier: [UInt8]],
+    keysAuthenticator: [UInt8]
   ) {
     self.epoch = epoch
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
     self.link = link.map { Data($0).base64EncodedString() }
     self.recovery = recovery
+    self.password = password
     self.keys = ObjectKeys(epoch: epoch + 1, keys: keys).keys
     self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, sealedForPassword, sealedForRecovery, link, recovery, keys, keysAuthenticator
+    case epoch, sealedForPassword, sealedForRecovery, link, recovery, password, keys
+    case keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know; `link` and `recovery`
@@ -211,8 +218,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try refuseUnknownKeys(
       in: decoder,
       allowed: [
-        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "keys",
-        "keysAuthenticator",
+        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "password",
+        "keys", "keysAuthenticator",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -222,6 +229,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     recovery =
       container.contains(.recovery)
       ? try container.decode(NewRecoveryKey.self, forKey: .recovery) : nil
+    password =
+      container.contains(.password) ? try container.decode(String.self, forKey: .password) : nil
     keys = try container.decode([String: String].self, forKey: .keys)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
   }
@@ -234,6 +243,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try container.encode(sealedForRecovery, forKey: .sealedForRecovery)
     try container.encodeIfPresent(link, forKey: .link)
     try container.encodeIfPresent(recovery, forKey: .recovery)
+    try container.encodeIfPresent(password, forKey: .password)
     try container.encode(keys, forKey: .keys)
     try container.encode(keysAuthenticator, forKey: .keysAuthenticator)
   }
@@ -250,6 +260,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     public var link: [UInt8]?
     /// The new recovery key's public key, anchor and sign-in secret; nil to keep it.
     public var recovery: NewRecoveryKey.Checked?
+    /// The account's password, for a re-keying or a new recovery key.
+    public var password: String?
     /// Every object's wrapped key, by id.
     public var keys: [Identifier: [UInt8]]
     /// What vouches for the new epoch and the public keys.
@@ -261,6 +273,14 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// - Throws: ``WireError`` naming the field that is wrong.
   public func validated() throws(WireError) -> Checked {
     guard epoch < .max else { throw WireError("epoch", "\(epoch) is the last epoch") }
+    if let password {
+      guard Credentials.passwordLengths.contains(password.unicodeScalars.count) else {
+        throw WireError("password", "a password is 8 to 1024 characters long")
+      }
+    } else if link == nil || recovery != nil {
+      throw WireError(
+        "password", "a re-keying (no link) or a new recovery key needs the account's password")
+    }
     return Checked(
       epoch: epoch,
       sealedForPassword: try NewAccountKeys.bytes(
@@ -270,7 +290,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       link: try link.map { link throws(WireError) in
         try NewAccountKeys.bytes(link, "link", count: Self.linkBytes)
       },
-      recovery: try recovery?.validated(),
+      recovery: try recovery?.validated(), password: password,
       keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max),
       keysAuthenticator: try NewAccountKeys.bytes(
         keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes))

@@ -229,7 +229,12 @@ struct API: Sendable {
     let unknown = try await client(token: "not-a-token").listSessions().unauthorized.body.json
     #expect(unknown.code == .unauthorized)
     let anonymous = client()
-    // (The name is still throttled: the right password waits too.)
+    // A sign-in is judged by the name's failures, not the account's own checks above: five
+    // wrong passwords, then the right one waits too.
+    for _ in 1...5 {
+      _ = try await anonymous.signIn(
+        body: .json(.init(username: "generated", password: "wrong password")))
+    }
     let waiting = try await anonymous.signIn(
       body: .json(.init(username: "generated", password: "correct horse"))
     ).tooManyRequests

@@ -2,6 +2,7 @@ import Foundation
 import ServerTestSupport
 import Testing
 import VLog
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 import VLogWire
@@ -44,7 +45,7 @@ struct RekeyTests {
           let laptop = try EncryptedSyncTests.device("laptop", root: root, baseURL: baseURL)
           try await laptop.account.signIn()
           try await laptop.account.sync()
-          let newRecoveryKey = try #require(try await laptop.account.rekey())
+          let newRecoveryKey = try await laptop.account.rekey()
           #expect(newRecoveryKey != firstRecoveryKey)
           let record = try #require(try await server.store.encryption(of: account))
           #expect(record.epoch == 2)
@@ -165,6 +166,57 @@ struct RekeyTests {
           #expect(try fresh.store.note(doomed) == nil)
         }
       }
+    }
+  }
+
+  @Test(
+    "A token alone can neither re-key nor replace the recovery key: the password is checked, and its failures count for the account, not the name",
+    arguments: Backend.allCases)
+  func tokenAlone(backend: Backend) async throws {
+    try await withServer(backend: backend) { server in
+      let caller = APICaller(transport: InProcessTransport(server: server))
+      let account = try NewEncryptedAccount(
+        username: "ann", password: Self.password, cost: .testing, random: SystemRandom.bytes)
+      _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
+      let token = try await caller.signIn(account.credentials).get().token
+      let bytes = { (count: Int) in [UInt8](repeating: 7, count: count) }
+      let recovery = NewRecoveryKey(
+        recoveryPublicKey: bytes(32), recoveryAnchor: bytes(32), recoverySecret: "a made-up secret")
+      func rotation(link: [UInt8]?, recovery: NewRecoveryKey?, password: String?) -> KeyRotation {
+        KeyRotation(
+          epoch: 1, sealedForPassword: bytes(120), sealedForRecovery: bytes(120), link: link,
+          recovery: recovery, password: password, keys: [:], keysAuthenticator: bytes(32))
+      }
+      for body in [
+        rotation(link: nil, recovery: nil, password: nil),
+        rotation(link: bytes(60), recovery: recovery, password: nil),
+      ] {
+        let refused = await caller.rotateKeys(body, token: token)
+        #expect(refused.status == 400, "\(refused)")
+        #expect(refused.error?.body?.field == "password")
+      }
+      let wrong = await caller.rotateKeys(
+        rotation(link: nil, recovery: recovery, password: "not the password"), token: token)
+      #expect(wrong.status == 403, "\(wrong)")
+      #expect(try #require(try await server.store.encryption(of: 1)).epoch == 1)
+      // Someone failing at the name does not keep the account's holder from its password.
+      for _ in 0..<6 {
+        _ = await caller.signIn(Credentials(username: "ann", password: "a wrong password"))
+      }
+      #expect(await caller.signIn(account.credentials).status == 429)
+      let newKeys = try PasswordKeys(
+        username: "ann", password: "a new horse battery",
+        derivation: .new(cost: .testing, random: SystemRandom.bytes))
+      let change = await caller.changePassword(
+        PasswordChange(
+          currentPassword: account.credentials.password, newPassword: newKeys.signInSecret,
+          keys: try account.keys.passwordSeal(
+            to: newKeys,
+            recoveryPublicKey: try NewAccountKeys.bytes(
+              account.serverKeys.recoveryPublicKey, "", count: 32),
+            username: "ann")),
+        token: token)
+      #expect(change.status == 204, "\(change)")
     }
   }
 }

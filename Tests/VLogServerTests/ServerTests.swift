@@ -421,6 +421,17 @@ struct ServerTests {
               username: "encrypted")),
           token: encryptedToken)
         #expect(staleSeal.status == 409, "\(staleSeal)")
+        // A re-keying (no link) with a wrong password (403); too many of them (429).
+        var rekeying = try rotation(from: 2)
+        rekeying.link = nil
+        rekeying.password = "not the password"
+        #expect(await caller.rotateKeys(rekeying, token: encryptedToken).status == 403)
+        var tooMany = 0
+        for _ in 0..<6 where await caller.rotateKeys(rekeying, token: encryptedToken).status == 429
+        {
+          tooMany += 1
+        }
+        #expect(tooMany > 0)
         // Five failed sign-ins in a row for a name: the next waits (429, Retry-After).
         _ = try await signUp(caller, "carol")
         for _ in 0..<6 {
