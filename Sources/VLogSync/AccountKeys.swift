@@ -58,10 +58,11 @@ public struct AccountKeys: Sendable, Equatable {
     self.contentBytes = contentBytes
     self.tagBytes = tagBytes
     // Drawn once: every event sealed or opened is authenticated with it.
-    authenticationBytes = HKDF<SHA256>.expand(
-      pseudoRandomKey: SymmetricKey(data: tagBytes),
-      info: Array("vlog account authentication".utf8), outputByteCount: 32
-    ).bytes
+    authenticationBytes =
+      HKDF<SHA256>.expand(
+        pseudoRandomKey: SymmetricKey(data: tagBytes),
+        info: Array("vlog account authentication".utf8), outputByteCount: 32
+      ).bytes
   }
 
   /// The HPKE suite of the keys' seals: X25519, HKDF-SHA256, ChaCha20-Poly1305.
