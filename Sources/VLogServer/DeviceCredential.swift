@@ -6,31 +6,38 @@ internal import VLog
 /// device's own failures, not by its user name's: whoever else guesses at the name cannot lock
 /// the device out (OWASP's "device cookies").
 ///
-/// 16 random bytes and the first 16 bytes of an HMAC-SHA-256 of them, the user name and the
-/// account's number under the server's secret, base64url: any server of the storage checks
-/// it, none stores it, and one made for an account is nothing to another that takes its name
-/// later. It is no password: a device that presents it must still send the right one, and its
-/// failures still count against its address.
+/// 16 random bytes and the first 16 bytes of an HMAC-SHA-256 of them, the user name, the
+/// account's number and the salt of its password's hash under the server's secret,
+/// base64url: any server of the storage checks it, none stores it, one made for an account is
+/// nothing to another that takes its name later, and a password change (a new salt) ends
+/// every credential made before it. It is no password: a device that presents it must still
+/// send the right one, and its failures still count against its address.
 struct DeviceCredential: Sendable, Hashable {
   /// The random part: names the device's throttle counter.
   let nonce: [UInt8]
   /// The credential as sent.
   let text: String
 
-  /// A new credential for the account `account` named `name`.
-  init(name: String, account: UInt64, nonce: [UInt8], secret: [UInt8]) {
+  /// A new credential for the account `account` named `name`, whose password's hash has the
+  /// salt `passwordSalt`.
+  init(name: String, account: UInt64, passwordSalt: [UInt8], nonce: [UInt8], secret: [UInt8]) {
     self.nonce = nonce
     self.text = SyncServer.base64URL(
-      nonce + Self.tag(name: name, account: account, nonce: nonce, secret: secret))
+      nonce
+        + Self.tag(
+          name: name, account: account, passwordSalt: passwordSalt, nonce: nonce, secret: secret))
   }
 
-  /// The credential in `text`, if the server made it for the account `account` named `name`;
-  /// nil for anything else.
-  init?(_ text: String, name: String, account: UInt64, secret: [UInt8]) {
+  /// The credential in `text`, if the server made it for the account `account` named `name`
+  /// since its password was last set; nil for anything else.
+  init?(
+    _ text: String, name: String, account: UInt64, passwordSalt: [UInt8], secret: [UInt8]
+  ) {
     guard text.utf8.count == 43, let bytes = Self.bytes(base64URL: text), bytes.count == 32
     else { return nil }
     let nonce = Array(bytes[..<16])
-    let expected = Self.tag(name: name, account: account, nonce: nonce, secret: secret)
+    let expected = Self.tag(
+      name: name, account: account, passwordSalt: passwordSalt, nonce: nonce, secret: secret)
     // Compared in constant time, as HMAC checks are.
     guard zip(expected, bytes[16...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
     self.nonce = nonce
@@ -42,10 +49,11 @@ struct DeviceCredential: Sendable, Hashable {
     ThrottleKey(kind: .device, value: Hex.string(nonce))
   }
 
-  private static func tag(name: String, account: UInt64, nonce: [UInt8], secret: [UInt8])
-    -> [UInt8]
-  {
-    let message = Array("vlog device\u{0}\(name)\u{0}\(account)\u{0}".utf8) + nonce
+  private static func tag(
+    name: String, account: UInt64, passwordSalt: [UInt8], nonce: [UInt8], secret: [UInt8]
+  ) -> [UInt8] {
+    let message =
+      Array("vlog device\u{0}\(name)\u{0}\(account)\u{0}".utf8) + passwordSalt + [0] + nonce
     return Array(
       HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)).prefix(16))
   }

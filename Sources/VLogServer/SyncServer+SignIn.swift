@@ -67,7 +67,9 @@ extension SyncServer {
     let account = try await store.account(named: name)
     let device = account.flatMap { account in
       credentials.device.flatMap {
-        DeviceCredential($0, name: name, account: account.number, secret: secret)
+        DeviceCredential(
+          $0, name: name, account: account.number, passwordSalt: account.password.salt,
+          secret: secret)
       }
     }
     let subjects: [PasswordThrottle.Subject] =
@@ -86,7 +88,10 @@ extension SyncServer {
       metrics.signInFailures.increment()
       throw ServerError.invalidCredentials
     }
-    try await rehashIfWeaker(account, password: password, context)
+    // A password hashed again has a new salt: device credentials are made under it.
+    let salt =
+      try await rehashIfWeaker(account, password: password, context)?.salt
+      ?? account.password.salt
     let token = Self.base64URL(dependencies.randomBytes(32))
     let expiry = dependencies.now().addingTimeInterval(
       TimeInterval(configuration.tokenLifetime.components.seconds))
@@ -100,9 +105,10 @@ extension SyncServer {
     }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     let issued =
-      device
+      (salt == account.password.salt ? device : nil)
       ?? DeviceCredential(
-        name: name, account: account.number, nonce: dependencies.randomBytes(16), secret: secret)
+        name: name, account: account.number, passwordSalt: salt,
+        nonce: dependencies.randomBytes(16), secret: secret)
     return try json(
       SessionBody(token: token, expiresAt: expiry, device: issued.text), status: .ok)
   }
@@ -119,21 +125,24 @@ extension SyncServer {
 
   /// Hashes a password that just signed in again at the server's cost, when it is stored at a
   /// cost of less work (an account made under an older default, or a lower `--password-cost`).
+  ///
+  /// - Returns: The new hash, if it was stored.
   private func rehashIfWeaker(
     _ account: AccountRecord, password: String, _ context: ServerContext
-  ) async throws {
-    guard account.password.cost.work < configuration.passwordCost.work else { return }
+  ) async throws -> PasswordHash? {
+    guard account.password.cost.work < configuration.passwordCost.work else { return nil }
     let rehashed = try await hashSecret(password)
-    if try await store.rehashPassword(
-      account: account.number, from: account.password, to: rehashed)
-    {
-      context.logger.info(
-        "password hashed again at the server's cost",
-        metadata: [
-          "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
-          "to": "N=2^\(configuration.passwordCost.logRounds)",
-        ])
-    }
+    guard
+      try await store.rehashPassword(
+        account: account.number, from: account.password, to: rehashed)
+    else { return nil }
+    context.logger.info(
+      "password hashed again at the server's cost",
+      metadata: [
+        "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
+        "to": "N=2^\(configuration.passwordCost.logRounds)",
+      ])
+    return rehashed
   }
 
   /// Checks an account's password again before a change that needs it (the caller holds a

@@ -193,9 +193,20 @@ struct ThrottleTests {
         await caller.signIn(Credentials(username: "ann", password: "correct horse", device: device))
           .status == 429)
       storage.clock.advance(by: 1)
-      _ = try await caller.signIn(
+      let token = try await caller.signIn(
         Credentials(username: "ann", password: "correct horse", device: device)
+      ).get().token
+      // A password change ends every credential made before it: the old one is no credential,
+      // and the sign-in is judged by the name's failures.
+      _ = try await caller.changePassword(
+        PasswordChange(currentPassword: "correct horse", newPassword: "a new password"),
+        token: token
       ).get()
+      // (A credential the server takes comes back as it is; any other is replaced.)
+      let stale = try await caller.signIn(
+        Credentials(username: "ann", password: "a new password", device: device)
+      ).get()
+      #expect(stale.device != nil && stale.device != device)
     }
   }
 
