@@ -460,11 +460,12 @@ final class LMDBStorage: ServerStorage {
   }
 
   func rotateKeys(
-    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?,
+    keeping: [UInt8]?
   ) async throws
     -> EncryptionRecord
   {
-    try await onWriter { [self] in
+    let record = try await onWriter { [self] in
       try environment.write { transaction in
         let record = try checkEpoch(rotation.epoch, of: account, in: transaction)
         let prefix = BigEndian.bytes(account)
@@ -486,9 +487,19 @@ final class LMDBStorage: ServerStorage {
         }
         try transaction.put(next.encoded, forKey: prefix, in: accountKeys)
         _ = try transaction.delete(forKey: Self.rotationDueKey(account), in: accountKeys)
+        if rotation.link == nil {
+          for hash in try tokenHashes(of: account, in: transaction) where hash != keeping {
+            _ = try transaction.delete(forKey: hash, in: tokens)
+            _ = try transaction.delete(forKey: prefix + hash, in: accountTokens)
+          }
+        }
         return next
       }
     }
+    if rotation.link == nil {
+      liveFeed.send(.passwordChanged(account: account, keeping: keeping))
+    }
+    return record
   }
 
   func links(account: UInt64, after epoch: UInt64) async throws -> [[UInt8]] {

@@ -127,7 +127,8 @@ extension PostgresStorage {
   }
 
   func rotateKeys(
-    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?,
+    keeping: [UInt8]?
   ) async throws
     -> EncryptionRecord
   {
@@ -169,6 +170,16 @@ extension PostgresStorage {
         UPDATE vlog_account_keys SET record = \(ByteBuffer(bytes: next.encoded)), rotation_due = false
         WHERE account = \(account)
         """, logger: logger)
+      if rotation.link == nil {
+        // A re-keying signs out every other session, as a password change does.
+        try await connection.query(
+          """
+          DELETE FROM vlog_tokens
+          WHERE account = \(account) AND hash IS DISTINCT FROM \(keeping.map { ByteBuffer(bytes: $0) })
+          """, logger: logger)
+        try await notify(
+          .passwordChanged(account: UInt64(account), keeping: keeping), on: connection)
+      }
       return next
     }
   }

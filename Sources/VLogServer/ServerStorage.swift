@@ -51,13 +51,16 @@ protocol ServerStorage: Sendable {
 
   /// Rotates an encrypted account's content key, in one transaction: the next epoch's record
   /// and link (none for a re-keying), the new recovery key with `recoverySecret` (its secret
-  /// hashed) if the rotation replaces it, and every object key replaced by the rotation's.
+  /// hashed) if the rotation replaces it, and every object key replaced by the rotation's. A
+  /// re-keying also signs out every session of the account but the one whose token hash is
+  /// `keeping`, as a password change does.
   ///
   /// - Returns: The new record.
   /// - Throws: ``StorageError`` `keysChanged` if the account's epoch is not the rotation's, or
   ///   the rotation lacks the key of an object the account holds one of; nothing changes then.
   func rotateKeys(
-    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?
+    account: UInt64, by rotation: KeyRotation.Checked, recoverySecret: PasswordHash?,
+    keeping: [UInt8]?
   ) async throws
     -> EncryptionRecord
 

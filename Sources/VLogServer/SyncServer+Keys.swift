@@ -99,9 +99,11 @@ extension SyncServer {
   }
 
   /// Rotates the account's content key: 409 `keysChanged` if it is no longer at the
-  /// rotation's epoch, or the rotation lacks a key the account holds.
+  /// rotation's epoch, or the rotation lacks a key the account holds. A re-keying (no link)
+  /// needs the password, and signs out every other session.
   func rotateKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try await encryptedAccount(request)
+    let (account, tokenHash) = try await authenticate(request)
+    guard try await store.encryption(of: account) != nil else { throw ServerError.notEncrypted }
     let body = try await decode(KeyRotation.self, from: request)
     let rotation = try checked { () throws(WireError) in try body.validated() }
     // A re-keying, or a new recovery key, is the account holder's act, not a token's: the
@@ -114,8 +116,9 @@ extension SyncServer {
     if let recovery = rotation.recovery {
       recoverySecret = try await hashSecret(recovery.recoverySecret)
     }
+    // A re-keying signs out every other session: a lost device's token must not outlive it.
     let record = try await store.rotateKeys(
-      account: account, by: rotation, recoverySecret: recoverySecret)
+      account: account, by: rotation, recoverySecret: recoverySecret, keeping: tokenHash)
     context.logger.info(
       rotation.link == nil ? "account re-keyed" : "content key rotated",
       metadata: [

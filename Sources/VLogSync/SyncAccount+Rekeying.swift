@@ -22,6 +22,26 @@ extension SyncAccount {
   ///   cannot be opened or replaced.
   @discardableResult
   public func rekey() async throws -> RecoveryKey {
+    // One at a time with syncs: a sync running now ends first, and none starts until the
+    // re-keying has: nothing is sealed with keys it is replacing.
+    while true {
+      if let running = syncInProgress {
+        _ = await running.result
+      } else if let rekeying {
+        _ = await rekeying.result
+      } else {
+        break
+      }
+    }
+    let task = Task {
+      defer { rekeying = nil }
+      return try await rekeyNow()
+    }
+    rekeying = task
+    return try await task.value
+  }
+
+  private func rekeyNow() async throws -> RecoveryKey {
     guard let keyring = try await openKeys() else {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has keys to replace")
     }
@@ -42,7 +62,9 @@ extension SyncAccount {
   ///   ``AccountKeyError`` when the server names keys older than those this device held.
   func reopenReplacedKeys() async throws {
     let held = await keyring?.keys.epoch ?? 0
-    try forgetKeys()
+    // The keys kept stay kept until the new ones open: an answer that merely claims a
+    // re-keying does not erase them.
+    forgetKeysInMemory()
     let reopened: AccountKeyring?
     do {
       reopened = try await openKeys()

@@ -71,6 +71,8 @@ public actor SyncAccount {
   private var token: String?
   /// The sync running now, which a second call waits for before it starts its own.
   private var running: Task<SyncReport, any Error>?
+  /// The re-keying in progress (``rekey()``): no sync seals or pushes while it runs.
+  var rekeying: Task<RecoveryKey, any Error>?
   /// The remembered state: cursor, last sync, skew, last error.
   public private(set) var state: SyncState
   /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
@@ -612,6 +614,16 @@ public actor SyncAccount {
   }
 
   /// Forgets an encrypted account's keys, here and in the credential store.
+  /// Forgets the keyring and the restored keys, but not those in the credential store: the
+  /// next ``openKeys()`` opens them with the password.
+  func forgetKeysInMemory() {
+    keyring = nil
+    restoredKeys = nil
+  }
+
+  /// The sync in progress, if any.
+  var syncInProgress: Task<SyncReport, any Error>? { running }
+
   func forgetKeys() throws {
     guard isEncrypted else { return }
     keyring = nil
@@ -643,12 +655,19 @@ public actor SyncAccount {
   ///   ``SyncState/lastError``.
   @discardableResult
   public func sync() async throws -> SyncReport {
-    while let running {
+    while true {
       // Its outcome is its caller's to handle; this call only waits for it to end. The task
       // clears `running` itself before it ends, so this loop always finds it gone (waiting on
       // a finished task does not suspend: a loop that relied on the task's caller to clear it
-      // would spin on the actor, and the caller could never run).
-      _ = await running.result
+      // would spin on the actor, and the caller could never run). A re-keying is waited for
+      // the same way: nothing is sealed with keys it is replacing.
+      if let running {
+        _ = await running.result
+      } else if let rekeying {
+        _ = await rekeying.result
+      } else {
+        break
+      }
     }
     let task = Task {
       defer { running = nil }

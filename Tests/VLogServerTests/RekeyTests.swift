@@ -41,6 +41,7 @@ struct RekeyTests {
               .keys[old.identifier])
           let oldKey = try lostKeys.unwrap(oldWrapped, of: old.identifier)
 
+          let lostToken = try #require(await lost.account.currentToken)
           // The user re-keys from another device, then writes.
           let laptop = try EncryptedSyncTests.device("laptop", root: root, baseURL: baseURL)
           try await laptop.account.signIn()
@@ -50,6 +51,12 @@ struct RekeyTests {
           let record = try #require(try await server.store.encryption(of: account))
           #expect(record.epoch == 2)
           #expect(try await server.store.links(account: account, after: 1).isEmpty)
+          // Every other session is signed out: the lost device's token opens nothing.
+          let probe = APICaller(transport: HTTPTransport(baseURL: baseURL))
+          #expect(await probe.sessions(token: lostToken).status == 401)
+          #expect(
+            await probe.sessions(token: try #require(await laptop.account.currentToken)).status
+              == 200)
           let fresh = try await laptop.store.write { changes in
             changes.setText("CanaryOldEdited", of: old)
             return changes.createNote(text: "CanaryFresh")
@@ -77,15 +84,15 @@ struct RekeyTests {
           // The old text opens with the old note's key; the edit and the new note do not.
           #expect(opened == 1)
 
-          // The lost device, which held its keys but not the password, is told to sign in;
-          // signed in with the password, it reads everything.
+          // The re-keying signed out every other session: the lost device, which held its
+          // keys and its token but not the password, is told to sign in; a device of the
+          // user's that knows the password signs in again and reads everything.
           let restarted = try EncryptedSyncTests.device(
             "lost-again", root: root, baseURL: baseURL, password: nil, credentialStore: keptLost)
           let refused = await #expect(throws: APIError.self) {
             try await restarted.account.sync()
           }
           #expect(refused?.code == .signedOut, "\(String(describing: refused))")
-          #expect("\(String(describing: refused))".contains("re-keyed"))
           try await lost.account.sync()
           #expect(try lost.store.note(fresh)?.text == "CanaryFresh")
           #expect(try lost.store.note(old)?.text == "CanaryOldEdited")
