@@ -48,7 +48,7 @@ public struct SyncReport: Sendable, Hashable {
 public actor SyncAccount {
   /// The store this account syncs.
   public let store: NoteStore
-  private let caller: APICaller
+  let caller: APICaller
   /// The account's user name, normalised.
   public nonisolated let username: String
   /// The server (the transport's ``Transport/server``) and user name this account syncs the
@@ -58,7 +58,7 @@ public actor SyncAccount {
   private var isBound = false
   /// The password, in memory only, when the app gave one: for signing in again when the token
   /// expires. Nil when the account was restored from a credential store.
-  private var password: String?
+  var password: String?
   private let credentialStore: (any CredentialStore)?
   /// The token as last written to the credential store.
   private var storedToken: String?
@@ -68,19 +68,19 @@ public actor SyncAccount {
   private let pushSize: Int
   private let pushBytes: Int
   private var encoding: SyncEncoding
-  private var token: String?
+  var token: String?
   /// The sync running now, which a second call waits for before it starts its own.
   private var running: Task<SyncReport, any Error>?
   /// The re-keying in progress (``rekey()``): no sync seals or pushes while it runs.
   var rekeying: Task<RecoveryKey, any Error>?
   /// The remembered state: cursor, last sync, skew, last error.
-  public private(set) var state: SyncState
+  public internal(set) var state: SyncState
   /// How an end-to-end encrypted account draws its keys; nil for an account whose notes the
   /// server reads.
   let encryption: EncryptionOptions?
   /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once
   /// per password and derivation).
-  private var passwordKeys: (password: String, keys: PasswordKeys)?
+  var passwordKeys: (password: String, keys: PasswordKeys)?
   /// An encrypted account's keys and its notes' keys, once opened or restored.
   var keyring: AccountKeyring?
   /// The recovery key of the encrypted account ``createAccount()`` made: shown to the user
@@ -90,9 +90,9 @@ public actor SyncAccount {
   /// Whether the account is end-to-end encrypted: its notes are sealed on the device, and the
   /// server stores what it cannot read. With ``EncryptionOptions/asTheServerSays``, known once
   /// the device has signed in (or kept the account's keys from an earlier sign-in).
-  public private(set) var isEncrypted: Bool
+  public internal(set) var isEncrypted: Bool
   /// The least key derivation cost this device accepts, and the one it makes passwords with.
-  private nonisolated let encryptionCost: KeyDerivationCost?
+  nonisolated let encryptionCost: KeyDerivationCost?
 
   /// The default place of the state file: `sync-state.json` in the store's directory.
   public static func stateFile(for store: NoteStore) -> String {
@@ -318,136 +318,6 @@ public actor SyncAccount {
     _ = try await caller.signOut(token: token).get()
   }
 
-  /// Changes the account's password. Every other session is signed out (their tokens
-  /// revoked); this one stays signed in, and later sign-ins use the new password.
-  ///
-  /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
-  ///   (400) for a new password of the wrong length; for an encrypted account, `weakPassword`
-  ///   for a new password below the floor, before anything is sent.
-  ///
-  /// For an encrypted account, the account's keys are sealed to the new password in the same
-  /// change: the old password opens them no more, and no note is encrypted again.
-  ///
-  /// With `rekeying`, the account is then re-keyed (``rekey()``): keys a
-  /// lost device kept open nothing written from now on, and a new recovery key replaces the
-  /// account's.
-  ///
-  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
-  @discardableResult
-  public func changePassword(from current: String, to new: String, rekeying: Bool = false)
-    async throws -> RecoveryKey?
-  {
-    for attempt in 0..<2 {
-      let change: PasswordChange
-      if let keyring = try await openKeys() {
-        // Sealed at the account's current epoch: a rotation elsewhere is followed first.
-        let body = try await keyring.refresh()
-        let keys = await keyring.keys
-        let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
-        try PasswordStrength.checkNew(new, username: username, field: "newPassword")
-        let newKeys = try await passwordKeys(
-          for: new,
-          derivation: .new(
-            cost: encryptionCost ?? .standard, random: encryption?.random ?? systemRandomBytes))
-        change = PasswordChange(
-          currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,
-          keys: try keys.passwordSeal(
-            to: newKeys, recoveryPublicKey: recovery, username: username))
-      } else {
-        change = PasswordChange(currentPassword: current, newPassword: new)
-      }
-      do {
-        _ = try await call { caller, token in await caller.changePassword(change, token: token) }
-        break
-      } catch {
-        // A rotation between the refresh and the change: sealed again at the new epoch.
-        guard error.body?.code == .keysChanged, attempt == 0 else { throw error }
-      }
-    }
-    password = new
-    if let derivation = passwordKeys?.keys.derivation, isEncrypted {
-      remember(derivation.version)
-    }
-    try saveToken()
-    return rekeying ? try await rekey() : nil
-  }
-
-  /// Recovers an end-to-end encrypted account whose password is lost, with its recovery key:
-  /// opens the account's keys with it, seals them to `newPassword`, which becomes the
-  /// account's password (every session is signed out), then signs in with it.
-  ///
-  /// - Parameters:
-  ///   - recoveryKey: The recovery key as shown at sign-up (dashes and case do not matter).
-  ///   - newPassword: The account's password from now on.
-  ///   - rekeying: Whether to re-key the account once recovered
-  ///     (``rekey()``): keys a lost device kept open nothing written
-  ///     from now on, and a new recovery key replaces the one used.
-  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
-  /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
-  ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
-  ///   `invalidRequest` for an account that is not encrypted.
-  @discardableResult
-  public func recover(recoveryKey: String, newPassword: String, rekeying: Bool = false)
-    async throws -> RecoveryKey?
-  {
-    guard encryption != nil else {
-      throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
-    }
-    try store.checkAccount(binding)
-    try await caller.recoverEncryptedAccount(
-      username: username, recoveryKey: recoveryKey, newPassword: newPassword,
-      cost: encryptionCost ?? .standard)
-    // Opened again with the new password, as any device will.
-    isEncrypted = true
-    try forgetKeys()
-    try await signIn(password: newPassword)
-    return rekeying ? try await rekey() : nil
-  }
-
-  /// Deletes the account on the server: every event, blob, token and record of it is erased
-  /// there. This store keeps its notes (as a store that never synced, with nothing
-  /// acknowledged) and stays bound to the account's name on that server; the account forgets
-  /// its token, cursor and status.
-  ///
-  /// - Throws: ``APIError``: `invalidCredentials` (403) if `password` is wrong.
-  public func deleteAccount(password: String) async throws {
-    let confirmed = try await serverPassword(password)
-    _ = try await call { caller, token in
-      await caller.deleteAccount(password: confirmed, token: token)
-    }
-    try forgetKeys()
-    token = nil
-    self.password = nil
-    state = SyncState(username: username, server: state.server)
-    try saveToken()
-    try saveState()
-  }
-
-  /// The account's sessions whose tokens have not expired; `SessionInfo/current` marks this
-  /// one.
-  public func sessions() async throws(APIError) -> [SessionInfo] {
-    try await call { caller, token in await caller.sessions(token: token) }.sessions
-  }
-
-  /// Signs out one session of the account (another device, say) by its id from
-  /// ``sessions()``.
-  ///
-  /// - Throws: ``APIError``: `notFound` (404) for an id the account has no session with.
-  public func revokeSession(id: String) async throws(APIError) {
-    _ = try await call { caller, token in await caller.revokeSession(id: id, token: token) }
-  }
-
-  /// Signs out one session of the account, then, with `rekeying`, re-keys the account
-  /// (``rekey()``): what the signed-out device kept of the keys opens
-  /// nothing written from now on.
-  ///
-  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
-  @discardableResult
-  public func revokeSession(id: String, rekeying: Bool) async throws -> RecoveryKey? {
-    try await revokeSession(id: id)
-    return rekeying ? try await rekey() : nil
-  }
-
   /// The current token, if signed in.
   public var currentToken: String? { token }
 
@@ -476,7 +346,7 @@ public actor SyncAccount {
   ///
   /// Unless the account is clear for certain, the server is asked first whether the account is
   /// encrypted and how its password is stretched (``signInParameters()``).
-  private func serverPassword(_ password: String) async throws(APIError) -> String {
+  func serverPassword(_ password: String) async throws(APIError) -> String {
     guard encryption != nil else { return password }
     let parameters = try await signInParameters()
     guard parameters.encrypted else { return password }
@@ -510,7 +380,7 @@ public actor SyncAccount {
 
   /// Remembers, in the state file, that the account is encrypted and the highest key
   /// derivation version seen for it.
-  private func remember(_ version: Int?) {
+  func remember(_ version: Int?) {
     state.encrypted = true
     if let version { state.keyDerivationVersion = max(state.keyDerivationVersion ?? 0, version) }
   }
@@ -633,7 +503,7 @@ public actor SyncAccount {
   }
 
   /// Writes the token to the credential store if it changed since it was last written.
-  private func saveToken() throws {
+  func saveToken() throws {
     guard let credentialStore, token != storedToken else { return }
     try credentialStore.setToken(token, for: username)
     storedToken = token
@@ -976,7 +846,7 @@ public actor SyncAccount {
 
   /// Runs one API call with the account's token, signing in first or again once as needed,
   /// and records a clock-skew error's server time.
-  private func call<Value: Sendable>(
+  func call<Value: Sendable>(
     _ send: @escaping @Sendable (APICaller, String) async -> APIResult<Value>
   ) async throws(APIError) -> Value {
     let caller = self.caller
@@ -1010,7 +880,7 @@ public actor SyncAccount {
     isBound = true
   }
 
-  private func saveState() throws {
+  func saveState() throws {
     guard let stateFile else { return }
     try state.write(to: stateFile)
   }
