@@ -37,8 +37,9 @@ public struct InProcessTransport: Transport {
         method: HTTPRequest.Method(request.method) ?? .get, scheme: "http",
         authority: "localhost", path: request.path, headerFields: fields),
       body: RequestBody(buffer: ByteBuffer(bytes: request.body)))
+    // A channel that any thread may ask (for its address, say), as requests run on any.
     let context = ServerContext(
-      source: ApplicationRequestContextSource(channel: EmbeddedChannel(), logger: logger))
+      source: ApplicationRequestContextSource(channel: NIOAsyncTestingChannel(), logger: logger))
     let response = try await responder.respond(to: incoming, context: context)
     let writer = CollectingWriter()
     let bytes = writer.bytes

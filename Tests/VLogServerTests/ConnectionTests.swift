@@ -291,7 +291,12 @@ struct DisconnectTests {
             + "Content-Length: 1000\r\n\r\n{\"username\":")
         try await Task.sleep(for: .milliseconds(200))
         connection.shutdown()
-        try await Task.sleep(for: .milliseconds(500))
+        // Until the server has logged the request, however loaded the machine (a minute at
+        // most): a fixed pause was too short on a busy one.
+        for _ in 0..<600
+        where !handler.recorded.contains(where: { $0.contains("path=/v1/accounts") }) {
+          try await Task.sleep(for: .milliseconds(100))
+        }
       }
       let requests = handler.recorded.filter { $0.contains("path=/v1/accounts") }
       // Before, this was an error line with status 500.
