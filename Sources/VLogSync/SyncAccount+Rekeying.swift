@@ -24,15 +24,7 @@ extension SyncAccount {
   public func rekey() async throws -> RecoveryKey {
     // One at a time with syncs: a sync running now ends first, and none starts until the
     // re-keying has: nothing is sealed with keys it is replacing.
-    while true {
-      if let running = syncInProgress {
-        _ = await running.result
-      } else if let rekeying {
-        _ = await rekeying.result
-      } else {
-        break
-      }
-    }
+    await waitForSyncAndRekeying()
     let task = Task {
       defer { rekeying = nil }
       return try await rekeyNow()

@@ -491,8 +491,24 @@ public actor SyncAccount {
     restoredKeys = nil
   }
 
-  /// The sync in progress, if any.
-  var syncInProgress: Task<SyncReport, any Error>? { running }
+  /// Waits until no sync and no re-keying runs: they run one at a time, so that an outbox is
+  /// never pushed twice and nothing is sealed with keys a re-keying is replacing.
+  ///
+  /// Their outcomes are their callers' to handle; this only waits for them to end. Each task
+  /// clears its own variable before it ends, so this loop always finds it gone (waiting on a
+  /// finished task does not suspend: a loop that relied on the task's caller to clear it
+  /// would spin on the actor, and the caller could never run).
+  func waitForSyncAndRekeying() async {
+    while true {
+      if let running {
+        _ = await running.result
+      } else if let rekeying {
+        _ = await rekeying.result
+      } else {
+        return
+      }
+    }
+  }
 
   func forgetKeys() throws {
     guard isEncrypted else { return }
@@ -525,20 +541,7 @@ public actor SyncAccount {
   ///   ``SyncState/lastError``.
   @discardableResult
   public func sync() async throws -> SyncReport {
-    while true {
-      // Its outcome is its caller's to handle; this call only waits for it to end. The task
-      // clears `running` itself before it ends, so this loop always finds it gone (waiting on
-      // a finished task does not suspend: a loop that relied on the task's caller to clear it
-      // would spin on the actor, and the caller could never run). A re-keying is waited for
-      // the same way: nothing is sealed with keys it is replacing.
-      if let running {
-        _ = await running.result
-      } else if let rekeying {
-        _ = await rekeying.result
-      } else {
-        break
-      }
-    }
+    await waitForSyncAndRekeying()
     let task = Task {
       defer { running = nil }
       return try await self.syncOnce()

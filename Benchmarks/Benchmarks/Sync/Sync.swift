@@ -184,7 +184,8 @@ let benchmarks: @Sendable () -> Void = {
         let benchmark = measured.benchmark
         let account = try SyncAccount(
           store: source, transport: HTTPTransport(baseURL: "http://127.0.0.1:\(port)"),
-          credentials: Credentials(username: "push", password: "benchmark password for sealed notes"),
+          credentials: Credentials(
+            username: "push", password: "benchmark password for sealed notes"),
           encryption: encrypted ? .standard : nil)
         try await account.createAccount()
         try await account.signIn()
