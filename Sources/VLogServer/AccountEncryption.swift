@@ -12,9 +12,10 @@ struct EncryptionRecord: Sendable, Equatable {
   var passwordPublicKey: [UInt8]
   /// The public key of the recovery key's key pair (32 bytes).
   var recoveryPublicKey: [UInt8]
-  /// The account's current keys sealed to the password's public key (120 bytes).
+  /// The account's current keys sealed to the password's public key (160 bytes; 120 for keys
+  /// made before they had a vouching key).
   var sealedForPassword: [UInt8]
-  /// The account's current keys sealed to the recovery key's public key (120 bytes).
+  /// The account's current keys sealed to the recovery key's public key (as large).
   var sealedForRecovery: [UInt8]
   /// What the password, and the recovery key, vouch for the keys with (32 bytes each; empty in
   /// a record of format 1, written before anchors).
@@ -40,10 +41,9 @@ struct EncryptionRecord: Sendable, Equatable {
       keys.passwordPublicKey, "keys.passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
     recoveryPublicKey = try NewAccountKeys.bytes(
       keys.recoveryPublicKey, "keys.recoveryPublicKey", count: NewAccountKeys.publicKeyBytes)
-    sealedForPassword = try NewAccountKeys.bytes(
-      keys.sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes)
-    sealedForRecovery = try NewAccountKeys.bytes(
-      keys.sealedForRecovery, "keys.sealedForRecovery", count: NewAccountKeys.sealedBytes)
+    (sealedForPassword, sealedForRecovery) = try NewAccountKeys.seals(
+      keys.sealedForPassword, keys.sealedForRecovery, "keys.sealedForPassword",
+      "keys.sealedForRecovery")
     passwordAnchor = try NewAccountKeys.bytes(
       keys.passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes)
     recoveryAnchor = try NewAccountKeys.bytes(
@@ -84,6 +84,7 @@ struct EncryptionRecord: Sendable, Equatable {
     next.sealedForPassword = rotation.sealedForPassword
     next.sealedForRecovery = rotation.sealedForRecovery
     next.keysAuthenticator = rotation.keysAuthenticator
+    if let anchor = rotation.passwordAnchor { next.passwordAnchor = anchor }
     if let recovery = rotation.recovery, let recoverySecret {
       next.recoveryPublicKey = recovery.recoveryPublicKey
       next.recoveryAnchor = recovery.recoveryAnchor
@@ -93,15 +94,20 @@ struct EncryptionRecord: Sendable, Equatable {
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (4), the epoch (8 bytes,
-  /// big-endian), the two public keys, the two seals, the two anchors, the keys'
-  /// authenticator's length (a byte: 0 or 32) and bytes, the key derivation (version, log₂ N,
-  /// r, p, the salt's length: a byte each, then the salt), then the recovery secret's hash.
-  /// Format 3 had no key derivation; format 2 no authenticator; format 1 no anchors either.
+  /// The stored form, the same on both backends: a format byte (5), the epoch (8 bytes,
+  /// big-endian), the two public keys, the two seals (each after its length, a byte), the two
+  /// anchors, the keys' authenticator's length (a byte: 0 or 32) and bytes, the key derivation
+  /// (version, log₂ N, r, p, the salt's length: a byte each, then the salt), then the recovery
+  /// secret's hash. Format 4 had seals of 120 bytes and no lengths; format 3 no key
+  /// derivation; format 2 no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [4]
+    var bytes: [UInt8] = [5]
     BigEndian.append(epoch, to: &bytes)
-    bytes += passwordPublicKey + recoveryPublicKey + sealedForPassword + sealedForRecovery
+    bytes += passwordPublicKey + recoveryPublicKey
+    for seal in [sealedForPassword, sealedForRecovery] {
+      bytes.append(UInt8(clamping: seal.count))
+      bytes += seal
+    }
     bytes += passwordAnchor + recoveryAnchor
     bytes.append(UInt8(keysAuthenticator.count))
     bytes += keysAuthenticator
@@ -113,53 +119,52 @@ struct EncryptionRecord: Sendable, Equatable {
     return bytes
   }
 
-  private static let keysBytes =
-    1 + 8 + 2 * NewAccountKeys.publicKeyBytes + 2 * NewAccountKeys.sealedBytes
-
-  /// Reads what ``encoded`` wrote, in format 4, 3, 2 or 1; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 5 to 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard let format = bytes.first, (1...4).contains(format) else { return nil }
-    var fixed = Self.keysBytes + (format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0)
-    var authenticatorCount = 0
-    if format >= 3 {
-      guard bytes.count > fixed,
-        [0, NewAccountKeys.authenticatorBytes].contains(Int(bytes[fixed]))
-      else { return nil }
-      authenticatorCount = Int(bytes[fixed])
-      fixed += 1 + authenticatorCount
-    }
-    keyDerivation = .versionOne
-    if format >= 4 {
-      guard bytes.count > fixed + 5 else { return nil }
-      let saltCount = Int(bytes[fixed + 4])
-      guard bytes.count > fixed + 5 + saltCount else { return nil }
-      let derivation = KeyDerivation(
-        version: Int(bytes[fixed]), logRounds: Int(bytes[fixed + 1]),
-        blockSize: Int(bytes[fixed + 2]), parallelism: Int(bytes[fixed + 3]),
-        salt: Array(bytes[(fixed + 5)..<(fixed + 5 + saltCount)]))
-      guard let valid = try? derivation.validated() else { return nil }
-      keyDerivation = valid
-      fixed += 5 + saltCount
-    }
-    guard bytes.count > fixed,
-      let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1),
-      let hash = PasswordHash(decoding: bytes[fixed...])
+    guard let format = bytes.first, (1...5).contains(format),
+      let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1)
     else { return nil }
-    self.epoch = epoch
     var offset = 9
-    func take(_ count: Int) -> [UInt8] {
+    /// The next `count` bytes, or nil past the end.
+    func take(_ count: Int) -> [UInt8]? {
+      guard count >= 0, bytes.count - offset >= count else { return nil }
       defer { offset += count }
       return Array(bytes[offset..<(offset + count)])
     }
-    passwordPublicKey = take(NewAccountKeys.publicKeyBytes)
-    recoveryPublicKey = take(NewAccountKeys.publicKeyBytes)
-    sealedForPassword = take(NewAccountKeys.sealedBytes)
-    sealedForRecovery = take(NewAccountKeys.sealedBytes)
-    passwordAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
-    recoveryAnchor = format >= 2 ? take(NewAccountKeys.anchorBytes) : []
-    if format >= 3 { offset += 1 }
-    keysAuthenticator = take(authenticatorCount)
+    /// A length byte, then as many bytes, which must be of one of `counts`.
+    func sized(_ counts: [Int]) -> [UInt8]? {
+      guard let length = take(1)?.first, counts.contains(Int(length)) else { return nil }
+      return take(Int(length))
+    }
+    let before = NewAccountKeys.sealedBytesBeforeVouching
+    guard let passwordKey = take(NewAccountKeys.publicKeyBytes),
+      let recoveryKey = take(NewAccountKeys.publicKeyBytes),
+      let forPassword = format >= 5 ? sized(NewAccountKeys.sealedSizes) : take(before),
+      let forRecovery = format >= 5 ? sized([forPassword.count]) : take(before),
+      let anchors = take(format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0),
+      let authenticator = format >= 3 ? sized([0, NewAccountKeys.authenticatorBytes]) : []
+    else { return nil }
+    keyDerivation = .versionOne
+    if format >= 4 {
+      guard let fields = take(5), let salt = take(Int(fields[4])) else { return nil }
+      let derivation = KeyDerivation(
+        version: Int(fields[0]), logRounds: Int(fields[1]), blockSize: Int(fields[2]),
+        parallelism: Int(fields[3]), salt: salt)
+      guard let valid = try? derivation.validated() else { return nil }
+      keyDerivation = valid
+    }
+    guard offset < bytes.count, let hash = PasswordHash(decoding: bytes[offset...]) else {
+      return nil
+    }
+    self.epoch = epoch
+    passwordPublicKey = passwordKey
+    recoveryPublicKey = recoveryKey
+    sealedForPassword = forPassword
+    sealedForRecovery = forRecovery
+    passwordAnchor = Array(anchors.prefix(NewAccountKeys.anchorBytes))
+    recoveryAnchor = Array(anchors.dropFirst(NewAccountKeys.anchorBytes))
+    keysAuthenticator = authenticator
     recoverySecret = hash
   }
 }

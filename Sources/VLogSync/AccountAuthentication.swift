@@ -7,20 +7,22 @@ public import VLogWire
 // The server relays everything a device seals to and applies: the public keys new account
 // keys are sealed to at each rotation, the epoch, every event. A server that controls those
 // answers must not be able to make a device seal a key to a public key of its own, nor
-// apply a change no device made. So the account's devices vouch for both with a key only
-// they hold — drawn from the account's tag key, which every device has and the server never
-// sees — and check before they seal or apply:
+// apply a change no device made. So the account's devices vouch for both with keys only
+// they hold, which the server never sees, and check before they seal or apply:
 //
 // - the *keys' authenticator*, HMAC-SHA-256 over the account's name, the epoch and the two
-//   public keys, made by the device that sets them (creation, a password change, a recovery,
-//   a rotation) and checked by every device before it seals to them;
+//   public keys under the vouching key (random, drawn anew at each re-keying), made by the
+//   device that sets them (creation, a password change, a recovery, a rotation) and checked
+//   by every device before it seals to them. A lost device's keys vouch for nothing after a
+//   re-keying;
 // - each event's *authenticator* (`Event.authenticator`), a truncated HMAC-SHA-256 over its
-//   stamp, kind and ids (`Event.authenticatedBytes`), made when the event is sealed and
-//   checked before a pulled event is stored, redacted events included.
+//   stamp, kind and ids (`Event.authenticatedBytes`) under a key drawn from the tag key,
+//   which never changes (events keep their authenticators for good), made when the event is
+//   sealed and checked before a pulled event is stored, redacted events included.
 
 extension AccountKeys {
-  /// The key the account's devices vouch with: HKDF-SHA-256 of the tag key, which every device
-  /// of the account holds and the server never sees.
+  /// The key the account's devices vouch for events with: HKDF-SHA-256 of the tag key, which
+  /// every device of the account holds and the server never sees.
   private var authenticationKey: SymmetricKey { SymmetricKey(data: authenticationBytes) }
 
   /// What the account's devices vouch for `epoch` and the two public keys with, for the
@@ -33,7 +35,7 @@ extension AccountKeys {
       message.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift)))
     }
     message += passwordPublicKey + recoveryPublicKey
-    return Array(HMAC<SHA256>.authenticationCode(for: message, using: authenticationKey))
+    return Array(HMAC<SHA256>.authenticationCode(for: message, using: vouchingKey))
   }
 
   /// The public keys of `body`, the server's record of the account's keys, once checked to be

@@ -473,7 +473,9 @@ public actor AccountKeyring {
       epoch: keys.epoch,
       sealedForPassword: try next.sealed(to: passwordPublicKey, username: username),
       sealedForRecovery: try next.sealed(to: recoveryPublicKey, username: username),
-      link: link, recovery: recovery, password: rekeying?.password.signInSecret,
+      link: link, recovery: recovery,
+      passwordAnchor: rekeying.map { next.anchor(for: $0.password) },
+      password: rekeying?.password.signInSecret,
       keys: rewrapped,
       keysAuthenticator: next.keysAuthenticator(
         epoch: next.epoch, passwordPublicKey: passwordPublicKey,

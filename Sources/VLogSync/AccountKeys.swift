@@ -8,12 +8,15 @@ internal import _CryptoExtras
 #endif
 
 /// The keys a device of an encrypted account holds once signed in: the content key of the
-/// account's current epoch, which wraps each note's key, and the tag key, which names tags.
+/// account's current epoch, which wraps each note's key, the tag key, which names tags, and
+/// the vouching key, with which the account's devices vouch for its public keys.
 ///
 /// The content key is replaced by a new random one (``rotated(random:)``) after a deletion has
 /// synced, and the old one is forgotten everywhere: a copy of the server's files taken before
 /// the deletion then holds the deleted note's key wrapped by a key nobody has. The tag key
-/// never changes: it only names tags, which must keep their ids.
+/// never changes: it only names tags, which must keep their ids. The vouching key is drawn
+/// anew at each re-keying (``rekeyed(random:)``), so that a lost device's keys can vouch for
+/// nothing after it.
 public struct AccountKeys: Sendable, Equatable {
   /// Which content key this is: 1 for the account's first, one more at each rotation.
   public let epoch: UInt64
@@ -21,42 +24,77 @@ public struct AccountKeys: Sendable, Equatable {
   private let contentBytes: [UInt8]
   /// Names tags (``tagName(_:)``) and seals what names a tag apart from a note: 32 bytes.
   private let tagBytes: [UInt8]
-  /// The key the devices vouch for events and public keys with, drawn from the tag key.
+  /// What the account's devices vouch for its public keys with, and what the password's and
+  /// the recovery key's anchors cover (32 bytes): random, drawn at the account's creation and
+  /// at each re-keying, kept by a rotation. Empty in keys made before it had one, which vouch
+  /// with ``authenticationBytes``.
+  private let vouchingBytes: [UInt8]
+  /// The epoch of the re-keying (or the creation) that drew the vouching key; 0 for keys made
+  /// before they had one. A device that held keys refuses, in their place, keys of an earlier
+  /// re-keying: a server with a lost device's keys could make those up.
+  public let rekeyedAt: UInt64
+  /// The key the devices vouch for events with, drawn from the tag key.
   let authenticationBytes: [UInt8]
 
   var contentKey: SymmetricKey { SymmetricKey(data: contentBytes) }
   var tagKey: SymmetricKey { SymmetricKey(data: tagBytes) }
-
-  /// The keys of a new account: epoch 1, from 64 bytes of `random`.
-  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
-    let bytes = random(64)
-    guard bytes.count == 64 else {
-      throw AccountKeyError("account keys need 64 random bytes, got \(bytes.count)")
-    }
-    self.init(epoch: 1, contentBytes: Array(bytes.prefix(32)), tagBytes: Array(bytes.suffix(32)))
+  /// The key of the keys' authenticator (``keysAuthenticator(epoch:passwordPublicKey:recoveryPublicKey:username:)``).
+  var vouchingKey: SymmetricKey {
+    SymmetricKey(data: vouchingBytes.isEmpty ? authenticationBytes : vouchingBytes)
   }
 
-  /// The keys as a device keeps them between launches (in a ``CredentialStore``): the epoch
-  /// (8 bytes, big-endian), the content key and the tag key, 72 bytes. Whoever holds them reads
-  /// every note of the account.
-  public var rawRepresentation: [UInt8] { BigEndianBytes.of(epoch) + contentBytes + tagBytes }
+  /// The keys of a new account: epoch 1, from 96 bytes of `random`.
+  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
+    let bytes = random(96)
+    guard bytes.count == 96 else {
+      throw AccountKeyError("account keys need 96 random bytes, got \(bytes.count)")
+    }
+    self.init(
+      epoch: 1, contentBytes: Array(bytes[0..<32]), tagBytes: Array(bytes[32..<64]),
+      vouchingBytes: Array(bytes[64..<96]), rekeyedAt: 1)
+  }
+
+  /// The keys as a device keeps them between launches (in a ``CredentialStore``) and as they
+  /// are sealed: the epoch (8 bytes, big-endian), the content key and the tag key, then the
+  /// epoch of the last re-keying and the vouching key — 112 bytes; 72 for keys made before
+  /// they had a vouching key. Whoever holds them reads every note of the account.
+  public var rawRepresentation: [UInt8] {
+    var bytes = BigEndianBytes.of(epoch) + contentBytes + tagBytes
+    if !vouchingBytes.isEmpty { bytes += BigEndianBytes.of(rekeyedAt) + vouchingBytes }
+    return bytes
+  }
 
   /// Keys read back from ``rawRepresentation``.
   ///
-  /// - Throws: ``AccountKeyError`` for bytes that are not 72 of them.
+  /// - Throws: ``AccountKeyError`` for bytes that are not 112 (or 72) of them.
   public init(rawRepresentation bytes: [UInt8]) throws(AccountKeyError) {
-    guard bytes.count == 72 else {
-      throw AccountKeyError("account keys are 72 bytes, these are \(bytes.count)")
+    guard bytes.count == Self.plainBytes || bytes.count == Self.plainBytesBeforeVouching else {
+      throw AccountKeyError(
+        "account keys are \(Self.plainBytes) bytes (or \(Self.plainBytesBeforeVouching)), "
+          + "these are \(bytes.count)")
     }
+    let vouching = bytes.count == Self.plainBytes
     self.init(
       epoch: BigEndianBytes.uint64(bytes.prefix(8)), contentBytes: Array(bytes[8..<40]),
-      tagBytes: Array(bytes[40..<72]))
+      tagBytes: Array(bytes[40..<72]),
+      vouchingBytes: vouching ? Array(bytes[80..<112]) : [],
+      rekeyedAt: vouching ? BigEndianBytes.uint64(bytes[72..<80]) : 0)
   }
 
-  private init(epoch: UInt64, contentBytes: [UInt8], tagBytes: [UInt8]) {
+  /// The size of ``rawRepresentation``, and of what a seal holds.
+  static let plainBytes = 112
+  /// The size of ``rawRepresentation`` of keys made before they had a vouching key.
+  static let plainBytesBeforeVouching = 72
+
+  private init(
+    epoch: UInt64, contentBytes: [UInt8], tagBytes: [UInt8], vouchingBytes: [UInt8],
+    rekeyedAt: UInt64
+  ) {
     self.epoch = epoch
     self.contentBytes = contentBytes
     self.tagBytes = tagBytes
+    self.vouchingBytes = vouchingBytes
+    self.rekeyedAt = rekeyedAt
     // Drawn once: every event sealed or opened is authenticated with it.
     authenticationBytes =
       HKDF<SHA256>.expand(
@@ -65,20 +103,27 @@ public struct AccountKeys: Sendable, Equatable {
       ).bytes
   }
 
+  /// These keys at `epoch` with `contentBytes` in place of their content key.
+  private func with(epoch: UInt64, contentBytes: [UInt8]) -> AccountKeys {
+    AccountKeys(
+      epoch: epoch, contentBytes: contentBytes, tagBytes: tagBytes, vouchingBytes: vouchingBytes,
+      rekeyedAt: rekeyedAt)
+  }
+
   /// The HPKE suite of the keys' seals: X25519, HKDF-SHA256, ChaCha20-Poly1305.
   private static var suite: HPKE.Ciphersuite {
     HPKE.Ciphersuite(kem: .Curve25519_HKDF_SHA256, kdf: .HKDF_SHA256, aead: .chaChaPoly)
   }
 
   /// The keys sealed to `publicKey` (a password's or a recovery key's) for the account
-  /// `username`: what the server stores, 32 bytes of encapsulated key then 88 of ciphertext.
-  /// Only the private half of `publicKey` opens it, and only for that account name.
+  /// `username`: what the server stores, 32 bytes of encapsulated key then the ciphertext of
+  /// ``rawRepresentation`` (160 bytes in all; 120 for keys made before they had a vouching
+  /// key). Only the private half of `publicKey` opens it, and only for that account name.
   public func sealed(to publicKey: [UInt8], username: String) throws -> [UInt8] {
     let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
     var sender = try HPKE.Sender(
       recipientKey: recipient, ciphersuite: Self.suite, info: Data(Self.info(username)))
-    let plain = BigEndianBytes.of(epoch) + contentBytes + tagBytes
-    return Array(sender.encapsulatedKey) + Array(try sender.seal(plain))
+    return Array(sender.encapsulatedKey) + Array(try sender.seal(rawRepresentation))
   }
 
   /// Opens keys ``sealed(to:username:)`` sealed to `keys`' public key for `username`.
@@ -88,8 +133,10 @@ public struct AccountKeys: Sendable, Equatable {
   public init(opening sealed: [UInt8], with keys: PasswordKeys, username: String)
     throws(AccountKeyError)
   {
-    guard sealed.count == 32 + 8 + 64 + 16 else {
-      throw AccountKeyError("sealed account keys are 120 bytes, these are \(sealed.count)")
+    guard NewAccountKeys.sealedSizes.contains(sealed.count) else {
+      throw AccountKeyError(
+        "sealed account keys are \(NewAccountKeys.sealedBytes) bytes (or "
+          + "\(NewAccountKeys.sealedBytesBeforeVouching)), these are \(sealed.count)")
     }
     let plain: [UInt8]
     do {
@@ -101,19 +148,19 @@ public struct AccountKeys: Sendable, Equatable {
       throw AccountKeyError(
         "the account's keys do not open with this password or recovery key")
     }
-    guard plain.count == 8 + 64 else {
-      throw AccountKeyError("the account's keys opened to \(plain.count) bytes, not 72")
+    guard plain.count == sealed.count - 48 else {
+      throw AccountKeyError(
+        "the account's keys opened to \(plain.count) bytes, not \(sealed.count - 48)")
     }
-    self.init(
-      epoch: BigEndianBytes.uint64(plain.prefix(8)), contentBytes: Array(plain[8..<40]),
-      tagBytes: Array(plain[40..<72]))
+    try self.init(rawRepresentation: plain)
   }
 
   private static func info(_ username: String) -> [UInt8] {
     Array("vlog account keys v1\u{0}\(username.lowercased())".utf8)
   }
 
-  /// The next epoch's keys — a new random content key, the same tag key — and the link that
+  /// The next epoch's keys — a new random content key, the same tag and vouching keys — and
+  /// the link that
   /// takes a device holding these to them: the new content key sealed by the old one. A link
   /// leads forward only: nothing opens an older key from a newer one.
   public func rotated(random: (Int) -> [UInt8]) throws -> (keys: AccountKeys, link: [UInt8]) {
@@ -121,24 +168,27 @@ public struct AccountKeys: Sendable, Equatable {
     guard bytes.count == 32 else {
       throw AccountKeyError("a content key needs 32 random bytes, got \(bytes.count)")
     }
-    let next = AccountKeys(epoch: epoch + 1, contentBytes: bytes, tagBytes: tagBytes)
+    let next = with(epoch: epoch + 1, contentBytes: bytes)
     let link = try ChaChaPoly.seal(
       bytes, using: contentKey, authenticating: Self.linkData(epoch + 1)
     ).combined
     return (next, Array(link))
   }
 
-  /// The next epoch's keys with no way to them from these: a new random content key, the same
-  /// tag key, and no link. A device holding these (a lost phone's) cannot follow: it opens
-  /// nothing wrapped by the new content key, and every note's and attachment's key is renewed
-  /// under it (``ObjectKey/renewed(random:)``), so that nothing sealed later opens with a key
-  /// these unwrap.
+  /// The next epoch's keys with no way to them from these: a new random content key, a new
+  /// random vouching key, the same tag key, and no link. A device holding these (a lost
+  /// phone's) cannot follow: it opens nothing wrapped by the new content key, and every note's
+  /// and attachment's key is renewed under it (``ObjectKey/renewed(random:)``), so that nothing
+  /// sealed later opens with a key these unwrap. Nor can it vouch for public keys any more,
+  /// nor make the anchors of keys a device would take in place of these.
   public func rekeyed(random: (Int) -> [UInt8]) throws -> AccountKeys {
-    let bytes = random(32)
-    guard bytes.count == 32 else {
-      throw AccountKeyError("a content key needs 32 random bytes, got \(bytes.count)")
+    let bytes = random(64)
+    guard bytes.count == 64 else {
+      throw AccountKeyError("a re-keying needs 64 random bytes, got \(bytes.count)")
     }
-    return AccountKeys(epoch: epoch + 1, contentBytes: bytes, tagBytes: tagBytes)
+    return AccountKeys(
+      epoch: epoch + 1, contentBytes: Array(bytes.prefix(32)), tagBytes: tagBytes,
+      vouchingBytes: Array(bytes.suffix(32)), rekeyedAt: epoch + 1)
   }
 
   /// The next epoch's keys, from the link ``rotated(random:)`` made from these.
@@ -149,7 +199,7 @@ public struct AccountKeys: Sendable, Equatable {
       let box = try ChaChaPoly.SealedBox(combined: link)
       let key = try ChaChaPoly.open(
         box, using: contentKey, authenticating: Self.linkData(epoch + 1))
-      return AccountKeys(epoch: epoch + 1, contentBytes: Array(key), tagBytes: tagBytes)
+      return with(epoch: epoch + 1, contentBytes: Array(key))
     } catch {
       throw AccountKeyError("the link to epoch \(epoch + 1) does not open with epoch \(epoch)")
     }
@@ -200,14 +250,20 @@ public struct AccountKeys: Sendable, Equatable {
   }
 
   /// What `keys` (a password's or a recovery key's) vouch for these keys with: the HMAC-SHA-256,
-  /// under a key drawn from the password or the recovery key, of the tag key, which never
-  /// changes (32 bytes). The server keeps it beside the seal to `keys`' public key; a device
-  /// that opens keys checks it, so keys a server sealed to that public key itself — which it
-  /// can, knowing the public key — are refused: the server cannot make their anchor.
+  /// under a key drawn from the password or the recovery key, of the tag key, the vouching key
+  /// and the epoch of the re-keying that drew it, which a rotation keeps (32 bytes). The server
+  /// keeps it beside the seal to `keys`' public key; a device that opens keys checks it, so
+  /// keys a server sealed to that public key itself — which it can, knowing the public key —
+  /// are refused: the server cannot make their anchor, and one it kept from before a re-keying
+  /// covers a vouching key of an earlier re-keying, which a device that held keys since
+  /// refuses. (Keys made before they had a vouching key: of the tag key alone.)
   public func anchor(for keys: PasswordKeys) -> [UInt8] {
-    Array(
-      HMAC<SHA256>.authenticationCode(
-        for: Array("vlog anchor\u{0}".utf8) + tagBytes, using: keys.anchorKey))
+    let message =
+      vouchingBytes.isEmpty
+      ? Array("vlog anchor\u{0}".utf8) + tagBytes
+      : Array("vlog anchor v2\u{0}".utf8) + tagBytes + vouchingBytes
+        + BigEndianBytes.of(rekeyedAt)
+    return Array(HMAC<SHA256>.authenticationCode(for: message, using: keys.anchorKey))
   }
 
   /// The key that seals the values of events that name a tag apart from any note (a rename, a

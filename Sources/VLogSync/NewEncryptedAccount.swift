@@ -81,9 +81,9 @@ extension AccountKeys {
       let forPassword = try NewAccountKeys.bytes(
         body.passwordPublicKey, "passwordPublicKey", count: NewAccountKeys.publicKeyBytes)
       let isPassword = keys.publicKey == forPassword
-      sealed = try NewAccountKeys.bytes(
+      sealed = try NewAccountKeys.sealed(
         isPassword ? body.sealedForPassword : body.sealedForRecovery,
-        isPassword ? "sealedForPassword" : "sealedForRecovery", count: NewAccountKeys.sealedBytes)
+        isPassword ? "sealedForPassword" : "sealedForRecovery")
       anchor = try NewAccountKeys.bytes(
         isPassword ? body.passwordAnchor : body.recoveryAnchor,
         isPassword ? "passwordAnchor" : "recoveryAnchor", count: NewAccountKeys.anchorBytes)

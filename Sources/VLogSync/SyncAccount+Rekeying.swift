@@ -43,6 +43,7 @@ extension SyncAccount {
     try await keyring.rekey(
       username: username, passwordKeys: passwordKeys, recoveryKey: recoveryKey)
     try await keepKeys()
+    try saveState()
     self.recoveryKey = recoveryKey
     return recoveryKey
   }
@@ -53,23 +54,50 @@ extension SyncAccount {
   /// - Throws: ``APIError/Code/signedOut`` when this device does not know the password;
   ///   ``AccountKeyError`` when the server names keys older than those this device held.
   func reopenReplacedKeys() async throws {
-    let held = await keyring?.keys.epoch ?? 0
-    // The keys kept stay kept until the new ones open: an answer that merely claims a
-    // re-keying does not erase them.
+    let held = await keyring?.keys ?? restoredKeys
+    // The keys kept stay kept until the new ones open, and are newer: an answer that merely
+    // claims a re-keying does not erase them, nor replace them with older keys.
     forgetKeysInMemory()
-    let reopened: AccountKeyring?
     do {
-      reopened = try await openKeys()
-    } catch let error as APIError where error.code == .signedOut {
-      throw APIError(
-        .signedOut,
-        "the end-to-end encrypted account '\(username)' was re-keyed on another device: sign "
-          + "in with the password to open its new keys")
+      try await openKeys(replacing: held)
+    } catch {
+      // Held still: the next sync is told the same again, and asks the same.
+      if keyring == nil { restoredKeys = held }
+      if let error = error as? APIError, error.code == .signedOut {
+        throw APIError(
+          .signedOut,
+          "the end-to-end encrypted account '\(username)' was re-keyed on another device: "
+            + "sign in with the password to open its new keys")
+      }
+      throw error
     }
-    let epoch = await reopened?.keys.epoch ?? 0
-    guard epoch > held else {
+  }
+
+  /// Checks that `keys`, opened with the password, are not older than keys this device held
+  /// or saw: of a later epoch and a later re-keying than `held`, keys a re-keying replaced,
+  /// and of no earlier re-keying than `seen`. Keys from before a re-keying open with the
+  /// password too, and a server with a lost device's keys can make such keys up (their anchor
+  /// is one it kept); only keys a re-keying made since carry a vouching key it never saw.
+  ///
+  /// - Throws: ``AccountKeyError`` for older keys.
+  static func check(_ keys: AccountKeys, against held: AccountKeys?, seen: UInt64?)
+    throws(AccountKeyError)
+  {
+    if let held, keys.epoch <= held.epoch {
       throw AccountKeyError(
-        "the server names keys of epoch \(epoch), not newer than epoch \(held) this device held")
+        "the server names keys of epoch \(keys.epoch), not newer than epoch \(held.epoch) this "
+          + "device held")
+    }
+    if let held, keys.rekeyedAt <= held.rekeyedAt {
+      throw AccountKeyError(
+        "the server names keys of the re-keying at epoch \(keys.rekeyedAt) in place of keys "
+          + "this device held, of the re-keying at epoch \(held.rekeyedAt): no re-keying since "
+          + "made them, and they are refused")
+    }
+    if let seen, keys.rekeyedAt < seen {
+      throw AccountKeyError(
+        "the server names keys of the re-keying at epoch \(keys.rekeyedAt), older than the "
+          + "re-keying at epoch \(seen) whose keys this device opened: they are refused")
     }
   }
 }

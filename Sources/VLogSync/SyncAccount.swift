@@ -215,12 +215,13 @@ public actor SyncAccount {
       let keys = try AccountKeys(rawRepresentation: kept)
       restoredKeys = keys
       keptEpoch = keys.epoch
+      state.keysRekeyedAt = max(state.keysRekeyedAt ?? 0, keys.rekeyedAt)
       isEncrypted = true
     }
   }
 
   /// An encrypted account's keys read from the credential store, until the keyring holds them.
-  private var restoredKeys: AccountKeys?
+  var restoredKeys: AccountKeys?
   /// The epoch of the keys last written to the credential store.
   private var keptEpoch: UInt64?
 
@@ -409,9 +410,11 @@ public actor SyncAccount {
   /// kept, or those the server keeps sealed, with the password. Keeps them in the credential
   /// store.
   ///
+  /// - Parameter held: Keys this device held, which a re-keying replaced: the keys opened
+  ///   must be of a later re-keying, or nothing is kept.
   /// - Returns: The keyring; nil for an account that is not encrypted.
   @discardableResult
-  func openKeys() async throws -> AccountKeyring? {
+  func openKeys(replacing held: AccountKeys? = nil) async throws -> AccountKeyring? {
     guard isEncrypted else { return nil }
     if let keyring { return keyring }
     let keys: AccountKeys
@@ -433,6 +436,7 @@ public actor SyncAccount {
           for: password, derivation: try await signInParameters().keyDerivation)
       }
       keys = try AccountKeys(opening: body, with: derived, username: username)
+      try Self.check(keys, against: held, seen: state.keysRekeyedAt)
       remember(derived.derivation.version)
     }
     let keyring = installKeyring(keys)
@@ -474,11 +478,13 @@ public actor SyncAccount {
     return result
   }
 
-  /// Writes the keyring's keys to the credential store when their epoch is not the one kept.
+  /// Writes the keyring's keys to the credential store when their epoch is not the one kept,
+  /// and remembers their re-keying in the state.
   func keepKeys() async throws {
-    guard let keyring, let credentialStore else { return }
+    guard let keyring else { return }
     let keys = await keyring.keys
-    guard keys.epoch != keptEpoch else { return }
+    state.keysRekeyedAt = max(state.keysRekeyedAt ?? 0, keys.rekeyedAt)
+    guard let credentialStore, keys.epoch != keptEpoch else { return }
     try credentialStore.setAccountKeys(keys.rawRepresentation, for: username)
     keptEpoch = keys.epoch
   }

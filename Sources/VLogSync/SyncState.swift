@@ -24,6 +24,10 @@ public struct SyncState: Codable, Sendable, Hashable {
   /// The highest key derivation version (`KeyDerivation`) this device has seen for the
   /// account: it refuses to stretch the password with a lower one.
   public var keyDerivationVersion: Int?
+  /// The epoch of the newest re-keying (``AccountKeys/rekeyedAt``) whose keys this device has
+  /// opened: it refuses keys of an earlier one, which a server holding a lost device's keys
+  /// could make up.
+  public var keysRekeyedAt: UInt64?
   /// The device credential the server gave this device at its last sign-in
   /// (`SessionBody.device`), sent with the next: the server then judges that sign-in by this
   /// device's failed attempts, not by everyone's at the user name. Nil before the first.

@@ -132,7 +132,12 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// The sizes of the binary values: public keys, then seals.
   public static let publicKeyBytes = 32
   /// The size of a seal of an account's keys.
-  public static let sealedBytes = 120
+  public static let sealedBytes = 160
+  /// The size of a seal of keys made before they had a vouching key, which a server keeps
+  /// until the account is re-keyed.
+  public static let sealedBytesBeforeVouching = 120
+  /// The sizes a seal of an account's keys has.
+  public static let sealedSizes = [sealedBytes, sealedBytesBeforeVouching]
   /// The size of an anchor.
   public static let anchorBytes = 32
   /// The size of what the account's devices vouch for its public keys with.
@@ -144,8 +149,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   public func validated() throws(WireError) -> NewAccountKeys {
     _ = try Self.bytes(passwordPublicKey, "keys.passwordPublicKey", count: Self.publicKeyBytes)
     _ = try Self.bytes(recoveryPublicKey, "keys.recoveryPublicKey", count: Self.publicKeyBytes)
-    _ = try Self.bytes(sealedForPassword, "keys.sealedForPassword", count: Self.sealedBytes)
-    _ = try Self.bytes(sealedForRecovery, "keys.sealedForRecovery", count: Self.sealedBytes)
+    _ = try Self.seals(
+      sealedForPassword, sealedForRecovery, "keys.sealedForPassword", "keys.sealedForRecovery")
     _ = try Self.bytes(passwordAnchor, "keys.passwordAnchor", count: Self.anchorBytes)
     _ = try Self.bytes(recoveryAnchor, "keys.recoveryAnchor", count: Self.anchorBytes)
     _ = try Self.bytes(
@@ -155,6 +160,38 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     }
     _ = try keyDerivation?.validated("keys.keyDerivation")
     return self
+  }
+
+  /// The bytes of two seals of one account's keys, base64: one of ``sealedSizes`` each, the
+  /// same for both.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  public static func seals(
+    _ first: String, _ second: String, _ firstField: String, _ secondField: String
+  ) throws(WireError) -> (first: [UInt8], second: [UInt8]) {
+    let one = try sealed(first, firstField)
+    let other = try sealed(second, secondField)
+    guard one.count == other.count else {
+      throw WireError(
+        secondField,
+        "\(other.count) bytes, where \(firstField) has \(one.count): both seal one "
+          + "account's keys")
+    }
+    return (one, other)
+  }
+
+  /// The bytes of the base64 seal of an account's keys `text`: one of ``sealedSizes``.
+  ///
+  /// - Throws: ``WireError`` naming `field`.
+  public static func sealed(_ text: String, _ field: @autoclosure () -> String)
+    throws(WireError) -> [UInt8]
+  {
+    guard let data = Data(base64Encoded: text) else { throw WireError(field(), "not base64") }
+    guard sealedSizes.contains(data.count) else {
+      throw WireError(
+        field(), "\(data.count) bytes, expected \(sealedBytes) (or \(sealedBytesBeforeVouching))")
+    }
+    return Array(data)
   }
 
   /// The bytes of base64 `text`, which must be `count` of them.
@@ -340,8 +377,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
       epoch: epoch,
       passwordPublicKey: try NewAccountKeys.bytes(
         passwordPublicKey, "keys.passwordPublicKey", count: NewAccountKeys.publicKeyBytes),
-      sealedForPassword: try NewAccountKeys.bytes(
-        sealedForPassword, "keys.sealedForPassword", count: NewAccountKeys.sealedBytes),
+      sealedForPassword: try NewAccountKeys.sealed(sealedForPassword, "keys.sealedForPassword"),
       passwordAnchor: try NewAccountKeys.bytes(
         passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes),
       keysAuthenticator: try NewAccountKeys.bytes(

@@ -167,9 +167,10 @@ public struct ObjectKeysPage: Codable, Sendable, Hashable {
 public struct KeyRotation: Codable, Sendable, Hashable {
   /// The epoch rotated from: the account's current one.
   public var epoch: UInt64
-  /// The new keys sealed to the password's public key (120 bytes, base64).
+  /// The new keys sealed to the password's public key (160 bytes, base64; 120 for keys made
+  /// before they had a vouching key).
   public var sealedForPassword: String
-  /// The new keys sealed to the recovery key's public key (120 bytes, base64): the new
+  /// The new keys sealed to the recovery key's public key (as large, base64): the new
   /// recovery key's, if ``recovery`` replaces it.
   public var sealedForRecovery: String
   /// The new content key sealed by the old one (60 bytes, base64): how a device that holds
@@ -178,6 +179,10 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// A new recovery key, replacing the account's: its public key, what vouches for the keys
   /// sealed to it, and its sign-in secret. Nil to keep the recovery key.
   public var recovery: NewRecoveryKey?
+  /// What the password vouches for the new keys with (32 bytes, base64), replacing the
+  /// account's: a re-keying draws a new vouching key, which the anchor covers. Nil to keep it;
+  /// only with ``password``.
+  public var passwordAnchor: String?
   /// The account's password as the server knows it (an encrypted account's sign-in secret):
   /// required for a re-keying and for a new recovery key, which a token alone must not be
   /// able to make. Nil for a rotation with a link.
@@ -194,22 +199,23 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// Creates the body from the bytes.
   public init(
     epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8]?,
-    recovery: NewRecoveryKey? = nil, password: String? = nil, keys: [Identifier: [UInt8]],
-    keysAuthenticator: [UInt8]
+    recovery: NewRecoveryKey? = nil, passwordAnchor: [UInt8]? = nil, password: String? = nil,
+    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
   ) {
     self.epoch = epoch
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
     self.link = link.map { Data($0).base64EncodedString() }
     self.recovery = recovery
+    self.passwordAnchor = passwordAnchor.map { Data($0).base64EncodedString() }
     self.password = password
     self.keys = ObjectKeys(epoch: epoch + 1, keys: keys).keys
     self.keysAuthenticator = Data(keysAuthenticator).base64EncodedString()
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, sealedForPassword, sealedForRecovery, link, recovery, password, keys
-    case keysAuthenticator
+    case epoch, sealedForPassword, sealedForRecovery, link, recovery, passwordAnchor, password
+    case keys, keysAuthenticator
   }
 
   /// Decodes the JSON types, refusing keys this version does not know; `link` and `recovery`
@@ -218,8 +224,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try refuseUnknownKeys(
       in: decoder,
       allowed: [
-        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "password",
-        "keys", "keysAuthenticator",
+        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "passwordAnchor",
+        "password", "keys", "keysAuthenticator",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -229,6 +235,9 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     recovery =
       container.contains(.recovery)
       ? try container.decode(NewRecoveryKey.self, forKey: .recovery) : nil
+    passwordAnchor =
+      container.contains(.passwordAnchor)
+      ? try container.decode(String.self, forKey: .passwordAnchor) : nil
     password =
       container.contains(.password) ? try container.decode(String.self, forKey: .password) : nil
     keys = try container.decode([String: String].self, forKey: .keys)
@@ -243,6 +252,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try container.encode(sealedForRecovery, forKey: .sealedForRecovery)
     try container.encodeIfPresent(link, forKey: .link)
     try container.encodeIfPresent(recovery, forKey: .recovery)
+    try container.encodeIfPresent(passwordAnchor, forKey: .passwordAnchor)
     try container.encodeIfPresent(password, forKey: .password)
     try container.encode(keys, forKey: .keys)
     try container.encode(keysAuthenticator, forKey: .keysAuthenticator)
@@ -260,6 +270,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     public var link: [UInt8]?
     /// The new recovery key's public key, anchor and sign-in secret; nil to keep it.
     public var recovery: NewRecoveryKey.Checked?
+    /// The password's new anchor; nil to keep it.
+    public var passwordAnchor: [UInt8]?
     /// The account's password, for a re-keying or a new recovery key.
     public var password: String?
     /// Every object's wrapped key, by id.
@@ -277,20 +289,23 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       guard Credentials.passwordLengths.contains(password.unicodeScalars.count) else {
         throw WireError("password", "a password is 8 to 1024 characters long")
       }
-    } else if link == nil || recovery != nil {
+    } else if link == nil || recovery != nil || passwordAnchor != nil {
       throw WireError(
-        "password", "a re-keying (no link) or a new recovery key needs the account's password")
+        "password",
+        "a re-keying (no link), a new recovery key or a new anchor needs the account's password")
     }
+    let seals = try NewAccountKeys.seals(
+      sealedForPassword, sealedForRecovery, "sealedForPassword", "sealedForRecovery")
     return Checked(
-      epoch: epoch,
-      sealedForPassword: try NewAccountKeys.bytes(
-        sealedForPassword, "sealedForPassword", count: NewAccountKeys.sealedBytes),
-      sealedForRecovery: try NewAccountKeys.bytes(
-        sealedForRecovery, "sealedForRecovery", count: NewAccountKeys.sealedBytes),
+      epoch: epoch, sealedForPassword: seals.first, sealedForRecovery: seals.second,
       link: try link.map { link throws(WireError) in
         try NewAccountKeys.bytes(link, "link", count: Self.linkBytes)
       },
-      recovery: try recovery?.validated(), password: password,
+      recovery: try recovery?.validated(),
+      passwordAnchor: try passwordAnchor.map { anchor throws(WireError) in
+        try NewAccountKeys.bytes(anchor, "passwordAnchor", count: NewAccountKeys.anchorBytes)
+      },
+      password: password,
       keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max),
       keysAuthenticator: try NewAccountKeys.bytes(
         keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes))

@@ -137,7 +137,7 @@ struct EncryptedSyncTests {
         #expect(try await restarted.sync().inSync)
         try await b.account.sync()
         #expect(try b.store.note(gamma)?.text == "CanaryNoteGamma after the restart")
-        #expect(try keptA.accountKeys(for: "ann")?.count == 72)
+        #expect(try keptA.accountKeys(for: "ann")?.count == 112)
 
         // Signing out forgets the keys: a device without the password cannot sync.
         try await restarted.signOut()

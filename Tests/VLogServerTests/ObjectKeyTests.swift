@@ -65,15 +65,33 @@ struct ObjectKeyTests {
     )
     let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
     #expect(EncryptionRecord(decoding: record.encoded) == record)
-    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 4)
-    #expect(record.keysAuthenticator.count == 32)
-    var old: [UInt8] = [1] + Array(record.encoded[1..<(1 + 8 + 64 + 240)])
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 5)
+    #expect(record.keysAuthenticator.count == 32 && record.sealedForPassword.count == 160)
+    // Records of accounts made before keys had a vouching key: seals of 120 bytes.
+    let head = Array(record.encoded[1..<(1 + 8 + 64)])
+    let (sealP, sealR) = ([UInt8](repeating: 1, count: 120), [UInt8](repeating: 2, count: 120))
+    var old: [UInt8] = [1] + head + sealP + sealR
     old += hash.encoded
     let read = try #require(EncryptionRecord(decoding: old))
-    #expect(read.passwordAnchor.isEmpty && read.sealedForRecovery == record.sealedForRecovery)
+    #expect(read.passwordAnchor.isEmpty && read.sealedForRecovery == sealR)
     #expect(read.recoverySecret == hash && read.epoch == 1)
     #expect(EncryptionRecord(decoding: [3] + old.dropFirst()) == nil)
     #expect(EncryptionRecord(decoding: old.prefix(100)) == nil)
+    let derivation = record.keyDerivation
+    var four: [UInt8] = [4] + head + sealP + sealR + record.passwordAnchor + record.recoveryAnchor
+    four += [32] + record.keysAuthenticator
+    four +=
+      [derivation.version, derivation.logRounds, derivation.blockSize, derivation.parallelism]
+      .map { UInt8($0) } + [UInt8(derivation.saltBytes.count)] + derivation.saltBytes
+    four += hash.encoded
+    var legacy = record
+    (legacy.sealedForPassword, legacy.sealedForRecovery) = (sealP, sealR)
+    #expect(EncryptionRecord(decoding: four) == legacy)
+    // Written again, in format 5, it reads back the same; seals of two sizes do not read.
+    #expect(EncryptionRecord(decoding: legacy.encoded) == legacy)
+    var mixed = record.encoded
+    mixed.replaceSubrange((1 + 8 + 64)..<(1 + 8 + 64 + 161), with: [120] + sealP)
+    #expect(EncryptionRecord(decoding: mixed) == nil)
   }
 
   @Test(

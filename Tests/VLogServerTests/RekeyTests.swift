@@ -1,5 +1,7 @@
+import Crypto
 import Foundation
 import ServerTestSupport
+import Synchronization
 import Testing
 import VLog
 import VLogServerTesting
@@ -121,6 +123,114 @@ struct RekeyTests {
   }
 
   @Test(
+    "After a re-key, a server holding a lost device's keys can neither vouch for public keys of its own nor make up a re-keying: the account's devices refuse both, and seal nothing to it",
+    arguments: Backend.allCases)
+  func lostDeviceAndLyingServer(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await LyingServerTests.withServer(backend, root: root) { server, baseURL in
+        let lie = Mutex<(@Sendable (inout [String: Any]) -> Void)?>(nil)
+        let transport = TamperingTransport(baseURL: baseURL) { request, response in
+          guard request.method == "GET", request.path.hasPrefix("/v1/accounts/current/keys"),
+            let forge = lie.withLock({ $0 })
+          else { return response }
+          var response = response
+          response.body = LyingServerTests.rewritten(response.body) { forge(&$0) }
+          return response
+        }
+        // The lost device: its holder keeps its keys, and the server its record of the time.
+        let keptLost = FileCredentialStore(path: root + "/lost.json")
+        let lost = try EncryptedSyncTests.device(
+          "lost", root: root, baseURL: baseURL, credentialStore: keptLost)
+        try await lost.account.createAccount()
+        try await lost.account.signIn()
+        let before = try await lost.store.write { $0.createNote(text: "CanaryBefore") }
+        try await lost.account.sync()
+        let lostKeys = try AccountKeys(
+          rawRepresentation: try #require(try keptLost.accountKeys(for: "ann")))
+        let account = try await EncryptedSyncTests.number(of: server)
+        let oldAnchor = try #require(try await server.store.encryption(of: account))
+          .passwordAnchor
+
+        // The user re-keys on the laptop, which then meets the lying server.
+        let laptop = try LyingServerTests.device("laptop", root: root, transport: transport)
+        try await laptop.account.signIn()
+        try await laptop.account.sync()
+        try await laptop.account.rekey()
+        let record = try #require(try await server.store.encryption(of: account))
+        #expect(record.epoch == 2)
+
+        // 1. Public keys of the server's own, vouched for with the lost device's keys, and a
+        //    rotation due: nothing is sealed to them.
+        let attacker = Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation
+        let vouched = Data(
+          lostKeys.keysAuthenticator(
+            epoch: record.epoch, passwordPublicKey: Array(attacker),
+            recoveryPublicKey: record.recoveryPublicKey, username: "ann")
+        ).base64EncodedString()
+        let sentBefore = transport.requests.count
+        lie.withLock {
+          $0 = { body in
+            body["passwordPublicKey"] = attacker.base64EncodedString()
+            body["rotationDue"] = true
+            body["keysAuthenticator"] = vouched
+          }
+        }
+        let during = try await laptop.store.write { $0.createNote(text: "CanaryDuringTheft") }
+        let theft = await #expect(throws: AccountKeyError.self) { try await laptop.account.sync() }
+        #expect(theft?.description.contains("vouched") == true, "\(String(describing: theft))")
+        #expect(
+          !transport.requests.dropFirst(sentBefore).contains {
+            $0.method == "PUT" && $0.path.contains("keys")
+          })
+
+        // 2. A re-keying made up: keys of a content key of the server's choosing, sealed to the
+        //    password's public key, with the anchor the server kept from before the real one.
+        let forged = try lostKeys.rotated(random: SystemRandom.bytes).keys
+          .rotated(random: SystemRandom.bytes).keys
+        let forgedSeal = Data(try forged.sealed(to: record.passwordPublicKey, username: "ann"))
+          .base64EncodedString()
+        let forgedVouch = Data(
+          forged.keysAuthenticator(
+            epoch: forged.epoch, passwordPublicKey: record.passwordPublicKey,
+            recoveryPublicKey: record.recoveryPublicKey, username: "ann")
+        ).base64EncodedString()
+        let keptAnchor = Data(oldAnchor).base64EncodedString()
+        lie.withLock {
+          $0 = { body in
+            body["epoch"] = forged.epoch
+            body["links"] = [String]()
+            body["sealedForPassword"] = forgedSeal
+            body["passwordAnchor"] = keptAnchor
+            body["keysAuthenticator"] = forgedVouch
+          }
+        }
+        let made = await #expect(throws: AccountKeyError.self) { try await laptop.account.sync() }
+        #expect(made?.description.contains("re-keying") == true, "\(String(describing: made))")
+        // Refused again at the next sync: the keys the laptop held are held still.
+        await #expect(throws: AccountKeyError.self) { try await laptop.account.sync() }
+
+        // The honest answers again: everything syncs, and neither the lost keys nor the forged
+        // ones open any key the laptop stored.
+        lie.withLock { $0 = nil }
+        #expect(try await laptop.account.sync().inSync)
+        #expect(try await server.store.encryption(of: account)?.epoch == 2)
+        let everyKey = try await server.store.objectKeys(
+          account: account, after: nil, limit: 1000)
+        #expect(everyKey.keys.count == 2)
+        for (object, wrapped) in everyKey.keys {
+          #expect(throws: AccountKeyError.self) { try lostKeys.unwrap(wrapped, of: object) }
+          #expect(throws: AccountKeyError.self) { try forged.unwrap(wrapped, of: object) }
+        }
+        let phone = try EncryptedSyncTests.device("phone", root: root, baseURL: baseURL)
+        try await phone.account.signIn()
+        #expect(try await phone.account.sync().inSync)
+        #expect(try phone.store.note(before)?.text == "CanaryBefore")
+        #expect(try phone.store.note(during)?.text == "CanaryDuringTheft")
+      }
+    }
+  }
+
+  @Test(
     "A password change, a recovery and a session's revocation each offer a re-key; a deletion's rotation after it keeps the renewed keys"
   )
   func offered() async throws {
@@ -191,7 +301,7 @@ struct RekeyTests {
         recoveryPublicKey: bytes(32), recoveryAnchor: bytes(32), recoverySecret: "a made-up secret")
       func rotation(link: [UInt8]?, recovery: NewRecoveryKey?, password: String?) -> KeyRotation {
         KeyRotation(
-          epoch: 1, sealedForPassword: bytes(120), sealedForRecovery: bytes(120), link: link,
+          epoch: 1, sealedForPassword: bytes(160), sealedForRecovery: bytes(160), link: link,
           recovery: recovery, password: password, keys: [:], keysAuthenticator: bytes(32))
       }
       for body in [

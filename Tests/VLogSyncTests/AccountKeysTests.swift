@@ -114,7 +114,7 @@ struct AccountKeysTests {
         passwordPublicKey: try NewAccountKeys.bytes(server.passwordPublicKey, "", count: 32),
         recoveryPublicKey: try NewAccountKeys.bytes(server.recoveryPublicKey, "", count: 32),
         sealedForPassword: sealedForPassword,
-        sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 120),
+        sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 160),
         passwordAnchor: [], recoveryAnchor: [], keysAuthenticator: nil)
       body.passwordAnchor = passwordAnchor
       body.keysAuthenticator = server.keysAuthenticator
@@ -122,7 +122,7 @@ struct AccountKeysTests {
       return body
     }
     let genuine = try body(
-      sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 120),
+      sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 160),
       passwordAnchor: server.passwordAnchor)
     #expect(try AccountKeys(opening: genuine, with: password, username: "ann") == account.keys)
     #expect(try AccountKeys(opening: genuine, with: recovery, username: "ann") == account.keys)
@@ -138,7 +138,7 @@ struct AccountKeysTests {
     #expect(throws: AccountKeyError.self) {
       try AccountKeys(
         opening: try body(
-          sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 120),
+          sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 160),
           passwordAnchor: ""), with: password, username: "ann")
     }
     #expect(account.keys.anchor(for: password) != forged.anchor(for: password))
@@ -154,7 +154,7 @@ struct AccountKeysTests {
     let keys = try AccountKeys(random: counting(from: 100))
     let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
     let sealed = try keys.sealed(to: password.publicKey, username: "ann")
-    #expect(sealed.count == 120)
+    #expect(sealed.count == 160)
     #expect(try AccountKeys(opening: sealed, with: password, username: "ANN") == keys)
     // Sealing twice gives other bytes (a new ephemeral key each time).
     #expect(try keys.sealed(to: password.publicKey, username: "ann") != sealed)
@@ -167,7 +167,7 @@ struct AccountKeysTests {
       try AccountKeys(opening: sealed, with: password, username: "bob")
     }
     // Any byte changed: refused.
-    for index in [0, 31, 32, 60, 119] {
+    for index in [0, 31, 32, 60, 119, 159] {
       var tampered = sealed
       tampered[index] ^= 1
       #expect(throws: AccountKeyError.self) {
@@ -183,6 +183,51 @@ struct AccountKeysTests {
     #expect(try AccountKeys(opening: forRecovery, with: recovery.keys(), username: "ann") == keys)
     #expect(throws: AccountKeyError.self) {
       try AccountKeys(opening: forRecovery, with: password, username: "ann")
+    }
+  }
+
+  @Test(
+    "A re-keying draws a new vouching key, which a rotation keeps: keys a lost device kept vouch for no public keys after it, and the anchor a server kept from before it covers an older re-keying; keys made before vouching keys still open, seal and vouch as they did"
+  )
+  func vouching() throws {
+    let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
+    let first = try AccountKeys(random: counting(from: 1))
+    #expect(first.rekeyedAt == 1 && first.rawRepresentation.count == 112)
+    let (rotated, _) = try first.rotated(random: counting(from: 90))
+    let rekeyed = try rotated.rekeyed(random: counting(from: 150))
+    #expect(rotated.rekeyedAt == 1 && rekeyed.rekeyedAt == 3 && rekeyed.epoch == 3)
+    let publicKeys = (
+      password: [UInt8](repeating: 4, count: 32), recovery: [UInt8](repeating: 5, count: 32)
+    )
+    func vouch(_ keys: AccountKeys, epoch: UInt64) -> [UInt8] {
+      keys.keysAuthenticator(
+        epoch: epoch, passwordPublicKey: publicKeys.password,
+        recoveryPublicKey: publicKeys.recovery, username: "ann")
+    }
+    // A rotation keeps the vouching key and the anchor; a re-keying replaces both.
+    #expect(vouch(rotated, epoch: 3) == vouch(first, epoch: 3))
+    #expect(vouch(rekeyed, epoch: 3) != vouch(first, epoch: 3))
+    #expect(rotated.anchor(for: password) == first.anchor(for: password))
+    #expect(rekeyed.anchor(for: password) != first.anchor(for: password))
+    // Events keep their authenticators: the tag key draws those.
+    #expect(rekeyed.tagName("Paris") == first.tagName("Paris"))
+    #expect(rekeyed.authenticationBytes == first.authenticationBytes)
+    #expect(try AccountKeys(rawRepresentation: rekeyed.rawRepresentation) == rekeyed)
+
+    // Keys made before vouching keys: 72 bytes, sealed in 120, vouched for with the tag key,
+    // anchored by the tag key alone; a re-keying gives them a vouching key.
+    let legacy = try AccountKeys(rawRepresentation: Array(first.rawRepresentation.prefix(72)))
+    #expect(legacy.rekeyedAt == 0 && legacy.rawRepresentation.count == 72)
+    let sealed = try legacy.sealed(to: password.publicKey, username: "ann")
+    #expect(sealed.count == 120)
+    #expect(try AccountKeys(opening: sealed, with: password, username: "ann") == legacy)
+    #expect(legacy.anchor(for: password) != first.anchor(for: password))
+    #expect(vouch(legacy, epoch: 1) != vouch(first, epoch: 1))
+    let upgraded = try legacy.rekeyed(random: counting(from: 30))
+    #expect(upgraded.rekeyedAt == 2 && upgraded.rawRepresentation.count == 112)
+    #expect(try legacy.rotated(random: counting(from: 30)).keys.rekeyedAt == 0)
+    #expect(throws: AccountKeyError.self) {
+      try AccountKeys(rawRepresentation: Array(first.rawRepresentation.prefix(100)))
     }
   }
 
