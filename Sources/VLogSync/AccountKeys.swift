@@ -74,12 +74,24 @@ public struct AccountKeys: Sendable, Equatable {
           + "these are \(bytes.count)")
     }
     let vouching = bytes.count == Self.plainBytes
+    let epoch = BigEndianBytes.uint64(bytes.prefix(8))
+    let rekeyedAt = vouching ? BigEndianBytes.uint64(bytes[72..<80]) : 0
+    // Whatever sealed them, no epoch is past what a count of rotations reaches, and no
+    // re-keying is later than the keys.
+    guard (1...Self.maximumEpoch).contains(epoch), rekeyedAt <= epoch, !vouching || rekeyedAt > 0
+    else {
+      throw AccountKeyError(
+        "account keys of epoch \(epoch), re-keyed at epoch \(rekeyedAt), are not keys of an "
+          + "account")
+    }
     self.init(
-      epoch: BigEndianBytes.uint64(bytes.prefix(8)), contentBytes: Array(bytes[8..<40]),
-      tagBytes: Array(bytes[40..<72]),
-      vouchingBytes: vouching ? Array(bytes[80..<112]) : [],
-      rekeyedAt: vouching ? BigEndianBytes.uint64(bytes[72..<80]) : 0)
+      epoch: epoch, contentBytes: Array(bytes[8..<40]), tagBytes: Array(bytes[40..<72]),
+      vouchingBytes: vouching ? Array(bytes[80..<112]) : [], rekeyedAt: rekeyedAt)
   }
+
+  /// The highest epoch keys may have: far past any number of rotations, and far from the
+  /// end of the numbers, so that counting on from it never overflows.
+  static let maximumEpoch: UInt64 = 1 << 48
 
   /// The size of ``rawRepresentation``, and of what a seal holds.
   static let plainBytes = 112

@@ -29,14 +29,21 @@ extension APICaller {
   /// opens the account's keys with it, seals them to `newPassword`, which becomes the
   /// account's password; every session is signed out.
   ///
+  /// - Parameters:
+  ///   - username: The account's user name.
+  ///   - recoveryKey: The recovery key, as the user typed it.
+  ///   - newPassword: The account's password from now on.
+  ///   - cost: What the new password is stretched at.
+  ///   - accepting: Checks the keys the recovery key opened before anything is sealed to the
+  ///     new password: a device that held keys refuses older ones here.
   /// - Returns: The account's keys.
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (its checksum fails);
   ///   ``APIError`` `weakPassword` for a new password below the floor, `invalidCredentials`
-  ///   (401) for a recovery key that is not the account's.
+  ///   (401) for a recovery key that is not the account's; what `accepting` throws.
   @discardableResult
   public func recoverEncryptedAccount(
     username: String, recoveryKey: String, newPassword: String,
-    cost: KeyDerivationCost = .standard
+    cost: KeyDerivationCost = .standard, accepting: (AccountKeys) throws -> Void = { _ in }
   ) async throws -> AccountKeys {
     let name = Credentials(username: username, password: "").normalizedUsername
     try PasswordStrength.checkNew(newPassword, username: name, field: "newPassword")
@@ -44,6 +51,7 @@ extension APICaller {
     let credentials = RecoveryCredentials(username: name, recoverySecret: recovery.signInSecret)
     let sealed = try await recoveryKeys(credentials).get()
     let keys = try AccountKeys(opening: sealed, with: recovery, username: name)
+    try accepting(keys)
     let newKeys = try await PasswordKeys.stretching(
       username: name, password: newPassword,
       derivation: .new(cost: cost, random: systemRandomBytes))

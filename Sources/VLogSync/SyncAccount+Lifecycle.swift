@@ -80,9 +80,14 @@ extension SyncAccount {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has a recovery key")
     }
     try store.checkAccount(binding)
+    var seen = seenKeys
+    if let held = await keyring?.keys ?? restoredKeys {
+      seen = (max(seen.epoch, held.epoch), max(seen.rekeyedAt, held.rekeyedAt))
+    }
     try await caller.recoverEncryptedAccount(
       username: username, recoveryKey: recoveryKey, newPassword: newPassword,
-      cost: encryptionCost ?? .standard)
+      cost: encryptionCost ?? .standard,
+      accepting: { [seen] keys in try Self.check(keys, replacing: nil, seen: seen) })
     // Opened again with the new password, as any device will.
     isEncrypted = true
     try forgetKeys()

@@ -73,16 +73,28 @@ extension SyncAccount {
     }
   }
 
-  /// Checks that `keys`, opened with the password, are not older than keys this device held
-  /// or saw: of a later epoch and a later re-keying than `held`, keys a re-keying replaced,
-  /// and of no earlier re-keying than `seen`. Keys from before a re-keying open with the
-  /// password too, and a server with a lost device's keys can make such keys up (their anchor
-  /// is one it kept); only keys a re-keying made since carry a vouching key it never saw.
+  /// The newest epoch and re-keying of the keys this device has held, in the state file.
+  var seenKeys: (epoch: UInt64, rekeyedAt: UInt64) {
+    (state.keysEpoch ?? 0, state.keysRekeyedAt ?? 0)
+  }
+
+  /// Remembers, in the state, the epoch and the re-keying of `keys`, which this device holds.
+  func rememberSeen(_ keys: AccountKeys) {
+    state.keysEpoch = max(state.keysEpoch ?? 0, keys.epoch)
+    state.keysRekeyedAt = max(state.keysRekeyedAt ?? 0, keys.rekeyedAt)
+  }
+
+  /// Checks that `keys`, opened with the password or the recovery key, are not older than
+  /// keys this device held or saw: of a later epoch and a later re-keying than `held`, keys
+  /// a re-keying replaced, and of no earlier epoch nor re-keying than `seen`. Keys from
+  /// before a re-keying open with the password too, and a server with a lost device's keys
+  /// can make such keys up (their anchor is one it kept); only keys a re-keying made since
+  /// carry a vouching key it never saw.
   ///
   /// - Throws: ``AccountKeyError`` for older keys.
-  static func check(_ keys: AccountKeys, against held: AccountKeys?, seen: UInt64?)
-    throws(AccountKeyError)
-  {
+  static func check(
+    _ keys: AccountKeys, replacing held: AccountKeys?, seen: (epoch: UInt64, rekeyedAt: UInt64)
+  ) throws(AccountKeyError) {
     if let held, keys.epoch <= held.epoch {
       throw AccountKeyError(
         "the server names keys of epoch \(keys.epoch), not newer than epoch \(held.epoch) this "
@@ -94,10 +106,15 @@ extension SyncAccount {
           + "this device held, of the re-keying at epoch \(held.rekeyedAt): no re-keying since "
           + "made them, and they are refused")
     }
-    if let seen, keys.rekeyedAt < seen {
+    if keys.rekeyedAt < seen.rekeyedAt {
       throw AccountKeyError(
         "the server names keys of the re-keying at epoch \(keys.rekeyedAt), older than the "
-          + "re-keying at epoch \(seen) whose keys this device opened: they are refused")
+          + "re-keying at epoch \(seen.rekeyedAt) whose keys this device opened: they are refused")
+    }
+    if keys.epoch < seen.epoch {
+      throw AccountKeyError(
+        "the server names keys of epoch \(keys.epoch), older than epoch \(seen.epoch) this "
+          + "device has opened: they are refused")
     }
   }
 }

@@ -215,6 +215,7 @@ public actor SyncAccount {
       let keys = try AccountKeys(rawRepresentation: kept)
       restoredKeys = keys
       keptEpoch = keys.epoch
+      state.keysEpoch = max(state.keysEpoch ?? 0, keys.epoch)
       state.keysRekeyedAt = max(state.keysRekeyedAt ?? 0, keys.rekeyedAt)
       isEncrypted = true
     }
@@ -436,7 +437,7 @@ public actor SyncAccount {
           for: password, derivation: try await signInParameters().keyDerivation)
       }
       keys = try AccountKeys(opening: body, with: derived, username: username)
-      try Self.check(keys, against: held, seen: state.keysRekeyedAt)
+      try Self.check(keys, replacing: held, seen: seenKeys)
       remember(derived.derivation.version)
     }
     let keyring = installKeyring(keys)
@@ -483,7 +484,7 @@ public actor SyncAccount {
   func keepKeys() async throws {
     guard let keyring else { return }
     let keys = await keyring.keys
-    state.keysRekeyedAt = max(state.keysRekeyedAt ?? 0, keys.rekeyedAt)
+    rememberSeen(keys)
     guard let credentialStore, keys.epoch != keptEpoch else { return }
     try credentialStore.setAccountKeys(keys.rawRepresentation, for: username)
     keptEpoch = keys.epoch

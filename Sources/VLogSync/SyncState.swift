@@ -28,6 +28,9 @@ public struct SyncState: Codable, Sendable, Hashable {
   /// opened: it refuses keys of an earlier one, which a server holding a lost device's keys
   /// could make up.
   public var keysRekeyedAt: UInt64?
+  /// The highest epoch of the account's keys this device has opened: it refuses older keys,
+  /// whose content key a deletion's rotation retired.
+  public var keysEpoch: UInt64?
   /// The device credential the server gave this device at its last sign-in
   /// (`SessionBody.device`), sent with the next: the server then judges that sign-in by this
   /// device's failed attempts, not by everyone's at the user name. Nil before the first.

@@ -129,7 +129,14 @@ struct RekeyTests {
     try await withTemporaryDirectory { root in
       try await LyingServerTests.withServer(backend, root: root) { server, baseURL in
         let lie = Mutex<(@Sendable (inout [String: Any]) -> Void)?>(nil)
+        let recoveryAnswer = Mutex<[UInt8]?>(nil)
         let transport = TamperingTransport(baseURL: baseURL) { request, response in
+          if request.path == "/v1/accounts/recovery-keys",
+            let body = recoveryAnswer.withLock({ $0 })
+          {
+            return TransportResponse(
+              status: 200, headers: ["content-type": "application/json"], body: body)
+          }
           guard request.method == "GET", request.path.hasPrefix("/v1/accounts/current/keys"),
             let forge = lie.withLock({ $0 })
           else { return response }
@@ -142,14 +149,15 @@ struct RekeyTests {
         let lost = try EncryptedSyncTests.device(
           "lost", root: root, baseURL: baseURL, credentialStore: keptLost)
         try await lost.account.createAccount()
+        let firstRecoveryKey = try #require(await lost.account.recoveryKey)
         try await lost.account.signIn()
         let before = try await lost.store.write { $0.createNote(text: "CanaryBefore") }
         try await lost.account.sync()
         let lostKeys = try AccountKeys(
           rawRepresentation: try #require(try keptLost.accountKeys(for: "ann")))
         let account = try await EncryptedSyncTests.number(of: server)
-        let oldAnchor = try #require(try await server.store.encryption(of: account))
-          .passwordAnchor
+        let oldRecord = try #require(try await server.store.encryption(of: account))
+        let oldAnchor = oldRecord.passwordAnchor
 
         // The user re-keys on the laptop, which then meets the lying server.
         let laptop = try LyingServerTests.device("laptop", root: root, transport: transport)
@@ -208,6 +216,22 @@ struct RekeyTests {
         #expect(made?.description.contains("re-keying") == true, "\(String(describing: made))")
         // Refused again at the next sync: the keys the laptop held are held still.
         await #expect(throws: AccountKeyError.self) { try await laptop.account.sync() }
+
+        // 3. A recovery with the recovery key from before, which the server answers with the
+        //    keys of then: refused before anything is sealed to the new password, or the
+        //    laptop's keys forgotten.
+        lie.withLock { $0 = nil }
+        recoveryAnswer.withLock {
+          $0 = Array(try! JSONEncoder().encode(oldRecord.body()))
+        }
+        let recovered = await #expect(throws: AccountKeyError.self) {
+          try await laptop.account.recover(
+            recoveryKey: firstRecoveryKey.description, newPassword: "another horse battery")
+        }
+        #expect(
+          recovered?.description.contains("re-keying") == true, "\(String(describing: recovered))")
+        #expect(!transport.requests.contains { $0.path == "/v1/accounts/recover" })
+        recoveryAnswer.withLock { $0 = nil }
 
         // The honest answers again: everything syncs, and neither the lost keys nor the forged
         // ones open any key the laptop stored.

@@ -229,6 +229,13 @@ struct AccountKeysTests {
     #expect(throws: AccountKeyError.self) {
       try AccountKeys(rawRepresentation: Array(first.rawRepresentation.prefix(100)))
     }
+    // Keys no account has: an epoch counting on from would overflow, a re-keying after them.
+    for (epoch, rekeyedAt) in [(UInt64.max, UInt64(1)), (0, 0), (2, 3), (2, 0)] {
+      var bytes = first.rawRepresentation
+      bytes.replaceSubrange(0..<8, with: withUnsafeBytes(of: epoch.bigEndian, Array.init))
+      bytes.replaceSubrange(72..<80, with: withUnsafeBytes(of: rekeyedAt.bigEndian, Array.init))
+      #expect(throws: AccountKeyError.self) { try AccountKeys(rawRepresentation: bytes) }
+    }
   }
 
   @Test(
