@@ -1,4 +1,5 @@
 internal import Crypto
+internal import Foundation
 internal import LMDB
 
 /// A 128-bit identifier, stored as 16 big-endian bytes and written as a lowercase UUID
@@ -182,8 +183,9 @@ public struct ReplicaID: TypedIdentifier {
   public init(_ identifier: Identifier) { self.identifier = identifier }
 }
 
-/// The identity of a tag: its name normalised (trimmed, whitespace collapsed, lowercased), so
-/// that "Paris" and "paris" made on two devices are one tag.
+/// The identity of a tag: its name normalised (trimmed, whitespace collapsed, lowercased, in
+/// Unicode's composed form), so that "Paris" and "paris" made on two devices are one tag, and
+/// so are "café" typed with a precomposed é and with an e and a combining accent.
 public struct TagID: Hashable, Comparable, Sendable, CustomStringConvertible {
   /// The normalised name.
   public let rawValue: String
@@ -201,9 +203,13 @@ public struct TagID: Hashable, Comparable, Sendable, CustomStringConvertible {
     lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
   }
 
-  /// Trims, collapses runs of whitespace to one space, and lowercases.
+  /// Trims, collapses runs of whitespace to one space, lowercases, and composes (NFC).
+  ///
+  /// Canonically equivalent strings are equal to Swift's `==`, and hash alike, but not to
+  /// the store's indexes, which compare bytes: an id is composed so that both agree.
   static func normalize(_ name: String) -> String {
-    TagName.cleanASCII(name, lowercasing: true) ?? TagName.cleanCharacters(name).lowercased()
+    TagName.cleanASCII(name, lowercasing: true)
+      ?? TagName.cleanCharacters(name).lowercased().precomposedStringWithCanonicalMapping
   }
 }
 
@@ -251,9 +257,10 @@ enum TagName {
   /// The longest name, in UTF-8 bytes.
   static let maximumBytes = 200
 
-  /// Trims and collapses whitespace, keeping case.
+  /// Trims and collapses whitespace, keeping case; composes (NFC).
   static func clean(_ name: String) -> String {
-    cleanASCII(name, lowercasing: false) ?? cleanCharacters(name)
+    cleanASCII(name, lowercasing: false)
+      ?? cleanCharacters(name).precomposedStringWithCanonicalMapping
   }
 
   static func cleanCharacters(_ name: String) -> String {

@@ -118,9 +118,10 @@ public final class NoteStore: Sendable {
   /// opening it erases that content; format 3 copied each note's text into its record and
   /// keyed the object index by object first; format 4 kept a note's text stamp in its record;
   /// format 5 kept one text per note, without its conflicts; format 6 kept a note's tags as
-  /// one list, and deleted tags' names in its log; the projections are rebuilt whenever the
+  /// one list, and deleted tags' names in its log; format 7 filed a tag typed in Unicode's
+  /// decomposed form apart from its composed form; the projections are rebuilt whenever the
   /// format changes).
-  public static let formatVersion: UInt32 = 7
+  public static let formatVersion: UInt32 = 8
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -285,6 +286,9 @@ public final class NoteStore: Sendable {
           _ = try schema.eventLog.buildErasureIndexes(in: transaction)
         } else if version == 3 {
           try schema.eventLog.rebuildObjectIndex(in: transaction)
+        } else {
+          // Tags are filed by their composed names from format 8 on.
+          try schema.eventLog.reindexObjects(in: transaction)
         }
         if version < 7 { _ = try schema.eventLog.eraseDeletedTagNames(in: transaction) }
         try transaction.put(

@@ -128,6 +128,26 @@ extension EventLog {
     for (object, value) in markers {
       try transaction.put(value, forKey: objectKey(object, sequence: 0), in: objects)
     }
+    try indexObjects(in: transaction)
+  }
+
+  /// Files every event of the log in the object index again, keeping its deletion markers:
+  /// after the rules of which ids an event is filed under changed (format 8 files a tag by
+  /// its composed name).
+  package func reindexObjects(in transaction: borrowing WriteTransaction) throws {
+    var keys: [[UInt8]] = []
+    try transaction.forEach(in: objects, range: ownKeys) { key, _ in
+      // Bucket UInt64.max holds the deletion markers.
+      if BigEndian.read(UInt64.self, from: key, at: prefix.count) != UInt64.max {
+        keys.append(Array(key))
+      }
+    }
+    for key in keys { _ = try transaction.delete(forKey: key, in: objects) }
+    try indexObjects(in: transaction)
+  }
+
+  /// Files every event of the log in the object index, in batches.
+  private func indexObjects(in transaction: borrowing WriteTransaction) throws {
     var batch: [(Identifier, UInt64)] = []
     var after: UInt64 = 0
     repeat {
