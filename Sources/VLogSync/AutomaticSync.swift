@@ -216,7 +216,10 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
     }
     if live.isEnabled {
       liveTask = Task { await self.holdLiveChannel() }
-      pollTask = Task { await self.poll() }
+      // The first poll is due an interval from now, whenever the task gets to run: a task
+      // that started late on a busy machine must not push every poll after it later.
+      let firstPoll = clock.now.advanced(by: live.pollInterval)
+      pollTask = Task { await self.poll(from: firstPoll) }
     }
     await refreshStatus()
     trigger(.launch)
@@ -439,10 +442,13 @@ public actor AutomaticSync<C: Clock> where C.Duration == Duration, C.Instant: Se
   }
 
   /// Every poll interval, a sync if the live channel is not open.
-  private func poll() async {
+  private func poll(from first: C.Instant) async {
+    var due = first
     while !Task.isCancelled {
-      do { try await clock.sleep(for: live.pollInterval) } catch { return }
+      do { try await clock.sleep(until: due, tolerance: nil) } catch { return }
       if status.liveChannel != .open { trigger(.poll) }
+      // Every interval from the first, skipping those already past.
+      repeat { due = due.advanced(by: live.pollInterval) } while due <= clock.now
     }
   }
 

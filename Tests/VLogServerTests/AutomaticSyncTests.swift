@@ -220,8 +220,10 @@ struct AutomaticSyncTests {
               false
             }
           })
-        // No trigger for 29 seconds: no sync; at 30, the poll; at 60, another.
+        // No trigger for 29 seconds: no sync; at 30, the poll; at 60, another — counted from
+        // the start, however late the poll's task first ran (it may run after the clock moved).
         #expect(await pollWaits(on: clock))
+        #expect(clock.deadlines.contains(TestClock.Instant(offset: .seconds(30))))
         clock.advance(by: .seconds(27))
         await settle()
         #expect(await sync.syncCount == 1)
@@ -230,6 +232,7 @@ struct AutomaticSyncTests {
         clock.advance(by: .seconds(2))
         #expect(await eventually { await sync.progress == (2, .idle) })
         #expect(await pollWaits(on: clock))
+        #expect(clock.deadlines.contains(TestClock.Instant(offset: .seconds(60))))
         clock.advance(by: .seconds(30))
         await settle()
         clock.advance(by: .seconds(2))
