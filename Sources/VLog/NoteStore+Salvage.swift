@@ -133,10 +133,25 @@ public struct SalvagedLog: Sendable {
         break
       }
     }
-    // One version per stamp, at its indexed sequence number.
+    // One version per stamp, at its sequence number: the log key and the event index agree,
+    // or one of them is damaged. Neither has a checksum. A log holds every number from 1 to
+    // its last, so a damaged number is either past the log's end or another event's: of the
+    // two, the one that is neither.
+    var keyCounts: [UInt64: Int] = [:]
+    for (key, _) in found { keyCounts[key, default: 0] += 1 }
+    let last =
+      loggedEvents
+      ?? found.lazy.filter { indexed[$0.event.stamp] == $0.key }.map(\.key).max() ?? .max
+    func sequence(key: UInt64, indexed: UInt64?) -> UInt64 {
+      guard let indexed, indexed != key else { return key }
+      let plausible = [indexed, key].filter { (1...max(last, 1)).contains($0) }
+      // A key is its own record's; a number in the index, no record's.
+      let free = plausible.filter { keyCounts[$0, default: 0] == ($0 == key ? 1 : 0) }
+      return free.first ?? plausible.first ?? key
+    }
     var byStamp: [Stamp: (sequence: UInt64, event: Event)] = [:]
     for (key, event) in found {
-      let sequence = indexed[event.stamp] ?? key
+      let sequence = sequence(key: key, indexed: indexed[event.stamp])
       if let kept = byStamp[event.stamp], kept.event.redaction != nil || event.redaction == nil {
         continue
       }

@@ -125,6 +125,42 @@ struct SalvageTests {
   }
 
   @Test(
+    "Sequence numbers a damaged event index gives — past the log's end, or another event's — are not taken: every event comes back at its place, and none is reported lost"
+  )
+  func damagedEventIndex() throws {
+    try withTemporaryDirectory { root in
+      let made = try Self.makeStore(at: root + "/store")
+      var damaged = made.file
+      func bytes(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+      // Every copy of an event's index entry (a leaf node's key, the stamp, then its value)
+      // made to say `sequence`.
+      func damage(_ logged: LoggedEvent, to sequence: UInt64) {
+        let entry = logged.event.stamp.bytes + bytes(logged.sequence)
+        var copies = 0
+        var from = damaged.startIndex
+        while let range = damaged[from...].firstRange(of: entry) {
+          damaged.replaceSubrange((range.upperBound - 8)..<range.upperBound, with: bytes(sequence))
+          from = range.upperBound
+          copies += 1
+        }
+        #expect(copies > 0)
+      }
+      damage(made.events[100], to: 134_220_117)
+      damage(made.events[200], to: made.events[201].sequence)
+      damage(made.events[300], to: 8_796_093_019_671)
+      try Self.write(damaged, to: root + "/store")
+
+      let report = try NoteStore.salvage(from: root + "/store", to: root + "/out")
+      #expect(report.lostEvents == 0 && report.missing.isEmpty, "\(report)")
+      #expect(report.events == made.events.count)
+      let out = try NoteStore.open(at: root + "/out")
+      defer { out.close() }
+      #expect(try out.stateDigest() == made.state)
+      #expect(try out.events().map(\.event) == made.events.map(\.event))
+    }
+  }
+
+  @Test(
     "With a leaf page of the log zeroed, every event elsewhere comes back, and those lost are named by sequence number"
   )
   func leafPageLost() throws {
