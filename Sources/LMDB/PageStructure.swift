@@ -50,10 +50,14 @@ public struct PageStructure: Sendable {
 
   /// Checks the data file of the environment in `directory`.
   ///
-  /// A process may be writing to the environment meanwhile: the pages of the snapshot walked
-  /// can then be reused under the walk. So faults count only if the file's newest transaction
-  /// is the same after the walk as before it; otherwise the walk is repeated (up to five
-  /// times).
+  /// A process may be writing to the environment meanwhile, and a commit reuses the pages of
+  /// snapshots no reader holds: the walk can then read pages rewritten under it, a torn view
+  /// that looks like damage. So when the walk finds faults and the file's newest transaction
+  /// moved meanwhile, the file is read again as a reader of the environment: while a read
+  /// transaction holds a snapshot, no commit reuses a page of it or of any newer one. Faults
+  /// found when no transaction moved, or under a reader, are the file's. liblmdb is opened
+  /// only then, when other processes are committing to the file — which they could not, were
+  /// its structure damaged where they read.
   ///
   /// - Throws: ``LMDBError`` if the file cannot be read (damage is reported, not thrown).
   public static func check(directory: String) throws -> PageStructure {
@@ -67,13 +71,68 @@ public struct PageStructure: Sendable {
           message: "cannot read \(path): \(error.localizedDescription)")
       }
     }
-    var structure = PageStructure()
-    for _ in 0..<5 {
-      structure = try read().withUnsafeBytes { PageStructure(file: $0) }
-      let after = try read().withUnsafeBytes { PageStructure.newestTransaction(in: $0) }
-      if structure.isWhole || after == structure.transaction { break }
+    /// The meta pages as they are now: the first 128 KiB (two pages of the largest size).
+    func metaPages() throws -> Data {
+      guard let handle = FileHandle(forReadingAtPath: path) else { return try read() }
+      defer { try? handle.close() }
+      return try handle.read(upToCount: 2 * 65536) ?? Data()
     }
-    return structure
+    /// A walk, and whether it stands: whole, or no commit came during it. A pinned walk takes
+    /// the meta pages before it maps the file, so that the file it maps holds every page they
+    /// name.
+    func walk(pinned: Bool = false) throws -> (structure: PageStructure, stands: Bool) {
+      let meta = pinned ? try metaPages() : nil
+      let structure = try read().withUnsafeBytes { file in
+        guard let meta else { return PageStructure(file: file) }
+        return meta.withUnsafeBytes { meta in
+          var walker = Walker(file: file)
+          walker.metaSource = meta
+          walker.run()
+          return walker.result
+        }
+      }
+      if structure.isWhole { return (structure, true) }
+      let after = try read().withUnsafeBytes { PageStructure.newestTransaction(in: $0) }
+      return (structure, after == structure.transaction)
+    }
+    let first = try walk()
+    if first.stands { return first.structure }
+    // Under a reader no page of the snapshot walked is reused, nor of any newer one. The meta
+    // pages are read before the file is mapped: a commit after the mapping writes pages past
+    // it (the file grows at each commit while pages are held).
+    let pinned = try? asReader(of: directory) { () throws -> PageStructure in
+      var last = first.structure
+      for _ in 0..<5 {
+        let next = try walk(pinned: true)
+        if next.stands { return next.structure }
+        last = next.structure
+      }
+      return last
+    }
+    return pinned ?? first.structure
+  }
+
+  /// `body`, run while a read transaction of the environment in `directory` holds its newest
+  /// snapshot: through this process's open environment, or one opened read-only for it.
+  private static func asReader<R>(of directory: String, _ body: () throws -> R) throws -> R {
+    let canonical = try Environment.canonicalDirectory(directory, creating: false)
+    for _ in 0..<2 {
+      if let open = Registry.environments.withLock({ $0[canonical]?.environment }) {
+        return try open.read { _ in try body() }
+      }
+      let environment: Environment
+      do {
+        environment = try Environment.open(
+          at: canonical, configuration: .init(maximumDatabases: 1, isReadOnly: true))
+      } catch let error as LMDBError where error.code == .alreadyOpen {
+        continue  // opened meanwhile by this process: read through that one
+      }
+      defer { environment.close() }
+      return try environment.read { _ in try body() }
+    }
+    throw LMDBError(
+      code: .alreadyOpen, operation: "check the page structure", path: directory,
+      message: "the environment kept being opened and closed during the check")
   }
 
   /// The transaction of the newest valid meta page, or nil if neither is valid.
@@ -142,6 +201,10 @@ struct Walker {
   var freeListed: [Int] = []
   var stopped = false
 
+  /// Where the meta pages are read, if not from ``file``: a copy taken before the file was
+  /// mapped, while a reader holds a snapshot (see ``PageStructure/check(directory:)``).
+  var metaSource: UnsafeRawBufferPointer?
+
   init(file: UnsafeRawBufferPointer) { self.file = file }
 
   mutating func fault(_ message: String) {
@@ -183,6 +246,7 @@ struct Walker {
     pageSize: Int, lastPage: UInt64, transaction: UInt64, free: DatabaseRecord,
     main: DatabaseRecord
   )? {
+    if let metaSource { return Walker(file: metaSource).meta(at: offset) }
     let body = offset + Layout.pageHeader
     guard let flags = read16(offset + 10), flags & Layout.meta != 0,
       read32(body) == Layout.magic, read32(body + 4) == Layout.dataVersion,

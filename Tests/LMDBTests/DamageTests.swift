@@ -154,3 +154,56 @@ struct DamageTests {
     }
   }
 }
+
+@Suite("Page structure beside writers")
+struct ConcurrentStructureTests {
+  @Test(
+    "A healthy file whose pages a writer rewrites and reuses while it is checked is never called damaged"
+  )
+  func checkedWhileWritten() throws {
+    try withTemporaryDirectory { path in
+      let environment = try Environment.open(at: path, configuration: .init(durability: .noSync))
+      defer { environment.close() }
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      try environment.write { transaction throws in
+        for number in 0..<2000 as Range<UInt64> {
+          try transaction.put(value(number, size: 200), forKey: key(number), in: database)
+        }
+      }
+      let done = DispatchSemaphore(value: 0)
+      let stop = Flag()
+      DispatchQueue.global().async {
+        var generator = SeededGenerator(seed: 7)
+        // Each commit rewrites 50 values: their pages are freed, and reused two commits later
+        // when no reader holds the snapshot that used them.
+        while !stop.isSet {
+          try? environment.write { transaction throws in
+            for _ in 0..<50 {
+              let number = UInt64.random(in: 0..<2000, using: &generator)
+              try transaction.put(
+                value(number &+ generator.next(), size: 200), forKey: key(number), in: database)
+            }
+          }
+        }
+        done.signal()
+      }
+      var damaged: [[String]] = []
+      for _ in 0..<300 {
+        let faults = try PageStructure.check(directory: path).faults
+        if !faults.isEmpty { damaged.append(faults) }
+      }
+      stop.set()
+      done.wait()
+      #expect(
+        damaged.isEmpty, "\(damaged.count) checks of 300 found faults: \(damaged.first ?? [])")
+    }
+  }
+}
+
+/// A flag one thread sets and another reads.
+private final class Flag: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value = false
+  var isSet: Bool { lock.withLock { value } }
+  func set() { lock.withLock { value = true } }
+}
