@@ -1,6 +1,12 @@
 internal import CLMDB
 internal import Dispatch
 
+#if canImport(Glibc)
+  internal import Glibc
+#elseif canImport(Darwin)
+  internal import Darwin
+#endif
+
 extension Environment {
   /// Runs `body` in a read transaction: a consistent snapshot of the environment as of the
   /// transaction's start, unaffected by writes that commit while it runs.
@@ -110,7 +116,10 @@ extension Environment {
           }
           if write || commitRead {
             // mdb_txn_commit frees the transaction whether or not it succeeds.
-            try check(mdb_txn_commit(pointer), "commit", path: path, hint: commitHint())
+            let rc = mdb_txn_commit(pointer)
+            if rc != MDB_SUCCESS {
+              throw Self.commitError(rc, path: path, freeBytes: Self.freeBytes(at: path))
+            }
           } else {
             mdb_txn_abort(pointer)
           }
@@ -130,6 +139,31 @@ extension Environment {
 
   func commitHint() -> String? {
     "the transaction was not committed"
+  }
+
+  /// Below this many free bytes on the store's file system, a failed write is put down to a
+  /// full disk.
+  static let fullDiskBytes: UInt64 = 4 << 20
+
+  /// The error of a commit that failed with `rc`. A full disk shows as `ENOSPC`, or — when the
+  /// file system found out only at the flush — as `EIO`; with less than ``fullDiskBytes`` free
+  /// (`freeBytes`), either is reported as a full disk, which is what the user can act on.
+  static func commitError(_ rc: Int32, path: String, freeBytes: UInt64?) -> LMDBError {
+    if rc == ENOSPC || (rc == EIO && (freeBytes ?? .max) < fullDiskBytes) {
+      let free = freeBytes.map { " (\(formattedBytes(Int(clamping: $0))) free)" } ?? ""
+      return LMDBError(
+        code: .noSpace, operation: "commit", path: path,
+        message: "the disk is full\(free); the transaction was not committed: free some space "
+          + "and try again")
+    }
+    return makeError(rc, "commit", path: path, hint: "the transaction was not committed")
+  }
+
+  /// The bytes free to this process on the file system that holds `path`; nil if unknown.
+  static func freeBytes(at path: String) -> UInt64? {
+    var info = statvfs()
+    guard statvfs(path, &info) == 0 else { return nil }
+    return UInt64(info.f_bavail) &* UInt64(info.f_frsize)
   }
 
   func closedError(_ operation: String) -> LMDBError {

@@ -176,11 +176,14 @@ struct WriteSession {
     case .setTags(let id, let tags):
       let note = try existingNote(id, in: transaction)
       for tag in tags { try Validation.checkTagName(tag) }
-      guard tags.count <= Limits.tagsPerNote else {
+      // A tag named twice, in any spelling, is one tag: the limit counts tags, not names.
+      let unique = Validation.uniqueTags(tags)
+      guard unique.count <= Limits.tagsPerNote else {
         throw VLogError(
-          .valueTooLarge, "note \(id): \(tags.count) tags; the limit is \(Limits.tagsPerNote)")
+          .valueTooLarge,
+          "note \(id): \(unique.count) tags; the limit is \(Limits.tagsPerNote)")
       }
-      for change in Self.tagChanges(of: id, from: note.tags, to: Validation.uniqueTags(tags)) {
+      for change in Self.tagChanges(of: id, from: note.tags, to: unique) {
         try record(change, wallMilliseconds: now, in: transaction)
       }
     case .setAttachments(let id, let attachments):

@@ -1,7 +1,8 @@
 import Foundation
-import LMDB
 import Testing
 import VLogTesting
+
+@testable import LMDB
 
 @Suite("Environments")
 struct EnvironmentTests {
@@ -229,5 +230,23 @@ struct EnvironmentTests {
     try withTemporaryEnvironment { environment, _ throws in
       #expect(try environment.clearStaleReaders() == 0)
     }
+  }
+}
+
+@Suite("A failed commit's error")
+struct CommitErrorTests {
+  @Test(
+    "A full disk is called a full disk, whether the write said so (ENOSPC) or the flush said only EIO with next to nothing free; another EIO stays an I/O error"
+  )
+  func fullDisk() {
+    let spaceless = Environment.commitError(ENOSPC, path: "/s", freeBytes: 0)
+    #expect(spaceless.code == .noSpace)
+    #expect(spaceless.message.contains("the disk is full (0 bytes free)"), "\(spaceless)")
+    let flushed = Environment.commitError(EIO, path: "/s", freeBytes: 12_288)
+    #expect(flushed.code == .noSpace && flushed.message.contains("12 KiB free"), "\(flushed)")
+    let failing = Environment.commitError(EIO, path: "/s", freeBytes: 10 << 30)
+    #expect(failing.code == .ioError)
+    #expect(failing.message.contains("the transaction was not committed"))
+    #expect(Environment.commitError(EIO, path: "/s", freeBytes: nil).code == .ioError)
   }
 }

@@ -457,6 +457,15 @@ struct BadInputTests {
       try expectRefused(store, .invalidValue, containing: "control characters") {
         $0.setTags(["bad\u{0}tag"], of: id)
       }
+      // The limit counts tags, not names: a note's 60 tags named again, in another case, with
+      // one more, are 61 tags.
+      let sixty = (1...60).map { "tag \($0)" }
+      try store.write { $0.setTags(sixty, of: id) }
+      try store.write { $0.setTags(sixty + sixty.map { $0.uppercased() } + ["one more"], of: id) }
+      #expect(try store.note(id)?.tags.count == 61)
+      try expectRefused(store, .valueTooLarge, containing: "101 tags; the limit is 100") {
+        $0.setTags(sixty + (61...101).map { "tag \($0)" }, of: id)
+      }
     }
   }
 
