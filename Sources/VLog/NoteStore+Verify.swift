@@ -19,6 +19,12 @@ extension NoteStore {
   public func verify(progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws
     -> [VerificationFault]
   {
+    guard !environment.configuration.isReadOnly else {
+      throw VLogError(
+        .invalidValue,
+        "verifying replays the log in a write transaction it then abandons, which a store "
+          + "opened read-only cannot begin: verify a copy on writable storage")
+    }
     var faults: [VerificationFault] = []
     try read { transaction in
       let now = UInt64(clamping: max(0, dependencies.now().milliseconds))

@@ -51,6 +51,11 @@ public final class NoteStore: Sendable {
     /// How many change groups of this process ``NoteStore/undo()`` can undo (default 100;
     /// 0 turns undo off).
     public var undoLevels = 100
+    /// Opens the store without writing anything, for reading only: a store on read-only
+    /// media (a mounted backup), or a copy that must stay as it is. Nothing is migrated,
+    /// retained or swept at the open; every write throws (`accessDenied`). A store of an
+    /// older format must be opened writable once first.
+    public var isReadOnly = false
     /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
     var mergeRule = MergeRule.stamps
 
@@ -171,7 +176,8 @@ public final class NoteStore: Sendable {
   ///   newer version, ``VLogError/Code/corruptStore`` for one this version cannot read, and
   ///   ``VLogError/Code/storage`` when LMDB cannot open it.
   public static func open(at path: String, options: Options = Options()) throws -> NoteStore {
-    try VLogError.wrapping {
+    if options.isReadOnly { return try openReadOnly(at: path, options: options) }
+    return try VLogError.wrapping {
       let environment = try Environment.open(
         at: path,
         configuration: .init(
@@ -205,6 +211,34 @@ public final class NoteStore: Sendable {
           try log.commit(in: transaction)
         }
         return (replicaID, retention)
+      }
+      return NoteStore(
+        environment: environment, schema: schema, replicaID: replicaID, options: options,
+        retention: retention)
+    }
+  }
+
+  /// Opens an existing store without writing (``Options/isReadOnly``).
+  private static func openReadOnly(at path: String, options: Options) throws -> NoteStore {
+    try VLogError.wrapping {
+      let environment = try Environment.open(
+        at: path,
+        configuration: .init(
+          mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
+          maximumDatabases: Schema.databaseCount + 4,
+          durability: options.durability.environment, isReadOnly: true))
+      let schema = try Schema(environment: environment, create: false)
+      let (replicaID, retention) = try environment.read { transaction in
+        guard let facts = try storedFacts(schema: schema, in: transaction) else {
+          throw VLogError(.corruptStore, "the store's format marker is missing")
+        }
+        guard facts.version == formatVersion else {
+          throw VLogError(
+            .unsupportedFormat,
+            "the store has format \(facts.version), and this version of VLog reads format "
+              + "\(formatVersion) without writing; open it writable once to migrate it")
+        }
+        return (facts.replica, try Retention.stored(in: schema, transaction))
       }
       return NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options,
@@ -246,11 +280,21 @@ public final class NoteStore: Sendable {
         try transaction.put(value, forKey: key, in: schema.meta)
         return requested.period
       }
-      guard let value = try transaction.value(forKey: key, in: schema.meta) else {
+      guard try transaction.value(forKey: key, in: schema.meta) != nil else {
         try transaction.put(
           BigEndian.bytes(standard.period!.wholeMilliseconds), forKey: key, in: schema.meta)
         return standard.period
       }
+      return try stored(in: schema, transaction)
+    }
+
+    /// The setting the store keeps: its period, nil for ever; ``standard``'s when it keeps
+    /// none.
+    static func stored(in schema: Schema, _ transaction: borrowing some Transaction & ~Copyable)
+      throws -> Duration?
+    {
+      guard let value = try transaction.value(forKey: Array("retention".utf8), in: schema.meta)
+      else { return standard.period }
       guard !value.isEmpty else { return nil }
       guard value.count == 8, let milliseconds = BigEndian.read(UInt64.self, from: value) else {
         throw VLogError(.corruptStore, "the store's retention setting is malformed")
@@ -266,20 +310,7 @@ public final class NoteStore: Sendable {
   private static func initializeMeta(
     schema: Schema, dependencies: Dependencies, in transaction: borrowing WriteTransaction
   ) throws -> (ReplicaID, migrated: Bool) {
-    if let format = try transaction.value(forKey: Keys.Meta.format, in: schema.meta) {
-      guard format.count == 4 else {
-        throw VLogError(.corruptStore, "the store's format marker is malformed")
-      }
-      let version = BigEndian.read(UInt32.self, from: format) ?? 0
-      guard version <= formatVersion else {
-        throw VLogError(
-          .unsupportedFormat,
-          "the store has format \(version), and this version of VLog reads up to "
-            + "\(formatVersion); open it with a newer VLog")
-      }
-      guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
-        replica.count == 16
-      else { throw VLogError(.corruptStore, "the store has no replica id") }
+    if let (version, replica) = try storedFacts(schema: schema, in: transaction) {
       if version < formatVersion {
         if version == 1 { try schema.eventLog.migrateFromXXH64(in: transaction) }
         if version < 3 {
@@ -294,9 +325,7 @@ public final class NoteStore: Sendable {
         try transaction.put(
           BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
       }
-      return (
-        ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) }), version < formatVersion
-      )
+      return (replica, version < formatVersion)
     }
     let replicaID = ReplicaID(dependencies.makeIdentifier())
     try transaction.put(
@@ -304,6 +333,32 @@ public final class NoteStore: Sendable {
       in: schema.meta)
     try transaction.put(replicaID.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
     return (replicaID, false)
+  }
+
+  /// The store's format and replica id, as its meta database keeps them; nil for a store not
+  /// made yet.
+  ///
+  /// - Throws: ``VLogError`` for a format newer than this version's, or facts malformed.
+  private static func storedFacts(
+    schema: Schema, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> (version: UInt32, replica: ReplicaID)? {
+    guard let format = try transaction.value(forKey: Keys.Meta.format, in: schema.meta) else {
+      return nil
+    }
+    guard format.count == 4 else {
+      throw VLogError(.corruptStore, "the store's format marker is malformed")
+    }
+    let version = BigEndian.read(UInt32.self, from: format) ?? 0
+    guard version <= formatVersion else {
+      throw VLogError(
+        .unsupportedFormat,
+        "the store has format \(version), and this version of VLog reads up to "
+          + "\(formatVersion); open it with a newer VLog")
+    }
+    guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
+      replica.count == 16
+    else { throw VLogError(.corruptStore, "the store has no replica id") }
+    return (version, ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) }))
   }
 
   /// The latest time an ingested stamp may move the clock to: now plus the skew bound.

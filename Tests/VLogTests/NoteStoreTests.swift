@@ -515,3 +515,38 @@ struct BadInputTests {
     }
   }
 }
+
+@Suite("A store opened read-only")
+struct ReadOnlyStoreTests {
+  @Test(
+    "A store opened read-only reads as it is, refuses every write, and leaves its file byte for byte as it was; one of an older format is refused with what to do"
+  )
+  func readOnly() throws {
+    try withTemporaryDirectory { path in
+      let written = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      let note = try written.write { $0.createNote(text: "kept", tags: ["Paris"]) }
+      written.close()
+      let before = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+
+      var options = NoteStore.Options()
+      options.isReadOnly = true
+      options.retention = .period(.zero)
+      let store = try NoteStore.open(at: path, options: options)
+      #expect(try store.note(note)?.text == "kept")
+      #expect(try store.tags().map(\.tag.name) == ["Paris"])
+      #expect(throws: VLogError.self) { try store.verify() }
+      #expect(throws: (any Error).self) { try store.write { _ = $0.createNote(text: "no") } }
+      store.close()
+      #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")) == before)
+
+      // A store of an older format needs a writable open first, to migrate.
+      let old = try NoteStore.open(at: path, options: .init(durability: .noSync))
+      try old.environment.write { transaction in
+        try transaction.put(
+          BigEndian.bytes(UInt32(7)), forKey: Keys.Meta.format, in: old.schema.meta)
+      }
+      old.close()
+      #expect(throws: VLogError.self) { try NoteStore.open(at: path, options: options) }
+    }
+  }
+}
