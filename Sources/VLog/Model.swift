@@ -159,6 +159,9 @@ public struct NoteSummary: Sendable, Hashable, Identifiable {
   public let tagNames: [String]
   /// The first image attachment, if any.
   public let thumbnailAttachmentID: AttachmentID?
+  /// How many texts the note keeps as conflicts beside the one it shows (``Note/conflicts``):
+  /// a list can mark a note to resolve without reading it whole.
+  public var conflictCount = 0
 }
 
 /// A tag. Its ``id`` is its normalised name, so the same name typed on two devices is one tag;

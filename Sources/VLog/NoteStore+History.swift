@@ -20,6 +20,10 @@ public struct NoteHistoryEntry: Sendable, Hashable {
   /// The field the event set, if it set one: `text`, `archived`, `sortDate`, `tags`,
   /// `attachments`.
   public let field: String?
+  /// The tag a change of one tag (an addition or a removal) is about, by the name the note's
+  /// events spell it with; its key (``TagKey``) when none of them names it. Nil for other
+  /// changes.
+  public var tag: String? = nil
   /// What became of it.
   public let outcome: Outcome
 }
@@ -42,6 +46,19 @@ extension NoteStore {
         try sequences.compactMap { try eventLog.event(at: $0, in: transaction) },
         Set(try schema.noteRecord(id, in: transaction)?.tagChanges.map(\.stamp) ?? [])
       )
+    }
+    // The names of the tags the note's events and its tags spell, by key: a removal names its
+    // tag by key only.
+    var names: [TagKey: String] = [:]
+    for name in note?.tags.map(\.name) ?? [] { names[TagKey(name: name)] = name }
+    for logged in events {
+      switch logged.event.change {
+      case .tagAdded(_, let name):
+        names[TagKey(name: name)] = names[TagKey(name: name)] ?? TagName.clean(name)
+      case .tagsSet(_, let list):
+        for name in list { names[TagKey(name: name)] = names[TagKey(name: name)] ?? name }
+      default: break
+      }
     }
     var entries: [NoteHistoryEntry] = []
     for logged in events {
@@ -74,7 +91,13 @@ extension NoteStore {
       } else {
         outcome = .lost
       }
-      entries.append(NoteHistoryEntry(logged: logged, field: field, outcome: outcome))
+      var tag: String?
+      switch change {
+      case .tagAdded(_, let name): tag = TagName.clean(name)
+      case .tagRemoved(_, let key): tag = names[key] ?? key.description
+      default: break
+      }
+      entries.append(NoteHistoryEntry(logged: logged, field: field, tag: tag, outcome: outcome))
     }
     return entries
   }

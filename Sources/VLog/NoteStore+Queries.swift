@@ -376,7 +376,8 @@ extension NoteStore {
       isArchived: record.archived,
       sortDate: Date(milliseconds: record.effectiveSortDate),
       tagNames: try tagNames(record, in: transaction, cache: cache).map(\.name),
-      thumbnailAttachmentID: thumbnail)
+      thumbnailAttachmentID: thumbnail,
+      conflictCount: record.texts.conflicts(showing: record.textStamp).count)
   }
 }
 

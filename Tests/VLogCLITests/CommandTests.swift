@@ -93,6 +93,8 @@ struct CommandTests {
         let conflicts = rows?.first?["conflicts"] as? [[String: Any]]
         #expect(conflicts?.first?["id"] as? String == conflict.stamp.hex)
         #expect(conflicts?.first?["text"] as? String == "Shopping: bread, milk")
+        // The list marks the note.
+        #expect(try run(Notes.self, [], on: store).text.contains("[1 conflict] Shopping: bread"))
       }
       // A conflict id the note does not have is refused and changes nothing.
       let events = try laptop.events().count
@@ -112,6 +114,7 @@ struct CommandTests {
       for store in [phone, laptop] {
         #expect(try run(Conflicts.self, [], on: store).text == "no conflicts")
         #expect(try store.note(id)?.text == "Shopping: bread, eggs, milk")
+        #expect(try !run(Notes.self, [], on: store).text.contains("conflict"))
       }
       let history = try run(History.self, [id.description], on: phone).text
       #expect(history.contains("won text"))
@@ -185,6 +188,32 @@ struct BinaryTests {
   ) {
     let binary = try #require(Self.binary())
     return try await ChildProcess.runOffPool(binary.path, arguments, environment: environment)
+  }
+
+  @Test(
+    "An argument whose bytes are not UTF-8 is refused, by position and with its bytes shown, and so are ten thousand tags, at once; nothing is written"
+  )
+  func invalidUTF8() async throws {
+    try await withTemporaryDirectory { root in
+      let binary = try #require(Self.binary())
+      let store = root + "/store"
+      // Through a shell: Swift's strings cannot carry the byte 0xE9 alone.
+      let (status, _, errors) = try await ChildProcess.runOffPool(
+        "/bin/sh",
+        [
+          "-c", "\"$0\" note add x --tag \"$(printf 'caf\\351')\" --store \"$1\"", binary.path,
+          store,
+        ])
+      #expect(status == 2, "\(errors)")
+      #expect(errors.contains("argument 5 ('caf\\xe9') is not valid UTF-8"), "\(errors)")
+      #expect(!FileManager.default.fileExists(atPath: store))
+      // Ten thousand tags are refused at once, not after minutes of parsing.
+      let tags = (0..<10_000).flatMap { ["--tag", "t\($0)"] }
+      let (many, _, manyErrors) = try await vlog(["note", "add", "x", "--store", store] + tags)
+      #expect(many == 2)
+      #expect(manyErrors.contains("20005 arguments; vlog takes at most 264"), "\(manyErrors)")
+      #expect(!FileManager.default.fileExists(atPath: store))
+    }
   }
 
   @Test(
@@ -346,6 +375,8 @@ struct DemoTests {
       #expect(report.contains("with 0 conflicts"))
       #expect(report.contains("  text      phone at "))
       #expect(report.contains("  archived  laptop at "))
+      // Each tag on its own, by name.
+      #expect(report.contains("  tags Summer "), "\(report)")
     }
   }
 }

@@ -515,6 +515,21 @@ struct ServeBinaryTests {
         ["sync", "--store", store], environment: ["VLOG_PASSWORD": "wrong password"])
       #expect(wrong == 1)
       #expect(wrongError == "vlog: error: the user name or the password is wrong (HTTP 401)\n")
+      // A first sync that fails leaves nothing on disk: no store, no directory.
+      let fresh = root + "/fresh"
+      let (failed, _, _) = try await vlog.vlog(
+        ["sync", "--store", fresh, "--server", url, "--user", "ann"],
+        environment: ["VLOG_PASSWORD": "wrong password"])
+      #expect(failed == 1)
+      #expect(!FileManager.default.fileExists(atPath: fresh))
+      // Nor does a store go beside files that are not a store's.
+      let papers = root + "/papers"
+      try FileManager.default.createDirectory(atPath: papers, withIntermediateDirectories: true)
+      try Data("thesis".utf8).write(to: URL(fileURLWithPath: papers + "/thesis.txt"))
+      let (beside, _, besideError) = try await vlog.vlog(["note", "add", "x", "--store", papers])
+      #expect(beside == 1)
+      #expect(besideError.contains("holds files but no store (thesis.txt)"), "\(besideError)")
+      #expect(try FileManager.default.contentsOfDirectory(atPath: papers) == ["thesis.txt"])
       let (usage, _, _) = try await vlog.vlog(["sync", "--store", store, "--password", "x"])
       #expect(usage == 2)
       let (badURL, _, badURLError) = try await vlog.vlog(

@@ -28,6 +28,29 @@ struct ErasureTests {
   }
 
   @Test(
+    "a deleted note's tag removals are redacted like its other events: their tag's key goes, in place and when they arrive after the deletion"
+  )
+  func deletedNotesRemovals() async throws {
+    try await withReplicas(2) { replicas in
+      let (store, late) = (replicas[0].store, replicas[1].store)
+      let note = try store.write { $0.createNote(text: "n", tags: ["Quokka", "kept"]) }
+      try store.write { $0.setTags(["kept"], of: note) }
+      let before = try allEvents(store)
+      #expect(before.filter { $0.change.kind == .tagRemoved }.count == 1)
+      try store.write { $0.deleteNote(note) }
+      // A replica that gets the deletion first, then the events before it, as they were.
+      try late.ingest(try allEvents(store).filter { $0.change.kind == .noteDeleted })
+      try late.ingest(before)
+      for replica in [store, late] {
+        for logged in try replica.events() where logged.event.change.kind == .tagRemoved {
+          #expect(logged.event.redaction == .deleted, "\(logged.event)")
+          #expect(!logged.event.description.contains(TagKey(name: "quokka").description))
+        }
+      }
+    }
+  }
+
+  @Test(
     "deleting a note redacts every other event of it in place; a replica that only sees the redacted events holds the same state"
   )
   func deleteErases() async throws {

@@ -129,8 +129,9 @@ struct Demo: AsyncParsableCommand {
     let replicaNames = [phone.replicaID: "phone", laptop.replicaID: "laptop"]
     for entry in try phone.history(of: trip) where entry.outcome == .won {
       let stamp = entry.logged.event.stamp
+      let field = [entry.field, entry.tag].compactMap { $0 }.joined(separator: " ")
       say(
-        "  \((entry.field ?? "").padding(toLength: 9, withPad: " ", startingAt: 0)) "
+        "  \(field.padding(toLength: max(9, field.count), withPad: " ", startingAt: 0)) "
           + "\(replicaNames[stamp.replica] ?? "?") at \(stamp.time)")
     }
     let phoneDigests = (try phone.eventSetDigest(), try phone.stateDigest())

@@ -15,8 +15,11 @@ struct History: StoreCommand {
     let note = id
     let history = try store.history(of: note)
     guard !history.isEmpty else { throw CLIError("the log has no events about note \(note)") }
-    let rows = history.map {
-      EventRow($0.logged, field: $0.field, outcome: $0.outcome.rawValue)
+    let rows = history.map { entry in
+      EventRow(
+        entry.logged,
+        field: entry.field.map { field in entry.tag.map { "\(field) \($0)" } ?? field },
+        outcome: entry.outcome.rawValue)
     }
     var text = table(
       ["SEQ", "TIME", "REPLICA", "OUTCOME", "CHANGE"],

@@ -328,6 +328,8 @@ struct Notes: StoreCommand {
     let archived: Bool
     let sortDate: String
     let tags: [String]
+    /// Texts kept as conflicts beside the one shown: `vlog note show` lists them.
+    let conflicts: Int
   }
 
   func validate() throws {
@@ -351,11 +353,16 @@ struct Notes: StoreCommand {
     let rows = notes.map {
       Row(
         id: $0.id.description, text: $0.truncatedText, archived: $0.isArchived,
-        sortDate: format($0.sortDate), tags: $0.tagNames)
+        sortDate: format($0.sortDate), tags: $0.tagNames, conflicts: $0.conflictCount)
     }
     let text = table(
       ["ID", "SORT DATE", "TAGS", "TEXT"],
-      rows.map { [$0.id, $0.sortDate, $0.tags.joined(separator: ","), String($0.text.prefix(60))] })
+      rows.map { row in
+        // A note with conflicts says so first: `vlog note show` lists them, to resolve.
+        let mark =
+          row.conflicts == 0 ? "" : "[\(row.conflicts) conflict\(row.conflicts == 1 ? "" : "s")] "
+        return [row.id, row.sortDate, row.tags.joined(separator: ","), mark + row.text.prefix(60)]
+      })
     return CommandOutput(text: rows.isEmpty ? "no notes" : text, json: rows)
   }
 }

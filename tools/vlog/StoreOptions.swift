@@ -26,11 +26,31 @@ struct StoreOptions: ParsableArguments {
   /// creating one there.
   func open(creating: Bool = false) throws -> NoteStore {
     let path = try path()
-    if !creating && !FileManager.default.fileExists(atPath: path + "/data.mdb") {
-      throw CLIError("no store at '\(path)'; create one with 'vlog note add' or check the path")
+    let files = FileManager.default
+    if !files.fileExists(atPath: path + "/data.mdb") {
+      if !creating {
+        throw CLIError("no store at '\(path)'; create one with 'vlog note add' or check the path")
+      }
+      // A new store goes into a new or empty directory, never beside someone's files.
+      // (A lock file is what a store removed by hand leaves; it is LMDB's to reuse.)
+      let entries = (try? files.contentsOfDirectory(atPath: path))?.filter {
+        !["lock.mdb", "open.lock"].contains($0)
+      }
+      if let entries, !entries.isEmpty {
+        throw CLIError(
+          "'\(path)' holds files but no store (\(entries.sorted().prefix(3).joined(separator: ", "))"
+            + "\(entries.count > 3 ? ", …" : "")); a new store goes into a new or empty "
+            + "directory: give another --store")
+      }
     }
     try refuseDamagedStructure(path, kind: "store")
-    return try NoteStore.open(at: path)
+    var options = NoteStore.Options()
+    // A store this user cannot write (read-only media, a backup's permissions) opens for
+    // reading: every command that only reads works; one that writes says why it cannot.
+    if !creating, access(path, W_OK) != 0 || access(path + "/data.mdb", W_OK) != 0 {
+      options.isReadOnly = true
+    }
+    return try NoteStore.open(at: path, options: options)
   }
 
   /// Prints an output as text or JSON.

@@ -81,8 +81,37 @@ struct SyncCommand: AsyncParsableCommand {
   var watch = false
 
   func run() async throws {
+    let path = try options.path()
+    let files = FileManager.default
+    let isNew = !files.fileExists(atPath: path + "/data.mdb")
+    let directoryIsNew = !files.fileExists(atPath: path)
     let store = try options.open(creating: true)
-    defer { store.close() }
+    do {
+      try await run(on: store)
+      store.close()
+    } catch {
+      // A store this sync made and that holds nothing — a wrong password, a server that
+      // cannot be reached — goes again: a failed first sync leaves nothing on disk.
+      let empty = isNew && ((try? store.eventCount()) ?? 1) == 0
+      store.close()
+      if empty { Self.remove(newStore: path, directoryToo: directoryIsNew) }
+      throw error
+    }
+  }
+
+  /// Removes the files a new store's open and a failed first sync made in `path`, and the
+  /// directory too if it made that and nothing else is in it.
+  static func remove(newStore path: String, directoryToo: Bool) {
+    let files = FileManager.default
+    for name in ["data.mdb", "lock.mdb", "open.lock", "sync-state.json", "credentials.json"] {
+      try? files.removeItem(atPath: path + "/" + name)
+    }
+    if directoryToo, (try? files.contentsOfDirectory(atPath: path))?.isEmpty == true {
+      try? files.removeItem(atPath: path)
+    }
+  }
+
+  private func run(on store: NoteStore) async throws {
     let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store))
     guard let url = server.server ?? state?.server else {
       throw ValidationError("this store has not synced yet: pass --server URL")

@@ -31,7 +31,15 @@ struct VLogCommand: AsyncParsableCommand {
   /// Parses and runs the command, and turns every error into one line and an exit status.
   static func main() async {
     do {
+      try refuseInvalidUTF8(in: CommandLine.unsafeArgv, count: Int(CommandLine.argc))
       var arguments = Array(CommandLine.arguments.dropFirst())
+      // The argument parser's time grows with the square of the repeats of an option: ten
+      // thousand --tag options would take minutes before the tag limit refused them.
+      guard arguments.count <= maximumArguments else {
+        throw ValidationError(
+          "\(arguments.count) arguments; vlog takes at most \(maximumArguments) (a note has at "
+            + "most \(Limits.tagsPerNote) tags)")
+      }
       if arguments.first == "serve" {
         arguments += Serve.environmentArguments(
           ProcessInfo.processInfo.environment, given: arguments)
@@ -44,6 +52,31 @@ struct VLogCommand: AsyncParsableCommand {
       }
     } catch {
       exit(reporting: error)
+    }
+  }
+
+  /// The most arguments a command line may have: a note's tags, each with `--tag`, and room
+  /// for every other option.
+  static let maximumArguments = 2 * Limits.tagsPerNote + 64
+
+  /// Refuses an argument whose bytes are not UTF-8: Swift would store it with U+FFFD in place
+  /// of each bad byte, a name or a text the user did not type, without a word.
+  ///
+  /// - Throws: `ValidationError` naming the argument by position and showing it with its bad
+  ///   bytes escaped.
+  static func refuseInvalidUTF8(
+    in arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, count: Int
+  ) throws {
+    for index in 1..<max(1, count) {
+      guard let argument = arguments[index], String(validatingCString: argument) == nil else {
+        continue
+      }
+      let bytes = UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self)
+      let shown = UnsafeBufferPointer(start: bytes, count: strlen(argument)).map { byte in
+        byte < 0x80 ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16)
+      }.joined()
+      throw ValidationError(
+        "argument \(index) ('\(shown)') is not valid UTF-8: give names and texts in UTF-8")
     }
   }
 
