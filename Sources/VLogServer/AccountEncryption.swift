@@ -141,7 +141,7 @@ struct EncryptionRecord: Sendable, Equatable {
     guard let passwordKey = take(NewAccountKeys.publicKeyBytes),
       let recoveryKey = take(NewAccountKeys.publicKeyBytes),
       let forPassword = format >= 5 ? sized(NewAccountKeys.sealedSizes) : take(before),
-      let forRecovery = format >= 5 ? sized([forPassword.count]) : take(before),
+      let forRecovery = format >= 5 ? sized(NewAccountKeys.sealedSizes) : take(before),
       let anchors = take(format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0),
       let authenticator = format >= 3 ? sized([0, NewAccountKeys.authenticatorBytes]) : []
     else { return nil }

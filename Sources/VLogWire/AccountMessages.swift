@@ -36,7 +36,9 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
     let container = try decoder.container(keyedBy: CodingKeys.self)
     username = try container.decode(String.self, forKey: .username)
     password = try container.decode(String.self, forKey: .password)
-    device = try container.decodeIfPresent(String.self, forKey: .device)
+    // Absent from a device that has none; `null` is not a string, and is refused.
+    device =
+      container.contains(.device) ? try container.decode(String.self, forKey: .device) : nil
   }
 
   /// Encodes the JSON types, leaving out a device credential there is none of.
@@ -121,7 +123,9 @@ public struct SessionBody: Codable, Sendable, Hashable {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     token = try container.decode(String.self, forKey: .token)
     expiresAt = try container.decode(String.self, forKey: .expiresAt)
-    device = try container.decodeIfPresent(String.self, forKey: .device)
+    // Absent from a device that has none; `null` is not a string, and is refused.
+    device =
+      container.contains(.device) ? try container.decode(String.self, forKey: .device) : nil
   }
 
   /// Encodes the JSON types, leaving out a device credential there is none of.

@@ -68,6 +68,16 @@ struct SyncMessageTests {
     #expect(request.cursor == 3)
   }
 
+  @Test(
+    "a sign-in's device credential is a string or absent: null is refused, as the document says")
+  func nullDevice() throws {
+    #expect(throws: DecodingError.self) {
+      try decode(Credentials.self, #"{"username":"ann","password":"correct horse","device":null}"#)
+    }
+    let absent = try decode(Credentials.self, #"{"username":"ann","password":"correct horse"}"#)
+    #expect(absent.device == nil)
+  }
+
   @Test("a response round-trips and validates its server time and digest")
   func response() throws {
     var digest = EventSetDigest.empty
