@@ -199,6 +199,8 @@ struct Walker {
   var reached: [Bool] = []
   /// The pages the free-page lists name.
   var freeListed: [Int] = []
+  /// The whole pages the file holds.
+  var pagesInFile = 0
   var stopped = false
 
   /// Where the meta pages are read, if not from ``file``: a copy taken before the file was
@@ -272,21 +274,21 @@ struct Walker {
     }
     result.pageSize = chosen.pageSize
     result.transaction = chosen.transaction
-    let pagesInFile = file.count / chosen.pageSize
-    guard chosen.lastPage < UInt64(pagesInFile) else {
-      fault(
-        "meta page: the last page in use is \(chosen.lastPage), past the file's "
-          + "\(pagesInFile) pages")
+    // The last page in use may lie past the file's end: LMDB counts pages a transaction took
+    // and freed again without writing them. No tree may name one; a free-page list may.
+    pagesInFile = file.count / chosen.pageSize
+    guard chosen.lastPage < UInt64(Int.max / chosen.pageSize) else {
+      fault("meta page: the last page in use is \(chosen.lastPage), past any file")
       return
     }
     result.pagesInUse = Int(chosen.lastPage) + 1
-    reached = Array(repeating: false, count: result.pagesInUse)
-    reached[0] = true
-    if result.pagesInUse > 1 { reached[1] = true }
+    reached = Array(repeating: false, count: min(result.pagesInUse, pagesInFile))
+    if !reached.isEmpty { reached[0] = true }
+    if reached.count > 1 { reached[1] = true }
     walkTree(named: "(free pages)", chosen.free, isFree: true)
     walkTree(named: "", chosen.main, isMain: true)
     // A page both listed free and used by a tree would be handed out again by the next write.
-    for page in freeListed where !stopped && reached[page] {
+    for page in freeListed where !stopped && page < reached.count && reached[page] {
       fault("page \(page): listed as free, but a tree uses it")
     }
   }
@@ -340,6 +342,10 @@ struct Walker {
   mutating func claim(_ number: UInt64, _ label: String, _ what: String) -> Int? {
     guard number >= 2, number < UInt64(result.pagesInUse) else {
       fault("\(label): \(what) names page \(number), outside the \(result.pagesInUse) pages in use")
+      return nil
+    }
+    guard number < UInt64(pagesInFile) else {
+      fault("\(label): \(what) names page \(number), past the file's \(pagesInFile) pages")
       return nil
     }
     let page = Int(number)
@@ -494,7 +500,7 @@ struct Walker {
     let flags = read16(base + 10) ?? 0
     let pages = UInt64(read32(base + 12) ?? 0)
     guard flags & Layout.overflow != 0, pages >= needed,
-      UInt64(start) + pages <= UInt64(result.pagesInUse)
+      UInt64(start) + pages <= UInt64(min(result.pagesInUse, pagesInFile))
     else {
       fault(
         "page \(start) (\(label)): not an overflow run of \(needed) pages within the file for "

@@ -101,6 +101,30 @@ struct DamageTests {
     }
   }
 
+  @Test(
+    "A meta page whose last page lies past the file's end — pages a commit took and freed without writing them — is whole; a tree that names a page past the end is not"
+  )
+  func lastPagePastTheEnd() throws {
+    try withTemporaryDirectory { path in
+      var bytes = try Self.healthyFile(path)
+      let structure = Self.structure(bytes)
+      #expect(structure.faults.isEmpty)
+      // The newest meta page (LMDB writes transaction t's to page t mod 2): its last page, at
+      // 16 bytes of page header and 120 into the meta, three pages on.
+      let offset = Int(structure.transaction % 2) * structure.pageSize + 16 + 120
+      let last = bytes[offset..<offset + 8].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+      #expect(last == UInt64(structure.pagesInUse - 1))
+      bytes.replaceSubrange(
+        offset..<offset + 8, with: withUnsafeBytes(of: (last + 3).littleEndian, Array.init))
+      let past = Self.structure(bytes)
+      #expect(past.faults.isEmpty, "\(past.faults)")
+      #expect(past.pagesInUse == structure.pagesInUse + 3)
+      // Cut to half its pages, the file's trees name pages past its end.
+      let cut = Self.structure(Array(bytes.prefix(bytes.count / 2 / 4096 * 4096)))
+      #expect(cut.faults.contains { $0.contains("past the file's") }, "\(cut.faults)")
+    }
+  }
+
   @Test("A flipped byte in a branch key, which liblmdb reads without complaint, is found")
   func branchKey() throws {
     try withTemporaryDirectory { path in
