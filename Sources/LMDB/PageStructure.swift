@@ -74,7 +74,7 @@ public struct PageStructure: Sendable {
     /// The meta pages as they are now: the first 128 KiB (two pages of the largest size).
     func metaPages() throws -> Data {
       guard let handle = FileHandle(forReadingAtPath: path) else { return try read() }
-      defer { try? handle.close() }
+      defer { try? handle.close() }  // only read: nothing to lose at the close
       return try handle.read(upToCount: 2 * 65536) ?? Data()
     }
     /// A walk, and whether it stands: whole, or no commit came during it. A pinned walk takes
@@ -99,7 +99,9 @@ public struct PageStructure: Sendable {
     if first.stands { return first.structure }
     // Under a reader no page of the snapshot walked is reused, nor of any newer one. The meta
     // pages are read before the file is mapped: a commit after the mapping writes pages past
-    // it (the file grows at each commit while pages are held).
+    // it (the file grows at each commit while pages are held). When the environment cannot be
+    // opened as a reader (read-only media without its lock file, say), the first walk's faults
+    // are what there is to report.
     let pinned = try? asReader(of: directory) { () throws -> PageStructure in
       var last = first.structure
       for _ in 0..<5 {

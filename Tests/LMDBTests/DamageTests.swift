@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Synchronization
 import Testing
 import VLogTesting
 
@@ -201,12 +202,16 @@ struct ConcurrentStructureTests {
         // Each commit rewrites 50 values: their pages are freed, and reused two commits later
         // when no reader holds the snapshot that used them.
         while !stop.isSet {
-          try? environment.write { transaction throws in
-            for _ in 0..<50 {
-              let number = UInt64.random(in: 0..<2000, using: &generator)
-              try transaction.put(
-                value(number &+ generator.next(), size: 200), forKey: key(number), in: database)
+          do {
+            try environment.write { transaction throws in
+              for _ in 0..<50 {
+                let number = UInt64.random(in: 0..<2000, using: &generator)
+                try transaction.put(
+                  value(number &+ generator.next(), size: 200), forKey: key(number), in: database)
+              }
             }
+          } catch {
+            stop.fail("\(error)")
           }
         }
         done.signal()
@@ -218,16 +223,19 @@ struct ConcurrentStructureTests {
       }
       stop.set()
       done.wait()
+      #expect(stop.failure == nil, "the writer failed: \(stop.failure ?? "")")
       #expect(
         damaged.isEmpty, "\(damaged.count) checks of 300 found faults: \(damaged.first ?? [])")
     }
   }
 }
 
-/// A flag one thread sets and another reads.
-private final class Flag: @unchecked Sendable {
-  private let lock = NSLock()
-  private var value = false
-  var isSet: Bool { lock.withLock { value } }
-  func set() { lock.withLock { value = true } }
+/// A flag one thread sets and another reads, with the writer's error if it failed.
+private final class Flag: Sendable {
+  private let state = Mutex<(isSet: Bool, failure: String?)>((false, nil))
+  var isSet: Bool { state.withLock { $0.isSet } }
+  var failure: String? { state.withLock { $0.failure } }
+  func set() { state.withLock { $0.isSet = true } }
+  /// Stops the writer, keeping its error.
+  func fail(_ error: String) { state.withLock { $0 = (true, $0.failure ?? error) } }
 }
