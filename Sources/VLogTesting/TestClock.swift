@@ -29,10 +29,18 @@ public final class TestClock: Clock, Sendable {
     let continuation: CheckedContinuation<Void, any Error>
   }
 
+  /// A test waiting for a task to go to sleep until `deadline` or later.
+  private struct Watcher {
+    let id: Int
+    let deadline: Instant
+    let continuation: CheckedContinuation<Void, any Error>
+  }
+
   private struct State {
     var now = Instant(offset: .zero)
     var nextID = 0
     var sleepers: [Sleeper] = []
+    var watchers: [Watcher] = []
   }
 
   private let state = Mutex(State())
@@ -63,12 +71,15 @@ public final class TestClock: Clock, Sendable {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<Void, any Error>) in
-        let resumeNow = state.withLock { state -> Bool in
-          if deadline <= state.now || Task.isCancelled { return true }
+        let (resumeNow, watchers) = state.withLock { state -> (Bool, [Watcher]) in
+          if deadline <= state.now || Task.isCancelled { return (true, []) }
           state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-          return false
+          let watching = state.watchers.filter { $0.deadline <= deadline }
+          state.watchers.removeAll { $0.deadline <= deadline }
+          return (false, watching)
         }
         if resumeNow { continuation.resume() }
+        for watcher in watchers { watcher.continuation.resume() }
       }
     } onCancel: {
       let sleeper = state.withLock { state -> Sleeper? in
@@ -76,6 +87,37 @@ public final class TestClock: Clock, Sendable {
         return state.sleepers.remove(at: index)
       }
       sleeper?.continuation.resume(throwing: CancellationError())
+    }
+    try Task.checkCancellation()
+  }
+
+  /// Suspends until a task sleeps on the clock until `deadline` or later — at once if one does
+  /// already — or throws `CancellationError` when the task is cancelled. A test waits so for a
+  /// task to have gone to sleep before it moves the clock past the task's deadline: a task that
+  /// goes to sleep after the clock passed its deadline wakes at once, not when it was due.
+  public func waitForSleeper(until deadline: Instant) async throws {
+    let id = state.withLock { state in
+      state.nextID += 1
+      return state.nextID
+    }
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<Void, any Error>) in
+        let resumeNow = state.withLock { state -> Bool in
+          if state.sleepers.contains(where: { $0.deadline >= deadline }) || Task.isCancelled {
+            return true
+          }
+          state.watchers.append(Watcher(id: id, deadline: deadline, continuation: continuation))
+          return false
+        }
+        if resumeNow { continuation.resume() }
+      }
+    } onCancel: {
+      let watcher = state.withLock { state -> Watcher? in
+        guard let index = state.watchers.firstIndex(where: { $0.id == id }) else { return nil }
+        return state.watchers.remove(at: index)
+      }
+      watcher?.continuation.resume(throwing: CancellationError())
     }
     try Task.checkCancellation()
   }

@@ -40,21 +40,43 @@ struct AutomaticSyncTests {
   /// The default back-off without its randomness, so waits are exact.
   static let backoff = SyncBackoff(jitter: 0)
 
-  /// Polls `condition` (up to ten seconds) and says whether it came true.
-  private func eventually(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<1000 {
-      if await condition() { return true }
-      // Cancelled only when the test ends: the poll stops early, and says what it saw.
-      try? await Task.sleep(for: .milliseconds(10))
+  /// Runs `wait` and says whether it finished, or gives up after two minutes so that a wake-up
+  /// that never comes fails the test instead of hanging it. Not a bound on how long things may
+  /// take: each wait is woken by the event it waits for, however busy the machine.
+  private func finishes(_ wait: @escaping @Sendable () async throws -> Bool) async -> Bool {
+    await withTaskGroup(of: Bool.self) { group in
+      group.addTask { (try? await wait()) ?? false }
+      group.addTask {
+        try? await Task.sleep(for: .seconds(120))
+        return false
+      }
+      let first = await group.next() ?? false
+      group.cancelAll()
+      return first
     }
-    return await condition()
+  }
+
+  /// Waits until `condition` holds, checking it at each status the automatic sync publishes
+  /// (every change these tests wait for publishes one), and says whether it came true.
+  private func eventually<C>(
+    _ sync: AutomaticSync<C>, _ condition: @escaping @Sendable () async -> Bool
+  ) async -> Bool {
+    let updates = await sync.statusUpdates()
+    return await finishes {
+      for await _ in updates where await condition() { return true }
+      return await condition()
+    }
   }
 
   /// Waits until a task sleeps on `clock` until `distance` from now or later: the poll, once it
   /// has gone back to sleep. A loaded machine may take a while to get there, and a poll that
   /// went to sleep after the clock moved on would be due an interval too late.
   private func pollWaits(on clock: TestClock, _ distance: Duration = .seconds(20)) async -> Bool {
-    await eventually { clock.deadlines.contains { $0 >= clock.now.advanced(by: distance) } }
+    let deadline = clock.now.advanced(by: distance)
+    return await finishes {
+      try await clock.waitForSleeper(until: deadline)
+      return true
+    }
   }
 
   /// Lets the scheduler's tasks run after the clock moved, without expecting anything.
@@ -79,14 +101,14 @@ struct AutomaticSyncTests {
         await sync.start()
         #expect(await sync.status.activity == .scheduled)
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.progress == (1, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (1, .idle) })
         let first = await sync.status
         #expect(first.isInSync && first.lastSync != nil)
 
         for index in 1...5 {
           try await device.store.write { $0.createNote(text: "note \(index)") }
           let pending = try device.store.outboxCount()
-          #expect(await eventually { await sync.status.pendingChanges == pending })
+          #expect(await eventually(sync) { await sync.status.pendingChanges == pending })
           clock.advance(by: .milliseconds(500))
         }
         #expect(await !sync.status.isInSync)
@@ -95,7 +117,7 @@ struct AutomaticSyncTests {
         await settle()
         #expect(await sync.syncCount == 1)
         clock.advance(by: .milliseconds(500))
-        #expect(await eventually { await sync.progress == (2, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (2, .idle) })
         let status = await sync.status
         #expect(status.isInSync && status.pendingChanges == 0 && status.lastError == nil)
         #expect(try device.store.outboxCount() == 0)
@@ -127,7 +149,7 @@ struct AutomaticSyncTests {
         clock.advance(by: .seconds(2))  // t = 2: the first sync, refused
         // The server's Retry-After (7 s) is longer than the first back-off (2 s).
         let waiting = SyncStatus.Activity.waitingToRetry(failures: 1, delay: .seconds(7))
-        #expect(await eventually { await sync.status.activity == waiting })
+        #expect(await eventually(sync) { await sync.status.activity == waiting })
         let failure = try #require(await sync.status.lastError)
         #expect(failure.isTransient && !failure.needsSignIn)
         #expect(failure.message.contains("database cannot be reached"))
@@ -135,19 +157,19 @@ struct AutomaticSyncTests {
         // An edit asks for a sync at t = 4; the retry still waits until t = 9.
         try await device.store.write { $0.createNote(text: "offline") }
         let pending = try device.store.outboxCount()
-        #expect(await eventually { await sync.status.pendingChanges == pending })
+        #expect(await eventually(sync) { await sync.status.pendingChanges == pending })
         clock.advance(by: .seconds(6))  // t = 8
         await settle()
         #expect(await sync.syncCount == 1)
         clock.advance(by: .seconds(1))  // t = 9
         let second = SyncStatus.Activity.waitingToRetry(failures: 2, delay: .seconds(7))
-        #expect(await eventually { await sync.progress == (2, second) })
+        #expect(await eventually(sync) { await sync.progress == (2, second) })
 
         // The app comes to the foreground with the server back: the wait ends.
         outage.down.withLock { $0 = false }
         await sync.trigger(.foreground)
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.progress == (3, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (3, .idle) })
         let status = await sync.status
         #expect(status.lastError == nil && status.isInSync && status.pendingChanges == 0)
         await sync.stop()
@@ -180,7 +202,7 @@ struct AutomaticSyncTests {
           account: stranger.account, clock: clock, backoff: Self.backoff, live: .off)
         await sync.start()
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.status.lastError != nil })
+        #expect(await eventually(sync) { await sync.status.lastError != nil })
         let failure = try #require(await sync.status.lastError)
         #expect(failure.needsSignIn && !failure.isTransient)
         #expect(await sync.status.activity == .idle)
@@ -211,9 +233,9 @@ struct AutomaticSyncTests {
           account: device.account, clock: clock, backoff: Self.backoff, live: live)
         await sync.start()
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.progress == (1, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (1, .idle) })
         #expect(
-          await eventually {
+          await eventually(sync) {
             if case .waiting(_, let retry) = await sync.status.liveChannel {
               retry > .zero
             } else {
@@ -230,16 +252,16 @@ struct AutomaticSyncTests {
         clock.advance(by: .seconds(1))
         await settle()
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.progress == (2, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (2, .idle) })
         #expect(await pollWaits(on: clock))
         #expect(clock.deadlines.contains(TestClock.Instant(offset: .seconds(60))))
         clock.advance(by: .seconds(30))
         await settle()
         clock.advance(by: .seconds(2))
-        #expect(await eventually { await sync.progress == (3, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (3, .idle) })
         // A sign-in runs a sync at once, with no coalescing delay.
         try await sync.signIn(password: Self.ann.password)
-        #expect(await eventually { await sync.progress == (4, .idle) })
+        #expect(await eventually(sync) { await sync.progress == (4, .idle) })
         await sync.stop()
         #expect(await sync.status.liveChannel == .off)
       }
