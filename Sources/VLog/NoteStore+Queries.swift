@@ -315,7 +315,7 @@ extension NoteStore {
   private func liveAttachments(
     _ id: NoteID, _ record: NoteRecord, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [Attachment] {
-    try schema.attachmentIDs(of: id, record, rule: mergeRule, in: transaction).compactMap {
+    try schema.attachmentIDs(of: id, record, merge: merge, in: transaction).compactMap {
       try liveAttachment($0, in: transaction)
     }
   }
@@ -354,7 +354,7 @@ extension NoteStore {
     cache: TagNameCache? = nil
   ) throws -> NoteSummary {
     var thumbnail: AttachmentID?
-    for attachmentID in try schema.attachmentIDs(of: id, record, rule: mergeRule, in: transaction) {
+    for attachmentID in try schema.attachmentIDs(of: id, record, merge: merge, in: transaction) {
       // An attachment of this note, which is visible, needs no check of its note.
       guard let stored = try schema.attachmentRecord(attachmentID, in: transaction),
         !stored.isErased

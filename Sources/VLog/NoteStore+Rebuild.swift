@@ -38,13 +38,13 @@ extension NoteStore {
     into transaction: borrowing WriteTransaction, progress: ((RebuildProgress) -> Void)?
   ) throws -> Int {
     try Self.replayLog(
-      schema: schema, mergeRule: mergeRule, into: transaction, progress: progress)
+      schema: schema, merge: merge, into: transaction, progress: progress)
   }
 
   /// - Parameter tracksReplacements: Whether to queue the replaced changes for retention
   ///   (a migrated store's log has no queue yet; re-queueing a queued change changes nothing).
   static func replayLog(
-    schema: Schema, mergeRule: MergeRule, into transaction: borrowing WriteTransaction,
+    schema: Schema, merge: NoteMerge, into transaction: borrowing WriteTransaction,
     progress: ((RebuildProgress) -> Void)?, tracksReplacements: Bool = false
   ) throws -> Int {
     let eventLog = schema.eventLog
@@ -52,7 +52,7 @@ extension NoteStore {
       try transaction.removeAll(in: database)
     }
     var log = try eventLog.appender(in: transaction)
-    var projector = Projector(schema: schema, mergeRule: mergeRule)
+    var projector = Projector(schema: schema, merge: merge)
     projector.tracksReplacements = tracksReplacements
     let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in
       try projector.apply(logged.event, at: logged.sequence, in: transaction)

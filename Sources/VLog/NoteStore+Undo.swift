@@ -327,7 +327,7 @@ extension WriteSession {
     snapshot.tags = record.tags
     if fields.contains(.attachments) {
       for attachment in try schema.attachmentIDs(
-        of: id, record, rule: projector.mergeRule, in: transaction)
+        of: id, record, merge: projector.merge, in: transaction)
       {
         if let stored = try projector.attachmentRecord(attachment, in: transaction),
           !stored.isErased
@@ -435,12 +435,12 @@ extension WriteSession {
     }
     current = try projector.note(target, in: transaction) ?? current
     for attachment in try schema.attachmentIDs(
-      of: target, current, rule: projector.mergeRule, in: transaction)
+      of: target, current, merge: projector.merge, in: transaction)
     where !order.contains(attachment) {
       try resolve(.deleteAttachment(attachment), wallMilliseconds: now, in: transaction)
     }
     current = try projector.note(target, in: transaction) ?? current
-    if try schema.attachmentIDs(of: target, current, rule: projector.mergeRule, in: transaction)
+    if try schema.attachmentIDs(of: target, current, merge: projector.merge, in: transaction)
       != order
     {
       try resolve(.setAttachments(target, order), wallMilliseconds: now, in: transaction)

@@ -97,7 +97,7 @@ struct WriteSession {
     makeIdentifier = store.dependencies.makeIdentifier
     log = try store.eventLog.appender(in: transaction)
     log.clockLimit = store.clockLimit()
-    projector = Projector(schema: schema, mergeRule: store.mergeRule)
+    projector = Projector(schema: schema, merge: store.merge)
     projector.tracksReplacements = true
   }
 

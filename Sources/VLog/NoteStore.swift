@@ -56,8 +56,8 @@ public final class NoteStore: Sendable {
     /// retained or swept at the open; every write throws (`accessDenied`). A store of an
     /// older format must be opened writable once first.
     public var isReadOnly = false
-    /// How changes to a field merge; only tests change it, to show that they catch a wrong rule.
-    var mergeRule = MergeRule.stamps
+    /// How changes merge; only tests change it, to show that they catch a wrong rule.
+    var mergePolicy: any MergePolicy = StandardMerge()
 
     /// Creates options.
     public init(
@@ -142,7 +142,7 @@ public final class NoteStore: Sendable {
   /// The store's event log.
   var eventLog: EventLog { schema.eventLog }
   let dependencies: Dependencies
-  let mergeRule: MergeRule
+  let merge: NoteMerge
   /// How far ahead of the wall clock a stamp from elsewhere may move this store's clock (see
   /// ``Options/maximumClockSkew``).
   public let maximumClockSkew: Duration
@@ -159,7 +159,7 @@ public final class NoteStore: Sendable {
     self.schema = schema
     self.replicaID = replicaID
     self.dependencies = options.dependencies
-    self.mergeRule = options.mergeRule
+    self.merge = NoteMerge(policy: options.mergePolicy)
     self.maximumClockSkew = options.maximumClockSkew
     self.retention = retention
     self.undoHistory = UndoHistory(limit: options.undoLevels)
@@ -195,7 +195,8 @@ public final class NoteStore: Sendable {
           // built from them (format 3 kept them in `fields`).
           try transaction.removeAll(in: schema.fields)
           _ = try replayLog(
-            schema: schema, mergeRule: options.mergeRule, into: transaction, progress: nil,
+            schema: schema, merge: NoteMerge(policy: options.mergePolicy), into: transaction,
+            progress: nil,
             tracksReplacements: true)
         }
         // No undo outlives a process: blobs that only erased attachments used can go (all

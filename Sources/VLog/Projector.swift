@@ -1,27 +1,20 @@
 internal import LMDB
 
-/// Applies events to the projections inside a write transaction.
+/// Applies events to the projections inside a write transaction: loads the records an event
+/// touches, merges it into a note's state with ``NoteMerge`` (where a note's rules are stated),
+/// and keeps what no note holds itself:
 ///
-/// Every effect of an event is a function of the set of events applied so far, never of their
-/// order, which is what makes replicas converge:
-///
-/// - a field takes the value of the change with the newest stamp;
 /// - a tombstone keeps the earliest stamp that deleted its object, and a deleted object's
 ///   state is removed; later changes to it are ignored, earlier ones are erased with it;
 /// - a redacted event has no effect, but for an `attachmentAdded`, which still claims its
-///   attachment id for its note: the attachment of a deleted note keeps an erased record;
-/// - a note's creation date comes from its earliest creation event;
-/// - a note's tags are its newest tags list's, then those added after it (oldest first); each
-///   tag on a note is its own field: an addition or removal newer than the list wins over it
-///   for that tag alone, and the newest addition or removal of a tag wins over the others;
+///   attachment id for its note (the attachment of a deleted note keeps an erased record), and
+///   a `textSet`, whose base still replaces what it named;
 /// - a tag deletion voids every change of the tag older than it: lists lose the tag, additions
 ///   and removals are dropped, renames forgotten — whether they arrive before it or after;
 /// - a tag's display name is the newer of its newest rename and its spelling in the visible
 ///   note that put it on last (by the stamp of the list or addition) among those that use it;
 /// - an attachment keeps the metadata of its earliest `attachmentAdded`, and is visible while
 ///   its note exists and it has no tombstone; once its note is deleted, the record is erased;
-///   its note shows it if its newest attachments list names it, or it was added after that list
-///   (`Schema.attachmentIDs(of:_:rule:in:)`, read from the records and stamps kept here);
 /// - indexes, tag counts and tag spellings are derived from the notes' final state at
 ///   ``flush(in:)``.
 ///
@@ -30,7 +23,8 @@ internal import LMDB
 /// between a note's state before and after the batch.
 struct Projector {
   let schema: Schema
-  let mergeRule: MergeRule
+  /// The merge rules.
+  let merge: NoteMerge
   private var notes: [NoteID: NoteEntry] = [:]
   private var tags: [TagID: TagEntry] = [:]
   /// Notes whose attachments were added or removed.
@@ -39,7 +33,7 @@ struct Projector {
   private var respell: Set<TagID> = []
   /// Tag keys, and each key's latest deletion (nil: none), as found so far: kept for the
   /// projector's life, since a rebuild meets the same tags again and again.
-  private var tagKeys: [TagID: TagKey] = [:]
+  private let tagKeys = TagKeys()
   private var tagDeletions: [TagKey: Stamp?] = [:]
   /// Tags deleted since the last flush, with their latest deletion: what notes and renames
   /// lose at the flush.
@@ -49,7 +43,7 @@ struct Projector {
   var tracksReplacements = false
   /// Changes replaced since the last ``takeReplaced()``: the time of the change that replaced
   /// each, and its sequence number.
-  private(set) var replaced: [(milliseconds: UInt64, sequence: UInt64)] = []
+  private(set) var replaced: [ReplacedChange] = []
   /// Events of kinds this version does not know, skipped.
   private(set) var unknownEvents = 0
   /// What the flushes so far changed.
@@ -77,14 +71,14 @@ struct Projector {
     var current: TagRecord
   }
 
-  init(schema: Schema, mergeRule: MergeRule = .stamps) {
+  init(schema: Schema, merge: NoteMerge = NoteMerge()) {
     self.schema = schema
-    self.mergeRule = mergeRule
+    self.merge = merge
     notes.reserveCapacity(1024)
   }
 
   /// The replaced changes collected so far, emptying the list.
-  mutating func takeReplaced() -> [(milliseconds: UInt64, sequence: UInt64)] {
+  mutating func takeReplaced() -> [ReplacedChange] {
     defer { replaced.removeAll(keepingCapacity: true) }
     return replaced
   }
@@ -103,114 +97,28 @@ struct Projector {
     _ event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     let stamp = event.stamp
-    let rule = mergeRule
-    let tracks = tracksReplacements
-    var replacedNow: (milliseconds: UInt64, sequence: UInt64)?
-    /// Whether the event wins its field: then the field takes its stamp and sequence. The
-    /// change that loses (the field's previous winner, or this one) is queued as replaced.
-    func replace(_ fieldStamp: inout Stamp, _ fieldSequence: inout UInt64) -> Bool {
-      guard rule.wins(stamp, over: fieldStamp) else {
-        if tracks, fieldStamp != .zero {
-          replacedNow = (fieldStamp.time.milliseconds, sequence)
-        }
-        return false
-      }
-      if tracks, fieldStamp != .zero, fieldSequence != 0 {
-        replacedNow = (stamp.time.milliseconds, fieldSequence)
-      }
-      fieldStamp = stamp
-      fieldSequence = sequence
-      return true
-    }
-    defer { if let replacedNow { replaced.append(replacedNow) } }
     if event.isRedacted {
       switch event.change {
       case .attachmentAdded(let attachment):
         try addAttachment(attachment, stamp: stamp, in: transaction)
-      case .textSet(let id, _, let base):
+      case .textSet(let id, _, _):
         // Its text is gone, but what it replaced stays replaced.
-        try applyText(
-          id, stamp: stamp, sequence: sequence, base: base, isRedacted: true, in: transaction)
+        try mergeNote(id, event, at: sequence, in: transaction)
       case .unknown: unknownEvents += 1
       default: break
       }
       return
     }
     switch event.change {
-    case .noteCreated(let id, let date):
-      try updateNote(id, in: transaction) { record in
-        guard !record.isCreated || stamp < record.creationStamp else { return false }
-        record.isCreated = true
-        record.creationStamp = stamp
-        record.creationDate = date.milliseconds
-        return true
-      }
-    case .textSet(let id, _, let base):
-      try applyText(
-        id, stamp: stamp, sequence: sequence, base: base, isRedacted: false, in: transaction)
-    case .archivedSet(let id, let archived):
-      try updateNote(id, in: transaction) { record in
-        guard replace(&record.archivedStamp, &record.archivedSequence) else { return false }
-        record.archived = archived
-        return true
-      }
-    case .sortDateSet(let id, let date):
-      try updateNote(id, in: transaction) { record in
-        guard replace(&record.sortDateStamp, &record.sortDateSequence) else { return false }
-        record.sortDate = date.milliseconds
-        return true
-      }
-    case .tagsSet(let id, let names):
-      // The log stores a list without the tags deleted after it, and an addition older than
-      // its tag's deletion redacted (rule 2 of `LogBatch`): what arrives here is in force.
-      try updateNote(id, in: transaction) { record in
-        guard replace(&record.tagsStamp, &record.tagsSequence) else { return false }
-        if !record.tagChanges.isEmpty { record.tagChanges.removeAll { $0.stamp < stamp } }
-        guard !record.tagChanges.isEmpty else {
-          record.tagList = names
-          return true
-        }
-        // The tags changed after the list: their newest change says.
-        let changed = record.tagChanges.map(\.key)
-        record.tagList = names.filter { !changed.contains(TagKey(name: $0)) }
-        return true
-      }
-    case .tagAdded(let id, let name):
-      let cleaned = TagName.clean(name)
-      guard !cleaned.isEmpty else { break }
-      let tag = TagID(name: cleaned)
-      let key = try tagKey(tag)
-      try updateNote(id, in: transaction) { record in
-        if rule == .wholeTagLists {
-          // As if the addition set the whole list, from what this replica shows.
-          guard replace(&record.tagsStamp, &record.tagsSequence) else { return false }
-          if !record.tagIDs.contains(tag) { record.tagList = record.tags + [name] }
-          record.tagChanges = []
-          return true
-        }
-        return record.changeTag(key, tag: tag, to: name, at: stamp, rule: rule)
-      }
+    case .noteCreated(let id, _), .textSet(let id, _, _), .archivedSet(let id, _),
+      .sortDateSet(let id, _), .tagsSet(let id, _), .tagAdded(let id, _),
+      .attachmentsSet(let id, _):
+      try mergeNote(id, event, at: sequence, in: transaction)
     case .tagRemoved(let id, let key):
       // The log keeps a removal older than its tag's deletion as it came (it names no tag):
       // it is void.
       if let deletion = try tagDeletion(key, in: transaction), stamp < deletion { break }
-      // Which of the note's listed tags it is, by the keys known so far.
-      var tag: TagID?
-      for name in try note(id, in: transaction)?.tagList ?? [] {
-        let listed = TagID(name: name)
-        if try tagKey(listed) == key { tag = listed }
-      }
-      try updateNote(id, in: transaction) { record in
-        record.changeTag(key, tag: tag, to: nil, at: stamp, rule: rule)
-      }
-    case .attachmentsSet(let id, let attachments):
-      try updateNote(id, in: transaction) { record in
-        guard replace(&record.attachmentsStamp, &record.attachmentsSequence) else {
-          return false
-        }
-        record.attachments = attachments
-        return true
-      }
+      try mergeNote(id, event, at: sequence, in: transaction)
     case .noteDeleted(let id):
       try deleteNote(id, stamp: stamp, in: transaction)
     case .attachmentAdded(let attachment):
@@ -266,54 +174,34 @@ struct Projector {
     return entry
   }
 
-  /// Changes a note's record in place; `change` returns whether it changed anything.
-  private mutating func updateNote(
-    _ id: NoteID, in transaction: borrowing WriteTransaction,
-    _ change: (inout NoteRecord) -> Bool
+  /// Merges an event into its note's record (``NoteMerge``), unless the note is deleted; the
+  /// changes it replaced enter ``replaced`` while the projector tracks replacements.
+  private mutating func mergeNote(
+    _ id: NoteID, _ event: Event, at sequence: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     let entry = try entry(for: id, in: transaction)
     guard !entry.isDeleted else { return }
-    if entry.current == nil {
-      entry.current = NoteRecord()
+    let created = entry.current == nil
+    if created { entry.current = NoteRecord() }
+    let (merge, log, keys) = (self.merge, schema.eventLog, tagKeys)
+    // Moved out and back, so that the merge appends to the buffer the projector keeps.
+    var replaced = self.replaced
+    self.replaced = []
+    defer { self.replaced = replaced }
+    let changed = try merge.apply(
+      event.change, stamp: event.stamp, sequence: sequence, isRedacted: event.isRedacted,
+      to: &entry.current!, replaced: &replaced, tagKey: keys.key,
+      // Held: applied to this projection before, that is, earlier in the log (a rebuild
+      // replays the log in order, so what comes later is not held yet).
+      isHeld: { named in try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
+      }
+    )
+    if changed {
       entry.isDirty = true
+    } else if created {
+      entry.current = nil
     }
-    if change(&entry.current!) { entry.isDirty = true }
-  }
-
-  /// Applies a text change: the note shows its newest text, and keeps as current every text no
-  /// change replaced (``TextVersions``); the texts it reports replaced enter the retention
-  /// queue, and no current text does.
-  private mutating func applyText(
-    _ id: NoteID, stamp: Stamp, sequence: UInt64, base: ReplacedTexts?, isRedacted: Bool,
-    in transaction: borrowing WriteTransaction
-  ) throws {
-    let entry = try entry(for: id, in: transaction)
-    guard !entry.isDeleted else { return }
-    var record = entry.current ?? NoteRecord()
-    let log = schema.eventLog
-    // Held: applied to this projection before, that is, earlier in the log (a rebuild replays
-    // the log in order, so what comes later is not held yet).
-    let tracks = tracksReplacements
-    var replacedCount = 0
-    try record.texts.apply(
-      stamp: stamp, sequence: sequence, base: mergeRule == .lastWriterOnlyTexts ? nil : base,
-      isRedacted: isRedacted,
-      isHeld: { named in
-        try log.sequence(of: named, in: transaction).map { $0 < sequence } ?? false
-      },
-      report: { text in
-        replacedCount += 1
-        if tracks { replaced.append((text.milliseconds, text.sequence)) }
-      })
-    var changed = replacedCount > 0 || record.texts != entry.current?.texts
-    if !isRedacted, mergeRule.wins(stamp, over: record.textStamp) {
-      record.textStamp = stamp
-      record.textSequence = sequence
-      changed = true
-    }
-    guard changed else { return }
-    entry.current = record
-    entry.isDirty = true
+    if !tracksReplacements { replaced.removeAll(keepingCapacity: true) }
   }
 
   private mutating func deleteNote(
@@ -433,9 +321,9 @@ struct Projector {
   ) throws {
     let cleaned = TagName.clean(name)
     guard !cleaned.isEmpty else { return }
-    let rule = mergeRule
+    let policy = merge.policy
     try updateTag(TagID(name: cleaned), in: transaction) { record in
-      if rule.wins(stamp, over: record.renameStamp) {
+      if policy.wins(stamp, over: record.renameStamp) {
         record.renameStamp = stamp
         record.renameName = cleaned
       }
@@ -456,14 +344,6 @@ struct Projector {
       record.renameStamp = .zero
       record.renameName = ""
     }
-  }
-
-  /// A tag's key, computed once.
-  private mutating func tagKey(_ tag: TagID) throws -> TagKey {
-    if let key = tagKeys[tag] { return key }
-    let key = TagKey(tag)
-    tagKeys[tag] = key
-    return key
   }
 
   /// A tag's latest deletion: the newest the log holds or this projector applied.
@@ -502,7 +382,7 @@ struct Projector {
       tags.insert(TagID(name: String(decoding: key, as: UTF8.self)))
     }
     for tag in tags.sorted() {
-      if let deletion = deletions[try tagKey(tag)] {
+      if let deletion = deletions[tagKeys.key(tag)] {
         try forgetRenames(tag, deletedAt: deletion, in: transaction)
       }
     }
@@ -510,13 +390,17 @@ struct Projector {
     var named: Set<NoteID> = []
     try transaction.forEach(in: schema.notes) { key, value in
       let record = try NoteRecord(decodingStoredPart: value)
-      if record.names(deletions) {
+      if merge.names(deletions, in: record) {
         named.insert(NoteID(try Identifier.ending(key, length: 16, in: "notes")))
       }
     }
-    for (id, entry) in notes where entry.current?.names(deletions) == true { named.insert(id) }
+    for (id, entry) in notes where entry.current.map({ merge.names(deletions, in: $0) }) == true {
+      named.insert(id)
+    }
     for id in named.sorted() {
-      try updateNote(id, in: transaction) { $0.voidTags(deletions) }
+      let entry = try entry(for: id, in: transaction)
+      guard !entry.isDeleted, entry.current != nil else { continue }
+      if merge.voidTags(deletions, in: &entry.current!) { entry.isDirty = true }
     }
   }
 
@@ -672,35 +556,15 @@ struct Projector {
   }
 }
 
-/// How the projector decides which of two changes to a field wins.
-enum MergeRule: Sendable {
-  /// The newer stamp (hybrid time, then replica id) wins: what VLog does.
-  case stamps
-  /// A deliberately wrong rule for tests: wall-clock milliseconds only, ties going to whichever
-  /// change arrives last. Replicas that receive events in different orders diverge under it,
-  /// which the convergence tests must detect.
-  case wallTimeOnly
-  /// A deliberately wrong rule for tests: a note shows the attachments of its newest list
-  /// alone, as if each add set the whole list — an attachment another device added meanwhile
-  /// is lost, on every replica alike (so the replicas still converge), which the simulation's
-  /// check that no add is lost must detect.
-  case wholeAttachmentLists
-  /// A deliberately wrong rule for tests: every text change replaces every older text, as if
-  /// none recorded what it replaced — a text another device wrote meanwhile is lost, on every
-  /// replica alike, which the simulation's check that no text is lost must detect.
-  case lastWriterOnlyTexts
-  /// A deliberately wrong rule for tests: a tag's addition sets the note's whole list (what
-  /// the replica shows, and the tag), as tags changes did before tags merged one by one — a
-  /// tag another device added meanwhile is lost, which the simulation's check that no add is
-  /// lost must detect.
-  case wholeTagLists
+/// Tag keys computed so far (each a hash of the tag's id): kept for a projector's life, since a
+/// rebuild meets the same tags again and again.
+private final class TagKeys {
+  private var keys: [TagID: TagKey] = [:]
 
-  /// Whether a change stamped `new` replaces a value stamped `old`.
-  @inline(__always)
-  func wins(_ new: Stamp, over old: Stamp) -> Bool {
-    switch self {
-    case .stamps, .wholeAttachmentLists, .lastWriterOnlyTexts, .wholeTagLists: new > old
-    case .wallTimeOnly: new.time.milliseconds >= old.time.milliseconds
-    }
+  func key(_ tag: TagID) -> TagKey {
+    if let key = keys[tag] { return key }
+    let key = TagKey(tag)
+    keys[tag] = key
+    return key
   }
 }

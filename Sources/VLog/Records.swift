@@ -75,46 +75,6 @@ struct NoteRecord: Equatable, Sendable {
     return ids
   }
 
-  /// Puts a tag on the note (`name`) or takes it off (nil) as of `stamp`, if that is newer
-  /// than the note's list and the tag's newest change: the tag (`tag`, the id whose key is
-  /// `key`, if known) leaves the list, and its change is kept in stamp order.
-  ///
-  /// - Returns: Whether the record changed.
-  mutating func changeTag(
-    _ key: TagKey, tag: TagID?, to name: String?, at stamp: Stamp, rule: MergeRule
-  ) -> Bool {
-    guard rule.wins(stamp, over: tagsStamp) else { return false }
-    if let existing = tagChanges.firstIndex(where: { $0.key == key }) {
-      guard rule.wins(stamp, over: tagChanges[existing].stamp) else { return false }
-      tagChanges.remove(at: existing)
-    }
-    if let tag { tagList.removeAll { TagID(name: $0) == tag } }
-    let change = TagChange(stamp: stamp, key: key, name: name)
-    tagChanges.insert(change, at: tagChanges.firstIndex { $0.stamp > stamp } ?? tagChanges.endIndex)
-    return true
-  }
-
-  /// Whether the record holds a change of one of these tags older than its deletion.
-  func names(_ deletions: [TagKey: Stamp]) -> Bool {
-    tagChanges.contains { change in deletions[change.key].map { change.stamp < $0 } ?? false }
-      || tagList.contains { name in
-        deletions[TagKey(name: name)].map { tagsStamp < $0 } ?? false
-      }
-  }
-
-  /// Drops the changes of these tags older than their deletion.
-  ///
-  /// - Returns: Whether the record changed.
-  mutating func voidTags(_ deletions: [TagKey: Stamp]) -> Bool {
-    let before = (tagList.count, tagChanges.count)
-    let listStamp = tagsStamp
-    tagList.removeAll { name in deletions[TagKey(name: name)].map { listStamp < $0 } ?? false }
-    tagChanges.removeAll { change in
-      deletions[change.key].map { change.stamp < $0 } ?? false
-    }
-    return before != (tagList.count, tagChanges.count)
-  }
-
   /// Each tag's id, its spelling here (its first appearance, cleaned) and the stamp of the
   /// change that put it there (the list's or the addition's), in order.
   var tagSpellings: [(tag: TagID, spelling: String, stamp: Stamp)] {
@@ -531,16 +491,15 @@ extension ProtobufReader {
 }
 
 extension NoteRecord {
-  /// A field's winning stamp and sequence number, as ``Change/field`` numbers the fields.
-  func newestChange(to field: UInt8) -> (stamp: Stamp, sequence: UInt64)? {
+  /// A field's winning stamp and sequence number.
+  func newestChange(to field: NoteField) -> (stamp: Stamp, sequence: UInt64)? {
     let (stamp, sequence): (Stamp, UInt64) =
       switch field {
-      case 1: (textStamp, textSequence)
-      case 2: (archivedStamp, archivedSequence)
-      case 3: (sortDateStamp, sortDateSequence)
-      case 4: (tagsStamp, tagsSequence)
-      case 5: (attachmentsStamp, attachmentsSequence)
-      default: (.zero, 0)
+      case .text: (textStamp, textSequence)
+      case .archived: (archivedStamp, archivedSequence)
+      case .sortDate: (sortDateStamp, sortDateSequence)
+      case .tags: (tagsStamp, tagsSequence)
+      case .attachments: (attachmentsStamp, attachmentsSequence)
       }
     return stamp == .zero ? nil : (stamp, sequence)
   }
@@ -553,10 +512,10 @@ struct NoteRecordFields: FieldIndex {
   let noteTexts: Database
 
   func newestChange(
-    to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
+    to note: NoteID, field: NoteField, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (stamp: Stamp, sequence: UInt64)? {
     try note.identifier.withKey { key in
-      if field == 1 {
+      if field == .text {
         return try transaction.withValue(forKey: key, in: noteTexts) {
           bytes throws -> (stamp: Stamp, sequence: UInt64)? in
           guard let bytes else { return nil }

@@ -111,31 +111,26 @@ extension Schema {
     }
   }
 
-  /// The attachments a note shows, in order: those of its newest attachments list (the newest
-  /// `attachmentsSet`), then those added to it after that list was set, oldest first. Each
-  /// attachment on a note is its own last-writer-wins property: a list means "exactly these,
-  /// as of its stamp", an `attachmentAdded` means "this one too, as of its stamp", and a
-  /// deletion removes it for good; so two devices that add attachments to a note offline
-  /// keep both. The ids may include deleted attachments: readers skip those.
+  /// The attachments a note shows, in order (``NoteMerge/shownAttachments(of:added:)``), from
+  /// its record and the attachments added to it. The ids may include deleted attachments:
+  /// readers skip those.
   func attachmentIDs(
-    of note: NoteID, _ record: NoteRecord, rule: MergeRule,
+    of note: NoteID, _ record: NoteRecord, merge: NoteMerge,
     in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [AttachmentID] {
-    guard rule != .wholeAttachmentLists else { return record.attachments }
-    var added: [AttachmentID] = []
+    var ids: [AttachmentID] = []
     try transaction.forEach(in: noteAttachments, range: .prefix(note.identifier.bytes)) {
       key, _ in
-      added.append(AttachmentID(try Identifier.ending(key, length: 32, in: "noteAttachments")))
+      ids.append(AttachmentID(try Identifier.ending(key, length: 32, in: "noteAttachments")))
     }
-    var later: [(stamp: Stamp, id: AttachmentID)] = []
-    for id in added where !record.attachments.contains(id) {
-      guard let stored = try attachmentRecord(id, in: transaction), !stored.isErased,
-        stored.stamp > record.attachmentsStamp
-      else { continue }
-      later.append((stored.stamp, id))
+    var added: [(stamp: Stamp, id: AttachmentID)] = []
+    for id in ids where !record.attachments.contains(id) {
+      guard let stored = try attachmentRecord(id, in: transaction), !stored.isErased else {
+        continue
+      }
+      added.append((stored.stamp, id))
     }
-    guard !later.isEmpty else { return record.attachments }
-    return record.attachments + later.sorted { $0.stamp < $1.stamp }.map(\.id)
+    return merge.shownAttachments(of: record, added: added)
   }
 
   /// An attachment's record, if the store has one (whether or not its note still exists).

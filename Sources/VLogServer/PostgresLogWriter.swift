@@ -134,7 +134,7 @@ struct PostgresLogWriter {
       // Every field of each note at once: a push that sets one usually sets others.
       let notes = Array(Set(missing.fields.map(\.note)))
       for note in notes {
-        for field in Change.fields { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
+        for field in NoteField.allCases { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
       }
       query.fieldNotes = notes.map { ByteBuffer(bytes: $0.identifier.bytes) }
     }
@@ -169,11 +169,12 @@ struct PostgresLogWriter {
           try sequence.map(Self.sequence), try bytes.map(Self.stamp)
         )
       case .field:
-        guard let field, let number = UInt8(exactly: field) else {
+        guard let field, let number = UInt8(exactly: field), let noteField = NoteField(rawValue: number)
+        else {
           throw StorageError.damaged("vlog_fields holds field \(field.map(String.init) ?? "NULL")")
         }
         let note = NoteID(try Self.identifier(try Self.required(key)))
-        facts.fields[FieldKey(note: note, field: number)] = FieldChange(
+        facts.fields[FieldKey(note: note, field: noteField)] = FieldChange(
           stamp: try Self.stamp(try Self.required(bytes)),
           sequence: try Self.sequence(try Self.required(sequence)))
       case .sequence:
@@ -265,7 +266,7 @@ struct PostgresLogWriter {
         """
         DELETE FROM vlog_fields AS f
         USING UNNEST(\(list.map { ByteBuffer(bytes: $0.note.identifier.bytes) })::bytea[],
-          \(list.map { Int16($0.field) })::int2[]) AS u(note, field)
+          \(list.map { Int16($0.field.rawValue) })::int2[]) AS u(note, field)
         WHERE f.account = \(account) AND f.note = u.note AND f.field = u.field
         """, logger: logger)
     }
@@ -308,7 +309,7 @@ struct PostgresLogWriter {
         referenceHashes: added.map { ByteBuffer(bytes: $0.0.bytes) },
         referenceSequences: added.map { Int64(clamping: $0.1) },
         fieldNotes: dirty.map { ByteBuffer(bytes: $0.0.note.identifier.bytes) },
-        fields: dirty.map { Int16($0.0.field) },
+        fields: dirty.map { Int16($0.0.field.rawValue) },
         fieldStamps: dirty.map { ByteBuffer(bytes: $0.1.stamp.bytes) },
         fieldSequences: dirty.map { Int64(clamping: $0.1.sequence) },
         replacedAt: newSuperseded.map { Int64(clamping: $0.milliseconds) },

@@ -46,7 +46,8 @@ struct PostgresVerifier {
     for try await (note, field, stamp) in fields.decode((ByteBuffer, Int16, ByteBuffer).self) {
       // A malformed row is a fault to report, not an error that stops the check.
       guard let stamp = try? PostgresLogWriter.stamp(stamp),
-        let note = try? PostgresLogWriter.identifier(note), let field = UInt8(exactly: field)
+        let note = try? PostgresLogWriter.identifier(note),
+        let field = UInt8(exactly: field).flatMap(NoteField.init(rawValue:))
       else {
         checks.report(VerificationFault(kind: .index, message: "a field record is malformed"))
         continue

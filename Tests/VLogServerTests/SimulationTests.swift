@@ -93,7 +93,7 @@ struct SimulationOutcome: Equatable {
 /// faults, on manual clocks: random edits, syncs, restarts, clock steps and late deliveries, then
 /// a healed network and syncs until nothing moves.
 func simulate(
-  seed: UInt64, backend: Backend = .lmdb, mergeRule: MergeRule = .stamps, steps: Int = 60
+  seed: UInt64, backend: Backend = .lmdb, mergePolicy: any MergePolicy = StandardMerge(), steps: Int = 60
 ) async throws
   -> SimulationOutcome
 {
@@ -118,7 +118,7 @@ func simulate(
         try openDevice(
           index, root: root, transport: transports[index], credentials: credentials,
           seed: seed &* 1_000_003 &+ UInt64(index * 1000 + restarts[index]),
-          clock: clocks[index], mergeRule: mergeRule, pageSize: 7,
+          clock: clocks[index], mergePolicy: mergePolicy, pageSize: 7,
           // Clear for certain, as in an app that makes only clear accounts: no question
           // before signing in, so the seeds' faults fall where they always did.
           encryption: nil)
@@ -343,7 +343,7 @@ struct SimulationTests {
     // heaviest test (under ThreadSanitizer most of all).
     var diverged = 0
     for seed: UInt64 in 0..<20 where diverged == 0 {
-      let outcome = try await simulate(seed: seed, backend: backend, mergeRule: .wallTimeOnly)
+      let outcome = try await simulate(seed: seed, backend: backend, mergePolicy: WallTimeOnly())
       if !outcome.converged { diverged += 1 }
     }
     #expect(diverged > 0)
@@ -356,7 +356,7 @@ struct SimulationTests {
     var lost = 0
     for seed: UInt64 in 0..<20 where lost == 0 {
       let outcome = try await simulate(
-        seed: seed, backend: backend, mergeRule: .wholeAttachmentLists)
+        seed: seed, backend: backend, mergePolicy: WholeAttachmentLists())
       if !outcome.lostAdds.isEmpty { lost += 1 }
     }
     #expect(lost > 0)
@@ -368,7 +368,7 @@ struct SimulationTests {
   func catchesPlantedWholeTagLists(backend: Backend) async throws {
     var lost = 0
     for seed: UInt64 in 0..<20 where lost == 0 {
-      let outcome = try await simulate(seed: seed, backend: backend, mergeRule: .wholeTagLists)
+      let outcome = try await simulate(seed: seed, backend: backend, mergePolicy: WholeTagLists())
       if outcome.lostAdds.contains(where: { $0.contains("tags") }) { lost += 1 }
     }
     #expect(lost > 0)
@@ -385,7 +385,7 @@ struct SimulationTests {
     }
     for seed: UInt64 in 0..<20 where lost == 0 {
       let outcome = try await simulate(
-        seed: seed, backend: backend, mergeRule: .lastWriterOnlyTexts)
+        seed: seed, backend: backend, mergePolicy: LastWriterOnlyTexts())
       if !outcome.lostTexts.isEmpty { lost += 1 }
     }
     #expect(conflicted > 0, "the simulation makes conflicts")

@@ -120,25 +120,25 @@ struct Device: Sendable {
 /// by the caller.
 func openDevices(
   _ count: Int, root: String, transport: @escaping @Sendable (Int) -> any Transport,
-  credentials: Credentials, seed: UInt64, mergeRule: MergeRule = .stamps,
+  credentials: Credentials, seed: UInt64, mergePolicy: any MergePolicy = StandardMerge(),
   pageSize: Int = 1000, encoding: (Int) -> SyncEncoding = { _ in .binary }
 ) throws -> [Device] {
   try (0..<count).map { index in
     try openDevice(
       index, root: root, transport: transport(index), credentials: credentials, seed: seed,
-      clock: ManualClock(), mergeRule: mergeRule, pageSize: pageSize, encoding: encoding(index))
+      clock: ManualClock(), mergePolicy: mergePolicy, pageSize: pageSize, encoding: encoding(index))
   }
 }
 
 func openDevice(
   _ index: Int, root: String, transport: any Transport, credentials: Credentials, seed: UInt64,
-  clock: ManualClock, mergeRule: MergeRule = .stamps, pageSize: Int = 1000,
+  clock: ManualClock, mergePolicy: any MergePolicy = StandardMerge(), pageSize: Int = 1000,
   encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = .asTheServerSays
 ) throws -> Device {
   var options = NoteStore.Options(
     durability: .noSync,
     dependencies: .testing(clock: clock, seed: seed &* 1000 &+ UInt64(index)))
-  options.mergeRule = mergeRule
+  options.mergePolicy = mergePolicy
   let store = try NoteStore.open(at: "\(root)/device-\(index)", options: options)
   let account = try SyncAccount(
     store: store, transport: transport, credentials: credentials,

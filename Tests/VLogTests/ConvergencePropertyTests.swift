@@ -71,9 +71,9 @@ enum RandomEvents {
 /// Whether ingesting `events` in several orders and batchings, with duplicates, always gives the
 /// same state and event set, and whether a rebuild from the log gives it too.
 func convergesInAnyOrder(
-  _ events: [Event], seed: UInt64, mergeRule: MergeRule
+  _ events: [Event], seed: UInt64, mergePolicy: any MergePolicy
 ) async throws -> Bool {
-  try await withReplicas(4, seed: seed, mergeRule: mergeRule) { replicas in
+  try await withReplicas(4, seed: seed, mergePolicy: mergePolicy) { replicas in
     var generator = SeededIdentifiers(seed: seed)
     // 1: one batch, in the given order.
     try replicas[0].store.ingest(events)
@@ -122,7 +122,7 @@ struct ConvergencePropertyTests {
       checked.add(1, ordering: .relaxed)
       let events = RandomEvents.events(specs)
       let holds = try await convergesInAnyOrder(
-        events, seed: UInt64(specs.count), mergeRule: .stamps)
+        events, seed: UInt64(specs.count), mergePolicy: StandardMerge())
       #expect(holds, "diverged on \(events.count) events: \(events.map(\.description))")
     }
     #expect(checked.load(ordering: .relaxed) >= 200)
@@ -134,7 +134,8 @@ struct ConvergencePropertyTests {
     var counterexample: [Event]?
     for attempt in 0..<200 where counterexample == nil {
       let events = RandomEvents.events(RandomEvents.generator.run(using: &generator))
-      if try await !convergesInAnyOrder(events, seed: UInt64(attempt), mergeRule: .wallTimeOnly) {
+      if try await !convergesInAnyOrder(events, seed: UInt64(attempt), mergePolicy: WallTimeOnly())
+      {
         counterexample = events
       }
     }
@@ -155,5 +156,14 @@ struct ConvergencePropertyTests {
       #expect(try (store.stateDigest(), store.eventSetDigest()) == digests)
       #expect(try store.eventCount() == 4)
     }
+  }
+}
+
+/// A deliberately wrong merge, injected to show that the property catches it: wall-clock
+/// milliseconds only, ties going to whichever change arrives last, so replicas that receive
+/// events in different orders diverge.
+struct WallTimeOnly: MergePolicy {
+  func wins(_ new: Stamp, over old: Stamp) -> Bool {
+    new.time.milliseconds >= old.time.milliseconds
   }
 }

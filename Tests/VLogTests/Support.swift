@@ -12,7 +12,7 @@ struct Replica {
 /// Opens `count` replicas in temporary directories, each with its own clock (all showing the
 /// same time) and seeded ids, closes them afterwards.
 func withReplicas<R>(
-  _ count: Int, seed: UInt64 = 1, mergeRule: MergeRule = .stamps,
+  _ count: Int, seed: UInt64 = 1, mergePolicy: any MergePolicy = StandardMerge(),
   _ body: ([Replica]) async throws -> R
 ) async throws -> R {
   try await withTemporaryDirectory { root in
@@ -22,7 +22,7 @@ func withReplicas<R>(
       var options = NoteStore.Options(
         durability: .noSync,
         dependencies: .testing(clock: clock, seed: seed &* 1000 &+ UInt64(index)))
-      options.mergeRule = mergeRule
+      options.mergePolicy = mergePolicy
       let store = try NoteStore.open(at: "\(root)/replica-\(index)", options: options)
       replicas.append(Replica(store: store, clock: clock))
     }

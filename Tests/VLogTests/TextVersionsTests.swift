@@ -62,11 +62,11 @@ private struct TextHistory {
 
   /// The versions after applying `changes` in this order, with what each reported replaced.
   static func apply(_ changes: [Change], redacting: Set<Stamp> = []) -> (
-    TextVersions, [TextVersions.Replaced]
+    TextVersions, [ReplacedChange]
   ) {
     var versions = TextVersions()
     var held = Set<Stamp>()
-    var replaced: [TextVersions.Replaced] = []
+    var replaced: [ReplacedChange] = []
     for change in changes {
       versions.apply(
         stamp: change.stamp, sequence: change.sequence, base: change.base.map(ReplacedTexts.init),
@@ -83,8 +83,8 @@ extension TextVersions {
   fileprivate mutating func apply(
     stamp: Stamp, sequence: UInt64, base: [Stamp]?, isRedacted: Bool,
     isHeld: (Stamp) -> Bool
-  ) -> [Replaced] {
-    var replaced: [Replaced] = []
+  ) -> [ReplacedChange] {
+    var replaced: [ReplacedChange] = []
     apply(
       stamp: stamp, sequence: sequence, base: base.map(ReplacedTexts.init), isRedacted: isRedacted,
       isHeld: isHeld,
@@ -161,7 +161,7 @@ struct TextVersionsTests {
     let replaced = versions.apply(stamp: first, sequence: 2, base: [], isRedacted: false) { _ in
       true
     }
-    #expect(replaced == [TextVersions.Replaced(milliseconds: 200, sequence: 2)])
+    #expect(replaced == [ReplacedChange(milliseconds: 200, sequence: 2)])
     #expect(versions.current.map(\.stamp) == [edit])
     #expect(versions.awaited.isEmpty)
   }
@@ -184,7 +184,7 @@ struct TextVersionsTests {
     // An older text arriving later is replaced at once.
     #expect(
       versions.apply(stamp: late, sequence: 4, base: [], isRedacted: false) { _ in false }
-        == [TextVersions.Replaced(milliseconds: 150, sequence: 4)])
+        == [ReplacedChange(milliseconds: 150, sequence: 4)])
     // A crafted change naming a newer text (itself included) replaces nothing.
     let crafted = stamp(160, two)
     _ = versions.apply(

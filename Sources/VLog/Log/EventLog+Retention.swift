@@ -16,17 +16,17 @@ package import LMDB
 /// | fields | prefix + note id (16) + field (1) | stamp (24) + sequence (8) of the newest change |
 /// | superseded | prefix + replaced-at milliseconds (8) + sequence (8) | empty |
 extension EventLog {
-  func fieldKey(_ note: NoteID, _ field: UInt8) -> [UInt8] {
+  func fieldKey(_ note: NoteID, _ field: NoteField) -> [UInt8] {
     var key = prefix
     key.reserveCapacity(prefix.count + 17)
     note.identifier.append(to: &key)
-    key.append(field)
+    key.append(field.rawValue)
     return key
   }
 
   /// The newest change to a note's field that the log holds: its stamp and sequence number.
   func newestChange(
-    to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
+    to note: NoteID, field: NoteField, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (stamp: Stamp, sequence: UInt64)? {
     if let fieldIndex {
       return try fieldIndex.newestChange(to: note, field: field, in: transaction)
@@ -82,16 +82,14 @@ extension EventLog.Appender {
 
   /// Queues changes their owner found replaced (a log with a ``EventLog/fieldIndex``):
   /// each sequence number with the time of the change that replaced it.
-  package mutating func enqueueReplaced(
-    _ replaced: [(milliseconds: UInt64, sequence: UInt64)]
-  ) {
-    batch.enqueueReplaced(replaced.map { ReplacedChange(milliseconds: $0.0, sequence: $0.1) })
+  package mutating func enqueueReplaced(_ replaced: [ReplacedChange]) {
+    batch.enqueueReplaced(replaced)
   }
 
   /// Finds the newest change to a note's field again from the note's events: after restamping
   /// changed stamps in place.
   mutating func refreshNewestChange(
-    to note: NoteID, field: UInt8, in transaction: borrowing WriteTransaction
+    to note: NoteID, field: NoteField, in transaction: borrowing WriteTransaction
   ) throws {
     guard log.fieldIndex == nil else { return }
     try flushPending(in: transaction)
@@ -129,20 +127,17 @@ extension EventLog.Appender {
 }
 
 extension Change {
-  /// The note field a change sets: 1 text, 2 archived, 3 sort date, 4 tags, 5 attachments.
-  package var field: UInt8? {
+  /// The note field a change sets, if it sets one.
+  package var field: NoteField? {
     switch self {
-    case .textSet: 1
-    case .archivedSet: 2
-    case .sortDateSet: 3
-    case .tagsSet: 4
-    case .attachmentsSet: 5
+    case .textSet: .text
+    case .archivedSet: .archived
+    case .sortDateSet: .sortDate
+    case .tagsSet: .tags
+    case .attachmentsSet: .attachments
     default: nil
     }
   }
-
-  /// Every note field, as ``field`` numbers them.
-  package static let fields: [UInt8] = [1, 2, 3, 4, 5]
 }
 
 extension Duration {

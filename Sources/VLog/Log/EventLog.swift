@@ -160,6 +160,6 @@ package struct EventLog: Sendable {
 package protocol FieldIndex: Sendable {
   /// The newest change to a note's field: its stamp and sequence number.
   func newestChange(
-    to note: NoteID, field: UInt8, in transaction: borrowing some Transaction & ~Copyable
+    to note: NoteID, field: NoteField, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (stamp: Stamp, sequence: UInt64)?
 }

@@ -447,7 +447,7 @@ package struct LogBatch: Sendable {
   /// Forgets a deleted note's fields: its changes are all redacted.
   private mutating func forgetFields(of note: NoteID) {
     guard tracksFields else { return }
-    for field in Change.fields {
+    for field in NoteField.allCases {
       let key = FieldKey(note: note, field: field)
       newest[key] = .some(nil)
       changes.fields[key] = nil

@@ -51,15 +51,14 @@ package struct MissingLogFacts: Error, Sendable {
   }
 }
 
-/// A note's field: the note and the field's number (``Change/field``); sorted as the log's
-/// `fields` database is.
+/// A note's field: the note and the field; sorted as the log's `fields` database is.
 package struct FieldKey: Hashable, Comparable, Sendable {
   /// The note.
   package let note: NoteID
-  /// The field: 1 text, 2 archived, 3 sort date, 4 tags, 5 attachments.
-  package let field: UInt8
+  /// The field.
+  package let field: NoteField
 
-  package init(note: NoteID, field: UInt8) {
+  package init(note: NoteID, field: NoteField) {
     self.note = note
     self.field = field
   }
@@ -69,7 +68,7 @@ package struct FieldKey: Hashable, Comparable, Sendable {
   }
 }
 
-/// The newest change to a note field: its stamp and where the log holds it.
+/// A change to a note field (often its newest): its stamp and where the log holds it.
 package struct FieldChange: Hashable, Sendable {
   package var stamp: Stamp
   package var sequence: UInt64

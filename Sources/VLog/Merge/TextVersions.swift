@@ -26,22 +26,7 @@
 /// replaced), which are dropped as those texts arrive.
 package struct TextVersions: Sendable, Hashable {
   /// A text change held here: its stamp, and where the log keeps its text.
-  package struct Version: Sendable, Hashable {
-    package var stamp: Stamp
-    package var sequence: UInt64
-
-    package init(stamp: Stamp, sequence: UInt64) {
-      self.stamp = stamp
-      self.sequence = sequence
-    }
-  }
-
-  /// A text that stopped being current: the wall-clock time (ms) of the change that replaced
-  /// it, and its sequence number in the log.
-  package struct Replaced: Sendable, Hashable {
-    package var milliseconds: UInt64
-    package var sequence: UInt64
-  }
+  package typealias Version = FieldChange
 
   /// The newest current text, and the older ones, oldest first: a note with one text keeps no
   /// array (none is allocated when its record is read or written).
@@ -132,28 +117,30 @@ package struct TextVersions: Sendable, Hashable {
   ///     arrived replaced (rule 4).
   package mutating func apply(
     stamp: Stamp, sequence: UInt64, base: ReplacedTexts?, isRedacted: Bool,
-    isHeld: (Stamp) throws -> Bool, report: (Replaced) -> Void
+    isHeld: (Stamp) throws -> Bool, report: (ReplacedChange) -> Void
   ) rethrows {
     guard !isCurrent(stamp) else { return }
     let time = stamp.time.milliseconds
     if let base {
       for named in base where named < stamp {
         if let version = remove(named) {
-          report(Replaced(milliseconds: time, sequence: version.sequence))
+          report(ReplacedChange(milliseconds: time, sequence: version.sequence))
         } else if named >= floor, try !isHeld(named) {
           awaited[named] = min(awaited[named] ?? .max, time)
         }
       }
     } else if stamp > floor {
       floor = stamp
-      removeAll(olderThan: stamp) { report(Replaced(milliseconds: time, sequence: $0.sequence)) }
+      removeAll(olderThan: stamp) {
+        report(ReplacedChange(milliseconds: time, sequence: $0.sequence))
+      }
       if !awaited.isEmpty { awaited = awaited.filter { $0.key >= stamp } }
     }
     if !awaited.isEmpty, let namedAt = awaited.removeValue(forKey: stamp) {
-      if !isRedacted { report(Replaced(milliseconds: namedAt, sequence: sequence)) }
+      if !isRedacted { report(ReplacedChange(milliseconds: namedAt, sequence: sequence)) }
     } else if stamp < floor {
       if !isRedacted {
-        report(Replaced(milliseconds: floor.time.milliseconds, sequence: sequence))
+        report(ReplacedChange(milliseconds: floor.time.milliseconds, sequence: sequence))
       }
     } else if !isRedacted {
       insert(Version(stamp: stamp, sequence: sequence))
