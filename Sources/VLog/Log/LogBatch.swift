@@ -273,17 +273,12 @@ package struct LogBatch: Sendable {
       }
       return
     }
-    guard let newest else {
-      setNewest(change, of: key)
-      return
-    }
-    if event.stamp > newest.stamp {
-      setNewest(change, of: key)
-      changes.replaced.append(
-        ReplacedChange(milliseconds: event.stamp.time.milliseconds, sequence: newest.sequence))
-    } else if !event.isRedacted, event.change.kind != .textSet {
-      changes.replaced.append(
-        ReplacedChange(milliseconds: newest.stamp.time.milliseconds, sequence: sequence))
+    let wins = newest.map { event.stamp > $0.stamp } ?? true
+    if wins { setNewest(change, of: key) }
+    // A redacted change that loses is no value to keep; a text that loses may be a conflict.
+    let keepsLoser = event.isRedacted || event.change.kind == .textSet
+    if let replaced = change.replacement(of: newest, wins: wins, keepsLoser: keepsLoser) {
+      changes.replaced.append(replaced)
     }
   }
 

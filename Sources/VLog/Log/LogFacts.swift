@@ -77,6 +77,29 @@ package struct FieldChange: Hashable, Sendable {
     self.stamp = stamp
     self.sequence = sequence
   }
+
+  /// What replaces what when this change reaches a field whose newest change is `newest` —
+  /// rule 4 of ``LogBatch``, for a store's ``NoteMerge`` and every log that tracks fields
+  /// itself. When it wins, it is the field's newest change and replaces the one before, at its
+  /// own time; when it loses, it arrived replaced, at the newest's time — unless `keepsLoser`
+  /// (a text that loses may be a conflict, which ``TextVersions`` decides).
+  ///
+  /// - Parameters:
+  ///   - newest: The field's newest change; nil if it has none.
+  ///   - wins: Whether this change wins over `newest` (true when there is none).
+  /// - Returns: The change replaced, if any.
+  package func replacement(of newest: FieldChange?, wins: Bool, keepsLoser: Bool = false)
+    -> ReplacedChange?
+  {
+    guard let newest else { return nil }
+    if wins {
+      // A record's field set before sequence numbers were kept names no event.
+      guard newest.sequence != 0 else { return nil }
+      return ReplacedChange(milliseconds: stamp.time.milliseconds, sequence: newest.sequence)
+    }
+    guard !keepsLoser else { return nil }
+    return ReplacedChange(milliseconds: newest.stamp.time.milliseconds, sequence: sequence)
+  }
 }
 
 /// A replaced change in the retention queue: the time of the change that replaced it (an

@@ -123,17 +123,10 @@ struct NoteMerge: Sendable {
     _ fieldStamp: inout Stamp, _ fieldSequence: inout UInt64, with change: FieldChange,
     _ replaced: inout [ReplacedChange]
   ) -> Bool {
-    guard policy.wins(change.stamp, over: fieldStamp) else {
-      if fieldStamp != .zero {
-        replaced.append(
-          ReplacedChange(milliseconds: fieldStamp.time.milliseconds, sequence: change.sequence))
-      }
-      return false
-    }
-    if fieldStamp != .zero, fieldSequence != 0 {
-      replaced.append(
-        ReplacedChange(milliseconds: change.stamp.time.milliseconds, sequence: fieldSequence))
-    }
+    let wins = policy.wins(change.stamp, over: fieldStamp)
+    let newest = fieldStamp == .zero ? nil : FieldChange(stamp: fieldStamp, sequence: fieldSequence)
+    if let loser = change.replacement(of: newest, wins: wins) { replaced.append(loser) }
+    guard wins else { return false }
     fieldStamp = change.stamp
     fieldSequence = change.sequence
     return true
