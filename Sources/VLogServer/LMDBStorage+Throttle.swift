@@ -61,7 +61,7 @@ extension LMDBStorage {
     }
   }
 
-  private static func throttleCount(_ value: [UInt8]) -> ThrottleCount? {
+  static func throttleCount(_ value: [UInt8]) -> ThrottleCount? {
     guard value.count == 24, let count = BigEndian.read(UInt64.self, from: value),
       let first = BigEndian.read(UInt64.self, from: value, at: 8),
       let last = BigEndian.read(UInt64.self, from: value, at: 16)

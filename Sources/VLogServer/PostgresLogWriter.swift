@@ -134,7 +134,9 @@ struct PostgresLogWriter {
       // Every field of each note at once: a push that sets one usually sets others.
       let notes = Array(Set(missing.fields.map(\.note)))
       for note in notes {
-        for field in NoteField.allCases { facts.fields[FieldKey(note: note, field: field)] = .some(nil) }
+        for field in NoteField.allCases {
+          facts.fields[FieldKey(note: note, field: field)] = .some(nil)
+        }
       }
       query.fieldNotes = notes.map { ByteBuffer(bytes: $0.identifier.bytes) }
     }
@@ -169,7 +171,8 @@ struct PostgresLogWriter {
           try sequence.map(Self.sequence), try bytes.map(Self.stamp)
         )
       case .field:
-        guard let field, let number = UInt8(exactly: field), let noteField = NoteField(rawValue: number)
+        guard let field, let number = UInt8(exactly: field),
+          let noteField = NoteField(rawValue: number)
         else {
           throw StorageError.damaged("vlog_fields holds field \(field.map(String.init) ?? "NULL")")
         }

@@ -33,7 +33,7 @@ extension SyncAccount {
     return try await task.value
   }
 
-  private func rekeyNow() async throws -> RecoveryKey {
+  func rekeyNow() async throws -> RecoveryKey {
     guard let keyring = try await openKeys() else {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has keys to replace")
     }

@@ -1,0 +1,189 @@
+internal import Foundation
+internal import VLog
+internal import VLogWire
+
+/// An end-to-end encrypted account's keys on this device: drawn from the password, opened,
+/// kept in the credential store, forgotten.
+extension SyncAccount {
+  /// What the server knows as `password`: itself, or for an encrypted account the sign-in
+  /// secret drawn from it (the server never receives the password).
+  ///
+  /// Unless the account is clear for certain, the server is asked first whether the account is
+  /// encrypted and how its password is stretched (``signInParameters()``).
+  func serverPassword(_ password: String) async throws(APIError) -> String {
+    guard encryption != nil else { return password }
+    let parameters = try await signInParameters()
+    guard parameters.encrypted else { return password }
+    return try await passwordKeys(for: password, derivation: parameters.keyDerivation)
+      .signInSecret
+  }
+
+  /// Asks the server whether the account is encrypted and how its password is stretched, and
+  /// checks the answer against what this device knows: a device that knows the account is
+  /// encrypted refuses to be told it is not (it would send the password itself), and a
+  /// derivation weaker than its floor or of a lower version than it has seen is refused.
+  func signInParameters() async throws(APIError) -> SignInParameters {
+    let parameters: SignInParameters
+    do {
+      parameters = try await caller.signInParameters(
+        of: username, floor: encryptionCost ?? .standard, seenVersion: state.keyDerivationVersion)
+    } catch let error as APIError {
+      throw error
+    } catch {
+      throw APIError(.invalidResponse, "\(error)")
+    }
+    guard parameters.encrypted || !isEncrypted else {
+      throw APIError(
+        .invalidResponse,
+        "the server says '\(username)' is not an end-to-end encrypted account, but this device "
+          + "knows it is (or there is no such account): the password is not sent")
+    }
+    isEncrypted = parameters.encrypted
+    return parameters
+  }
+
+  /// Remembers, in the state file, that the account is encrypted and the highest key
+  /// derivation version seen for it.
+  func remember(_ version: Int?) {
+    state.encrypted = true
+    if let version { state.keyDerivationVersion = max(state.keyDerivationVersion ?? 0, version) }
+  }
+
+  /// The keys drawn from `password` as `derivation` says, drawn once, off the cooperative pool
+  /// (``PasswordKeys/stretching(username:password:derivation:)``).
+  func passwordKeys(for password: String, derivation: KeyDerivation)
+    async throws(APIError) -> PasswordKeys
+  {
+    if let passwordKeys, passwordKeys.password == password,
+      passwordKeys.keys.derivation == derivation
+    {
+      return passwordKeys.keys
+    }
+    do {
+      let keys = try await PasswordKeys.stretching(
+        username: username, password: password, derivation: derivation)
+      passwordKeys = (password, keys)
+      return keys
+    } catch {
+      throw APIError(.invalidRequest, "the password's keys cannot be drawn: \(error)")
+    }
+  }
+
+  /// Opens an encrypted account's keys, if they are not open: those the credential store
+  /// kept, or those the server keeps sealed, with the password. Keeps them in the credential
+  /// store.
+  ///
+  /// - Parameter held: Keys this device held, which a re-keying replaced: the keys opened
+  ///   must be of a later re-keying, or nothing is kept.
+  /// - Returns: The keyring; nil for an account that is not encrypted.
+  @discardableResult
+  func openKeys(replacing held: AccountKeys? = nil) async throws -> AccountKeyring? {
+    guard isEncrypted else { return nil }
+    if let keyring { return keyring }
+    let keys: AccountKeys
+    if let restoredKeys {
+      keys = restoredKeys
+    } else {
+      guard let password else {
+        throw APIError(
+          .signedOut,
+          "the keys of the end-to-end encrypted account '\(username)' are not on this device: "
+            + "sign in with the password")
+      }
+      let body = try await call { caller, token in await caller.accountKeys(token: token) }
+      let derived: PasswordKeys
+      if let cached = passwordKeys, cached.password == password {
+        derived = cached.keys
+      } else {
+        derived = try await passwordKeys(
+          for: password, derivation: try await signInParameters().keyDerivation)
+      }
+      keys = try AccountKeys(opening: body, with: derived, username: username)
+      try Self.check(keys, replacing: held, seen: seenKeys)
+      remember(derived.derivation.version)
+    }
+    let keyring = installKeyring(keys)
+    try await keepKeys()
+    if state.encrypted != true { remember(nil) }
+    try saveState()
+    return keyring
+  }
+
+  /// Makes the keyring of `keys`, which calls the server with this account's token.
+  @discardableResult
+  func installKeyring(_ keys: AccountKeys) -> AccountKeyring {
+    let keyring = AccountKeyring(
+      keys: keys, caller: caller,
+      token: { [weak self] in
+        guard let self else { throw CancellationError() }
+        return try await self.currentOrNewToken()
+      }, random: encryption?.random ?? systemRandomBytes)
+    self.keyring = keyring
+    restoredKeys = nil
+    return keyring
+  }
+
+  /// The token, signing in first if there is none.
+  func currentOrNewToken() async throws -> String {
+    if let token { return token }
+    let token = try await signInCall(try await credentials()).get().token
+    self.token = token
+    return token
+  }
+
+  /// Signs in with `credentials` and this device's credential, and keeps the device
+  /// credential the server answers with.
+  func signInCall(_ credentials: Credentials) async -> APIResult<SessionBody> {
+    var credentials = credentials
+    credentials.device = state.deviceCredential
+    let result = await caller.signIn(credentials)
+    if let device = result.value?.device { state.deviceCredential = device }
+    return result
+  }
+
+  /// Writes the keyring's keys to the credential store when their epoch is not the one kept,
+  /// and remembers their re-keying in the state.
+  func keepKeys() async throws {
+    guard let keyring else { return }
+    let keys = await keyring.keys
+    rememberSeen(keys)
+    guard let credentialStore, keys.epoch != keptEpoch else { return }
+    try credentialStore.setAccountKeys(keys.rawRepresentation, for: username)
+    keptEpoch = keys.epoch
+  }
+
+  /// Forgets an encrypted account's keys, here and in the credential store.
+  /// Forgets the keyring and the restored keys, but not those in the credential store: the
+  /// next ``openKeys()`` opens them with the password.
+  func forgetKeysInMemory() {
+    keyring = nil
+    restoredKeys = nil
+  }
+
+  /// Waits until no sync and no re-keying runs: they run one at a time, so that an outbox is
+  /// never pushed twice and nothing is sealed with keys a re-keying is replacing.
+  ///
+  /// Their outcomes are their callers' to handle; this only waits for them to end. Each task
+  /// clears its own variable before it ends, so this loop always finds it gone (waiting on a
+  /// finished task does not suspend: a loop that relied on the task's caller to clear it
+  /// would spin on the actor, and the caller could never run).
+  func waitForSyncAndRekeying() async {
+    while true {
+      if let running {
+        _ = await running.result
+      } else if let rekeying {
+        _ = await rekeying.result
+      } else {
+        return
+      }
+    }
+  }
+
+  func forgetKeys() throws {
+    guard isEncrypted else { return }
+    keyring = nil
+    restoredKeys = nil
+    keptEpoch = nil
+    try credentialStore?.setAccountKeys(nil, for: username)
+  }
+}

@@ -1,0 +1,212 @@
+internal import Foundation
+internal import VLog
+public import VLogWire
+
+/// One sync: the outbox pushed and the server's log pulled, page by page, as ``SyncMachine``
+/// decides.
+extension SyncAccount {
+  /// Pushes the outbox and pulls everything new, until the server has nothing more.
+  ///
+  /// One sync runs at a time: a call made while another runs waits for it to end, then syncs
+  /// (so that what was written before the call is pushed by it). Calls never interleave, so an
+  /// outbox is never pushed twice and the cursor never moves back.
+  ///
+  /// - Throws: ``APIError`` from the server (for example `clockSkew`, with the skew recorded in
+  ///   ``state``) or the transport; `VLogError` from the store. The error is also recorded as
+  ///   ``SyncState/lastError``.
+  @discardableResult
+  public func sync() async throws -> SyncReport {
+    await waitForSyncAndRekeying()
+    let task = Task {
+      defer { running = nil }
+      return try await self.syncOnce()
+    }
+    running = task
+    return try await task.value
+  }
+
+  func syncOnce() async throws -> SyncReport {
+    try store.checkAccount(binding)
+    do {
+      let report: SyncReport
+      do {
+        report = try await runSync()
+      } catch let error as AccountKeyError where error.keysReplaced {
+        // Re-keyed on another device: the new keys open with the password, then sync again.
+        try await reopenReplacedKeys()
+        report = try await runSync()
+      }
+      state.lastError = nil
+      state.lastSync = now()
+      try saveState()
+      try saveToken()
+      return report
+    } catch {
+      state.lastError = "\(error)"
+      // A store not bound to this account never signed in with it: a failed first sign-in
+      // writes nothing. Otherwise, if the state cannot be saved either, that is the failure
+      // to report: no sync can record its progress until it is fixed.
+      if isBound {
+        try saveState()
+        try saveToken()
+      }
+      throw error
+    }
+  }
+
+  /// The encoding sync calls use now.
+  public var syncEncoding: SyncEncoding { encoding }
+
+  /// Drives a ``SyncMachine`` through one sync: performs each action it asks for with the
+  /// store and the API, and reports the outcome back, until it finishes or fails.
+  func runSync() async throws -> SyncReport {
+    let keyring = try await openKeys()
+    // Re-keyed elsewhere since this device last looked: found before anything is sealed with
+    // keys the re-keying replaced.
+    if let keyring {
+      let epoch = await keyring.keys.epoch
+      try await keyring.follow(
+        try await call { caller, token in await caller.accountKeys(since: epoch, token: token) })
+    }
+    var machine = SyncMachine(
+      cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
+      pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
+    // An encrypted account's outbox is sealed one push ahead.
+    var sealer = keyring.map { OutboxSealer(keyring: $0, store: store) }
+    // The outbox events last read: a push of them is a prefix of them.
+    var outbox: [LoggedEvent] = []
+    // The next page, asked (and opened) while the store ingests the one before: pages that
+    // carry nothing pushed only read the server's log.
+    var prefetch: (push: SyncPush, encoding: SyncEncoding, page: Task<SyncPage, any Error>)?
+    var pageOpened = false
+    var pushedNothing = false
+    // A server that refused the binary encoding gets JSON from now on, whatever the outcome.
+    defer {
+      encoding = machine.encoding
+      sealer?.cancel()
+      prefetch?.page.cancel()
+    }
+    var action = machine.start()
+    while true {
+      switch action {
+      case .readOutbox(let limit):
+        outbox = try store.outbox(limit: limit)
+        action = machine.outboxRead(outbox)
+      case .uploadBlobs(let events):
+        action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
+      case .push(let clear, let encoding):
+        pushedNothing = clear.events.isEmpty
+        if let asked = prefetch {
+          prefetch = nil
+          // A prefetch that failed is not this sync's error: the call is made again below, as
+          // any call, and fails there if the failure still holds.
+          if asked.push == clear && asked.encoding == encoding,
+            let page = try? await asked.page.value
+          {
+            pageOpened = true
+            action = machine.pageReceived(page)
+            continue
+          }
+          asked.page.cancel()
+        }
+        var push = clear
+        if var outboxSealer = sealer {
+          push.events = try await outboxSealer.seal(clear.events)
+          // While this push is on its way, the outbox events after it are sealed.
+          let count = clear.events.count
+          if count > 0, count <= outbox.count, outbox[count - 1].event == clear.events[count - 1] {
+            outboxSealer.sealAhead(after: outbox[count - 1].sequence, limit: count)
+          }
+          sealer = outboxSealer
+        }
+        let sent = push
+        let page: SyncPage
+        do {
+          page = try await call { caller, token in
+            await caller.sync(sent, encoding: encoding, token: token)
+          }
+        } catch {
+          // A refusal other than of the credentials (a clock too far ahead, say) comes from a
+          // server that accepted them.
+          if let status = error.status, status != 401 {
+            try bindStore()
+          }
+          action = machine.pushRefused(error, deviceTime: now().milliseconds)
+          continue
+        }
+        try bindStore()
+        action = machine.pageReceived(page)
+      case .restamp(let time):
+        action = machine.restamped(try await restampOutbox(after: time))
+      case .commit(var page, let sequence):
+        if let keyring, !pageOpened { page.events = try await keyring.open(page.events) }
+        pageOpened = false
+        if page.more && pushedNothing {
+          let next = SyncPush(cursor: page.cursor, events: [], limit: pageSize)
+          let encoding = machine.encoding
+          prefetch = (
+            next, encoding,
+            Task {
+              var page = try await call { caller, token in
+                await caller.sync(next, encoding: encoding, token: token)
+              }
+              if let keyring { page.events = try await keyring.open(page.events) }
+              return page
+            }
+          )
+        }
+        state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+        let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
+        state.cursor = page.cursor
+        state.serverEventSetDigest = page.eventSetDigest.description
+        action = machine.committed(
+          page: page, appended: ingested.appended, outbox: try store.outboxCount())
+        // Progress survives an interruption; the last page's is saved by the caller.
+        if case .readOutbox = action { try saveState() }
+      case .readDigest:
+        action = machine.digestRead(try store.eventSetDigest())
+      case .compare:
+        let local = try store.eventSetBuckets()
+        let comparison = try await call { caller, token in
+          await caller.compare(local, token: token)
+        }
+        state.serverEventSetDigest = comparison.eventSetDigest.description
+        action = machine.compared(
+          comparison, deviceTime: now().milliseconds, skew: state.clockSkewMilliseconds ?? 0)
+      case .readIDs(let buckets):
+        action = machine.idsRead(Set(try store.eventIDs(inBuckets: buckets)))
+      case .readEvents(let ids):
+        action = machine.eventsRead(try store.events(withIDs: ids))
+      case .fetch(let ids):
+        let fetched = try await call { caller, token in await caller.fetch(ids, token: token) }
+        action = machine.fetched(try await keyring?.open(fetched) ?? fetched)
+      case .ingest(let events):
+        action = machine.ingested(events, appended: try await store.ingest(events).appended)
+      case .finish(let report):
+        // A deletion stored since the last rotation: the content key that wrapped the
+        // deleted notes' keys is replaced, so that copies of the server's data made before
+        // cannot open them.
+        if let keyring {
+          try await keyring.rotateIfDue(username: username)
+          try await keepKeys()
+        }
+        return report
+      case .fail(let error):
+        throw error
+      }
+    }
+  }
+
+  /// Gives the outbox events stamped after `time` (milliseconds, the later of the server's
+  /// clock and this device's) the stamps of changes made now, and records it in ``state``.
+  ///
+  /// - Returns: How many events were restamped.
+  func restampOutbox(after time: Int64) async throws -> Int {
+    let restamped = try await store.restampOutbox(after: Date(milliseconds: time))
+    guard let latest = restamped.map(\.old.time.milliseconds).max() else { return 0 }
+    state.restamped = SyncState.Restamp(
+      events: restamped.count, latestOldTime: ISO8601.format(milliseconds: Int64(latest)),
+      date: now())
+    return restamped.count
+  }
+}
