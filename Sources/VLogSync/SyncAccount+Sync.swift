@@ -73,54 +73,45 @@ extension SyncAccount {
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
     // An encrypted account's outbox is sealed one push ahead.
     var sealer = keyring.map { OutboxSealer(keyring: $0, store: store) }
-    // The outbox events last read: a push of them is a prefix of them.
-    var outbox: [LoggedEvent] = []
-    // The next page, asked (and opened) while the store ingests the one before: pages that
-    // carry nothing pushed only read the server's log.
-    var prefetch: (push: SyncPush, encoding: SyncEncoding, page: Task<SyncPage, any Error>)?
-    var pageOpened = false
-    var pushedNothing = false
+    // The page the machine asked for ahead, opened, while the store commits the one before.
+    var prefetch: Task<SyncPage, any Error>?
     // A server that refused the binary encoding gets JSON from now on, whatever the outcome.
     defer {
       encoding = machine.encoding
       sealer?.cancel()
-      prefetch?.page.cancel()
+      prefetch?.cancel()
     }
     var action = machine.start()
     while true {
       switch action {
       case .readOutbox(let limit):
-        outbox = try store.outbox(limit: limit)
-        action = machine.outboxRead(outbox)
+        action = machine.outboxRead(try store.outbox(limit: limit))
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
-      case .push(let clear, let encoding):
-        pushedNothing = clear.events.isEmpty
-        if let asked = prefetch {
-          prefetch = nil
-          // A prefetch that failed is not this sync's error: the call is made again below, as
-          // any call, and fails there if the failure still holds.
-          if asked.push == clear && asked.encoding == encoding,
-            let page = try? await asked.page.value
-          {
-            pageOpened = true
-            action = machine.pageReceived(page)
-            continue
-          }
-          asked.page.cancel()
+      case .takePrefetched:
+        let asked = prefetch
+        prefetch = nil
+        // A prefetch that failed is not this sync's error: the machine has the call made again,
+        // as any call, which fails there if the failure still holds.
+        if let page = try? await asked?.value {
+          action = machine.pageReceived(page)
+        } else {
+          action = machine.prefetchFailed()
         }
+      case .push(let clear, let encoding, let outboxThrough):
+        prefetch?.cancel()
+        prefetch = nil
         var push = clear
         if var outboxSealer = sealer {
           push.events = try await outboxSealer.seal(clear.events)
           // While this push is on its way, the outbox events after it are sealed.
-          let count = clear.events.count
-          if count > 0, count <= outbox.count, outbox[count - 1].event == clear.events[count - 1] {
-            outboxSealer.sealAhead(after: outbox[count - 1].sequence, limit: count)
+          if let outboxThrough {
+            outboxSealer.sealAhead(after: outboxThrough, limit: clear.events.count)
           }
           sealer = outboxSealer
         }
         let sent = push
-        let page: SyncPage
+        var page: SyncPage
         do {
           page = try await call { caller, token in
             await caller.sync(sent, encoding: encoding, token: token)
@@ -135,25 +126,19 @@ extension SyncAccount {
           continue
         }
         try bindStore()
+        if let keyring { page.events = try await keyring.open(page.events) }
         action = machine.pageReceived(page)
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
-      case .commit(var page, let sequence):
-        if let keyring, !pageOpened { page.events = try await keyring.open(page.events) }
-        pageOpened = false
-        if page.more && pushedNothing {
-          let next = SyncPush(cursor: page.cursor, events: [], limit: pageSize)
-          let encoding = machine.encoding
-          prefetch = (
-            next, encoding,
-            Task {
-              var page = try await call { caller, token in
-                await caller.sync(next, encoding: encoding, token: token)
-              }
-              if let keyring { page.events = try await keyring.open(page.events) }
-              return page
+      case .commit(let page, let sequence, let ahead):
+        if let ahead {
+          prefetch = Task {
+            var page = try await call { caller, token in
+              await caller.sync(ahead.push, encoding: ahead.encoding, token: token)
             }
-          )
+            if let keyring { page.events = try await keyring.open(page.events) }
+            return page
+          }
         }
         state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
         let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)

@@ -19,6 +19,11 @@ internal import VLogWire
 ///    buckets (at most ``repairRounds`` rounds), pushes what the server lacks that it would
 ///    take (not stamped past its skew bound) and fetches what the store lacks.
 /// 6. Every push carries at least one event, so a sync always progresses or fails.
+/// 7. It says when work may run ahead, and the driver only performs it: a pull that pushed
+///    nothing and has more pages asks for the next page while the store commits this one
+///    (``Action/commit(_:acknowledgingThrough:prefetch:)``), taken only if the next call is
+///    that one; a push of the outbox names where it ends, so that the events after it may be
+///    sealed while it is on its way (``Action/push(_:encoding:outboxThrough:)``).
 ///
 /// An expired token is not its business: each API call signs in again once by itself
 /// (``APICall``); what reaches the machine is what that could not fix.
@@ -29,14 +34,21 @@ struct SyncMachine {
     case readOutbox(limit: Int)
     /// Upload the attachment bytes these events name; report with ``blobsUploaded(_:)``.
     case uploadBlobs([Event])
-    /// Send a sync call; report with ``pageReceived(_:)`` or ``pushRefused(_:deviceTime:)``.
-    case push(SyncPush, encoding: SyncEncoding)
+    /// Send a sync call, dropping a page asked ahead; report with ``pageReceived(_:)`` (the
+    /// page opened) or ``pushRefused(_:deviceTime:)``. `outboxThrough`: the push is the
+    /// outbox's oldest events through this sequence number, and the next push will be those
+    /// after it, which the driver may prepare (seal) while this one is on its way.
+    case push(SyncPush, encoding: SyncEncoding, outboxThrough: UInt64?)
+    /// Take the page asked ahead with the last commit: the call that comes next is that one.
+    /// Report with ``pageReceived(_:)``, or ``prefetchFailed()`` if the call failed.
+    case takePrefetched
     /// Give the outbox events stamped after this time (milliseconds) new stamps; report with
     /// ``restamped(_:)``.
     case restamp(after: Int64)
     /// Ingest the page, acknowledging the local events through this sequence number in the same
-    /// commit, and move the cursor; report with ``committed(page:appended:outbox:)``.
-    case commit(SyncPage, acknowledgingThrough: UInt64?)
+    /// commit, and move the cursor; report with ``committed(page:appended:outbox:)``. With
+    /// `prefetch`, make that call (and open its page) meanwhile: the pull likely to come next.
+    case commit(SyncPage, acknowledgingThrough: UInt64?, prefetch: Call?)
     /// Read the store's event-set digest; report with ``digestRead(_:)``.
     case readDigest
     /// Send the store's bucket digests; report with ``compared(_:deviceTime:skew:)``.
@@ -53,6 +65,12 @@ struct SyncMachine {
     case finish(SyncReport)
     /// The sync failed with this error.
     case fail(APIError)
+  }
+
+  /// A sync call: what is sent, and how.
+  struct Call: Equatable {
+    var push: SyncPush
+    var encoding: SyncEncoding
   }
 
   /// The most rounds of comparing one sync repairs for; each round settles every bucket the
@@ -94,6 +112,8 @@ struct SyncMachine {
   private let skewBound: Int64
   private var restampedOnce = false
   private var phase = Phase.idle
+  /// The call asked ahead with the last commit, until the next push.
+  private var prefetched: Call?
 
   /// A machine for one sync from `cursor`.
   init(
@@ -136,8 +156,22 @@ struct SyncMachine {
     }
   }
 
-  private func push(_ events: [Event]) -> Action {
-    .push(SyncPush(cursor: cursor, events: events, limit: pageSize), encoding: encoding)
+  /// The push of these events: the page asked ahead if it is that call.
+  private mutating func push(_ events: [Event]) -> Action {
+    let call = Call(
+      push: SyncPush(cursor: cursor, events: events, limit: pageSize), encoding: encoding)
+    defer { prefetched = nil }
+    if call == prefetched { return .takePrefetched }
+    var outboxThrough: UInt64?
+    if case .outbox(let batch) = phase { outboxThrough = batch.last?.sequence }
+    return .push(call.push, encoding: call.encoding, outboxThrough: outboxThrough)
+  }
+
+  /// The page asked ahead could not be had: the same call is made as any other, and fails
+  /// there if the failure holds.
+  mutating func prefetchFailed() -> Action {
+    guard case .outbox(let batch) = phase else { return unexpected("a failed prefetch") }
+    return push(batch.map(\.event))
   }
 
   /// The server stored the push and answered with the page after the cursor.
@@ -145,10 +179,15 @@ struct SyncMachine {
     report.calls += 1
     switch phase {
     case .outbox(let batch):
-      return .commit(page, acknowledgingThrough: batch.last?.sequence)
+      // A pull with more to pull: the next page is asked while this one is committed.
+      if batch.isEmpty && page.more {
+        prefetched = Call(
+          push: SyncPush(cursor: page.cursor, events: [], limit: pageSize), encoding: encoding)
+      }
+      return .commit(page, acknowledgingThrough: batch.last?.sequence, prefetch: prefetched)
     case .repairPushing:
       report.repaired += page.stored
-      return .commit(page, acknowledgingThrough: nil)
+      return .commit(page, acknowledgingThrough: nil, prefetch: nil)
     default:
       return unexpected("a page")
     }

@@ -44,7 +44,7 @@ struct SyncMachineTests {
 
   /// The events of a `push` action, or nil for another action.
   static func pushed(_ action: SyncMachine.Action) -> [Event]? {
-    guard case .push(let push, _) = action else { return nil }
+    guard case .push(let push, _, _) = action else { return nil }
     return push.events
   }
 
@@ -65,14 +65,15 @@ struct SyncMachineTests {
     }
     #expect(events == outbox.map(\.event))
     let push = machine.blobsUploaded(0)
-    guard case .push(let request, let encoding) = push else {
+    guard case .push(let request, let encoding, let outboxThrough) = push else {
       Issue.record()
       return
     }
     #expect(request.cursor == 0 && request.events == events && encoding == .binary)
+    #expect(outboxThrough == 2)
     let digest = EventSetDigest(high: 1, low: 2)
     let first = Self.page(cursor: 5, more: true, stored: 2, digest: digest)
-    guard case .commit(_, let acknowledged) = machine.pageReceived(first) else {
+    guard case .commit(_, let acknowledged, nil) = machine.pageReceived(first) else {
       Issue.record()
       return
     }
@@ -83,13 +84,13 @@ struct SyncMachineTests {
     }
     // The next push starts from the committed cursor, acknowledging nothing.
     _ = machine.outboxRead([])
-    guard case .push(let next, _) = machine.blobsUploaded(0) else {
+    guard case .push(let next, _, _) = machine.blobsUploaded(0) else {
       Issue.record()
       return
     }
     #expect(next.cursor == 5 && next.events.isEmpty)
     let last = Self.page(cursor: 7, digest: digest)
-    guard case .commit(_, nil) = machine.pageReceived(last) else {
+    guard case .commit(_, nil, nil) = machine.pageReceived(last) else {
       Issue.record()
       return
     }
@@ -103,6 +104,57 @@ struct SyncMachineTests {
     }
     #expect(report.pushed == 2 && report.applied == 5 && report.calls == 2 && report.inSync)
     #expect(machine.cursor == 7)
+  }
+
+  @Test(
+    "a pull with more pages asks for the next while committing, taken only if the next call is that one; a failed one is made again"
+  )
+  func prefetch() {
+    var machine = Self.machine()
+    _ = machine.start()
+    _ = machine.outboxRead([])
+    guard case .push(let pull, _, nil) = machine.blobsUploaded(0) else {
+      Issue.record()
+      return
+    }
+    #expect(pull.events.isEmpty)
+    let first = Self.page(cursor: 5, more: true)
+    guard case .commit(_, nil, let ahead?) = machine.pageReceived(first) else {
+      Issue.record()
+      return
+    }
+    #expect(ahead == .init(push: SyncPush(cursor: 5, events: [], limit: 100), encoding: .binary))
+    _ = machine.committed(page: first, appended: 0, outbox: 0)
+    _ = machine.outboxRead([])
+    guard case .takePrefetched = machine.blobsUploaded(0) else {
+      Issue.record()
+      return
+    }
+    // It failed: the same call is made as any other.
+    guard case .push(let again, _, nil) = machine.prefetchFailed() else {
+      Issue.record()
+      return
+    }
+    #expect(again == ahead.push)
+    let second = Self.page(cursor: 9, more: true)
+    guard case .commit(_, nil, .some) = machine.pageReceived(second) else {
+      Issue.record()
+      return
+    }
+    // The user wrote meanwhile: the next call pushes, and the page asked ahead is not taken.
+    _ = machine.committed(page: second, appended: 0, outbox: 1)
+    let outbox = Self.outbox(1...1)
+    _ = machine.outboxRead(outbox)
+    guard case .push(let pushing, _, 1) = machine.blobsUploaded(0) else {
+      Issue.record()
+      return
+    }
+    #expect(pushing.cursor == 9 && pushing.events == outbox.map(\.event))
+    // A push that carried events asks nothing ahead, even with more pages to pull.
+    guard case .commit(_, 1, nil) = machine.pageReceived(Self.page(cursor: 12, more: true)) else {
+      Issue.record()
+      return
+    }
   }
 
   @Test("a 413 halves the next push, down to one event; one event refused is a failure")
@@ -132,7 +184,7 @@ struct SyncMachineTests {
     _ = machine.start()
     _ = machine.outboxRead(Self.outbox(1...3))
     _ = machine.blobsUploaded(0)
-    guard case .push(let push, .json) = machine.pushRefused(Self.refusal(415), deviceTime: 0)
+    guard case .push(let push, .json, _) = machine.pushRefused(Self.refusal(415), deviceTime: 0)
     else {
       Issue.record()
       return
@@ -248,9 +300,15 @@ struct SyncMachineTests {
     #expect(ids == [ours.stamp])
     #expect(machine.report.deferred == 1)
     _ = machine.eventsRead([ours])
-    #expect(Self.pushed(machine.blobsUploaded(0)) == [ours])
+    let repairPush = machine.blobsUploaded(0)
+    #expect(Self.pushed(repairPush) == [ours])
+    // Not the outbox's: nothing after it is prepared meanwhile.
+    guard case .push(_, _, nil) = repairPush else {
+      Issue.record()
+      return
+    }
     let repaired = Self.page(cursor: 4, stored: 1, digest: server)
-    guard case .commit(_, nil) = machine.pageReceived(repaired) else {
+    guard case .commit(_, nil, nil) = machine.pageReceived(repaired) else {
       Issue.record()
       return
     }
