@@ -182,7 +182,7 @@ public struct APICaller: Sendable {
   }
 
   /// Sends any request value and reads its answer.
-  public func send<Request: APIRequest>(_ request: Request, token: String?) async -> APIResult<
+  package func send<Request: APIRequest>(_ request: Request, token: String?) async -> APIResult<
     Request.Value
   > {
     let body: [UInt8]
@@ -248,12 +248,12 @@ public struct APICaller: Sendable {
 
 /// One API call on behalf of a signed-in account: runs its request with the current token and,
 /// if the server refuses the token as expired or revoked, signs in again once and retries.
-public struct APICall<Value: Sendable>: Sendable {
+package struct APICall<Value: Sendable>: Sendable {
   /// Sends the request with a token.
-  public let send: @Sendable (_ token: String) async -> APIResult<Value>
+  package let send: @Sendable (_ token: String) async -> APIResult<Value>
 
   /// Creates a call from the request it sends.
-  public init(_ send: @escaping @Sendable (_ token: String) async -> APIResult<Value>) {
+  package init(_ send: @escaping @Sendable (_ token: String) async -> APIResult<Value>) {
     self.send = send
   }
 
@@ -264,7 +264,7 @@ public struct APICall<Value: Sendable>: Sendable {
   ///   - signIn: Signs in, for a new token.
   /// - Returns: The result (a failed sign-in's error if signing in failed), and the token that
   ///   was used last.
-  public func run(
+  package func run(
     token: String?, signIn: @Sendable () async -> APIResult<SessionBody>
   ) async -> (result: APIResult<Value>, token: String?) {
     if let token {
