@@ -30,6 +30,42 @@ struct SyncMessageTests {
     #expect(ErrorBody(try #require(error)).field == "events[1].note")
   }
 
+  @Test(
+    "a number no integer field holds is named with its path, where Foundation names no field; bytes that are not JSON are still not JSON"
+  )
+  func numberOutOfRange() throws {
+    struct Keys: Decodable { var epoch: UInt64 }
+    struct Body: Decodable {
+      var keys: Keys
+      var limit: Int
+    }
+    for (json, path) in [
+      (#"{"keys":{"epoch":18446744073709551616},"limit":1}"#, "keys.epoch"),
+      (#"{"keys":{"epoch":1},"limit":-1e30}"#, "limit"),
+      (#"{"keys":{"epoch":2.5},"limit":1}"#, "keys.epoch"),
+      (#"[{"keys":{"epoch":1}}, {"keys":{"epoch":-1}}]"#, "[1].keys.epoch"),
+    ] {
+      let error = #expect(throws: WireError.self) {
+        if json.hasPrefix("[") {
+          _ = try WireJSON.decode([Keys2].self, from: Array(json.utf8))
+        } else {
+          _ = try WireJSON.decode(Body.self, from: Array(json.utf8))
+        }
+      }
+      #expect(error?.path == path)
+      #expect(error?.message.hasPrefix("out of range") == true, "\(error.map { "\($0)" } ?? "")")
+    }
+    let notJSON = #expect(throws: WireError.self) {
+      _ = try WireJSON.decode(Body.self, from: Array(#"{"keys":{"epoch":1"#.utf8))
+    }
+    #expect(notJSON?.path == "" && notJSON?.message.hasPrefix("not valid JSON") == true)
+  }
+
+  struct Keys2: Decodable {
+    struct Inner: Decodable { var epoch: UInt64 }
+    var keys: Inner
+  }
+
   @Test("a push over the limit is refused naming the limit")
   func tooManyEvents() throws {
     let request = SyncRequest(cursor: 0, events: GoldenEvents.events)
