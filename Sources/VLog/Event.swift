@@ -381,19 +381,3 @@ public struct EventKind: Hashable, Sendable, CustomStringConvertible {
   }
 }
 
-extension Date {
-  /// Milliseconds since 1970, rounded: the precision VLog stores dates with.
-  package var milliseconds: Int64 {
-    Int64((timeIntervalSince1970 * 1000).rounded())
-  }
-
-  /// Milliseconds since 1970, rounded, and 0 for a date before it: for counters and stamps.
-  package var unsignedMilliseconds: UInt64 {
-    UInt64(clamping: max(0, milliseconds))
-  }
-
-  /// The date `milliseconds` after 1970-01-01T00:00:00Z.
-  package init(milliseconds: Int64) {
-    self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
-  }
-}

@@ -78,7 +78,7 @@ extension NoteStore {
     return try VLogError.wrapping {
       try environment.write { transaction in
         var log = try eventLog.appender(in: transaction)
-        let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+        let now = Milliseconds(dependencies.now()).rawValue
         let redacted = try log.applyRetention(retention, now: now, in: transaction)
         try log.commit(in: transaction)
         return redacted

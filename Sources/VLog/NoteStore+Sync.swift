@@ -155,7 +155,7 @@ extension NoteStore {
     let (restamped, changeSet) = try VLogError.wrapping {
       try environment.write { transaction throws -> ([RestampedEvent], ChangeSet?) in
         var log = try eventLog.appender(in: transaction)
-        let wall = UInt64(clamping: max(0, dependencies.now().milliseconds))
+        let wall = Milliseconds(dependencies.now()).rawValue
         let pairs = try log.restampOutbox(
           of: replicaID, after: limit, wallMilliseconds: wall, in: transaction)
         guard !pairs.isEmpty else { return ([], nil) }

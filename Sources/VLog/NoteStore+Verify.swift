@@ -27,7 +27,7 @@ extension NoteStore {
     }
     var faults: [VerificationFault] = []
     try read { transaction in
-      let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+      let now = Milliseconds(dependencies.now()).rawValue
       faults += try eventLog.verify(
         in: transaction, retention: (retention, now), progress: progress)
       try verifyBlobs(in: transaction, faults: &faults)

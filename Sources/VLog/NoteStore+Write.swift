@@ -49,7 +49,7 @@ extension NoteStore {
   /// - Returns: What undoes them (empty unless `undoable`).
   func apply(_ changes: Changes, undoable: Bool) throws -> UndoGroup {
     guard !changes.isEmpty else { return UndoGroup(steps: []) }
-    let wallMilliseconds = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let wallMilliseconds = Milliseconds(dependencies.now()).rawValue
     let (changeSet, group, replaced) = try VLogError.wrapping {
       try environment.write { transaction throws -> (ChangeSet, UndoGroup, [(NoteID, NoteID)]) in
         var session = try WriteSession(store: self, in: transaction)
@@ -108,7 +108,7 @@ struct WriteSession {
   {
     try projector.flush(in: transaction)
     log.enqueueReplaced(projector.takeReplaced())
-    let wall = UInt64(clamping: max(0, now().milliseconds))
+    let wall = Milliseconds(now()).rawValue
     try log.applyRetention(retention, now: wall, in: transaction)
     log.countUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)

@@ -207,7 +207,7 @@ public final class NoteStore: Sendable {
           try removeReleasedBlobs(schema: schema, in: transaction)
         }
         var log = try schema.eventLog.appender(in: transaction)
-        let now = UInt64(clamping: max(0, options.dependencies.now().milliseconds))
+        let now = Milliseconds(options.dependencies.now()).rawValue
         if try log.applyRetention(retention, now: now, in: transaction) > 0 {
           try log.commit(in: transaction)
         }
@@ -364,13 +364,8 @@ public final class NoteStore: Sendable {
 
   /// The latest time an ingested stamp may move the clock to: now plus the skew bound.
   func clockLimit() -> HybridTime {
-    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
-    let seconds = UInt64(clamping: max(0, maximumClockSkew.components.seconds))
-    let (bound, tooLong) = seconds.multipliedReportingOverflow(by: 1000)
-    let (sum, past) = now.addingReportingOverflow(bound)
-    let milliseconds =
-      tooLong || past ? HybridTime.maximumMilliseconds : min(sum, HybridTime.maximumMilliseconds)
-    return HybridTime(rawValue: milliseconds << 16)
+    let limit = Milliseconds(dependencies.now()).adding(maximumClockSkew).rawValue
+    return HybridTime(rawValue: min(limit, HybridTime.maximumMilliseconds) << 16)
   }
 
   /// Closes the store: ends observers' streams and closes the LMDB environment. Later calls

@@ -176,10 +176,12 @@ extension SyncServer {
         }
       }
     }
-    let now = dependencies.now().milliseconds
-    let bound = Int64(configuration.maximumClockSkew.components.seconds) * 1000
+    let wall = Milliseconds(dependencies.now())
+    let now = Int64(clamping: wall.rawValue)
+    let bound = Int64(clamping: Milliseconds(configuration.maximumClockSkew).rawValue)
+    let latest = wall.adding(configuration.maximumClockSkew)
     for (index, event) in push.events.enumerated()
-    where Int64(event.stamp.time.milliseconds) > now + bound {
+    where Milliseconds(rawValue: event.stamp.time.milliseconds) > latest {
       throw ServerError.clockSkew(
         field: "events[\(index)].time", eventTime: Int64(event.stamp.time.milliseconds),
         serverTime: now, bound: bound)
@@ -188,7 +190,7 @@ extension SyncServer {
     let outcome = try await store.sync(
       account: account, pushing: push.events, after: push.cursor, limit: limit,
       maximumBytes: configuration.maximumPageBytes,
-      retention: (configuration.retention, UInt64(clamping: max(0, now))))
+      retention: (configuration.retention, wall.rawValue))
     context.logger.info(
       "sync",
       metadata: [
@@ -285,7 +287,7 @@ extension SyncServer {
     guard actual == hash.bytes else {
       throw ServerError.blobMismatch(expected: hash, actual: actual)
     }
-    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let now = Milliseconds(dependencies.now()).rawValue
     let stored = try await store.storeBlob(bytes, hash: hash, account: account, now: now)
     context.logger.info(
       "blob", metadata: ["account": "\(account)", "bytes": "\(bytes.count)", "new": "\(stored)"])

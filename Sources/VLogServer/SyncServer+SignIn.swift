@@ -93,8 +93,9 @@ extension SyncServer {
       try await rehashIfWeaker(account, password: password, context)?.salt
       ?? account.password.salt
     let token = Self.base64URL(dependencies.randomBytes(32))
-    let expiry = dependencies.now().addingTimeInterval(
-      TimeInterval(configuration.tokenLifetime.components.seconds))
+    let expiry = Date(
+      milliseconds: Int64(
+        clamping: Milliseconds(dependencies.now()).adding(configuration.tokenLifetime).rawValue))
     try await store.storeToken(
       hash: sha256(Array(token.utf8)), account: account.number,
       expiresAt: expiry.milliseconds)

@@ -155,7 +155,7 @@ public final class SyncServer: Sendable {
   /// Verifying writes nothing: a replaced change past the retention period that waits in its
   /// account's retention queue is the next push's work, not a fault.
   public func verify() async throws -> ServerVerification {
-    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
+    let now = Milliseconds(dependencies.now()).rawValue
     return try await store.verify(retention: (configuration.retention, now))
   }
 
@@ -180,9 +180,7 @@ public final class SyncServer: Sendable {
 
   /// The wall-clock time, in milliseconds, `age` ago.
   func releasedBefore(_ age: Duration) -> UInt64 {
-    let now = UInt64(clamping: max(0, dependencies.now().milliseconds))
-    let age = UInt64(clamping: max(0, age.components.seconds)) * 1000
-    return now >= age ? now - age : 0
+    Milliseconds(dependencies.now()).subtracting(age).rawValue
   }
 
   /// Closes the data directory, or starts closing the database connections. Requests after

@@ -451,7 +451,9 @@ package enum Endpoints {
       [WireProtocol.headerName.lowercased(): WireProtocol.current.description]
     }
     /// The ids as JSON.
-    package func body() throws -> [UInt8] { Array(try JSONEncoder().encode(FetchRequest(ids: ids))) }
+    package func body() throws -> [UInt8] {
+      Array(try JSONEncoder().encode(FetchRequest(ids: ids)))
+    }
     /// The events the server holds, in the order asked, perhaps not all of them.
     package func value(from body: [UInt8]) throws -> [Event] {
       try WireJSON.decode(FetchResponse.self, from: body).validated()

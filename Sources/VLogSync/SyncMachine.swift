@@ -125,7 +125,7 @@ struct SyncMachine {
     self.pageSize = pageSize
     initialBudget = Budget(events: max(1, pushSize), bytes: max(1, pushBytes))
     budget = initialBudget
-    skewBound = Int64(maximumClockSkew.components.seconds) * 1000
+    skewBound = Int64(clamping: Milliseconds(maximumClockSkew).rawValue)
   }
 
   /// Starts the sync.

@@ -1,6 +1,7 @@
 public import AsyncHTTPClient
 internal import NIOCore
 internal import NIOHTTP1
+internal import VLog
 
 #if canImport(Glibc)
   internal import Glibc
@@ -147,7 +148,7 @@ public struct HTTPTransport: Transport {
     let body: ByteBuffer
     do {
       response = try await client.execute(
-        outgoing, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
+        outgoing, timeout: .milliseconds(Int64(clamping: Milliseconds(timeout).rawValue)))
       body = try await response.body.collect(upTo: maximumResponseBytes)
     } catch {
       throw TransportError(error, baseURL: baseURL, timeout: timeout)

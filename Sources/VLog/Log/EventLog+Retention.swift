@@ -139,14 +139,3 @@ extension Change {
     }
   }
 }
-
-extension Duration {
-  /// The duration in whole milliseconds, 0 for negative durations, saturating.
-  package var wholeMilliseconds: UInt64 {
-    let (seconds, attoseconds) = components
-    guard seconds >= 0 else { return 0 }
-    let (milliseconds, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1000)
-    guard !overflow else { return .max }
-    return milliseconds &+ UInt64(max(0, attoseconds) / 1_000_000_000_000_000)
-  }
-}

@@ -529,10 +529,7 @@ package struct LogBatch: Sendable {
 
   /// Whether a change replaced at `milliseconds` is due for redaction at `now`.
   package static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
-    let period = retention.wholeMilliseconds
-    guard period > 0 else { return true }
-    let (due, overflow) = milliseconds.addingReportingOverflow(period)
-    return !overflow && due <= now
+    Milliseconds(rawValue: milliseconds).isDue(after: retention, at: Milliseconds(rawValue: now))
   }
 
   /// The latest replacement time that is due at `now`, for a storage to select the queued
