@@ -15,7 +15,7 @@ extension LMDBStorage {
     async throws
   {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         let key = Array(name.utf8)
         guard try !transaction.containsValue(forKey: key, in: accounts) else {
           throw StorageError.accountExists(name)
@@ -38,7 +38,7 @@ extension LMDBStorage {
 
   /// The name and password of an account, by number.
   func account(number: UInt64) async throws -> AccountRecord? {
-    try environment.read { transaction in
+    try read { transaction in
       guard let name = try transaction.value(forKey: BigEndian.bytes(number), in: accountNames),
         let record = try transaction.value(forKey: name, in: accounts), record.count > 8,
         let password = PasswordHash(decoding: record[8...])
@@ -50,7 +50,7 @@ extension LMDBStorage {
 
   /// An account's tokens.
   func tokens(of account: UInt64) async throws -> [TokenRecord] {
-    try environment.read { transaction in
+    try read { transaction in
       try tokenHashes(of: account, in: transaction).compactMap { hash in
         guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
           let expiry = BigEndian.read(Int64.self, from: record, at: 8)
@@ -65,7 +65,7 @@ extension LMDBStorage {
     account: UInt64, password: PasswordHash, keeping: [UInt8]?, seal: PasswordSeal.Checked?
   ) async throws {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         let name = try self.name(of: account, in: transaction)
         if let seal {
           let record = try checkEpoch(seal.epoch, of: account, in: transaction)
@@ -85,11 +85,11 @@ extension LMDBStorage {
 
   func serverSecret() async throws -> [UInt8] {
     let key = Array("secret".utf8)
-    if let secret = try environment.read({ try $0.value(forKey: key, in: meta) }) {
+    if let secret = try read({ try $0.value(forKey: key, in: meta) }) {
       return Array(secret)
     }
     return try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         if let secret = try transaction.value(forKey: key, in: meta) { return Array(secret) }
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -103,7 +103,7 @@ extension LMDBStorage {
     async throws -> Bool
   {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         let name = try self.name(of: account, in: transaction)
         guard let record = try transaction.value(forKey: name, in: accounts),
           Array(record) == BigEndian.bytes(account) + current.encoded
@@ -118,7 +118,7 @@ extension LMDBStorage {
   /// transaction. Its number is never given again.
   func deleteAccount(_ account: UInt64) async throws {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         let name = try self.name(of: account, in: transaction)
         let prefix = BigEndian.bytes(account)
         for hash in try tokenHashes(of: account, in: transaction) {
@@ -168,7 +168,7 @@ extension LMDBStorage {
 
   /// The account stored under a normalised user name.
   func account(named name: String) async throws -> AccountRecord? {
-    try environment.read { transaction in
+    try read { transaction in
       guard let record = try transaction.value(forKey: Array(name.utf8), in: accounts),
         record.count > 8, let number = BigEndian.read(UInt64.self, from: record),
         let password = PasswordHash(decoding: record[8...])
@@ -180,7 +180,7 @@ extension LMDBStorage {
   /// Stores the hash of a new token.
   func storeToken(hash: [UInt8], account: UInt64, expiresAt milliseconds: Int64) async throws {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         _ = try name(of: account, in: transaction)
         try transaction.put(
           BigEndian.bytes(account) + BigEndian.bytes(milliseconds), forKey: hash,
@@ -197,7 +197,7 @@ extension LMDBStorage {
 
   /// The tokens of `hashes` that exist, in one read transaction.
   func tokens(hashes: [[UInt8]]) async throws -> [TokenRecord] {
-    try environment.read { transaction in
+    try read { transaction in
       try hashes.compactMap { hash in
         guard let record = try transaction.value(forKey: hash, in: tokens), record.count == 16,
           let account = BigEndian.read(UInt64.self, from: record, at: 0),
@@ -212,7 +212,7 @@ extension LMDBStorage {
   @discardableResult
   func deleteToken(hash: [UInt8]) async throws -> Bool {
     let (existed, account) = try await onWriter { [self] () -> (Bool, UInt64?) in
-      try environment.write { transaction in
+      try write { transaction in
         guard let record = try transaction.value(forKey: hash, in: tokens) else {
           return (false, nil)
         }

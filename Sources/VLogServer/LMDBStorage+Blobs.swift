@@ -14,7 +14,7 @@ extension LMDBStorage {
     -> Bool
   {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         _ = try name(of: account, in: transaction)
         let key = BigEndian.bytes(account) + hash.bytes
         guard try !transaction.containsValue(forKey: key, in: blobs) else {
@@ -31,7 +31,7 @@ extension LMDBStorage {
 
   /// An account's blob.
   func blob(_ hash: BlobHash, account: UInt64) async throws -> [UInt8]? {
-    try environment.read { transaction in
+    try read { transaction in
       try transaction.value(forKey: BigEndian.bytes(account) + hash.bytes, in: blobs)
     }
   }
@@ -40,7 +40,7 @@ extension LMDBStorage {
   func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: UInt64) async throws
     -> [BlobHash]
   {
-    try environment.read { transaction in
+    try read { transaction in
       let prefix = BigEndian.bytes(account)
       return try hashes.filter { hash in
         let key = prefix + hash.bytes
@@ -59,7 +59,7 @@ extension LMDBStorage {
   /// - Returns: The number of blobs removed.
   func sweepReleasedBlobs(releasedBefore: UInt64) async throws -> Int {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         var due: [[UInt8]] = []
         try transaction.forEach(in: releasedBlobs) { key, value in
           guard let released = BigEndian.read(UInt64.self, from: Array(value)),

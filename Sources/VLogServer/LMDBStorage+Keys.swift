@@ -7,7 +7,7 @@ internal import VLogWire
 /// between its keys' epochs, in `accountKeys`, `objectKeys` and `keyLinks`.
 extension LMDBStorage {
   func encryption(of account: UInt64) async throws -> EncryptionRecord? {
-    try environment.read { transaction in try encryption(of: account, in: transaction) }
+    try read { transaction in try encryption(of: account, in: transaction) }
   }
 
   func encryption(
@@ -49,7 +49,7 @@ extension LMDBStorage {
   {
     let log = eventLog(of: account)
     return try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         _ = try checkEpoch(epoch, of: account, in: transaction)
         var stored = 0
         for (object, wrapped) in keys {
@@ -66,7 +66,7 @@ extension LMDBStorage {
   }
 
   func objectKeys(of objects: [Identifier], account: UInt64) async throws -> ObjectKeyPage {
-    try environment.read { transaction in
+    try read { transaction in
       var page = ObjectKeyPage(
         epoch: try encryption(of: account, in: transaction)?.epoch ?? 0, keys: [:])
       for object in objects {
@@ -81,7 +81,7 @@ extension LMDBStorage {
   }
 
   func objectKeys(account: UInt64, after: Identifier?, limit: Int) async throws -> ObjectKeyPage {
-    try environment.read { transaction in
+    try read { transaction in
       var page = ObjectKeyPage(
         epoch: try encryption(of: account, in: transaction)?.epoch ?? 0, keys: [:])
       let prefix = BigEndian.bytes(account)
@@ -119,7 +119,7 @@ extension LMDBStorage {
     -> EncryptionRecord
   {
     let record = try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         let record = try checkEpoch(rotation.epoch, of: account, in: transaction)
         let prefix = BigEndian.bytes(account)
         var held: [Identifier] = []
@@ -156,7 +156,7 @@ extension LMDBStorage {
   }
 
   func links(account: UInt64, after epoch: UInt64) async throws -> [[UInt8]] {
-    try environment.read { transaction in
+    try read { transaction in
       var links: [[UInt8]] = []
       let prefix = BigEndian.bytes(account)
       guard epoch < .max else { return [] }

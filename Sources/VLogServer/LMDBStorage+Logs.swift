@@ -28,13 +28,13 @@ extension LMDBStorage {
   ) async throws -> SyncOutcome {
     let log = eventLog(of: account)
     if events.isEmpty {
-      return try environment.read { transaction in
+      return try read { transaction in
         try page(
           log, state: try log.state(in: transaction), after: cursor,
           limit: (limit, maximumBytes), skipping: [], stored: 0, in: transaction)
       }
     }
-    let outcome = try await pushes.write { [self] transaction in
+    let outcome = try await groupWrite { [self] transaction in
       // An account deleted after the request's token was checked takes nothing more.
       _ = try name(of: account, in: transaction)
       var appender = try log.appender(in: transaction)
@@ -81,7 +81,7 @@ extension LMDBStorage {
   /// The sequence numbers of the accounts' last events, in one read transaction; 0 for an
   /// empty log or no account.
   func heads(of accounts: [UInt64]) async throws -> [UInt64: UInt64] {
-    try environment.read { transaction in
+    try read { transaction in
       var heads: [UInt64: UInt64] = [:]
       for account in accounts where heads[account] == nil {
         heads[account] = try eventLog(of: account).state(in: transaction).lastSequence
@@ -128,7 +128,7 @@ extension LMDBStorage {
     -> Comparison
   {
     let log = eventLog(of: account)
-    return try environment.read { transaction in
+    return try read { transaction in
       let digest = try log.state(in: transaction).digest
       let differing = try log.buckets(in: transaction).differing(from: client)
       var ids: [Int: [Stamp]] = [:]
@@ -145,7 +145,7 @@ extension LMDBStorage {
   /// `maximumBytes` of encoded events (at least one); ids the log does not hold are skipped.
   func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event] {
     let log = eventLog(of: account)
-    return try environment.read { transaction in
+    return try read { transaction in
       var events: [Event] = []
       var budget = PageBudget(bytes: maximumBytes)
       for id in ids {

@@ -4,7 +4,7 @@ internal import LMDB
 /// and the latest time, big-endian.
 extension LMDBStorage {
   func throttleCounts(_ keys: [[UInt8]]) async throws -> [[UInt8]: ThrottleCount] {
-    try environment.read { transaction in
+    try read { transaction in
       var counts: [[UInt8]: ThrottleCount] = [:]
       for key in keys {
         if let value = try transaction.value(forKey: key, in: throttle) {
@@ -17,7 +17,7 @@ extension LMDBStorage {
 
   func countThrottle(_ keys: [(key: [UInt8], window: UInt64)], now: UInt64) async throws {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         for (key, window) in keys {
           var count = try transaction.value(forKey: key, in: throttle).flatMap(Self.throttleCount)
           if let current = count, now < current.first &+ window {
@@ -38,7 +38,7 @@ extension LMDBStorage {
   func clearThrottle(_ keys: [[UInt8]]) async throws {
     guard !keys.isEmpty else { return }
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         for key in keys { _ = try transaction.delete(forKey: key, in: throttle) }
       }
     }
@@ -46,7 +46,7 @@ extension LMDBStorage {
 
   func sweepThrottles(firstBefore: UInt64) async throws -> Int {
     try await onWriter { [self] in
-      try environment.write { transaction in
+      try write { transaction in
         var due: [[UInt8]] = []
         try transaction.forEach(in: throttle) { key, value in
           // A value of another length is not a counter this version wrote: swept too.

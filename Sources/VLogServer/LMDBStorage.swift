@@ -158,7 +158,7 @@ final class LMDBStorage: ServerStorage {
   }
 
   func checkFormat() throws {
-    try environment.write { transaction in
+    try write { transaction in
       let key = Array("format".utf8)
       guard let format = try transaction.value(forKey: key, in: meta) else {
         try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
@@ -286,7 +286,7 @@ final class LMDBStorage: ServerStorage {
   @discardableResult
   func applyRetention(_ retention: Duration?, now: UInt64) throws -> Int {
     guard retention != nil else { return 0 }
-    return try environment.write { transaction in
+    return try write { transaction in
       var redacted = 0
       for account in try accountNumbers(in: transaction) {
         var appender = try eventLog(of: account).appender(in: transaction)
@@ -302,7 +302,7 @@ final class LMDBStorage: ServerStorage {
   func verify(retention: (period: Duration?, now: UInt64) = (nil, 0)) throws
     -> ServerVerification
   {
-    try environment.read { transaction in
+    try read { transaction in
       let accounts = try accountNumbers(in: transaction)
       var faults: [VerificationFault] = []
       var events = 0
@@ -318,8 +318,30 @@ final class LMDBStorage: ServerStorage {
     }
   }
 
+  // MARK: - Transactions
+
+  // LMDB's failures, and the engine's, leave the storage as `StorageError`s: these are the
+  // only ways into the environment.
+
   /// Runs `body` on the environment's writer queue.
   func onWriter<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-    try await environment.onWriterQueue(body)
+    try await StorageError.converting { try await environment.onWriterQueue(body) }
+  }
+
+  /// Runs a read transaction.
+  func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+    try StorageError.converting { try environment.read(body) }
+  }
+
+  /// Runs a write transaction (on the writer queue: see ``onWriter(_:)``).
+  func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
+    try StorageError.converting { try environment.write(body) }
+  }
+
+  /// Runs a push in the next group commit (``GroupCommit/write(_:)``).
+  func groupWrite<R: Sendable>(
+    _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+  ) async throws -> R {
+    try await StorageError.converting { try await pushes.write(body) }
   }
 }

@@ -1,3 +1,6 @@
+internal import LMDB
+internal import VLog
+
 /// A failure of the server's storage (LMDB or PostgreSQL), by what its caller can do about it.
 ///
 /// Storage speaks of accounts, cursors and databases, never of HTTP: the one place that turns a
@@ -28,6 +31,8 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     /// Stored data is damaged: a record that does not decode, an index that names what is
     /// not there.
     public static let damaged = Code("damaged")
+    /// The storage failed otherwise: the message says how.
+    public static let failed = Code("failed")
 
     /// The code's name.
     public var description: String { name }
@@ -83,5 +88,55 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
 
   static func damaged(_ message: String) -> StorageError {
     StorageError(.damaged, message)
+  }
+
+  /// LMDB's failure, as the storage's: damage is `damaged`; what passes once an operator makes
+  /// room (a full disk or map, no reader slot or memory, an I/O error) is `unavailable`, which
+  /// a client retries; anything else is `failed`.
+  init(_ error: LMDBError) {
+    switch error.code {
+    case .corrupted, .pageNotFound, .panic, .invalidFile, .versionMismatch, .incompatible:
+      self = .damaged("\(error)")
+    case .mapFull, .noSpace, .readersFull, .outOfMemory, .ioError:
+      self = .unavailable("\(error)")
+    default:
+      self = StorageError(.failed, "\(error)")
+    }
+  }
+
+  /// The engine's failure in an account's log, as the storage's: a damaged log is `damaged`;
+  /// LMDB's failure underneath is what `init(_: LMDBError)` makes of it; anything else is
+  /// `failed`.
+  init(_ error: VLogError) {
+    if let underlying = error.underlying {
+      self.init(underlying)
+    } else if error.code == .corruptStore {
+      self = .damaged("\(error)")
+    } else {
+      self = StorageError(.failed, "\(error)")
+    }
+  }
+
+  /// Runs `body`, turning a failure of LMDB or of the engine into a ``StorageError``: the one
+  /// boundary between the LMDB server's storage and what it tells its callers.
+  static func converting<R>(_ body: () throws -> R) throws -> R {
+    do {
+      return try body()
+    } catch let error as LMDBError {
+      throw StorageError(error)
+    } catch let error as VLogError {
+      throw StorageError(error)
+    }
+  }
+
+  /// ``converting(_:)`` for work that waits.
+  static func converting<R>(_ body: () async throws -> R) async throws -> R {
+    do {
+      return try await body()
+    } catch let error as LMDBError {
+      throw StorageError(error)
+    } catch let error as VLogError {
+      throw StorageError(error)
+    }
   }
 }

@@ -50,9 +50,12 @@ struct ServerStorageTests {
       let faults = verification.faults
       #expect(faults.map(\.kind) == [.corruptEvent])
       #expect(faults.first?.message == "account 1: event 2: the checksum does not match its bytes")
-      await #expect(throws: VLogError.self) {
+      // Reading it is the storage's damage, which a client sees as a 500 naming nothing of it.
+      let error = await #expect(throws: StorageError.self) {
         try await server.store.sync(account: 1, pushing: [], after: 0, limit: 10)
       }
+      #expect(error?.code == .damaged)
+      #expect(error?.message.contains("the checksum does not match") == true)
     }
   }
 
