@@ -42,7 +42,12 @@ package struct Milliseconds: RawRepresentable, Hashable, Comparable, Sendable {
 extension Date {
   /// Milliseconds since 1970, rounded: the precision VLog stores dates with.
   package var milliseconds: Int64 {
-    Int64((timeIntervalSince1970 * 1000).rounded())
+    let value = (timeIntervalSince1970 * 1000).rounded()
+    // Past Int64's range (a date ages away, or not a number): the nearest end, not a trap.
+    guard let exact = Int64(exactly: value) else {
+      return value.isNaN ? 0 : value < 0 ? .min : .max
+    }
+    return exact
   }
 
   /// Milliseconds since 1970, rounded, and 0 for a date before it: for counters and stamps.

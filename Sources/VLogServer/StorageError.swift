@@ -23,7 +23,8 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     /// An encrypted account's keys are not as the request expected: another epoch, or keys the
     /// rotation does not cover. The device reads them again and retries.
     public static let keysChanged = Code("keysChanged")
-    /// The database cannot be reached or did not answer in time: try again in a moment.
+    /// The database cannot be reached or did not answer in time, or the storage cannot take
+    /// writes now (a full disk or map, no memory, an I/O error): try again in a moment.
     public static let unavailable = Code("unavailable")
     /// The data directory or database cannot be used by this server: a newer format or schema,
     /// a URL that is not a PostgreSQL URL.
@@ -90,13 +91,16 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     StorageError(.damaged, message)
   }
 
-  /// LMDB's failure, as the storage's: damage is `damaged`; what passes once an operator makes
-  /// room (a full disk or map, no reader slot or memory, an I/O error) is `unavailable`, which
-  /// a client retries; anything else is `failed`.
+  /// LMDB's failure, as the storage's: damage is `damaged`; a file this LMDB cannot use is
+  /// `unusable`; what passes once an operator makes room (a full disk or map, no reader slot or
+  /// memory, an I/O error) is `unavailable`, which a client retries; anything else is
+  /// `failed`.
   init(_ error: LMDBError) {
     switch error.code {
-    case .corrupted, .pageNotFound, .panic, .invalidFile, .versionMismatch, .incompatible:
+    case .corrupted, .pageNotFound, .panic, .invalidFile:
       self = .damaged("\(error)")
+    case .versionMismatch, .incompatible:
+      self = .unusable("\(error)")
     case .mapFull, .noSpace, .readersFull, .outOfMemory, .ioError:
       self = .unavailable("\(error)")
     default:
@@ -112,6 +116,8 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
       self.init(underlying)
     } else if error.code == .corruptStore {
       self = .damaged("\(error)")
+    } else if error.code == .unsupportedFormat {
+      self = .unusable("\(error)")
     } else {
       self = StorageError(.failed, "\(error)")
     }

@@ -18,7 +18,8 @@ internal import VLogWire
 /// 5. When the outbox is empty and no page remains but the digests differ, repair compares
 ///    buckets (at most ``repairRounds`` rounds), pushes what the server lacks that it would
 ///    take (not stamped past its skew bound) and fetches what the store lacks.
-/// 6. Every push carries at least one event, so a sync always progresses or fails.
+/// 6. Every push of the outbox or of repair carries at least one event (halving stops at one),
+///    so a sync always progresses or fails; a pull carries none.
 /// 7. It says when work may run ahead, and the driver only performs it: a pull that pushed
 ///    nothing and has more pages asks for the next page while the store commits this one
 ///    (``Action/commit(_:acknowledgingThrough:prefetch:)``), taken only if the next call is
@@ -308,7 +309,9 @@ struct SyncMachine {
       return unexpected("ids")
     }
     // What the server would refuse as stamped too far ahead waits for a later sync.
-    let latest = deviceTime + skew + skewBound
+    let (ahead, overflow) = deviceTime.addingReportingOverflow(skew)
+    let (bound, past) = ahead.addingReportingOverflow(skewBound)
+    let latest = overflow || past ? (skew < 0 ? Int64.min : Int64.max) : bound
     let missing = ours.subtracting(theirs).sorted()
     let pushable = missing.filter { Int64(clamping: $0.time.milliseconds) <= latest }
     report.deferred = missing.count - pushable.count

@@ -23,6 +23,8 @@ struct StorageErrorTests {
       (Self.lmdb(.noSpace), .unavailable, 503),
       (Self.lmdb(.readersFull), .unavailable, 503),
       (Self.lmdb(.keyExists), .failed, 500),
+      (Self.lmdb(.versionMismatch), .unusable, 500),
+      (VLogError(.unsupportedFormat, "format 9"), .unusable, 500),
       (VLogError(.corruptStore, "a record's checksum differs"), .damaged, 500),
       (VLogError(.storage, "commit", underlying: Self.lmdb(.noSpace)), .unavailable, 503),
       (VLogError(.invalidValue, "planted"), .failed, 500),

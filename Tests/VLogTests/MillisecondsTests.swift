@@ -9,6 +9,9 @@ struct MillisecondsTests {
   func dates() {
     #expect(Milliseconds(Date(timeIntervalSince1970: 1.2345)).rawValue == 1235)
     #expect(Milliseconds(Date(timeIntervalSince1970: -5)).rawValue == 0)
+    // Past Int64's milliseconds: the nearest end, not a trap.
+    #expect(Date(timeIntervalSince1970: 1e300).milliseconds == .max)
+    #expect(Date(timeIntervalSince1970: -1e300).milliseconds == .min)
   }
 
   @Test("a span keeps fractions of a second, drops fractions of a millisecond, is 0 when negative")

@@ -42,7 +42,8 @@ struct NoteMerge: Sendable {
   ///   - note: The note's state.
   ///   - replaced: Gains the changes this one replaced, and the change itself if it arrived
   ///     replaced: each with the time of the change that replaced it.
-  ///   - tagKey: A tag's key (``TagKey/init(_:)``, which a caller may keep computed).
+  ///   - tagKey: The key of a tag an addition or removal names (``TagKey/init(_:)``, which a
+  ///     caller may keep computed); a tags list's names are keyed as they are met.
   ///   - isHeld: Whether the log holds the text change with this stamp, earlier than this one.
   /// - Returns: Whether the note's state changed.
   func apply(
@@ -225,8 +226,8 @@ protocol MergePolicy: Sendable {
   /// time, then replica id).
   func wins(_ new: Stamp, over old: Stamp) -> Bool
 
-  /// The texts a text change replaces, of those it names (`base`); nil replaces every older
-  /// text: the texts it names.
+  /// Which texts a text change replaces, given those it names (`base`; nil replaces every
+  /// older text): the texts it names.
   func replacedTexts(named base: ReplacedTexts?) -> ReplacedTexts?
 
   /// Puts a tag on a note: ``NoteMerge/changeTag(_:tag:to:at:in:)`` for that tag alone.
