@@ -380,4 +380,3 @@ public struct EventKind: Hashable, Sendable, CustomStringConvertible {
     self = kind
   }
 }
-

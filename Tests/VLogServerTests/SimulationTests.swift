@@ -93,7 +93,8 @@ struct SimulationOutcome: Equatable {
 /// faults, on manual clocks: random edits, syncs, restarts, clock steps and late deliveries, then
 /// a healed network and syncs until nothing moves.
 func simulate(
-  seed: UInt64, backend: Backend = .lmdb, mergePolicy: any MergePolicy = StandardMerge(), steps: Int = 60
+  seed: UInt64, backend: Backend = .lmdb, mergePolicy: any MergePolicy = StandardMerge(),
+  steps: Int = 60
 ) async throws
   -> SimulationOutcome
 {
