@@ -36,12 +36,9 @@ public final class SyncServer: Sendable {
   let store: any ServerStorage
   let dependencies: Dependencies
   package let logger: Logger
-  /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
-  /// password.
-  let decoy: PasswordHash
-  /// Bounds concurrent password hashing, failed sign-ins and sign-ups.
-  let throttle: PasswordThrottle
-  /// The storage's secret (``ServerStorage/serverSecret()``), once read.
+  /// Every check of a password: hashing, the throttle, the decoy.
+  let passwords: PasswordChecks
+  /// The storage's secret (``AccountStorage/serverSecret()``), once read.
   let secret: ServerSecret
   /// The open connections of the running application, against the cap.
   let connections: ConnectionRegistry
@@ -56,9 +53,8 @@ public final class SyncServer: Sendable {
   /// The live channels open now.
   package var openLiveChannels: Int { live.count }
   /// Request counts and latencies, events stored and served, sign-in failures.
-  let metrics = ServerMetrics()
-  /// Whether each account a push came for is end-to-end encrypted, once asked of storage: an
-  /// account is one or the other for good, and its number is never given again.
+  let metrics: ServerMetrics
+  /// Whether each account a push came for is end-to-end encrypted (``SyncController``).
   let encryptedAccounts = Locked<[UInt64: Bool]>([:])
 
   private init(
@@ -85,12 +81,19 @@ public final class SyncServer: Sendable {
     self.live = live
     let secret = ServerSecret(store)
     self.secret = secret
-    self.throttle = PasswordThrottle(
-      limit: configuration.concurrentPasswordChecks,
-      signUpsPerHour: configuration.signUpsPerAddressPerHour, store: store,
-      secret: { try await secret.value() }, now: dependencies.now)
-    self.decoy = try PasswordHash(
-      hashing: "decoy", cost: configuration.passwordCost, salt: [UInt8](repeating: 0, count: 16))
+    let metrics = ServerMetrics()
+    self.metrics = metrics
+    self.passwords = PasswordChecks(
+      accounts: store,
+      throttle: PasswordThrottle(
+        limit: configuration.concurrentPasswordChecks,
+        signUpsPerHour: configuration.signUpsPerAddressPerHour, store: store,
+        secret: { try await secret.value() }, now: dependencies.now),
+      cost: configuration.passwordCost,
+      decoy: try PasswordHash(
+        hashing: "decoy", cost: configuration.passwordCost,
+        salt: [UInt8](repeating: 0, count: 16)),
+      randomBytes: dependencies.randomBytes, metrics: metrics)
   }
 
   /// Opens (creating if needed) the server's data directory.
@@ -166,7 +169,8 @@ public final class SyncServer: Sendable {
   @discardableResult
   public func sweepReleasedBlobs() async throws -> Int {
     try await store.sweepReleasedBlobs(
-      releasedBefore: releasedBefore(configuration.blobGracePeriod))
+      releasedBefore: Milliseconds(dependencies.now()).subtracting(configuration.blobGracePeriod)
+        .rawValue)
   }
 
   /// Removes the throttle counters whose windows are over: what a running server does every
@@ -175,12 +179,7 @@ public final class SyncServer: Sendable {
   /// - Returns: The number of counters removed.
   @discardableResult
   public func sweepThrottles() async throws -> Int {
-    try await throttle.sweep()
-  }
-
-  /// The wall-clock time, in milliseconds, `age` ago.
-  func releasedBefore(_ age: Duration) -> UInt64 {
-    Milliseconds(dependencies.now()).subtracting(age).rawValue
+    try await passwords.throttle.sweep()
   }
 
   /// Closes the data directory, or starts closing the database connections. Requests after
@@ -348,33 +347,51 @@ public final class SyncServer: Sendable {
     }
   }
 
-  /// The routes (`Routes.all`), behind the middleware that renders errors as JSON and logs
-  /// each request.
+  /// The routes of every controller, behind the middleware that renders errors as JSON and
+  /// logs each request.
   public func router() -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
+    let routes = RouteTable(controllers())
     // Outside the middleware that renders errors, so that error answers carry the headers too.
     if !configuration.allowedOrigins.isEmpty {
       router.middlewares.add(AllowedOrigins(origins: configuration.allowedOrigins))
     }
-    router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics))
-    for route in Routes.all {
-      let handler: @Sendable (Request, ServerContext) async throws -> Response = {
-        [self] request, context in try await route.handler(self, request, context)
-      }
-      router.on(RouterPath(route.path), method: route.method, use: handler)
-      // HEAD is GET without the body: the middleware drops it and keeps its length.
-      if route.answersHead { router.on(RouterPath(route.path), method: .head, use: handler) }
-    }
+    router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics, routes: routes))
+    routes.register(on: router)
     return router
   }
 
-  /// The OpenAPI document as an answer.
-  func documentResponse() -> Response {
-    var headers = HTTPFields()
-    headers[.contentType] = "application/json"
-    return Response(
-      status: .ok, headers: headers,
-      body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPIDocument)))
+  /// The API's areas, each given only the storage slices and settings it uses.
+  func controllers() -> [any ServerController] {
+    let auth = Authenticator(sessions: store, now: dependencies.now)
+    let reader = RequestReader(
+      maximumBodyBytes: configuration.maximumBodyBytes, bodyTimeout: configuration.bodyTimeout)
+    return [
+      OperationsController(
+        backend: store.backend, isReady: { [store] in await store.isReady() }, metrics: metrics,
+        connections: connections, live: live),
+      AccountsController(
+        accounts: store, keys: store, passwords: passwords, auth: auth, reader: reader),
+      SessionsController(
+        accounts: store, sessions: store, keys: store, passwords: passwords, secret: secret,
+        auth: auth, reader: reader, tokenLifetime: configuration.tokenLifetime,
+        dependencies: dependencies),
+      KeysController(
+        accounts: store, keys: store, passwords: passwords, auth: auth, reader: reader,
+        maximumObjects: configuration.maximumEventsPerPush,
+        defaultPageSize: configuration.defaultPageSize,
+        maximumPageSize: configuration.maximumPageSize),
+      SyncController(
+        logs: store, keys: store, auth: auth, reader: reader, configuration: configuration,
+        metrics: metrics, encryptedAccounts: encryptedAccounts, now: dependencies.now),
+      BlobsController(
+        blobs: store, auth: auth, reader: reader,
+        maximumHashes: configuration.maximumEventsPerPush,
+        maximumBlobBytes: configuration.maximumBlobBytes,
+        gracePeriod: configuration.blobGracePeriod, now: dependencies.now),
+      LiveController(
+        hub: live, logs: store, auth: auth, connections: connections, logger: logger),
+    ]
   }
 
   /// The OpenAPI 3.1 document of the HTTP API, as served at `GET /v1/openapi.json`.

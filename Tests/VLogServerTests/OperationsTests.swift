@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import LMDB
 import Logging
 import ServerTestSupport
@@ -12,6 +13,31 @@ import VLogTesting
 
 @Suite("Operations")
 struct OperationsTests {
+  @Test(
+    "the route table, gathered from the controllers, and the OpenAPI document name the same paths and methods"
+  )
+  func everyRouteIsDocumented() async throws {
+    let server = try withTemporaryDirectory { root in
+      try SyncServer.open(dataDirectory: root + "/server", configuration: .testing)
+    }
+    defer { server.close() }
+    let routes = Set(
+      RouteTable(server.controllers()).routes.flatMap { route in
+        let path =
+          "/"
+          + route.path.split(separator: "/").map {
+            $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0)
+          }.joined(separator: "/")
+        return [route.method.rawValue + " " + path] + (route.answersHead ? ["HEAD " + path] : [])
+      })
+    let documented = Set(
+      try OpenAPIValidator().paths.flatMap { path, item in
+        item.keys.filter { $0 != "parameters" }.map { $0.uppercased() + " " + path }
+      })
+    #expect(routes == documented)
+    #expect(routes.count == 28)
+  }
+
   @Test(
     "Readiness follows the database: 503 while it cannot be reached, 200 again once it can; liveness stays 200"
   )

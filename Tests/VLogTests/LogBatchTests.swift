@@ -172,3 +172,117 @@ struct LogBatchTests {
     }
   }
 }
+
+/// A ``MemoryLog`` seen as a database is: only the facts read so far are known, and a lookup of
+/// any other throws ``MissingLogFacts`` naming it, for a round of reads.
+private struct RoundTripFacts: LogFacts {
+  var log: MemoryLog
+  var known = MissingLogFacts()
+  /// Round trips made.
+  var rounds = 0
+
+  mutating func read(_ missing: MissingLogFacts) {
+    rounds += 1
+    known.deletions.formUnion(missing.deletions)
+    known.fields.formUnion(missing.fields)
+    known.sequences.formUnion(missing.sequences)
+    known.events.formUnion(missing.events)
+    known.references.merge(missing.references) { $1 }
+  }
+
+  private func need<T>(_ path: WritableKeyPath<MissingLogFacts, Set<T>>, _ values: [T]) throws {
+    let unknown = Set(values).subtracting(known[keyPath: path])
+    guard unknown.isEmpty else {
+      var missing = MissingLogFacts()
+      missing[keyPath: path] = unknown
+      throw missing
+    }
+  }
+
+  mutating func isDeleted(_ object: Identifier) throws -> Bool {
+    try need(\.deletions, [object])
+    return log.isDeleted(object)
+  }
+
+  mutating func tagDeletion(of tagObject: Identifier) throws -> Stamp? {
+    try need(\.deletions, [tagObject])
+    return log.tagDeletion(of: tagObject)
+  }
+
+  mutating func newestChanges(to keys: [FieldKey]) throws -> [FieldKey: FieldChange] {
+    try need(\.fields, keys)
+    return log.newestChanges(to: keys)
+  }
+
+  mutating func sequences(of objects: [Identifier]) throws -> [Identifier: [UInt64]] {
+    try need(\.sequences, objects)
+    return log.sequences(of: objects)
+  }
+
+  mutating func events(at sequences: [UInt64]) throws -> [UInt64: Event] {
+    try need(\.events, sequences)
+    return log.events(at: sequences)
+  }
+
+  mutating func referenced(_ blobs: [BlobHash: Set<UInt64>]) throws -> [BlobHash: Bool] {
+    var missing = MissingLogFacts()
+    for (hash, excluded) in blobs where known.references[hash] != excluded {
+      missing.references[hash] = excluded
+    }
+    guard missing.isEmpty else { throw missing }
+    return log.referenced(blobs)
+  }
+}
+
+@Suite("Log batch: facts read in rounds")
+struct FactsRoundTests {
+  /// Runs `step` in rounds until it is done, reading what each round needs.
+  private func resolve<T>(
+    _ batch: inout LogBatch, _ facts: inout RoundTripFacts, inPlace: Bool,
+    _ step: (inout LogBatch, inout RoundTripFacts) throws -> T
+  ) throws -> T {
+    for _ in 0..<16 {
+      switch try batch.round(inPlace: inPlace, facts: &facts, step) {
+      case .done(let result): return result
+      case .needs(let missing): facts.read(missing)
+      }
+    }
+    throw MissingLogFacts()
+  }
+
+  @Test(
+    "a batch over facts read in rounds decides what it decides over facts known at once, in a few rounds per step"
+  )
+  func roundsDecideTheSame() async {
+    await propertyCheck(count: 100, input: Gen.int(in: 0...95).array(of: 2...30)) { steps in
+      let events = noteEvents(steps)
+      let half = events.count / 2
+      guard var direct = try? MemoryLog.appending(Array(events[..<half]), inBatchesOf: []) else {
+        Issue.record("the batch threw")
+        return
+      }
+      var rounds = RoundTripFacts(log: direct)
+      var batch = LogBatch(lastSequence: direct.lastSequence, tracksFields: true)
+      var expected = LogBatch(lastSequence: direct.lastSequence, tracksFields: true)
+      do {
+        for event in events[half...] {
+          _ = try resolve(&batch, &rounds, inPlace: true) { try $0.append(event, facts: &$1) }
+          _ = try expected.append(event, facts: &direct)
+        }
+        try resolve(&batch, &rounds, inPlace: false) { try $0.finish(facts: &$1) }
+        try expected.finish(facts: &direct)
+      } catch {
+        Issue.record("a step threw: \(error)")
+        return
+      }
+      var viaRounds = rounds.log
+      viaRounds.write(batch.changes)
+      direct.write(expected.changes)
+      #expect(viaRounds.events == direct.events)
+      #expect(viaRounds.fields == direct.fields)
+      #expect(Set(viaRounds.queue) == Set(direct.queue))
+      #expect(viaRounds.deletions == direct.deletions)
+      #expect(rounds.rounds <= 4 * (events.count - half + 1), "each step needs a few rounds")
+    }
+  }
+}

@@ -37,9 +37,8 @@ extension EventLog {
     /// Blobs that lost their last reference in this transaction (see `LogBatch.swift`), known
     /// once ``commit(in:)`` has run.
     package internal(set) var releasedBlobs: Set<BlobHash> = []
-    /// The notes and attachments whose first deletion this transaction stored, and the
-    /// attachments erased with their note (``LogChanges/erasedAttachments``), known once
-    /// ``commit(in:)`` has run: what a server erases with them (an encrypted account's keys).
+    /// The objects a server erases what it keeps of (``LogChanges/erasedObjects``), known once
+    /// ``commit(in:)`` has run.
     package internal(set) var deletedObjects: [Identifier] = []
     /// The latest time the clock may take from an appended event: the wall clock plus the
     /// skew bound, for a store; unlimited by default.
@@ -144,9 +143,8 @@ extension EventLog {
           }
         }
       }
-      deletedObjects += changes.erasedAttachments
+      deletedObjects += changes.erasedObjects
       for (object, sequence) in changes.deletions {
-        deletedObjects.append(object)
         try transaction.put(
           BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
       }

@@ -573,6 +573,13 @@ package struct LogChanges: Sendable {
   package var releasedBlobs: Set<BlobHash> = []
 
   package init() {}
+
+  /// The objects whose deletion this batch stored, and the attachments erased with their note:
+  /// what a server erases with them (an encrypted account's keys of them). The one rule of
+  /// what a deletion erases beyond the log; each backend only writes it.
+  package var erasedObjects: [Identifier] {
+    deletions.map(\.object) + erasedAttachments
+  }
 }
 
 extension Change {

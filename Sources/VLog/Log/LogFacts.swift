@@ -1,8 +1,9 @@
 /// What the log's rules (``LogBatch``) need to know of what a log already holds, looked up by
 /// the storage that holds it: LMDB (``EventLog``'s appender, at once, inside its transaction)
 /// or a database across the network (the sync server's PostgreSQL writer, in batches: it
-/// answers from what it has read, and throws ``MissingLogFacts`` for the rest, which it then
-/// reads in one round trip before it runs the rule again).
+/// answers from what it has read, and throws ``MissingLogFacts`` for the rest; the batch's
+/// ``LogBatch/round(inPlace:facts:_:)`` turns that into a ``FactsRound`` value, and the writer
+/// reads what it names in one round trip before it runs the rule again).
 ///
 /// Every answer is about the stored log *as the storage holds it now*, the changes the batch
 /// handed over (``LogBatch/changes`` the owner has written and cleared) included and the

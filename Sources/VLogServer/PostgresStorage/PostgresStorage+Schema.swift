@@ -110,7 +110,7 @@ extension PostgresStorage {
       """,
       "ALTER TABLE vlog_account_keys ADD COLUMN IF NOT EXISTS rotation_due boolean NOT NULL DEFAULT false",
     ],
-    // The server's secret (``ServerStorage/serverSecret()``), made by the first server that
+    // The server's secret (``AccountStorage/serverSecret()``), made by the first server that
     // asks for it.
     7: [
       """

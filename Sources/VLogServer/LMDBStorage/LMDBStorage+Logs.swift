@@ -49,25 +49,7 @@ extension LMDBStorage {
         try appender.append(event, local: false, in: transaction)
       }
       try appender.applyRetention(retention.period, now: retention.now, in: transaction)
-      try appender.commit(in: transaction)
-      // A deleted object's key goes with it; the content key that wrapped it is then due to
-      // rotate.
-      var erasedKeys = false
-      for object in appender.deletedObjects {
-        erasedKeys =
-          try transaction.delete(forKey: BigEndian.bytes(account) + object.bytes, in: objectKeys)
-          || erasedKeys
-      }
-      if erasedKeys {
-        try transaction.put([], forKey: Self.rotationDueKey(account), in: accountKeys)
-      }
-      // Blobs that only erased events used wait out the grace period (for an undo), then go.
-      for hash in appender.releasedBlobs where try !log.references(hash, in: transaction) {
-        let key = BigEndian.bytes(account) + hash.bytes
-        if try transaction.containsValue(forKey: key, in: blobs) {
-          try transaction.put(BigEndian.bytes(retention.now), forKey: key, in: releasedBlobs)
-        }
-      }
+      try commit(&appender, account: account, now: retention.now, in: transaction)
       return try page(
         log, state: appender.state, after: cursor, limit: (limit, maximumBytes),
         skipping: pushed, stored: appender.appended, in: transaction)
@@ -154,6 +136,32 @@ extension LMDBStorage {
         events.append(event)
       }
       return events
+    }
+  }
+
+  /// Commits an account's appender, then writes what its batch decided beyond the log: a
+  /// deleted object's key goes with it (the content key that wrapped it is then due to
+  /// rotate), and blobs that only erased events used wait out the grace period from `now`
+  /// (for an undo), then go.
+  func commit(
+    _ appender: inout EventLog.Appender, account: UInt64, now: UInt64,
+    in transaction: borrowing WriteTransaction
+  ) throws {
+    try appender.commit(in: transaction)
+    var erasedKeys = false
+    for object in appender.deletedObjects {
+      erasedKeys =
+        try transaction.delete(forKey: BigEndian.bytes(account) + object.bytes, in: objectKeys)
+        || erasedKeys
+    }
+    if erasedKeys {
+      try transaction.put([], forKey: Self.rotationDueKey(account), in: accountKeys)
+    }
+    for hash in appender.releasedBlobs {
+      let key = BigEndian.bytes(account) + hash.bytes
+      if try transaction.containsValue(forKey: key, in: blobs) {
+        try transaction.put(BigEndian.bytes(now), forKey: key, in: releasedBlobs)
+      }
     }
   }
 }

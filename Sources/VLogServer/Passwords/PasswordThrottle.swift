@@ -11,7 +11,7 @@ internal import VLog
 ///    and 128 MiB each); a request past that is refused at once instead of queueing.
 /// 2. Failed password checks count against keys — a user name, an address, a device, the
 ///    recovery of a name — each with its ``ThrottleBudget``; a key past its budget waits. The
-///    counters live in the server's storage (``ServerStorage/countThrottle(_:now:)``): every
+///    counters live in the server's storage (``ThrottleStorage/countThrottle(_:now:)``): every
 ///    server of a database shares them, a restart keeps them, and none is forgotten to make
 ///    room for another — only when its window has passed.
 /// 3. Sign-ups count against their address.
@@ -24,7 +24,7 @@ final class PasswordThrottle: Sendable {
   let limit: Int
   /// An address's sign-ups an hour.
   let signUpsPerHour: Int
-  private let store: any ServerStorage
+  private let store: any ThrottleStorage
   private let secret: @Sendable () async throws -> [UInt8]
   private let now: @Sendable () -> Date
   private let running = Locked(0)
@@ -33,7 +33,7 @@ final class PasswordThrottle: Sendable {
   typealias Subject = (key: ThrottleKey, budget: ThrottleBudget)
 
   init(
-    limit: Int, signUpsPerHour: Int, store: any ServerStorage,
+    limit: Int, signUpsPerHour: Int, store: any ThrottleStorage,
     secret: @escaping @Sendable () async throws -> [UInt8], now: @escaping @Sendable () -> Date
   ) {
     self.limit = max(1, limit)

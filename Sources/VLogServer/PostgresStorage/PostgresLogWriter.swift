@@ -95,23 +95,17 @@ struct PostgresLogWriter {
     }
   }
 
-  /// Runs a step of the batch until the facts it needs are read: each round reads everything
-  /// the step found missing at once. A step that may throw after changing the batch runs on a
-  /// copy, kept only when it completes.
+  /// Runs a step of the batch in rounds (``LogBatch/round(inPlace:facts:_:)``) until it is
+  /// done: each round that needs facts reads everything it found missing at once.
   private mutating func resolve<T>(
     inPlace: Bool, _ step: (inout LogBatch, inout PostgresLogFacts) throws -> T
   ) async throws -> T {
-    // Each round reads facts the step did not have; a step asks for a bounded chain of them
-    // (sequences, then events, then newest changes and references).
+    // A step asks for a bounded chain of facts (sequences, then events, then newest changes
+    // and references).
     for _ in 0..<16 {
-      do {
-        if inPlace { return try step(&batch, &facts) }
-        var attempt = batch
-        let result = try step(&attempt, &facts)
-        batch = attempt
-        return result
-      } catch let missing as MissingLogFacts {
-        try await read(missing)
+      switch try batch.round(inPlace: inPlace, facts: &facts, step) {
+      case .done(let result): return result
+      case .needs(let missing): try await read(missing)
       }
     }
     throw StorageError.damaged("account \(account): the log's facts could not be read")
@@ -239,7 +233,7 @@ struct PostgresLogWriter {
         ON CONFLICT (account, object) DO UPDATE SET sequence = COALESCE(vlog_deletions.sequence, EXCLUDED.sequence)
         """, logger: logger)
     }
-    let erased = changes.deletions.map(\.object) + changes.erasedAttachments
+    let erased = changes.erasedObjects
     if !erased.isEmpty { try await eraseKeys(of: erased) }
     if !changes.tagDeletions.isEmpty {
       let deletions = Array(changes.tagDeletions)

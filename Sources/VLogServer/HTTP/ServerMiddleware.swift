@@ -11,6 +11,8 @@ internal import VLogWire
 struct ServerMiddleware: RouterMiddleware {
   package let logger: Logger
   let metrics: ServerMetrics
+  /// The API's routes, for the methods a path allows.
+  let routes: RouteTable
 
   func handle(
     _ request: Request, context: ServerContext,
@@ -76,7 +78,7 @@ struct ServerMiddleware: RouterMiddleware {
     } catch let error as HTTPError {
       // No route for the method: a path that exists with other methods is a 405.
       if error.status == .notFound,
-        let allowed = Routes.methods(forPath: request.uri.path), !allowed.contains(request.method)
+        let allowed = routes.methods(forPath: request.uri.path), !allowed.contains(request.method)
       {
         response = ServerError.methodNotAllowed(request.method, allowed: allowed).response()
       } else {

@@ -22,7 +22,7 @@ struct DeviceCredential: Sendable, Hashable {
   /// salt `passwordSalt`.
   init(name: String, account: UInt64, passwordSalt: [UInt8], nonce: [UInt8], secret: [UInt8]) {
     self.nonce = nonce
-    self.text = SyncServer.base64URL(
+    self.text = base64URL(
       nonce
         + Self.tag(
           name: name, account: account, passwordSalt: passwordSalt, nonce: nonce, secret: secret))
@@ -63,4 +63,13 @@ struct DeviceCredential: Sendable, Hashable {
       .replacingOccurrences(of: "_", with: "/")
     return Data(base64Encoded: standard + "=").map(Array.init)
   }
+}
+
+/// `bytes` in base64url without padding (RFC 4648 §5): what tokens and device credentials are
+/// sent as.
+func base64URL(_ bytes: [UInt8]) -> String {
+  Data(bytes).base64EncodedString()
+    .replacingOccurrences(of: "+", with: "-")
+    .replacingOccurrences(of: "/", with: "_")
+    .replacingOccurrences(of: "=", with: "")
 }

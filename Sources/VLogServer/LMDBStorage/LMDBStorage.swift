@@ -291,7 +291,7 @@ final class LMDBStorage: ServerStorage {
       for account in try accountNumbers(in: transaction) {
         var appender = try eventLog(of: account).appender(in: transaction)
         redacted += try appender.applyRetention(retention, now: now, in: transaction)
-        try appender.commit(in: transaction)
+        try commit(&appender, account: account, now: now, in: transaction)
       }
       return redacted
     }

@@ -5,7 +5,20 @@ internal import NIOCore
 internal import VLog
 internal import VLogWire
 
-extension SyncServer {
+/// The live channel: `GET /v1/live`.
+struct LiveController: ServerController {
+  let hub: LiveHub
+  let logs: any LogStorage
+  let auth: Authenticator
+  /// The connections against the cap: a channel's leaves their count.
+  let connections: ConnectionRegistry
+  /// The server's logger, which a channel logs its end to.
+  let logger: Logger
+
+  var routes: [Route] {
+    [Route("v1/live", .get) { try await live($0, $1) }]
+  }
+
   /// `GET /v1/live`: the account's live channel, a stream of server-sent events (see
   /// `LiveMessage`) that tells the device its account's head when it opens and after every
   /// commit that grows the log, pings it every ``Configuration/liveKeepAlive``, and ends when
@@ -26,7 +39,7 @@ extension SyncServer {
     // The channel's place is the hub's from now: the connection leaves the request
     // connections' count. Closing the connection ends the channel, whatever it is doing.
     let channel = context.channel
-    let hub = live
+    let hub = self.hub
     // What the channel keeps until it ends: the server's logger and the request's id, not
     // the request's logger with its metadata.
     let logger = self.logger
@@ -72,13 +85,13 @@ extension SyncServer {
   private func openChannel(_ request: Request) async throws -> (
     session: TokenRecord, id: UInt64, mailbox: LiveMailbox, head: UInt64
   ) {
-    let session = try await session(of: request)
-    let (id, mailbox) = try live.open(
+    let session = try await auth.session(of: request)
+    let (id, mailbox) = try hub.open(
       account: session.account, token: session.hash, expiresAt: session.expiresAt)
     do {
-      return (session, id, mailbox, try await store.head(of: session.account))
+      return (session, id, mailbox, try await logs.head(of: session.account))
     } catch {
-      live.close(id)
+      hub.close(id)
       throw error
     }
   }

@@ -4,30 +4,44 @@ internal import Logging
 internal import VLog
 internal import VLogWire
 
-/// The endpoints of an end-to-end encrypted account's keys: the record of its keys and their
-/// rotation, and its notes' and attachments' keys. Each answers 404 for an account that is not
-/// encrypted.
-extension SyncServer {
+/// The keys of an end-to-end encrypted account: the record of its keys and their rotation,
+/// recovery with the recovery key, and its notes' and attachments' keys. Each answers 404 for
+/// an account that is not encrypted.
+struct KeysController: ServerController {
+  let accounts: any AccountStorage
+  let keys: any KeyStorage
+  let passwords: PasswordChecks
+  let auth: Authenticator
+  let reader: RequestReader
+  /// The most object keys one request stores or looks up.
+  let maximumObjects: Int
+  /// The keys a listing's page holds unless asked for another number, and at most.
+  let defaultPageSize: Int
+  let maximumPageSize: Int
+
+  var routes: [Route] {
+    [
+      Route("v1/accounts/recovery-keys", .post) { try await recoveryKeys($0, $1) },
+      Route("v1/accounts/recover", .post) { try await recover($0, $1) },
+      Route("v1/accounts/current/keys", .get) { try await accountKeys($0, $1) },
+      Route("v1/accounts/current/keys", .put) { try await rotateKeys($0, $1) },
+      Route("v1/object-keys", .get) { try await listObjectKeys($0, $1) },
+      Route("v1/object-keys", .post) { try await storeObjectKeys($0, $1) },
+      Route("v1/object-keys/lookup", .post) { try await lookUpObjectKeys($0, $1) },
+    ]
+  }
+
   /// The account of the request's token, and its record of keys.
   ///
   /// - Throws: ``ServerError`` `notEncrypted` for an account that is not encrypted.
   private func encryptedAccount(_ request: Request) async throws -> (
     account: UInt64, record: EncryptionRecord
   ) {
-    let (account, _) = try await authenticate(request)
-    guard let record = try await store.encryption(of: account) else {
+    let (account, _) = try await auth.authenticate(request)
+    guard let record = try await keys.encryption(of: account) else {
       throw ServerError.notEncrypted
     }
     return (account, record)
-  }
-
-  /// A query parameter that must be a whole number, if present.
-  private func number(_ name: String, of request: Request) throws(ServerError) -> UInt64? {
-    guard let text = request.uri.queryParameters[name[...]] else { return nil }
-    guard let value = UInt64(text) else {
-      throw ServerError.invalid(WireError(name, "'\(text)' is not a whole number"))
-    }
-    return value
   }
 
   /// What a device of an encrypted account needs to open its keys, and with `since`, the
@@ -36,7 +50,7 @@ extension SyncServer {
     let (account, record) = try await encryptedAccount(request)
     var links: [[UInt8]] = []
     if let since = try number("since", of: request), since < record.epoch {
-      links = try await store.links(account: account, after: since)
+      links = try await keys.links(account: account, after: since)
     }
     return try json(record.body(links: links), status: .ok)
   }
@@ -44,7 +58,7 @@ extension SyncServer {
   /// An encrypted account's sealed keys, for a device that proves it holds the recovery key:
   /// 401 for a wrong name or secret, as a sign-in, with recovery's own throttle.
   func recoveryKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let body = try await decode(RecoveryCredentials.self, from: request)
+    let body = try await reader.decode(RecoveryCredentials.self, from: request)
     let credentials = try checked { () throws(WireError) in try body.validated() }
     let (_, record) = try await checkRecovery(credentials, context)
     return try json(record.body(), status: .ok)
@@ -53,7 +67,7 @@ extension SyncServer {
   /// Recovers an encrypted account with its recovery key: a new password, the keys sealed to
   /// it, every session signed out.
   func recover(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let body = try await decode(AccountRecovery.self, from: request)
+    let body = try await reader.decode(AccountRecovery.self, from: request)
     let (credentials, newPassword, seal) = try checked { () throws(WireError) in
       let credentials = try body.credentials.validated()
       guard Credentials.passwordLengths.contains(body.newPassword.unicodeScalars.count) else {
@@ -62,8 +76,8 @@ extension SyncServer {
       return (credentials, body.newPassword, try body.keys.validated())
     }
     let (account, _) = try await checkRecovery(credentials, context)
-    let hash = try await hashSecret(newPassword)
-    try await store.setPassword(account: account, password: hash, keeping: nil, seal: seal)
+    let hash = try await passwords.hash(newPassword)
+    try await accounts.setPassword(account: account, password: hash, keeping: nil, seal: seal)
     context.logger.notice("account recovered", metadata: ["account": "\(account)"])
     return Response(status: .noContent)
   }
@@ -77,22 +91,18 @@ extension SyncServer {
     async throws -> (UInt64, EncryptionRecord)
   {
     let name = credentials.username
-    let account = try await store.account(named: name)
+    let account = try await accounts.account(named: name)
     var record: EncryptionRecord?
-    if let account { record = try await store.encryption(of: account.number) }
-    let stored = record?.recoverySecret ?? decoy
-    let secret = credentials.recoverySecret
+    if let account { record = try await keys.encryption(of: account.number) }
     // Recovery has its own budgets, stricter than a sign-in's and apart from them.
     let subjects =
       [(ThrottleKey(kind: .recoveryName, value: name), ThrottleBudget.recoveryName)]
-      + addressSubject(context, .recoveryAddress)
-    let matches = try await throttle.hash(for: subjects) {
-      try await offLoop { try stored.matches(secret) }
-    }
-    try await throttle.record(
-      subjects, succeeded: record != nil && matches, clearing: [subjects[0].key])
-    guard let account, let record, matches else {
-      metrics.signInFailures.increment()
+      + PasswordChecks.addressSubject(context, .recoveryAddress)
+    guard
+      try await passwords.check(
+        credentials.recoverySecret, against: record?.recoverySecret, subjects: subjects),
+      let account, let record
+    else {
       throw ServerError.wrongRecoveryKey
     }
     return (account.number, record)
@@ -102,22 +112,22 @@ extension SyncServer {
   /// rotation's epoch, or the rotation lacks a key the account holds. A re-keying (no link)
   /// needs the password, and signs out every other session.
   func rotateKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, tokenHash) = try await authenticate(request)
-    guard try await store.encryption(of: account) != nil else { throw ServerError.notEncrypted }
-    let body = try await decode(KeyRotation.self, from: request)
+    let (account, tokenHash) = try await auth.authenticate(request)
+    guard try await keys.encryption(of: account) != nil else { throw ServerError.notEncrypted }
+    let body = try await reader.decode(KeyRotation.self, from: request)
     let rotation = try checked { () throws(WireError) in try body.validated() }
     // A re-keying, or a new recovery key, is the account holder's act, not a token's: the
     // password is checked again, as for a password change.
     if let password = rotation.password {
-      try await confirmPassword(password, of: account, context)
+      try await passwords.confirm(password, of: account, context)
     }
     // A new recovery key's secret is kept as a password is: hashed.
     var recoverySecret: PasswordHash?
     if let recovery = rotation.recovery {
-      recoverySecret = try await hashSecret(recovery.recoverySecret)
+      recoverySecret = try await passwords.hash(recovery.recoverySecret)
     }
     // A re-keying signs out every other session: a lost device's token must not outlive it.
-    let record = try await store.rotateKeys(
+    let record = try await keys.rotateKeys(
       account: account, by: rotation, recoverySecret: recoverySecret, keeping: tokenHash)
     context.logger.info(
       rotation.link == nil ? "account re-keyed" : "content key rotated",
@@ -132,22 +142,22 @@ extension SyncServer {
   /// current epoch's content key.
   func storeObjectKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try await encryptedAccount(request)
-    let body = try await decode(ObjectKeys.self, from: request)
-    let keys = try checked { () throws(WireError) in
-      try body.validated(maximum: configuration.maximumEventsPerPush)
+    let body = try await reader.decode(ObjectKeys.self, from: request)
+    let objectKeys = try checked { () throws(WireError) in
+      try body.validated(maximum: maximumObjects)
     }
-    let stored = try await store.storeObjectKeys(keys, account: account, epoch: body.epoch)
+    let stored = try await keys.storeObjectKeys(objectKeys, account: account, epoch: body.epoch)
     return try json(StoredObjectKeys(stored: stored), status: .ok)
   }
 
   /// The keys of the objects asked for that the account holds.
   func lookUpObjectKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, _) = try await encryptedAccount(request)
-    let body = try await decode(ObjectKeysLookup.self, from: request)
+    let body = try await reader.decode(ObjectKeysLookup.self, from: request)
     let objects = try checked { () throws(WireError) in
-      try body.validated(maximum: configuration.maximumEventsPerPush)
+      try body.validated(maximum: maximumObjects)
     }
-    let page = try await store.objectKeys(of: objects, account: account)
+    let page = try await keys.objectKeys(of: objects, account: account)
     return try json(ObjectKeys(epoch: page.epoch, keys: page.keys), status: .ok)
   }
 
@@ -163,10 +173,10 @@ extension SyncServer {
     }
     let limit = Int(
       clamping: min(
-        try number("limit", of: request) ?? UInt64(configuration.defaultPageSize),
-        UInt64(configuration.maximumPageSize)))
+        try number("limit", of: request) ?? UInt64(defaultPageSize),
+        UInt64(maximumPageSize)))
     guard limit > 0 else { throw ServerError.invalid(WireError("limit", "0 is not positive")) }
-    let page = try await store.objectKeys(account: account, after: after, limit: limit)
+    let page = try await keys.objectKeys(account: account, after: after, limit: limit)
     return try json(
       ObjectKeysPage(epoch: page.epoch, keys: page.keys, more: page.more), status: .ok)
   }

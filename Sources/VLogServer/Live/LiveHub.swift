@@ -177,7 +177,7 @@ final class LiveHub: Sendable {
 
   /// Checks every open channel's token against storage (ending those whose session ended) and
   /// sends each account its head: what follows signals that may have been missed.
-  func resynchronize(with store: any ServerStorage) async throws {
+  func resynchronize(with store: any SessionStorage & LogStorage) async throws {
     let open = state.withLock { state in
       Set(state.channels.values.map { Pair(account: $0.account, token: $0.token) })
     }
@@ -222,7 +222,7 @@ final class LiveHub: Sendable {
   /// Waits for resynchronization requests, one at a time, until cancelled. One that fails
   /// (the database just came back, and is slow or gone again) is tried again after 1 second,
   /// doubling up to 30, until it succeeds: devices catch up whenever the database lets them.
-  func resynchronizing(with store: any ServerStorage, logger: Logger) async {
+  func resynchronizing(with store: any SessionStorage & LogStorage, logger: Logger) async {
     for await _ in resynchronizations {
       var wait = 1.0
       while true {
@@ -401,7 +401,7 @@ final class LiveMailbox: Sendable {
 /// the end of every channel.
 struct LiveHubService: Service {
   let hub: LiveHub
-  let store: any ServerStorage
+  let store: any SessionStorage & LogStorage & SignalStorage
   let logger: Logger
 
   func run() async throws {

@@ -2,13 +2,33 @@ internal import CoreMetrics
 internal import Crypto
 internal import Foundation
 internal import Hummingbird
-internal import LMDB
 internal import Logging
-internal import NIOCore
 internal import VLog
 internal import VLogWire
 
-extension SyncServer {
+/// Signing in and out: `/v1/sessions`, its parameters, and the account's sessions.
+struct SessionsController: ServerController {
+  let accounts: any AccountStorage
+  let sessions: any SessionStorage
+  let keys: any KeyStorage
+  let passwords: PasswordChecks
+  let secret: ServerSecret
+  let auth: Authenticator
+  let reader: RequestReader
+  /// How long a token works.
+  let tokenLifetime: Duration
+  let dependencies: SyncServer.Dependencies
+
+  var routes: [Route] {
+    [
+      Route("v1/sessions", .get) { try await listSessions($0, $1) },
+      Route("v1/sessions", .post) { try await signIn($0, $1) },
+      Route("v1/sessions/parameters", .post) { try await signInParameters($0, $1) },
+      Route("v1/sessions/current", .delete) { try await signOut($0, $1) },
+      Route("v1/sessions/:id", .delete) { try await revokeSession($0, $1) },
+    ]
+  }
+
   /// `POST /v1/sessions/parameters`: whether an account is end-to-end encrypted and how its
   /// devices stretch its password, asked before signing in.
   ///
@@ -18,13 +38,13 @@ extension SyncServer {
   /// clear. Nothing here tells whether a name exists; the sign-up limit guards the one place
   /// that must (a name taken).
   func signInParameters(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let body = try await decode(SignInParametersRequest.self, from: request)
+    let body = try await reader.decode(SignInParametersRequest.self, from: request)
     let name = try checked { () throws(WireError) in
       try Credentials(username: body.username, password: "").validated(checkingPassword: false)
         .username
     }
-    let account = try await store.account(named: name)
-    if let account, let record = try await store.encryption(of: account.number) {
+    let account = try await accounts.account(named: name)
+    if let account, let record = try await keys.encryption(of: account.number) {
       return try json(
         SignInParameters(encrypted: true, keyDerivation: record.keyDerivation), status: .ok)
     }
@@ -47,16 +67,14 @@ extension SyncServer {
         version: KeyDerivation.currentVersion, logRounds: KeyDerivation.standardLogRounds,
         blockSize: 8, parallelism: 1, salt: Array(code[1...KeyDerivation.saltBytes])))
   }
-}
 
-extension SyncServer {
   /// `POST /v1/sessions`: a token for the right name and password, and a device credential.
   ///
   /// A sign-in that presents a device credential this server's storage made for the account is
   /// throttled by that device's failures and the address's, not the name's; any other, by the
   /// name's and the address's.
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let decoded = try await decode(Credentials.self, from: request)
+    let decoded = try await reader.decode(Credentials.self, from: request)
     let credentials: Credentials
     // A name or password no account can have is refused by its shape, before any lookup.
     do { credentials = try decoded.validated(checkingPassword: true) } catch {
@@ -64,7 +82,7 @@ extension SyncServer {
     }
     let name = credentials.username
     let secret = try await secret.value()
-    let account = try await store.account(named: name)
+    let account = try await accounts.account(named: name)
     let device = account.flatMap { account in
       credentials.device.flatMap {
         DeviceCredential(
@@ -74,35 +92,30 @@ extension SyncServer {
     }
     let subjects: [PasswordThrottle.Subject] =
       (device.map { [($0.throttleKey, .device)] }
-        ?? [(ThrottleKey(kind: .name, value: name), .name)]) + addressSubject(context, .address)
+        ?? [(ThrottleKey(kind: .name, value: name), .name)])
+      + PasswordChecks.addressSubject(context, .address)
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
-    let stored = account?.password ?? decoy
     let password = credentials.password
-    let matches = try await throttle.hash(for: subjects) {
-      try await offLoop { try stored.matches(password) }
-    }
-    try await throttle.record(
-      subjects, succeeded: account != nil && matches, clearing: [subjects[0].key])
-    guard let account, matches else {
-      metrics.signInFailures.increment()
+    guard
+      try await passwords.check(password, against: account?.password, subjects: subjects),
+      let account
+    else {
       throw ServerError.invalidCredentials
     }
     // A password hashed again has a new salt: device credentials are made under it.
     let salt =
       try await rehashIfWeaker(account, password: password, context)?.salt
       ?? account.password.salt
-    let token = Self.base64URL(dependencies.randomBytes(32))
-    let expiry = Date(
-      milliseconds: Int64(
-        clamping: Milliseconds(dependencies.now()).adding(configuration.tokenLifetime).rawValue))
-    try await store.storeToken(
+    let token = base64URL(dependencies.randomBytes(32))
+    let expiry = Milliseconds(dependencies.now()).adding(tokenLifetime)
+    try await sessions.storeToken(
       hash: sha256(Array(token.utf8)), account: account.number,
-      expiresAt: expiry.milliseconds)
+      expiresAt: Int64(clamping: expiry.rawValue))
     // The account's expired tokens go now, so its sessions stay as many as are alive.
     let now = dependencies.now().milliseconds
-    for expired in try await store.tokens(of: account.number) where expired.expiresAt <= now {
-      try await store.deleteToken(hash: expired.hash)
+    for expired in try await sessions.tokens(of: account.number) where expired.expiresAt <= now {
+      try await sessions.deleteToken(hash: expired.hash)
     }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     let issued =
@@ -111,17 +124,10 @@ extension SyncServer {
         name: name, account: account.number, passwordSalt: salt,
         nonce: dependencies.randomBytes(16), secret: secret)
     return try json(
-      SessionBody(token: token, expiresAt: expiry, device: issued.text), status: .ok)
-  }
-
-  /// The request's address as a throttle subject judged by `budget`, or none for a
-  /// connection without an IP address.
-  func addressSubject(_ context: ServerContext, _ budget: ThrottleBudget)
-    -> [PasswordThrottle.Subject]
-  {
-    guard let address = context.channel.remoteAddress?.ipAddress else { return [] }
-    let kind: ThrottleKey.Kind = budget == .address ? .address : .recoveryAddress
-    return [(ThrottleKey(kind: kind, value: ThrottleKey.addressPrefix(address)), budget)]
+      SessionBody(
+        token: token, expiresAt: Date(milliseconds: Int64(clamping: expiry.rawValue)),
+        device: issued.text),
+      status: .ok)
   }
 
   /// Hashes a password that just signed in again at the server's cost, when it is stored at a
@@ -131,59 +137,70 @@ extension SyncServer {
   private func rehashIfWeaker(
     _ account: AccountRecord, password: String, _ context: ServerContext
   ) async throws -> PasswordHash? {
-    guard account.password.cost.work < configuration.passwordCost.work else { return nil }
-    let rehashed = try await hashSecret(password)
+    guard account.password.cost.work < passwords.cost.work else { return nil }
+    let rehashed = try await passwords.hash(password)
     guard
-      try await store.rehashPassword(
+      try await accounts.rehashPassword(
         account: account.number, from: account.password, to: rehashed)
     else { return nil }
     context.logger.info(
       "password hashed again at the server's cost",
       metadata: [
         "account": "\(account.number)", "from": "N=2^\(account.password.cost.logRounds)",
-        "to": "N=2^\(configuration.passwordCost.logRounds)",
+        "to": "N=2^\(passwords.cost.logRounds)",
       ])
     return rehashed
   }
 
-  /// Checks an account's password again before a change that needs it (the caller holds a
-  /// token of it), throttled by the account's own failed checks and the address's: not by the
-  /// name's, which anyone can make fail, so that nobody keeps the account's holder from
-  /// changing the password or re-keying.
-  ///
-  /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
-  func confirmPassword(_ password: String, of account: UInt64, _ context: ServerContext)
-    async throws
-  {
-    guard let stored = try await store.account(number: account) else {
-      throw ServerError.unauthorized
-    }
-    let subjects =
-      [(ThrottleKey(kind: .account, value: String(account)), ThrottleBudget.name)]
-      + addressSubject(context, .address)
-    let matches = try await throttle.hash(for: subjects) {
-      try await offLoop { try stored.password.matches(password) }
-    }
-    try await throttle.record(subjects, succeeded: matches, clearing: [subjects[0].key])
-    guard matches else {
-      metrics.signInFailures.increment()
-      throw ServerError.wrongPassword
-    }
+  /// `DELETE /v1/sessions/current`: signs the request's session out.
+  func signOut(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, tokenHash) = try await auth.authenticate(request)
+    try await sessions.deleteToken(hash: tokenHash)
+    context.logger.info("signed out", metadata: ["account": "\(account)"])
+    return Response(status: .noContent)
   }
-}
 
-/// The storage's secret (``ServerStorage/serverSecret()``), read once and kept.
-final class ServerSecret: Sendable {
-  private let store: any ServerStorage
-  private let cache = Locked<[UInt8]?>(nil)
+  /// `GET /v1/sessions`: the account's sessions that have not expired.
+  func listSessions(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, tokenHash) = try await auth.authenticate(request)
+    let now = dependencies.now().milliseconds
+    let list = try await sessions.tokens(of: account)
+      .filter { $0.expiresAt > now }
+      .sorted {
+        $0.expiresAt != $1.expiresAt
+          ? $0.expiresAt < $1.expiresAt : $0.hash.lexicographicallyPrecedes($1.hash)
+      }
+      .map { token in
+        SessionInfo(
+          id: Self.sessionID(token.hash),
+          expiresAt: ISO8601.format(milliseconds: token.expiresAt),
+          current: token.hash == tokenHash)
+      }
+    return try json(SessionList(sessions: list), status: .ok)
+  }
 
-  init(_ store: any ServerStorage) { self.store = store }
+  /// `DELETE /v1/sessions/{id}`: signs out one of the account's sessions.
+  func revokeSession(_ request: Request, _ context: ServerContext) async throws -> Response {
+    let (account, _) = try await auth.authenticate(request)
+    let id = context.parameters.get("id") ?? ""
+    guard id.utf8.count == 16, id.utf8.allSatisfy({ Self.lowercaseHex.contains($0) }) else {
+      throw ServerError.invalid(
+        WireError("id", "'\(id)' is not a session id of 16 lowercase hexadecimal digits"))
+    }
+    var revoked = 0
+    for token in try await sessions.tokens(of: account) where Self.sessionID(token.hash) == id {
+      if try await sessions.deleteToken(hash: token.hash) { revoked += 1 }
+    }
+    guard revoked > 0 else { throw ServerError.sessionNotFound(id) }
+    context.logger.info("session revoked", metadata: ["account": "\(account)", "session": "\(id)"])
+    return Response(status: .noContent)
+  }
 
-  /// The secret.
-  func value() async throws -> [UInt8] {
-    if let secret = cache.withLock({ $0 }) { return secret }
-    let secret = try await store.serverSecret()
-    cache.withLock { $0 = secret }
-    return secret
+  private static let lowercaseHex = Set("0123456789abcdef".utf8)
+
+  /// A session's public id: the first 8 bytes of its token's SHA-256, in hex. It names the
+  /// session without revealing the token.
+  static func sessionID(_ tokenHash: [UInt8]) -> String {
+    Hex.string(Array(tokenHash.prefix(8)))
   }
 }

@@ -1,0 +1,99 @@
+internal import CoreMetrics
+internal import Hummingbird
+internal import LMDB
+internal import NIOCore
+internal import NIOPosix
+internal import VLog
+
+/// What every check of a password (or a recovery key's secret) goes through: hashed off the
+/// event loops, at most as many at once as the throttle allows, its failures counted, and an
+/// unknown name checked against a decoy so the answer's timing tells nothing.
+struct PasswordChecks: Sendable {
+  let accounts: any AccountStorage
+  let throttle: PasswordThrottle
+  /// The cost new passwords are hashed at.
+  let cost: PasswordCost
+  /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
+  /// password.
+  let decoy: PasswordHash
+  let randomBytes: @Sendable (_ count: Int) -> [UInt8]
+  let metrics: ServerMetrics
+
+  /// The scrypt hash of a password (or a sign-in secret), under a new salt, at the server's
+  /// cost: one of the password checks the throttle allows at once.
+  func hash(_ secret: String) async throws -> PasswordHash {
+    let salt = randomBytes(PasswordHash.saltCount)
+    let cost = self.cost
+    return try await throttle.hash(for: []) {
+      try await Self.offLoop { try PasswordHash(hashing: secret, cost: cost, salt: salt) }
+    }
+  }
+
+  /// Checks `secret` against `stored` (the decoy when there is nothing to check against),
+  /// throttled by `subjects`: a failure counts against each, a success forgets the first's.
+  ///
+  /// - Parameter exists: Whether `stored` is real: false makes the check fail whatever it
+  ///   found, after the same work.
+  /// - Returns: Whether it matched a real hash; a failure is counted in the metrics.
+  func check(
+    _ secret: String, against stored: PasswordHash?, subjects: [PasswordThrottle.Subject]
+  ) async throws -> Bool {
+    let hash = stored ?? decoy
+    let matches = try await throttle.hash(for: subjects) {
+      try await Self.offLoop { try hash.matches(secret) }
+    }
+    let succeeded = stored != nil && matches
+    try await throttle.record(subjects, succeeded: succeeded, clearing: [subjects[0].key])
+    if !succeeded { metrics.signInFailures.increment() }
+    return succeeded
+  }
+
+  /// Checks an account's password again before a change that needs it (the caller holds a
+  /// token of it), throttled by the account's own failed checks and the address's: not by the
+  /// name's, which anyone can make fail, so that nobody keeps the account's holder from
+  /// changing the password or re-keying.
+  ///
+  /// - Throws: ``ServerError`` `wrongPassword` (403) if it does not match.
+  func confirm(_ password: String, of account: UInt64, _ context: ServerContext) async throws {
+    guard let stored = try await accounts.account(number: account) else {
+      throw ServerError.unauthorized
+    }
+    let subjects =
+      [(ThrottleKey(kind: .account, value: String(account)), ThrottleBudget.name)]
+      + Self.addressSubject(context, .address)
+    guard try await check(password, against: stored.password, subjects: subjects) else {
+      throw ServerError.wrongPassword
+    }
+  }
+
+  /// The request's address as a throttle subject judged by `budget`, or none for a
+  /// connection without an IP address.
+  static func addressSubject(_ context: ServerContext, _ budget: ThrottleBudget)
+    -> [PasswordThrottle.Subject]
+  {
+    guard let address = context.channel.remoteAddress?.ipAddress else { return [] }
+    let kind: ThrottleKey.Kind = budget == .address ? .address : .recoveryAddress
+    return [(ThrottleKey(kind: kind, value: ThrottleKey.addressPrefix(address)), budget)]
+  }
+
+  /// Runs slow work (password hashing) on NIO's thread pool, off the event loops.
+  static func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await NIOThreadPool.singleton.runIfActive(work)
+  }
+}
+
+/// The storage's secret (``AccountStorage/serverSecret()``), read once and kept.
+final class ServerSecret: Sendable {
+  private let accounts: any AccountStorage
+  private let cache = Locked<[UInt8]?>(nil)
+
+  init(_ accounts: any AccountStorage) { self.accounts = accounts }
+
+  /// The secret.
+  func value() async throws -> [UInt8] {
+    if let secret = cache.withLock({ $0 }) { return secret }
+    let secret = try await accounts.serverSecret()
+    cache.withLock { $0 = secret }
+    return secret
+  }
+}
