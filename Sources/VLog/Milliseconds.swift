@@ -10,6 +10,12 @@ package struct Milliseconds: RawRepresentable, Hashable, Comparable, Sendable {
 
   package init(rawValue: UInt64) { self.rawValue = rawValue }
 
+  /// 1970, or no time at all.
+  package static let zero = Milliseconds(rawValue: 0)
+
+  /// The latest time, or the longest span.
+  package static let max = Milliseconds(rawValue: .max)
+
   /// The time of `date`.
   package init(_ date: Date) { rawValue = date.unsignedMilliseconds }
 
@@ -37,6 +43,11 @@ package struct Milliseconds: RawRepresentable, Hashable, Comparable, Sendable {
   }
 
   package static func < (a: Milliseconds, b: Milliseconds) -> Bool { a.rawValue < b.rawValue }
+}
+
+extension Milliseconds: ExpressibleByIntegerLiteral {
+  /// A count of milliseconds written as a number (`0`, `86_400_000`).
+  package init(integerLiteral value: UInt64) { rawValue = value }
 }
 
 extension Date {

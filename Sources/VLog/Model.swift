@@ -28,7 +28,7 @@ public struct Note: Sendable, Hashable, Identifiable {
   public let stamps: FieldStamps
   /// Texts written without seeing ``text`` (on another device, before the two synced), oldest
   /// first: the note shows its newest text, and keeps these until a change resolves them
-  /// (``Changes/setText(_:of:resolving:)``). The same on every replica that holds the same
+  /// (``Edits/setText(_:of:resolving:)``). The same on every replica that holds the same
   /// changes; empty for a note edited on one device at a time.
   public let conflicts: [TextConflict]
 

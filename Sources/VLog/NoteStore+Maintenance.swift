@@ -78,7 +78,7 @@ extension NoteStore {
     return try VLogError.wrapping {
       try environment.write { transaction in
         var log = try eventLog.appender(in: transaction)
-        let now = Milliseconds(dependencies.now()).rawValue
+        let now = Milliseconds(dependencies.now())
         let redacted = try log.applyRetention(retention, now: now, in: transaction)
         try log.commit(in: transaction)
         return redacted

@@ -4,7 +4,7 @@ internal import LMDB
 /// Undo and redo of this process's user changes, as an app's Undo menu offers them.
 ///
 /// Undo is local, as the design of VLog's sync says: it is not synced and not kept across
-/// launches. Each ``NoteStore/write(_:)-6pmy5`` is one undoable group. Undoing it is a new user
+/// launches. Each ``NoteStore/write(_:)-7uv98`` is one undoable group. Undoing it is a new user
 /// change, synced like any other, that puts back what the group changed: the previous values
 /// of the fields it set; for a note it deleted, a new note (a deletion is final) with a new id
 /// and the same text, dates, archive state, tags and attachments (new attachments with the same
@@ -172,7 +172,7 @@ extension NoteStore {
   /// Whether there is an undone change group to redo.
   public var canRedo: Bool { undoHistory.canRedo }
 
-  /// Undoes the last user change group of this process (see ``write(_:)-6pmy5``): a new change that
+  /// Undoes the last user change group of this process (see ``write(_:)-7uv98``): a new change that
   /// puts back what it changed. A deleted note comes back as a new note with a new id.
   ///
   /// - Returns: Whether there was a group to undo.
@@ -210,15 +210,15 @@ extension NoteStore {
 
   /// Puts a group back in one user write, and returns what puts that back.
   private func perform(_ group: UndoGroup) throws -> UndoGroup {
-    var changes = Changes(dependencies: dependencies)
+    var edits = Edits(dependencies: dependencies)
     for step in group.steps {
       switch step {
-      case .restore(let id, let snapshot): changes.intents.append(.restore(id, snapshot))
-      case .delete(let id): changes.intents.append(.deleteNoteIfVisible(id))
-      case .rename(let tag, let name): changes.intents.append(.restoreTagName(tag, name))
+      case .restore(let id, let snapshot): edits.intents.append(.restore(id, snapshot))
+      case .delete(let id): edits.intents.append(.deleteNoteIfVisible(id))
+      case .rename(let tag, let name): edits.intents.append(.restoreTagName(tag, name))
       }
     }
-    return try apply(changes, undoable: false)
+    return try apply(edits, undoable: false)
   }
 }
 
@@ -226,7 +226,7 @@ extension WriteSession {
   /// What puts back the notes and tags `intents` change, read before they are made: for each
   /// note, the fields the intents set (every field for a note they delete).
   mutating func undoGroup(
-    for intents: [Changes.Intent], history: UndoHistory,
+    for intents: [Edits.Intent], history: UndoHistory,
     in transaction: borrowing WriteTransaction
   ) throws -> UndoGroup {
     var order: [NoteID] = []
@@ -359,7 +359,7 @@ extension WriteSession {
   /// new attachments holding the same bytes) and a partial one has nothing to go back to.
   mutating func restore(
     _ id: NoteID, _ snapshot: NoteSnapshot, makeIdentifier: () -> Identifier,
-    wallMilliseconds now: UInt64, in transaction: borrowing WriteTransaction
+    wall now: Milliseconds, in transaction: borrowing WriteTransaction
   ) throws {
     let fields = snapshot.fields
     let target: NoteID
@@ -394,22 +394,22 @@ extension WriteSession {
         .createNote(
           target, creationDate: snapshot.creationDate, text: text ?? "",
           archived: snapshot.archived, sortDate: snapshot.sortDate, tags: snapshot.tags),
-        wallMilliseconds: now, in: transaction)
+        wall: now, in: transaction)
       current = try projector.note(target, in: transaction) ?? NoteRecord()
     }
     try restoreText(
       text, conflicts: fields.contains(.text) ? snapshot.conflicts : nil,
-      of: target, current, wallMilliseconds: now, in: transaction)
+      of: target, current, wall: now, in: transaction)
     if fields.contains(.archived), current.archived != snapshot.archived {
-      try resolve(.setArchived(target, snapshot.archived), wallMilliseconds: now, in: transaction)
+      try resolve(.setArchived(target, snapshot.archived), wall: now, in: transaction)
     }
     if fields.contains(.sortDate), let sortDate = snapshot.sortDate,
       current.sortDate != sortDate.milliseconds
     {
-      try resolve(.setSortDate(target, sortDate), wallMilliseconds: now, in: transaction)
+      try resolve(.setSortDate(target, sortDate), wall: now, in: transaction)
     }
     if fields.contains(.tags), current.tags != snapshot.tags {
-      try resolve(.setTags(target, snapshot.tags), wallMilliseconds: now, in: transaction)
+      try resolve(.setTags(target, snapshot.tags), wall: now, in: transaction)
     }
     guard fields.contains(.attachments) else { return }
     // Attachments: those still there keep their ids; deleted ones come back as new ones with
@@ -430,20 +430,20 @@ extension WriteSession {
         id: AttachmentID(makeIdentifier()), noteID: target, mimeType: attachment.mimeType,
         width: attachment.width, height: attachment.height, blobHash: attachment.blobHash,
         byteCount: attachment.byteCount)
-      try resolve(.addAttachment(copy, bytes: bytes), wallMilliseconds: now, in: transaction)
+      try resolve(.addAttachment(copy, bytes: bytes), wall: now, in: transaction)
       order.append(copy.id)
     }
     current = try projector.note(target, in: transaction) ?? current
     for attachment in try schema.attachmentIDs(
       of: target, current, merge: projector.merge, in: transaction)
     where !order.contains(attachment) {
-      try resolve(.deleteAttachment(attachment), wallMilliseconds: now, in: transaction)
+      try resolve(.deleteAttachment(attachment), wall: now, in: transaction)
     }
     current = try projector.note(target, in: transaction) ?? current
     if try schema.attachmentIDs(of: target, current, merge: projector.merge, in: transaction)
       != order
     {
-      try resolve(.setAttachments(target, order), wallMilliseconds: now, in: transaction)
+      try resolve(.setAttachments(target, order), wall: now, in: transaction)
     }
   }
 }
@@ -454,7 +454,7 @@ extension WriteSession {
   /// that it stays the newest; conflicts it did not have are resolved by the shown text.
   fileprivate mutating func restoreText(
     _ text: String?, conflicts: [String]?, of target: NoteID, _ current: NoteRecord,
-    wallMilliseconds now: UInt64, in transaction: borrowing WriteTransaction
+    wall now: Milliseconds, in transaction: borrowing WriteTransaction
   ) throws {
     var lost = conflicts ?? []
     var resolved: [Stamp] = []
@@ -474,18 +474,18 @@ extension WriteSession {
       let base = current.replacedTexts(resolving: [])
       for conflict in lost.prefix(Limits.replacedTexts) {
         try record(
-          .textSet(target, text: conflict, replacing: base), wallMilliseconds: now,
+          .textSet(target, text: conflict, replacing: base), wall: now,
           in: transaction)
       }
       let resolving = current.replacedTexts(
         resolving: Array(resolved.prefix(Limits.replacedTexts - base.count)))
       try record(
-        .textSet(target, text: text ?? shown, replacing: resolving), wallMilliseconds: now,
+        .textSet(target, text: text ?? shown, replacing: resolving), wall: now,
         in: transaction)
       return
     }
     if let text, shown != text {
-      try resolve(.setText(target, text), wallMilliseconds: now, in: transaction)
+      try resolve(.setText(target, text), wall: now, in: transaction)
     }
   }
 

@@ -27,7 +27,7 @@ extension NoteStore {
     }
     var faults: [VerificationFault] = []
     try read { transaction in
-      let now = Milliseconds(dependencies.now()).rawValue
+      let now = Milliseconds(dependencies.now())
       faults += try eventLog.verify(
         in: transaction, retention: (retention, now), progress: progress)
       try verifyBlobs(in: transaction, faults: &faults)

@@ -24,21 +24,21 @@ extension NoteStore {
   /// - Throws: ``VLogError`` naming the first invalid change (nothing is committed), or what
   ///   `body` throws.
   @discardableResult
-  public func write<R>(_ body: (inout Changes) throws -> R) throws -> R {
-    var changes = Changes(dependencies: dependencies)
-    let result = try body(&changes)
-    undoHistory.recorded(try apply(changes, undoable: true))
+  public func write<R>(_ body: (inout Edits) throws -> R) throws -> R {
+    var edits = Edits(dependencies: dependencies)
+    let result = try body(&edits)
+    undoHistory.recorded(try apply(edits, undoable: true))
     return result
   }
 
   /// Makes user changes in one durable transaction, on the store's writer queue.
   ///
-  /// See ``write(_:)-6pmy5``.
+  /// See ``write(_:)-7uv98``.
   @discardableResult
-  public func write<R: Sendable>(_ body: (inout Changes) throws -> R) async throws -> R {
-    var changes = Changes(dependencies: dependencies)
-    let result = try body(&changes)
-    let collected = changes
+  public func write<R: Sendable>(_ body: (inout Edits) throws -> R) async throws -> R {
+    var edits = Edits(dependencies: dependencies)
+    let result = try body(&edits)
+    let collected = edits
     let group = try await onWriter { try self.apply(collected, undoable: true) }
     undoHistory.recorded(group)
     return result
@@ -47,9 +47,9 @@ extension NoteStore {
   /// Makes the changes in one transaction.
   ///
   /// - Returns: What undoes them (empty unless `undoable`).
-  func apply(_ changes: Changes, undoable: Bool) throws -> UndoGroup {
-    guard !changes.isEmpty else { return UndoGroup(steps: []) }
-    let wallMilliseconds = Milliseconds(dependencies.now()).rawValue
+  func apply(_ edits: Edits, undoable: Bool) throws -> UndoGroup {
+    guard !edits.isEmpty else { return UndoGroup(steps: []) }
+    let wall = Milliseconds(dependencies.now())
     let (changeSet, group, replaced) = try VLogError.wrapping {
       try environment.write { transaction throws -> (ChangeSet, UndoGroup, [(NoteID, NoteID)]) in
         var session = try WriteSession(store: self, in: transaction)
@@ -57,10 +57,10 @@ extension NoteStore {
         var group =
           undoHistory.limit > 0
           ? try session.undoGroup(
-            for: changes.intents, history: undoHistory, in: transaction)
+            for: edits.intents, history: undoHistory, in: transaction)
           : UndoGroup(steps: [])
-        for intent in changes.intents {
-          try session.resolve(intent, wallMilliseconds: wallMilliseconds, in: transaction)
+        for intent in edits.intents {
+          try session.resolve(intent, wall: wall, in: transaction)
         }
         group.steps += session.recreated.map(UndoStep.delete)
         return (try session.finish(source: .user, in: transaction), group, session.replaced)
@@ -108,8 +108,7 @@ struct WriteSession {
   {
     try projector.flush(in: transaction)
     log.enqueueReplaced(projector.takeReplaced())
-    let wall = Milliseconds(now()).rawValue
-    try log.applyRetention(retention, now: wall, in: transaction)
+    try log.applyRetention(retention, now: Milliseconds(now()), in: transaction)
     log.countUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
     // The log releases blobs as it finishes its batch, in `commit`.
@@ -130,49 +129,49 @@ struct WriteSession {
 
   /// Stamps and appends a local change.
   mutating func record(
-    _ change: Change, wallMilliseconds: UInt64, in transaction: borrowing WriteTransaction
+    _ change: Change, wall: Milliseconds, in transaction: borrowing WriteTransaction
   ) throws {
     try Validation.check(change)
-    let stamp = try log.stamp(wallMilliseconds: wallMilliseconds, replica: replicaID)
+    let stamp = try log.stamp(wallMilliseconds: wall.rawValue, replica: replicaID)
     try append(Event(stamp: stamp, change: change), local: true, in: transaction)
   }
 
   // MARK: Resolving user changes
 
   mutating func resolve(
-    _ intent: Changes.Intent, wallMilliseconds now: UInt64,
+    _ intent: Edits.Intent, wall now: Milliseconds,
     in transaction: borrowing WriteTransaction
   ) throws {
     switch intent {
     case .createNote(let id, let creationDate, let text, let archived, let sortDate, let tags):
       try record(
-        .noteCreated(id, creationDate: creationDate), wallMilliseconds: now, in: transaction)
+        .noteCreated(id, creationDate: creationDate), wall: now, in: transaction)
       if !text.isEmpty {
         try record(
-          .textSet(id, text: text, replacing: []), wallMilliseconds: now, in: transaction)
+          .textSet(id, text: text, replacing: []), wall: now, in: transaction)
       }
       if archived {
-        try record(.archivedSet(id, archived: true), wallMilliseconds: now, in: transaction)
+        try record(.archivedSet(id, archived: true), wall: now, in: transaction)
       }
       if let sortDate {
-        try record(.sortDateSet(id, sortDate: sortDate), wallMilliseconds: now, in: transaction)
+        try record(.sortDateSet(id, sortDate: sortDate), wall: now, in: transaction)
       }
       if !tags.isEmpty {
         for tag in tags { try Validation.checkTagName(tag) }
         try record(
-          .tagsSet(id, tags: Validation.uniqueTags(tags)), wallMilliseconds: now, in: transaction)
+          .tagsSet(id, tags: Validation.uniqueTags(tags)), wall: now, in: transaction)
       }
     case .setText(let id, let text, let resolving):
       let note = try existingNote(id, in: transaction)
       try record(
         .textSet(id, text: text, replacing: note.replacedTexts(resolving: resolving)),
-        wallMilliseconds: now, in: transaction)
+        wall: now, in: transaction)
     case .setArchived(let id, let archived):
       try requireNote(id, in: transaction)
-      try record(.archivedSet(id, archived: archived), wallMilliseconds: now, in: transaction)
+      try record(.archivedSet(id, archived: archived), wall: now, in: transaction)
     case .setSortDate(let id, let date):
       try requireNote(id, in: transaction)
-      try record(.sortDateSet(id, sortDate: date), wallMilliseconds: now, in: transaction)
+      try record(.sortDateSet(id, sortDate: date), wall: now, in: transaction)
     case .setTags(let id, let tags):
       let note = try existingNote(id, in: transaction)
       for tag in tags { try Validation.checkTagName(tag) }
@@ -184,7 +183,7 @@ struct WriteSession {
           "note \(id): \(unique.count) tags; the limit is \(Limits.tagsPerNote)")
       }
       for change in Self.tagChanges(of: id, from: note.tags, to: unique) {
-        try record(change, wallMilliseconds: now, in: transaction)
+        try record(change, wall: now, in: transaction)
       }
     case .setAttachments(let id, let attachments):
       try requireNote(id, in: transaction)
@@ -199,21 +198,21 @@ struct WriteSession {
         throw VLogError(.invalidValue, "note \(id): the attachments list names one twice")
       }
       try record(
-        .attachmentsSet(id, attachments: attachments), wallMilliseconds: now, in: transaction)
+        .attachmentsSet(id, attachments: attachments), wall: now, in: transaction)
     case .deleteNote(let id):
       try requireNote(id, in: transaction)
-      try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
+      try record(.noteDeleted(id), wall: now, in: transaction)
     case .addAttachment(let attachment, let bytes):
       // The add alone puts the attachment on its note, after the attachments there: no list
       // is set, so an attachment another device adds meanwhile stays too.
       _ = try existingNote(attachment.noteID, in: transaction)
       try Validation.check(.attachmentAdded(attachment))
       try storeBlob(bytes, hash: attachment.blobHash, in: transaction)
-      try record(.attachmentAdded(attachment), wallMilliseconds: now, in: transaction)
+      try record(.attachmentAdded(attachment), wall: now, in: transaction)
     case .deleteAttachment(let id):
       // The deletion alone takes it off its note, for good.
       _ = try existingAttachment(id, in: transaction)
-      try record(.attachmentDeleted(id), wallMilliseconds: now, in: transaction)
+      try record(.attachmentDeleted(id), wall: now, in: transaction)
     case .renameTag(let name):
       try Validation.checkTagName(name)
       // Tag counts and the tag index are derived at flush: bring them up to date with the
@@ -223,7 +222,7 @@ struct WriteSession {
       guard let tag = try projector.tag(id, in: transaction), tag.noteCount > 0 else {
         throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
       }
-      try record(.tagRenamed(name: TagName.clean(name)), wallMilliseconds: now, in: transaction)
+      try record(.tagRenamed(name: TagName.clean(name)), wall: now, in: transaction)
     case .deleteTag(let name):
       try projector.flush(in: transaction)
       let id = TagID(name: name)
@@ -235,20 +234,20 @@ struct WriteSession {
         throw VLogError(.tagNotFound, "no note uses a tag named \(String(reflecting: name))")
       }
       // By key alone: every note loses it as of now, and no log keeps its name.
-      try record(.tagErased(TagKey(id)), wallMilliseconds: now, in: transaction)
+      try record(.tagErased(TagKey(id)), wall: now, in: transaction)
     case .restore(let id, let snapshot):
       try restore(
-        id, snapshot, makeIdentifier: makeIdentifier, wallMilliseconds: now, in: transaction)
+        id, snapshot, makeIdentifier: makeIdentifier, wall: now, in: transaction)
     case .deleteNoteIfVisible(let id):
       if try projector.status(of: id, in: transaction) == .visible {
-        try record(.noteDeleted(id), wallMilliseconds: now, in: transaction)
+        try record(.noteDeleted(id), wall: now, in: transaction)
       }
     case .restoreTagName(let tag, let name):
       try projector.flush(in: transaction)
       if let current = try projector.tag(tag, in: transaction), current.noteCount > 0,
         current.name != name
       {
-        try record(.tagRenamed(name: name), wallMilliseconds: now, in: transaction)
+        try record(.tagRenamed(name: name), wall: now, in: transaction)
       }
     }
   }

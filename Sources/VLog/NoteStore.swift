@@ -20,7 +20,7 @@ internal import Synchronization
 /// ## Concurrency
 ///
 /// 1. The store is `Sendable`; share one instance. A path is open at most once per process.
-/// 2. Writes — ``write(_:)-6pmy5``, ``ingest(_:acknowledgingThrough:)-4kd7k`` — are serialised: one transaction at a time. The
+/// 2. Writes — ``write(_:)-7uv98``, ``ingest(_:acknowledgingThrough:)-4kd7k`` — are serialised: one transaction at a time. The
 ///    `async` overloads run the transaction on the store's own serial queue, never on the
 ///    cooperative thread pool; the synchronous ones run on the caller's thread.
 /// 3. Reads run concurrently with each other and with the writer, each on its own snapshot.
@@ -207,7 +207,7 @@ public final class NoteStore: Sendable {
           try removeReleasedBlobs(schema: schema, in: transaction)
         }
         var log = try schema.eventLog.appender(in: transaction)
-        let now = Milliseconds(options.dependencies.now()).rawValue
+        let now = Milliseconds(options.dependencies.now())
         if try log.applyRetention(retention, now: now, in: transaction) > 0 {
           try log.commit(in: transaction)
         }
@@ -304,6 +304,29 @@ public final class NoteStore: Sendable {
     }
   }
 
+  /// What brings the log of each older format to ``formatVersion``; the projections are then
+  /// rebuilt from it.
+  static var migrations: Migrations<(EventLog, borrowing WriteTransaction) throws -> Void> {
+    var migrations = Migrations<(EventLog, borrowing WriteTransaction) throws -> Void>(
+      current: formatVersion)
+    migrations.register("checksums and digests: XXH64 to XXH3", formats: 1..<2) {
+      try $0.migrateFromXXH64(in: $1)
+    }
+    migrations.register("erasure indexes: objects, blobs, fields", below: 3) {
+      _ = try $0.buildErasureIndexes(in: $1)
+    }
+    migrations.register("the object index in buckets of sequence numbers", formats: 3..<4) {
+      try $0.rebuildObjectIndex(in: $1)
+    }
+    migrations.register("tags filed by their composed names", formats: 4..<8) {
+      try $0.reindexObjects(in: $1)
+    }
+    migrations.register("deleted tags' names erased", below: 7) {
+      _ = try $0.eraseDeletedTagNames(in: $1)
+    }
+    return migrations
+  }
+
   /// Reads or writes the store's facts; migrates an older format's log.
   ///
   /// - Returns: The replica id, and whether the log was migrated (the projections are then
@@ -313,16 +336,9 @@ public final class NoteStore: Sendable {
   ) throws -> (ReplicaID, migrated: Bool) {
     if let (version, replica) = try storedFacts(schema: schema, in: transaction) {
       if version < formatVersion {
-        if version == 1 { try schema.eventLog.migrateFromXXH64(in: transaction) }
-        if version < 3 {
-          _ = try schema.eventLog.buildErasureIndexes(in: transaction)
-        } else if version == 3 {
-          try schema.eventLog.rebuildObjectIndex(in: transaction)
-        } else {
-          // Tags are filed by their composed names from format 8 on.
-          try schema.eventLog.reindexObjects(in: transaction)
+        for migration in migrations.pending(from: version) ?? [] {
+          try migration.step(schema.eventLog, transaction)
         }
-        if version < 7 { _ = try schema.eventLog.eraseDeletedTagNames(in: transaction) }
         try transaction.put(
           BigEndian.bytes(formatVersion), forKey: Keys.Meta.format, in: schema.meta)
       }

@@ -158,8 +158,7 @@ public final class SyncServer: Sendable {
   /// Verifying writes nothing: a replaced change past the retention period that waits in its
   /// account's retention queue is the next push's work, not a fault.
   public func verify() async throws -> ServerVerification {
-    let now = Milliseconds(dependencies.now()).rawValue
-    return try await store.verify(retention: (configuration.retention, now))
+    try await store.verify(retention: (configuration.retention, Milliseconds(dependencies.now())))
   }
 
   /// Removes the attachment bytes that no event has used for longer than
@@ -169,8 +168,7 @@ public final class SyncServer: Sendable {
   @discardableResult
   public func sweepReleasedBlobs() async throws -> Int {
     try await store.sweepReleasedBlobs(
-      releasedBefore: Milliseconds(dependencies.now()).subtracting(configuration.blobGracePeriod)
-        .rawValue)
+      releasedBefore: Milliseconds(dependencies.now()).subtracting(configuration.blobGracePeriod))
   }
 
   /// Removes the throttle counters whose windows are over: what a running server does every

@@ -89,7 +89,7 @@ struct BackendEquivalenceTests {
       let now = (batch.map(\.stamp.time.milliseconds).max() ?? 0) + 60_000
       let outcome = try await server.store.sync(
         account: 1, pushing: batch, after: 0, limit: 3, maximumBytes: .max,
-        retention: (retention, now))
+        retention: (retention, Milliseconds(rawValue: now)))
       stored.append(outcome.stored)
       heads.append(outcome.head.sequence)
       digests.append(outcome.head.digest)

@@ -7,6 +7,7 @@ import Testing
 import VLogServerTesting
 import VLogSync
 import VLogTesting
+import VLogWire
 
 @testable import VLog
 @testable import VLogServer
@@ -36,6 +37,42 @@ struct OperationsTests {
       })
     #expect(routes == documented)
     #expect(routes.count == 28)
+  }
+
+  @Test("every event a live channel sends has the data the OpenAPI document describes for it")
+  func liveEventsAreDocumented() throws {
+    let validator = try OpenAPIValidator()
+    let live = validator.paths["/v1/live"]?["get"] as? [String: Any]
+    let stream =
+      ((live?["responses"] as? [String: Any])?["200"] as? [String: Any]).flatMap {
+        ($0["content"] as? [String: Any])?["text/event-stream"] as? [String: Any]
+      }
+    let events = try #require(stream?["x-vlog-events"] as? [String: Any])
+    let messages: [LiveMessage] = [
+      .head(0), .head(1 << 40), .ping, .closed(LiveHub.revoked), .closed(LiveHub.expired),
+      .closed(LiveHub.shuttingDown),
+    ]
+    var seen = Set<String>()
+    for message in messages {
+      let text = String(decoding: message.encoded, as: UTF8.self)
+      let lines = text.split(separator: "\n")
+      guard let event = lines.first(where: { $0.hasPrefix("event: ") })?.dropFirst(7) else {
+        #expect(text.hasPrefix(":"), "a message without an event is a comment: \(text)")
+        seen.insert("ping")
+        continue
+      }
+      seen.insert(String(event))
+      let documented = try #require(
+        events[String(event)] as? [String: Any], "event \(event) is documented")
+      let data = try #require(lines.first { $0.hasPrefix("data: ") }?.dropFirst(6))
+      let value = try JSONSerialization.jsonObject(with: Data(data.utf8))
+      var problems: [String] = []
+      validator.validate(
+        value, against: try #require(documented["data"] as? [String: Any]), at: String(event),
+        problems: &problems)
+      #expect(problems.isEmpty, "\(problems)")
+    }
+    #expect(seen == Set(events.keys), "every documented event is sent, and only those")
   }
 
   @Test(

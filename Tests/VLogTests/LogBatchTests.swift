@@ -39,7 +39,7 @@ private struct MemoryLog: LogFacts {
   }
 
   /// Writes what a finished batch decided.
-  mutating func write(_ changes: LogChanges) {
+  mutating func write(_ changes: LogDecisions) {
     for logged in changes.appended {
       events[logged.sequence] = logged.event
       lastSequence = max(lastSequence, logged.sequence)
@@ -67,7 +67,7 @@ private struct MemoryLog: LogFacts {
       for event in rest.prefix(max(1, size)) { _ = try batch.append(event, facts: &log) }
       rest = rest.dropFirst(max(1, size))
       try batch.finish(facts: &log)
-      log.write(batch.changes)
+      log.write(batch.decisions)
     }
     return log
   }
@@ -166,7 +166,7 @@ struct LogBatchTests {
         var batch = LogBatch(lastSequence: log.lastSequence, tracksFields: true, rules: rules)
         _ = try batch.append(event, facts: &log)
         try batch.finish(facts: &log)
-        log.write(batch.changes)
+        log.write(batch.decisions)
       }
       #expect(log.events[2]?.isRedacted == (rules == .standard))
     }
@@ -276,8 +276,8 @@ struct FactsRoundTests {
         return
       }
       var viaRounds = rounds.log
-      viaRounds.write(batch.changes)
-      direct.write(expected.changes)
+      viaRounds.write(batch.decisions)
+      direct.write(expected.decisions)
       #expect(viaRounds.events == direct.events)
       #expect(viaRounds.fields == direct.fields)
       #expect(Set(viaRounds.queue) == Set(direct.queue))

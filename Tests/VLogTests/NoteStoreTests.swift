@@ -402,7 +402,7 @@ struct BadInputTests {
   /// Runs `change` and checks that it fails with `code` and commits nothing.
   func expectRefused(
     _ store: NoteStore, _ code: VLogError.Code, containing text: String,
-    _ change: (inout Changes) -> Void
+    _ change: (inout Edits) -> Void
   ) throws {
     let events = try store.eventCount()
     let digest = try store.stateDigest()

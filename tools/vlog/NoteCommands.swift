@@ -111,7 +111,7 @@ func describe(_ note: Note) -> String {
 /// Makes one change to the note named by an id argument and prints the note.
 func changeNote(
   _ id: NoteID, _ verb: String, on store: NoteStore,
-  _ change: (inout Changes, NoteID) -> Void
+  _ change: (inout Edits, NoteID) -> Void
 ) throws -> CommandOutput {
   try store.write { change(&$0, id) }
   return try noteOutput(store, id, verb)

@@ -37,7 +37,7 @@ extension EventLog {
     /// Blobs that lost their last reference in this transaction (see `LogBatch.swift`), known
     /// once ``commit(in:)`` has run.
     package internal(set) var releasedBlobs: Set<BlobHash> = []
-    /// The objects a server erases what it keeps of (``LogChanges/erasedObjects``), known once
+    /// The objects a server erases what it keeps of (``LogDecisions/erasedObjects``), known once
     /// ``commit(in:)`` has run.
     package internal(set) var deletedObjects: [Identifier] = []
     /// The latest time the clock may take from an appended event: the wall clock plus the
@@ -131,8 +131,8 @@ extension EventLog {
     /// queue, each in key order (sorted writes touch each page once).
     mutating func flushPending(in transaction: borrowing WriteTransaction) throws {
       let log = self.log
-      var changes = batch.changes
-      batch.changes = LogChanges()
+      var changes = batch.decisions
+      batch.decisions = LogDecisions()
       for (sequence, event) in changes.redacted.sorted(by: { $0.key < $1.key }) {
         let bytes = event.encoded()
         try log.withKey(sequence: sequence) { key in

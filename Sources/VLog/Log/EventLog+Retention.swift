@@ -52,7 +52,7 @@ extension EventLog {
   /// The queued replaced changes that are due at `now`: those replaced at or before the
   /// latest due time (``LogBatch/latestDueTime(retention:now:)``), in queue order.
   func dueReplacedChanges(
-    retention: Duration, now: UInt64, in transaction: borrowing some Transaction & ~Copyable
+    retention: Duration, now: Milliseconds, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [ReplacedChange] {
     guard let latest = LogBatch.latestDueTime(retention: retention, now: now) else { return [] }
     var due: [ReplacedChange] = []
@@ -115,7 +115,7 @@ extension EventLog.Appender {
   /// - Returns: The number of changes redacted.
   @discardableResult
   package mutating func applyRetention(
-    _ retention: Duration?, now: UInt64, in transaction: borrowing WriteTransaction
+    _ retention: Duration?, now: Milliseconds, in transaction: borrowing WriteTransaction
   ) throws -> Int {
     guard let retention else { return 0 }
     try flushPending(in: transaction)

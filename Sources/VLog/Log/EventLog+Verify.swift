@@ -48,7 +48,7 @@ extension EventLog {
   /// - Returns: The faults found; empty for a sound log.
   package func verify(
     in transaction: borrowing some Transaction & ~Copyable,
-    retention: (period: Duration?, now: UInt64) = (nil, 0),
+    retention: (period: Duration?, now: Milliseconds) = (nil, .zero),
     progress: ((_ checked: Int, _ total: Int) -> Void)? = nil
   ) throws -> [VerificationFault] {
     var checks = LogChecks(retention: retention)

@@ -3,7 +3,7 @@
 /// what is redacted, what the object, blob and field indexes gain and lose, what enters and
 /// leaves the retention queue, and which blobs are released. It does no I/O: the storage (a
 /// store's or a server's LMDB log through ``EventLog/Appender``, an account's log on
-/// PostgreSQL through the server's writer) looks the facts up and writes ``changes``.
+/// PostgreSQL through the server's writer) looks the facts up and writes ``decisions``.
 ///
 /// The rules, each stated here and nowhere else:
 ///
@@ -42,12 +42,12 @@ package struct LogBatch: Sendable {
   package let tracksFields: Bool
   /// What the batch decided that the storage has not written yet. The storage writes what it
   /// takes from here and removes it; ``LogFacts`` answers include what was removed.
-  package var changes = LogChanges()
+  package var decisions = LogDecisions()
   /// Events redacted so far.
   package private(set) var redactedCount = 0
   /// The rules followed: ``LogRules/standard`` but in tests.
   package let rules: LogRules
-  /// Whether appended events stay in ``LogChanges/appended`` until the storage takes them;
+  /// Whether appended events stay in ``LogDecisions/appended`` until the storage takes them;
   /// false for a storage that writes each at once (and then answers for it as a fact).
   package let keepsAppended: Bool
 
@@ -82,18 +82,18 @@ package struct LogBatch: Sendable {
   /// sequence number, files it (rule 3), records what a deletion deletes, and keeps the
   /// newest change of its field (rule 4).
   ///
-  /// - Returns: The event as stored, with its sequence number (also in ``changes``).
+  /// - Returns: The event as stored, with its sequence number (also in ``decisions``).
   /// - Throws: What `facts` throws, before anything changed.
   package mutating func append(_ event: Event, facts: inout some LogFacts) throws -> LoggedEvent {
     let tags = event.change.tagObjectIDs
     let stored = try storedForm(of: event, tags: tags, facts: &facts)
     if stored.isRedacted, !event.isRedacted, case .attachmentAdded(let attachment) = event.change {
-      changes.erasedAttachments.append(attachment.id.identifier)
+      decisions.erasedAttachments.append(attachment.id.identifier)
     }
     try lookUpIndexFacts(of: stored, facts: &facts)
     let logged = LoggedEvent(sequence: nextSequence, event: stored)
     nextSequence += 1
-    if keepsAppended { changes.appended.append(logged) }
+    if keepsAppended { decisions.appended.append(logged) }
     try index(logged, tags: stored == event ? tags : nil, facts: &facts)
     return logged
   }
@@ -129,17 +129,17 @@ package struct LogBatch: Sendable {
     let event = logged.event
     let sequence = logged.sequence
     let (first, second) = event.change.objects
-    if let first { changes.objects.append((first, sequence)) }
-    if let second { changes.objects.append((second, sequence)) }
-    for object in tags ?? event.change.tagObjectIDs { changes.objects.append((object, sequence)) }
+    if let first { decisions.objects.append((first, sequence)) }
+    if let second { decisions.objects.append((second, sequence)) }
+    for object in tags ?? event.change.tagObjectIDs { decisions.objects.append((object, sequence)) }
     if let hash = event.referencedBlob {
-      changes.addedReferences[hash, default: []].insert(sequence)
+      decisions.addedReferences[hash, default: []].insert(sequence)
     }
     if let tag = event.change.deletedTag {
       try recordDeletion(of: tag.identifier, at: event.stamp, facts: &facts)
     }
     if let object = event.change.deletedObject, try !isDeleted(object, facts: &facts) {
-      changes.deletions.append((object, sequence))
+      decisions.deletions.append((object, sequence))
       deleted[object] = true
       pendingErasures.append((object, event.change.kind == .noteDeleted))
     }
@@ -242,7 +242,7 @@ package struct LogBatch: Sendable {
     // The same deletion again (a migration files the log's deletions again) erases again.
     if let latest = try tagDeletion(of: object, facts: &facts), latest > stamp { return }
     tagDeletions[object] = .some(stamp)
-    changes.tagDeletions[object] = stamp
+    decisions.tagDeletions[object] = stamp
     if !pendingTagErasures.contains(object) { pendingTagErasures.append(object) }
   }
 
@@ -268,7 +268,7 @@ package struct LogBatch: Sendable {
       }
       for stamp in named {
         guard let replaced = texts[stamp] else { continue }
-        changes.replaced.append(
+        decisions.replaced.append(
           ReplacedChange(milliseconds: event.stamp.time.milliseconds, sequence: replaced))
       }
       return
@@ -278,26 +278,26 @@ package struct LogBatch: Sendable {
     // A redacted change that loses is no value to keep; a text that loses may be a conflict.
     let keepsLoser = event.isRedacted || event.change.kind == .textSet
     if let replaced = change.replacement(of: newest, wins: wins, keepsLoser: keepsLoser) {
-      changes.replaced.append(replaced)
+      decisions.replaced.append(replaced)
     }
   }
 
   private mutating func setNewest(_ change: FieldChange, of key: FieldKey) {
     newest[key] = .some(change)
-    changes.fields[key] = change
-    changes.forgottenFields.remove(key)
+    decisions.fields[key] = change
+    decisions.forgottenFields.remove(key)
   }
 
   /// Forgets what the batch knows of a field's newest change: after its storage found it
   /// again (restamping).
   package mutating func forgetNewestChange(of key: FieldKey) {
     newest[key] = nil
-    changes.fields[key] = nil
+    decisions.fields[key] = nil
   }
 
   /// Queues replaced changes that the log's owner found (when it keeps the fields itself).
   package mutating func enqueueReplaced(_ replaced: [ReplacedChange]) {
-    changes.replaced.append(contentsOf: replaced)
+    decisions.replaced.append(contentsOf: replaced)
   }
 
   // MARK: - Erasing, retention, finishing
@@ -314,7 +314,7 @@ package struct LogBatch: Sendable {
         if isNote, let event = current(at: sequence), !event.isRedacted,
           case .attachmentAdded(let attachment) = event.change
         {
-          changes.erasedAttachments.append(attachment.id.identifier)
+          decisions.erasedAttachments.append(attachment.id.identifier)
         }
         try redact(at: sequence, reason: .deleted)
       }
@@ -348,12 +348,12 @@ package struct LogBatch: Sendable {
   /// retention (nil), does nothing. Erases what appended deletions delete first.
   ///
   /// - Parameter stored: The storage's queued changes that are due (``latestDueTime(retention:now:)``);
-  ///   each is dequeued (``LogChanges/dequeued``). Those this batch queued are taken from
-  ///   ``changes`` when they are due.
+  ///   each is dequeued (``LogDecisions/dequeued``). Those this batch queued are taken from
+  ///   ``decisions`` when they are due.
   /// - Returns: The number of changes redacted.
   @discardableResult
   package mutating func applyRetention(
-    _ retention: Duration?, now: UInt64, stored: [ReplacedChange], facts: inout some LogFacts
+    _ retention: Duration?, now: Milliseconds, stored: [ReplacedChange], facts: inout some LogFacts
   ) throws -> Int {
     guard let retention else { return 0 }
     try eraseDeleted(facts: &facts)
@@ -361,9 +361,9 @@ package struct LogBatch: Sendable {
       Self.isDue(entry.milliseconds, retention: retention, now: now)
     }
     var due = stored.filter(isDue).map { (entry: $0, stored: true) }
-    due += changes.replaced.filter(isDue).map { (entry: $0, stored: false) }
+    due += decisions.replaced.filter(isDue).map { (entry: $0, stored: false) }
     guard !due.isEmpty else { return 0 }
-    changes.replaced.removeAll(where: isDue)
+    decisions.replaced.removeAll(where: isDue)
     due.sort { $0.entry < $1.entry }
     try load(due.map(\.entry.sequence), facts: &facts)
     var keys: [FieldKey] = []
@@ -375,7 +375,7 @@ package struct LogBatch: Sendable {
     let newest = try newestChanges(to: keys, facts: &facts)
     var redacted = 0
     for (entry, stored) in due {
-      if stored { changes.dequeued.append(entry) }
+      if stored { decisions.dequeued.append(entry) }
       guard let event = current(at: entry.sequence), !event.isRedacted,
         let key = event.change.fieldKey, let replacement = newest[key],
         replacement.stamp > event.stamp
@@ -386,18 +386,18 @@ package struct LogBatch: Sendable {
   }
 
   /// Ends the batch: erases what appended deletions delete, and releases the blobs no event
-  /// references any more (``LogChanges/releasedBlobs``).
+  /// references any more (``LogDecisions/releasedBlobs``).
   package mutating func finish(facts: inout some LogFacts) throws {
     try eraseDeleted(facts: &facts)
     let candidates = releaseCandidates.filter {
-      changes.addedReferences[$0, default: []].isEmpty
+      decisions.addedReferences[$0, default: []].isEmpty
     }
     if !candidates.isEmpty {
       let referenced = try facts.referenced(
         Dictionary(
-          uniqueKeysWithValues: candidates.map { ($0, changes.removedReferences[$0] ?? []) }))
+          uniqueKeysWithValues: candidates.map { ($0, decisions.removedReferences[$0] ?? []) }))
       for hash in candidates where referenced[hash] != true {
-        changes.releasedBlobs.insert(hash)
+        decisions.releasedBlobs.insert(hash)
       }
     }
     releaseCandidates.removeAll()
@@ -419,12 +419,12 @@ package struct LogBatch: Sendable {
     }
     let redacted = event.redacted(reason)
     guard redacted.isRedacted, !event.isRedacted else { return false }
-    changes.redacted[sequence] = redacted
+    decisions.redacted[sequence] = redacted
     // What the batch read stays current after the storage takes the change.
     loaded[sequence] = redacted
     if let hash = event.referencedBlob {
-      if changes.addedReferences[hash]?.remove(sequence) == nil {
-        changes.removedReferences[hash, default: []].insert(sequence)
+      if decisions.addedReferences[hash]?.remove(sequence) == nil {
+        decisions.removedReferences[hash, default: []].insert(sequence)
       }
       releaseCandidates.insert(hash)
     }
@@ -435,7 +435,7 @@ package struct LogBatch: Sendable {
   /// Stores the event at `sequence` in another form that is not redacted: a tags list without
   /// a deleted tag (rule 2). Its id stays, so the index and the event-set digest do not change.
   private mutating func rewrite(at sequence: UInt64, as event: Event) {
-    changes.redacted[sequence] = event
+    decisions.redacted[sequence] = event
     loaded[sequence] = event
   }
 
@@ -445,8 +445,8 @@ package struct LogBatch: Sendable {
     for field in NoteField.allCases {
       let key = FieldKey(note: note, field: field)
       newest[key] = .some(nil)
-      changes.fields[key] = nil
-      changes.forgottenFields.insert(key)
+      decisions.fields[key] = nil
+      decisions.forgottenFields.insert(key)
     }
   }
 
@@ -498,7 +498,7 @@ package struct LogBatch: Sendable {
     for (object, sequences) in stored where wanted.contains(object) {
       all[object, default: []].formUnion(sequences)
     }
-    for (object, sequence) in changes.objects where wanted.contains(object) {
+    for (object, sequence) in decisions.objects where wanted.contains(object) {
       all[object, default: []].insert(sequence)
     }
     return all.mapValues { $0.sorted() }
@@ -507,7 +507,7 @@ package struct LogBatch: Sendable {
   /// Reads the stored events among `sequences` that the batch does not hold yet.
   private mutating func load(_ sequences: [UInt64], facts: inout some LogFacts) throws {
     let missing = sequences.filter {
-      changes.redacted[$0] == nil && appendedEvent(at: $0) == nil && loaded[$0] == nil
+      decisions.redacted[$0] == nil && appendedEvent(at: $0) == nil && loaded[$0] == nil
     }
     guard !missing.isEmpty else { return }
     loaded.merge(try facts.events(at: missing)) { _, new in new }
@@ -515,70 +515,30 @@ package struct LogBatch: Sendable {
 
   /// The event at `sequence` as this batch sees it, among those it holds or read.
   private func current(at sequence: UInt64) -> Event? {
-    changes.redacted[sequence] ?? appendedEvent(at: sequence) ?? loaded[sequence]
+    decisions.redacted[sequence] ?? appendedEvent(at: sequence) ?? loaded[sequence]
   }
 
   private func appendedEvent(at sequence: UInt64) -> Event? {
-    guard let first = changes.appended.first?.sequence, sequence >= first,
-      sequence - first < UInt64(changes.appended.count)
+    guard let first = decisions.appended.first?.sequence, sequence >= first,
+      sequence - first < UInt64(decisions.appended.count)
     else { return nil }
-    return changes.appended[Int(sequence - first)].event
+    return decisions.appended[Int(sequence - first)].event
   }
 
   // MARK: - Retention times
 
   /// Whether a change replaced at `milliseconds` is due for redaction at `now`.
-  package static func isDue(_ milliseconds: UInt64, retention: Duration, now: UInt64) -> Bool {
-    Milliseconds(rawValue: milliseconds).isDue(after: retention, at: Milliseconds(rawValue: now))
+  package static func isDue(_ milliseconds: UInt64, retention: Duration, now: Milliseconds) -> Bool
+  {
+    Milliseconds(rawValue: milliseconds).isDue(after: retention, at: now)
   }
 
   /// The latest replacement time that is due at `now`, for a storage to select the queued
   /// changes to hand to ``applyRetention(_:now:stored:facts:)``; nil if none can be.
-  package static func latestDueTime(retention: Duration, now: UInt64) -> UInt64? {
+  package static func latestDueTime(retention: Duration, now: Milliseconds) -> UInt64? {
     let period = retention.wholeMilliseconds
     guard period > 0 else { return .max }
-    return now >= period ? now - period : nil
-  }
-}
-
-/// What a ``LogBatch`` decided that its storage writes.
-package struct LogChanges: Sendable {
-  /// Events appended, as stored, in order (unless the batch does not keep them: see
-  /// ``LogBatch/keepsAppended``).
-  package var appended: [LoggedEvent] = []
-  /// Events to store in a new form, by sequence number — redacted, or a tags list without a
-  /// deleted tag: stored ones, and appended ones (which are stored in this form in their
-  /// place).
-  package var redacted: [UInt64: Event] = [:]
-  /// Object index entries to add.
-  package var objects: [(object: Identifier, sequence: UInt64)] = []
-  /// Deletion markers to add: a note's or attachment's first deletion.
-  package var deletions: [(object: Identifier, sequence: UInt64)] = []
-  /// Attachments erased with their note: those whose addition a note's deletion redacted, or
-  /// that arrived after it. A server erases what it keeps of them (an encrypted account's
-  /// keys) as it does for the objects of ``deletions``.
-  package var erasedAttachments: [Identifier] = []
-  /// Tag deletion markers to set: each tag object's latest deletion.
-  package var tagDeletions: [Identifier: Stamp] = [:]
-  /// Blob references to add and to remove, by blob.
-  package var addedReferences: [BlobHash: Set<UInt64>] = [:]
-  package var removedReferences: [BlobHash: Set<UInt64>] = [:]
-  /// Newest field changes to write, and fields to forget (of deleted notes).
-  package var fields: [FieldKey: FieldChange] = [:]
-  package var forgottenFields: Set<FieldKey> = []
-  /// Replaced changes to queue, and queued ones to remove.
-  package var replaced: [ReplacedChange] = []
-  package var dequeued: [ReplacedChange] = []
-  /// Blobs that no event references any more: for the blobs' owner to remove.
-  package var releasedBlobs: Set<BlobHash> = []
-
-  package init() {}
-
-  /// The objects whose deletion this batch stored, and the attachments erased with their note:
-  /// what a server erases with them (an encrypted account's keys of them). The one rule of
-  /// what a deletion erases beyond the log; each backend only writes it.
-  package var erasedObjects: [Identifier] {
-    deletions.map(\.object) + erasedAttachments
+    return now.rawValue >= period ? now.rawValue - period : nil
   }
 }
 

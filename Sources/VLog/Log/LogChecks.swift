@@ -23,7 +23,7 @@ package struct LogChecks: Sendable {
   /// The entries checked so far.
   package private(set) var checked = 0
   private var expected: UInt64 = 1
-  private let retention: (period: Duration?, now: UInt64)
+  private let retention: (period: Duration?, now: Milliseconds)
   /// Texts past the period that keep their values: faults if replaced (rule 4).
   private var keptTexts: [(sequence: UInt64, stamp: Stamp, note: NoteID)] = []
   /// The texts named by text changes, and each note's newest text change that named none.
@@ -34,7 +34,7 @@ package struct LogChecks: Sendable {
   private var tagDeletions: [Identifier: Stamp] = [:]
 
   /// Checks with a retention period (nil: none) at `now` (wall-clock milliseconds).
-  package init(retention: (period: Duration?, now: UInt64) = (nil, 0)) {
+  package init(retention: (period: Duration?, now: Milliseconds) = (nil, .zero)) {
     self.retention = retention
   }
 

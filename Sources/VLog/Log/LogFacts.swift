@@ -6,7 +6,7 @@
 /// reads what it names in one round trip before it runs the rule again).
 ///
 /// Every answer is about the stored log *as the storage holds it now*, the changes the batch
-/// handed over (``LogBatch/changes`` the owner has written and cleared) included and the
+/// handed over (``LogBatch/decisions`` the owner has written and cleared) included and the
 /// changes still in the batch excluded: the batch adds those itself.
 package protocol LogFacts {
   /// Whether the log holds a deletion of the note or attachment.

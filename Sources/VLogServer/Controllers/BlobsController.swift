@@ -37,7 +37,7 @@ struct BlobsController: ServerController {
     // bytes a sweep removes before the push arrives.
     let missing = try await blobs.missingBlobs(
       hashes, account: account,
-      releasedBefore: Milliseconds(now()).subtracting(gracePeriod / 2).rawValue)
+      releasedBefore: Milliseconds(now()).subtracting(gracePeriod / 2))
     context.logger.info(
       "missing blobs",
       metadata: [
@@ -55,7 +55,7 @@ struct BlobsController: ServerController {
       throw ServerError.blobMismatch(expected: hash, actual: actual)
     }
     let stored = try await blobs.storeBlob(
-      bytes, hash: hash, account: account, now: Milliseconds(now()).rawValue)
+      bytes, hash: hash, account: account, now: Milliseconds(now()))
     context.logger.info(
       "blob", metadata: ["account": "\(account)", "bytes": "\(bytes.count)", "new": "\(stored)"])
     return Response(status: stored ? .created : .ok)

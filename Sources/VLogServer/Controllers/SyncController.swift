@@ -73,7 +73,7 @@ struct SyncController: ServerController {
     let outcome = try await logs.sync(
       account: account, pushing: push.events, after: push.cursor, limit: limit,
       maximumBytes: configuration.maximumPageBytes,
-      retention: (configuration.retention, wall.rawValue))
+      retention: (configuration.retention, wall))
     context.logger.info(
       "sync",
       metadata: [

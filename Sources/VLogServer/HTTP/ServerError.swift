@@ -221,7 +221,9 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
             + "; read the account's keys again (GET /v1/accounts/current/keys) and retry",
           field: "epoch"))
     case .unavailable:
-      self = .unavailable("the server's database cannot be reached now")
+      self = .unavailable(
+        "the server's storage cannot serve requests now (its database cannot be reached, or its "
+          + "disk is full)")
     default:
       self = ServerError(
         .internalServerError,

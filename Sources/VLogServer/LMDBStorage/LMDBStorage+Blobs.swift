@@ -10,7 +10,7 @@ extension LMDBStorage {
 
   /// Stores an account's blob. Returns false if it was already stored; a released one then
   /// waits a whole grace period again from `now`.
-  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: UInt64) async throws
+  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: Milliseconds) async throws
     -> Bool
   {
     try await onWriter { [self] in
@@ -19,7 +19,7 @@ extension LMDBStorage {
         let key = BigEndian.bytes(account) + hash.bytes
         guard try !transaction.containsValue(forKey: key, in: blobs) else {
           if try transaction.containsValue(forKey: key, in: releasedBlobs) {
-            try transaction.put(BigEndian.bytes(now), forKey: key, in: releasedBlobs)
+            try transaction.put(BigEndian.bytes(now.rawValue), forKey: key, in: releasedBlobs)
           }
           return false
         }
@@ -37,7 +37,8 @@ extension LMDBStorage {
   }
 
   /// The hashes whose blobs the account does not hold, or released before `releasedBefore`.
-  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: UInt64) async throws
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: Milliseconds)
+    async throws
     -> [BlobHash]
   {
     try read { transaction in
@@ -48,7 +49,7 @@ extension LMDBStorage {
         let released = try transaction.withValue(forKey: key, in: releasedBlobs) {
           $0.flatMap { BigEndian.read(UInt64.self, from: Array($0)) }
         }
-        return released.map { $0 < releasedBefore } ?? false
+        return released.map { $0 < releasedBefore.rawValue } ?? false
       }
     }
   }
@@ -57,13 +58,13 @@ extension LMDBStorage {
   /// the release of those an event uses again.
   ///
   /// - Returns: The number of blobs removed.
-  func sweepReleasedBlobs(releasedBefore: UInt64) async throws -> Int {
+  func sweepReleasedBlobs(releasedBefore: Milliseconds) async throws -> Int {
     try await onWriter { [self] in
       try write { transaction in
         var due: [[UInt8]] = []
         try transaction.forEach(in: releasedBlobs) { key, value in
           guard let released = BigEndian.read(UInt64.self, from: Array(value)),
-            released < releasedBefore
+            released < releasedBefore.rawValue
           else { return }
           due.append(Array(key))
         }

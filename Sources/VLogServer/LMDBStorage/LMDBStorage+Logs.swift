@@ -24,7 +24,7 @@ extension LMDBStorage {
   ///   stored then.
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int = .max, retention: (period: Duration?, now: UInt64) = (nil, 0)
+    maximumBytes: Int = .max, retention: (period: Duration?, now: Milliseconds) = (nil, .zero)
   ) async throws -> SyncOutcome {
     let log = eventLog(of: account)
     if events.isEmpty {
@@ -144,7 +144,7 @@ extension LMDBStorage {
   /// rotate), and blobs that only erased events used wait out the grace period from `now`
   /// (for an undo), then go.
   func commit(
-    _ appender: inout EventLog.Appender, account: UInt64, now: UInt64,
+    _ appender: inout EventLog.Appender, account: UInt64, now: Milliseconds,
     in transaction: borrowing WriteTransaction
   ) throws {
     try appender.commit(in: transaction)
@@ -160,7 +160,7 @@ extension LMDBStorage {
     for hash in appender.releasedBlobs {
       let key = BigEndian.bytes(account) + hash.bytes
       if try transaction.containsValue(forKey: key, in: blobs) {
-        try transaction.put(BigEndian.bytes(now), forKey: key, in: releasedBlobs)
+        try transaction.put(BigEndian.bytes(now.rawValue), forKey: key, in: releasedBlobs)
       }
     }
   }

@@ -1,4 +1,5 @@
 internal import LMDB
+internal import VLog
 
 /// Throttle counters in the `throttle` database: 24 bytes each, the count, the window's start
 /// and the latest time, big-endian.
@@ -15,7 +16,8 @@ extension LMDBStorage {
     }
   }
 
-  func countThrottle(_ keys: [(key: [UInt8], window: UInt64)], now: UInt64) async throws {
+  func countThrottle(_ keys: [(key: [UInt8], window: UInt64)], now: Milliseconds) async throws {
+    let now = now.rawValue
     try await onWriter { [self] in
       try write { transaction in
         for (key, window) in keys {
@@ -44,14 +46,14 @@ extension LMDBStorage {
     }
   }
 
-  func sweepThrottles(firstBefore: UInt64) async throws -> Int {
+  func sweepThrottles(firstBefore: Milliseconds) async throws -> Int {
     try await onWriter { [self] in
       try write { transaction in
         var due: [[UInt8]] = []
         try transaction.forEach(in: throttle) { key, value in
           // A value of another length is not a counter this version wrote: swept too.
           let count = Self.throttleCount(Array(value))
-          if (count?.first).map({ $0 < firstBefore }) ?? true {
+          if (count?.first).map({ $0 < firstBefore.rawValue }) ?? true {
             due.append(Array(key))
           }
         }

@@ -157,6 +157,33 @@ final class LMDBStorage: ServerStorage {
       mapSize: 64 << 20, maximumMapSize: 1 << 40, maximumDatabases: 32, durability: durability)
   }
 
+  /// What brings a data directory of each older format to ``formatVersion``.
+  static var migrations: Migrations<(LMDBStorage, borrowing WriteTransaction) throws -> Void> {
+    var migrations = Migrations<(LMDBStorage, borrowing WriteTransaction) throws -> Void>(
+      current: formatVersion)
+    migrations.register("checksums of events, heads with their clocks", formats: 1..<2) {
+      try $0.migrateFromFormat1(in: $1)
+    }
+    migrations.register("accounts indexed by number, tokens by account", below: 5) {
+      try $0.buildAccountIndexes(in: $1)
+    }
+    migrations.register("erasure indexes: objects, blobs, fields", below: 3) {
+      try $0.buildErasureIndexes(in: $1)
+    }
+    migrations.register("the object index in buckets of sequence numbers", formats: 3..<4) {
+      storage, transaction in
+      for account in try storage.logAccounts(in: transaction) {
+        try storage.eventLog(of: account).rebuildObjectIndex(in: transaction)
+      }
+    }
+    migrations.register("deleted tags' names erased", below: 6) { storage, transaction in
+      for account in try storage.logAccounts(in: transaction) {
+        _ = try storage.eventLog(of: account).eraseDeletedTagNames(in: transaction)
+      }
+    }
+    return migrations
+  }
+
   func checkFormat() throws {
     try write { transaction in
       let key = Array("format".utf8)
@@ -165,26 +192,13 @@ final class LMDBStorage: ServerStorage {
         return
       }
       let version = format.count == 4 ? BigEndian.read(UInt32.self, from: format) ?? 0 : .max
-      guard version <= Self.formatVersion else {
+      guard let pending = Self.migrations.pending(from: version) else {
         throw StorageError.unusable(
           "the data directory has format \(version); this server reads up to "
             + "\(Self.formatVersion)")
       }
       guard version < Self.formatVersion else { return }
-      if version == 1 { try migrateFromFormat1(in: transaction) }
-      if version < 5 { try buildAccountIndexes(in: transaction) }
-      if version < 3 {
-        try buildErasureIndexes(in: transaction)
-      } else if version < 4 {
-        for account in try logAccounts(in: transaction) {
-          try eventLog(of: account).rebuildObjectIndex(in: transaction)
-        }
-      }
-      if version < 6 {
-        for account in try logAccounts(in: transaction) {
-          _ = try eventLog(of: account).eraseDeletedTagNames(in: transaction)
-        }
-      }
+      for migration in pending { try migration.step(self, transaction) }
       try transaction.put(BigEndian.bytes(Self.formatVersion), forKey: key, in: meta)
     }
   }
@@ -284,7 +298,7 @@ final class LMDBStorage: ServerStorage {
   ///
   /// - Returns: The number of changes redacted.
   @discardableResult
-  func applyRetention(_ retention: Duration?, now: UInt64) throws -> Int {
+  func applyRetention(_ retention: Duration?, now: Milliseconds) throws -> Int {
     guard retention != nil else { return 0 }
     return try write { transaction in
       var redacted = 0
@@ -299,7 +313,7 @@ final class LMDBStorage: ServerStorage {
 
   /// Checks every account's event log (see ``EventLog``): checksums, index, digests, erasure,
   /// and with a retention period, that no change replaced longer ago keeps its values.
-  func verify(retention: (period: Duration?, now: UInt64) = (nil, 0)) throws
+  func verify(retention: (period: Duration?, now: Milliseconds) = (nil, .zero)) throws
     -> ServerVerification
   {
     try read { transaction in

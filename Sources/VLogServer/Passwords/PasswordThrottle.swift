@@ -74,7 +74,7 @@ final class PasswordThrottle: Sendable {
     } else {
       try await store.countThrottle(
         subjects.map { ($0.key.stored(secret: secret), $0.budget.window) },
-        now: now().unsignedMilliseconds)
+        now: Milliseconds(now()))
     }
   }
 
@@ -100,7 +100,7 @@ final class PasswordThrottle: Sendable {
     let secret = try await self.secret()
     let keys = subjects.map { $0.key.stored(secret: secret) }
     let counts = try await store.throttleCounts(keys)
-    let now = self.now().unsignedMilliseconds
+    let now = Milliseconds(self.now())
     let wait = zip(subjects, keys).compactMap { subject, key in
       subject.budget.wait(counts[key], now: now)
     }.max()
@@ -113,6 +113,6 @@ final class PasswordThrottle: Sendable {
   /// Removes the counters whose windows are over.
   func sweep() async throws -> Int {
     try await store.sweepThrottles(
-      firstBefore: now().unsignedMilliseconds &- ThrottleBudget.longestWindow)
+      firstBefore: Milliseconds(now()).subtracting(.milliseconds(ThrottleBudget.longestWindow)))
   }
 }

@@ -1,5 +1,6 @@
 internal import Crypto
 internal import Foundation
+internal import VLog
 
 #if canImport(Glibc)
   internal import Glibc
@@ -65,7 +66,8 @@ struct ThrottleBudget: Sendable, Hashable {
   static let longestWindow = day
 
   /// The milliseconds `count` makes its key wait at `now`, or nil if none.
-  func wait(_ count: ThrottleCount?, now: UInt64) -> UInt64? {
+  func wait(_ count: ThrottleCount?, now: Milliseconds) -> UInt64? {
+    let now = now.rawValue
     guard let count, now < count.first &+ window, count.count >= free else { return nil }
     let until: UInt64
     if let firstWait {

@@ -25,7 +25,7 @@ struct PostgresLogWriter {
   var redactedCount: Int { batch.redactedCount }
   /// The wall clock of the transaction, in milliseconds: when the blobs it releases were
   /// released.
-  let now: UInt64
+  let now: Milliseconds
 
   /// The log's rules for this transaction, and what they decided.
   private var batch: LogBatch
@@ -33,7 +33,7 @@ struct PostgresLogWriter {
   private var facts = PostgresLogFacts()
 
   init(
-    account: Int64, head: Head, rules: LogRules = .standard, now: UInt64,
+    account: Int64, head: Head, rules: LogRules = .standard, now: Milliseconds,
     connection: PostgresConnection, logger: Logger
   ) {
     self.account = account
@@ -75,7 +75,7 @@ struct PostgresLogWriter {
   /// Redacts the replaced changes whose period has passed at `now`
   /// (``LogBatch/applyRetention(_:now:stored:facts:)``).
   @discardableResult
-  mutating func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int {
+  mutating func applyRetention(_ retention: Duration?, now: Milliseconds) async throws -> Int {
     guard let retention else { return 0 }
     var due: [ReplacedChange] = []
     if let latest = LogBatch.latestDueTime(retention: retention, now: now) {
@@ -210,7 +210,7 @@ struct PostgresLogWriter {
   ///   transaction commits.
   mutating func commit(signaling signal: LiveSignal? = nil) async throws -> Set<BlobHash> {
     try await resolve(inPlace: false) { batch, facts in try batch.finish(facts: &facts) }
-    let changes = batch.changes
+    let changes = batch.decisions
     let firstAppended = changes.appended.first?.sequence ?? .max
     let rewritten = changes.redacted.filter { $0.key < firstAppended }
     if !rewritten.isEmpty {
@@ -345,7 +345,7 @@ struct PostgresLogWriter {
     if !released.isEmpty {
       try await connection.query(
         """
-        UPDATE vlog_blobs SET released_at = \(Int64(clamping: now))
+        UPDATE vlog_blobs SET released_at = \(Int64(clamping: now.rawValue))
         WHERE account = \(account) AND hash = ANY(\(released.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
         """, logger: logger)
     }

@@ -4,7 +4,7 @@ internal import VLog
 
 /// Attachment bytes.
 extension PostgresStorage {
-  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: UInt64) async throws
+  func storeBlob(_ bytes: [UInt8], hash: BlobHash, account: UInt64, now: Milliseconds) async throws
     -> Bool
   {
     try await withConnection { [self] connection in
@@ -14,7 +14,7 @@ extension PostgresStorage {
           """
           INSERT INTO vlog_blobs (account, hash, bytes)
           VALUES (\(Int64(clamping: account)), \(ByteBuffer(bytes: hash.bytes)), \(ByteBuffer(bytes: bytes)))
-          ON CONFLICT (account, hash) DO UPDATE SET released_at = \(Int64(clamping: now))
+          ON CONFLICT (account, hash) DO UPDATE SET released_at = \(Int64(clamping: now.rawValue))
             WHERE vlog_blobs.released_at IS NOT NULL
           RETURNING xmax = 0
           """, logger: logger)
@@ -39,7 +39,8 @@ extension PostgresStorage {
     }
   }
 
-  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: UInt64) async throws
+  func missingBlobs(_ hashes: [BlobHash], account: UInt64, releasedBefore: Milliseconds)
+    async throws
     -> [BlobHash]
   {
     guard !hashes.isEmpty else { return [] }
@@ -49,7 +50,7 @@ extension PostgresStorage {
         SELECT hash FROM vlog_blobs
         WHERE account = \(Int64(clamping: account))
           AND hash = ANY(\(hashes.map { ByteBuffer(bytes: $0.bytes) }))
-          AND (released_at IS NULL OR released_at >= \(Int64(clamping: releasedBefore)))
+          AND (released_at IS NULL OR released_at >= \(Int64(clamping: releasedBefore.rawValue)))
         """, logger: logger)
       var held = Set<[UInt8]>()
       for try await hash in rows.decode(ByteBuffer.self) {
@@ -59,9 +60,9 @@ extension PostgresStorage {
     }
   }
 
-  func sweepReleasedBlobs(releasedBefore: UInt64) async throws -> Int {
+  func sweepReleasedBlobs(releasedBefore: Milliseconds) async throws -> Int {
     try await transaction { [self] connection in
-      let cutoff = Int64(clamping: releasedBefore)
+      let cutoff = Int64(clamping: releasedBefore.rawValue)
       let rows = try await connection.query(
         """
         WITH removed AS (

@@ -7,7 +7,7 @@ internal import VLogWire
 extension PostgresStorage {
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int, retention: (period: Duration?, now: UInt64)
+    maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
   ) async throws -> SyncOutcome {
     let number = Int64(clamping: account)
     guard !events.isEmpty else {

@@ -137,7 +137,7 @@ extension PostgresStorage {
   }
 
   @discardableResult
-  func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int {
+  func applyRetention(_ retention: Duration?, now: Milliseconds) async throws -> Int {
     guard retention != nil else { return 0 }
     var redacted = 0
     for account in try await accountNumbers() {
@@ -154,7 +154,8 @@ extension PostgresStorage {
     return redacted
   }
 
-  func verify(retention: (period: Duration?, now: UInt64)) async throws -> ServerVerification {
+  func verify(retention: (period: Duration?, now: Milliseconds)) async throws -> ServerVerification
+  {
     let accounts = try await accountNumbers()
     var faults: [VerificationFault] = []
     var events = 0

@@ -6,8 +6,39 @@ internal import VLog
 
 /// The schema: its versions and the migration a server runs when it opens the database.
 extension PostgresStorage {
+  /// A step of the schema's migration.
+  enum MigrationStep {
+    /// Statements to run in order.
+    case statements([String])
+    /// Erases deleted tags' names (``eraseDeletedTagNames(on:)``).
+    case eraseDeletedTagNames
+  }
+
+  /// What brings a database of each older schema version to ``schemaVersion``: each version's
+  /// statements, then what rewrites stored data (after every table it may write exists).
+  static var migrations: Migrations<MigrationStep> {
+    var migrations = Migrations<MigrationStep>(current: UInt32(schemaVersion))
+    let names: [Int32: String] = [
+      1: "accounts, tokens, event logs and their indexes, blobs",
+      2: "tokens by account; no blob stored for an account being deleted",
+      3: "released blobs wait out a grace period",
+      4: "tags deleted by key",
+      5: "end-to-end encrypted accounts' records of keys",
+      6: "crypto-shredding: object keys, epoch links, rotations due",
+      7: "the server's secret",
+      8: "throttle counters",
+    ]
+    for version in 1...schemaVersion {
+      migrations.register(
+        names[version] ?? "schema version \(version)", below: UInt32(version),
+        .statements(statements[version] ?? []))
+    }
+    migrations.register("deleted tags' names erased", below: 4, .eraseDeletedTagNames)
+    return migrations
+  }
+
   /// Each version's statements, applied in order to a database below it.
-  static let migrations: [Int32: [String]] = [
+  private static let statements: [Int32: [String]] = [
     1: [
       """
       CREATE TABLE vlog_accounts (
@@ -153,7 +184,7 @@ extension PostgresStorage {
       let head = try await self.head(of: account, on: connection, locking: true)
       var writer = PostgresLogWriter(
         account: account, head: head, rules: logRules,
-        now: UInt64(Date().timeIntervalSince1970 * 1000), connection: connection, logger: logger)
+        now: Milliseconds(Date()), connection: connection, logger: logger)
       for logged in deletions { try await writer.refileTagDeletion(logged) }
       _ = try await writer.commit()
     }
@@ -188,23 +219,30 @@ extension PostgresStorage {
         "SELECT version FROM vlog_schema FOR UPDATE", logger: logger)
       var version: Int32 = 0
       for try await value in rows.decode(Int32.self) { version = value }
-      guard version <= Self.schemaVersion else {
+      guard version >= 0, let pending = Self.migrations.pending(from: UInt32(version)) else {
         throw StorageError.unusable(
           "the database has schema version \(version); this server knows up to "
             + "\(Self.schemaVersion)")
       }
       guard version < Self.schemaVersion else { return }
-      for next in (version + 1)...Self.schemaVersion {
-        for statement in Self.migrations[next] ?? [] {
-          try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+      for migration in pending {
+        switch migration.step {
+        case .statements(let statements):
+          for statement in statements {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+          }
+        case .eraseDeletedTagNames:
+          try await eraseDeletedTagNames(on: connection)
         }
       }
-      if version < 4 { try await eraseDeletedTagNames(on: connection) }
       try await connection.query(
         "UPDATE vlog_schema SET version = \(Self.schemaVersion)", logger: logger)
       logger.info(
         "database schema migrated",
-        metadata: ["from": "\(version)", "to": "\(Self.schemaVersion)", "database": "\(location)"])
+        metadata: [
+          "from": "\(version)", "to": "\(Self.schemaVersion)", "database": "\(location)",
+          "steps": "\(pending.map(\.name).joined(separator: "; "))",
+        ])
     }
   }
 }

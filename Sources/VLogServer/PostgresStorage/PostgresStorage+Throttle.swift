@@ -1,5 +1,6 @@
 internal import NIOCore
 internal import PostgresNIO
+internal import VLog
 
 /// Throttle counters in `vlog_throttle`, shared by every server of the database. A count is
 /// one upsert per key, so servers counting at once never lose a count.
@@ -24,9 +25,9 @@ extension PostgresStorage {
     }
   }
 
-  func countThrottle(_ keys: [(key: [UInt8], window: UInt64)], now: UInt64) async throws {
+  func countThrottle(_ keys: [(key: [UInt8], window: UInt64)], now: Milliseconds) async throws {
     guard !keys.isEmpty else { return }
-    let time = Int64(clamping: now)
+    let time = Int64(clamping: now.rawValue)
     _ = try await withConnection { [self] connection in
       // One statement: every key counts, or none does.
       try await connection.query(
@@ -52,10 +53,10 @@ extension PostgresStorage {
     }
   }
 
-  func sweepThrottles(firstBefore: UInt64) async throws -> Int {
+  func sweepThrottles(firstBefore: Milliseconds) async throws -> Int {
     try await withConnection { [self] connection in
       let rows = try await connection.query(
-        "DELETE FROM vlog_throttle WHERE first < \(Int64(clamping: firstBefore)) RETURNING 1",
+        "DELETE FROM vlog_throttle WHERE first < \(Int64(clamping: firstBefore.rawValue)) RETURNING 1",
         logger: logger)
       var removed = 0
       for try await _ in rows { removed += 1 }

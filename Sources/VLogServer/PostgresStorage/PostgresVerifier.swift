@@ -13,7 +13,7 @@ struct PostgresVerifier {
   let logger: Logger
 
   /// The events checked, and the faults found.
-  func verify(retention: (period: Duration?, now: UInt64)) async throws
+  func verify(retention: (period: Duration?, now: Milliseconds)) async throws
     -> (events: Int, faults: [VerificationFault])
   {
     var checks = LogChecks(retention: retention)

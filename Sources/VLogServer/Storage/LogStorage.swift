@@ -13,7 +13,7 @@ protocol LogStorage: Sendable {
   ///   stored then.
   func sync(
     account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int, retention: (period: Duration?, now: UInt64)
+    maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
   ) async throws -> SyncOutcome
 
   /// The ids the account's log holds in the buckets whose digests differ from `client`'s, up
@@ -30,12 +30,12 @@ protocol LogStorage: Sendable {
   ///
   /// - Returns: The number of changes redacted.
   @discardableResult
-  func applyRetention(_ retention: Duration?, now: UInt64) async throws -> Int
+  func applyRetention(_ retention: Duration?, now: Milliseconds) async throws -> Int
 
   /// Checks every account's event log: checksums and encodings, dense sequence numbers, the
   /// id index, digests, erasure, and with a retention period, that no change replaced longer
   /// ago keeps its values.
-  func verify(retention: (period: Duration?, now: UInt64)) async throws -> ServerVerification
+  func verify(retention: (period: Duration?, now: Milliseconds)) async throws -> ServerVerification
 
   /// The sequence numbers of the accounts' last events, read at once (one query on a
   /// database): 0 for an empty log or no account.

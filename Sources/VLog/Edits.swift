@@ -1,15 +1,19 @@
 internal import Crypto
 public import Foundation
 
+/// The earlier name of ``Edits``.
+@available(*, deprecated, renamed: "Edits")
+public typealias Changes = Edits
+
 /// User changes to make in one transaction, collected by the closure of
-/// ``NoteStore/write(_:)-6pmy5``.
+/// ``NoteStore/write(_:)-7uv98``.
 ///
 /// Each method records a change and returns at once; the store checks and applies them all
 /// together when the closure returns. If any change is invalid — a note that does not exist or
-/// was deleted, an empty or oversize value — ``NoteStore/write(_:)-6pmy5`` throws and none of them is
+/// was deleted, an empty or oversize value — ``NoteStore/write(_:)-7uv98`` throws and none of them is
 /// made. Ids of new notes and attachments are made here, so they can be used by later changes
 /// of the same batch.
-public struct Changes: Sendable {
+public struct Edits: Sendable {
   enum Intent: Sendable {
     case createNote(
       NoteID, creationDate: Date, text: String, archived: Bool, sortDate: Date?, tags: [String])
