@@ -9,9 +9,9 @@ extension NoteStore {
   /// and the outbox, and updates the projections, then tells observers.
   ///
   /// ```swift
-  /// let id = try store.write { changes in
-  ///   let id = changes.createNote(text: "Trip")
-  ///   changes.setTags(["Paris", "Travel"], of: id)
+  /// let id = try store.write { edits in
+  ///   let id = edits.createNote(text: "Trip")
+  ///   edits.setTags(["Paris", "Travel"], of: id)
   ///   return id
   /// }
   /// ```

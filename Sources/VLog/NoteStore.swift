@@ -10,8 +10,8 @@ internal import Synchronization
 ///
 /// ```swift
 /// let store = try NoteStore.open(at: "/path/to/store")
-/// let id = try store.write { changes in
-///   changes.createNote(text: "Buy bread", tags: ["Errands"])
+/// let id = try store.write { edits in
+///   edits.createNote(text: "Buy bread", tags: ["Errands"])
 /// }
 /// try store.write { $0.setArchived(true, of: id) }
 /// let timeline = try store.timeline()

@@ -43,3 +43,13 @@ public struct ReplacedTexts: RandomAccessCollection, Hashable, Sendable, Express
     return rest[position - 1]
   }
 }
+
+extension ReplacedTexts {
+  /// The texts a text change made at `stamp` replaces, of those it names: the older ones (a
+  /// stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
+  /// (``TextVersions``) and the log's (``LogBatch``) alike; each replaced one is replaced at
+  /// `stamp`'s time.
+  package func replaced(by stamp: Stamp) -> [Stamp] {
+    filter { $0 < stamp }
+  }
+}

@@ -45,7 +45,7 @@ public struct KeyDerivationCost: Sendable, Hashable, CustomStringConvertible {
 
   /// What one derivation costs: memory times passes, in 128-byte blocks (`N × r × p`).
   public var work: Double {
-    Double(1 << Int(min(logRounds, 62))) * Double(blockSize) * Double(parallelism)
+    scryptWork(logRounds: logRounds, blockSize: blockSize, parallelism: parallelism)
   }
 
   /// N = 2⁴: fast and weak, for tests only.

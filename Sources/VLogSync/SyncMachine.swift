@@ -10,7 +10,7 @@ internal import VLogWire
 ///
 /// What it guarantees, whoever drives it:
 /// 1. Pushed events are acknowledged only in the commit of the page that answered their push.
-/// 2. The cursor moves only with a committed page (``Action/commit(_:acknowledgingThrough:)``).
+/// 2. The cursor moves only with a committed page (``Action/commit(_:acknowledgingThrough:prefetch:)``).
 /// 3. A push the server finds too large (413) is sent again with half the events and bytes, down
 ///    to one event; a server that refuses the binary encoding (415) gets JSON from then on.
 /// 4. An outbox refused for clock skew is restamped at most once a sync, and only when the

@@ -49,7 +49,7 @@ public struct TransportResponse: Sendable, Hashable {
 
 /// Carries requests to a sync server and brings back its responses.
 ///
-/// ``HTTPTransport`` speaks HTTP; `VLogServer`'s `InProcessTransport` calls a server in the same
+/// ``HTTPTransport`` speaks HTTP; `VLogServerTesting`'s `InProcessTransport` calls a server in the same
 /// process without sockets; tests wrap either to drop, duplicate or delay messages.
 public protocol Transport: Sendable {
   /// The server the transport reaches, as a store's account binding names it: its base URL,

@@ -23,14 +23,9 @@ public final class TestClock: Clock, Sendable {
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
   }
 
-  private struct Sleeper {
-    let id: Int
-    let deadline: Instant
-    let continuation: CheckedContinuation<Void, any Error>
-  }
-
-  /// A test waiting for a task to go to sleep until `deadline` or later.
-  private struct Watcher {
+  /// A task sleeping until `deadline`, or a test waiting for a task to go to sleep until
+  /// `deadline` or later.
+  private struct Waiter {
     let id: Int
     let deadline: Instant
     let continuation: CheckedContinuation<Void, any Error>
@@ -39,8 +34,19 @@ public final class TestClock: Clock, Sendable {
   private struct State {
     var now = Instant(offset: .zero)
     var nextID = 0
-    var sleepers: [Sleeper] = []
-    var watchers: [Watcher] = []
+    var sleepers: [Waiter] = []
+    var watchers: [Waiter] = []
+
+    /// Takes the waiter `id` out of its queue, if it is still there.
+    mutating func remove(_ id: Int) -> Waiter? {
+      if let index = sleepers.firstIndex(where: { $0.id == id }) {
+        return sleepers.remove(at: index)
+      }
+      if let index = watchers.firstIndex(where: { $0.id == id }) {
+        return watchers.remove(at: index)
+      }
+      return nil
+    }
   }
 
   private let state = Mutex(State())
@@ -64,31 +70,14 @@ public final class TestClock: Clock, Sendable {
   /// Suspends until the clock is advanced to `deadline`, or throws `CancellationError` when the
   /// task is cancelled.
   public func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-    let id = state.withLock { state in
-      state.nextID += 1
-      return state.nextID
+    try await suspend(until: deadline) { state, sleeper in
+      if deadline <= state.now { return nil }
+      state.sleepers.append(sleeper)
+      // The tests that waited for a task to sleep this long wake with it.
+      let watching = state.watchers.filter { $0.deadline <= deadline }
+      state.watchers.removeAll { $0.deadline <= deadline }
+      return watching
     }
-    try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation {
-        (continuation: CheckedContinuation<Void, any Error>) in
-        let (resumeNow, watchers) = state.withLock { state -> (Bool, [Watcher]) in
-          if deadline <= state.now || Task.isCancelled { return (true, []) }
-          state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-          let watching = state.watchers.filter { $0.deadline <= deadline }
-          state.watchers.removeAll { $0.deadline <= deadline }
-          return (false, watching)
-        }
-        if resumeNow { continuation.resume() }
-        for watcher in watchers { watcher.continuation.resume() }
-      }
-    } onCancel: {
-      let sleeper = state.withLock { state -> Sleeper? in
-        guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
-        return state.sleepers.remove(at: index)
-      }
-      sleeper?.continuation.resume(throwing: CancellationError())
-    }
-    try Task.checkCancellation()
   }
 
   /// Suspends until a task sleeps on the clock until `deadline` or later — at once if one does
@@ -96,6 +85,19 @@ public final class TestClock: Clock, Sendable {
   /// task to have gone to sleep before it moves the clock past the task's deadline: a task that
   /// goes to sleep after the clock passed its deadline wakes at once, not when it was due.
   public func waitForSleeper(until deadline: Instant) async throws {
+    try await suspend(until: deadline) { state, watcher in
+      if state.sleepers.contains(where: { $0.deadline >= deadline }) { return nil }
+      state.watchers.append(watcher)
+      return []
+    }
+  }
+
+  /// Suspends the task as a waiter until something resumes it, or throws `CancellationError`
+  /// when it is cancelled (taking it out of its queue then). `enter`, run under the lock, queues
+  /// the waiter and returns the waiters to wake with its entry, or returns nil to resume at once.
+  private func suspend(
+    until deadline: Instant, enter: (inout State, Waiter) -> [Waiter]?
+  ) async throws {
     let id = state.withLock { state in
       state.nextID += 1
       return state.nextID
@@ -103,21 +105,16 @@ public final class TestClock: Clock, Sendable {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation {
         (continuation: CheckedContinuation<Void, any Error>) in
-        let resumeNow = state.withLock { state -> Bool in
-          if state.sleepers.contains(where: { $0.deadline >= deadline }) || Task.isCancelled {
-            return true
-          }
-          state.watchers.append(Watcher(id: id, deadline: deadline, continuation: continuation))
-          return false
+        let waiter = Waiter(id: id, deadline: deadline, continuation: continuation)
+        let woken = state.withLock { state -> [Waiter]? in
+          Task.isCancelled ? nil : enter(&state, waiter)
         }
-        if resumeNow { continuation.resume() }
+        guard let woken else { return continuation.resume() }
+        for other in woken { other.continuation.resume() }
       }
     } onCancel: {
-      let watcher = state.withLock { state -> Watcher? in
-        guard let index = state.watchers.firstIndex(where: { $0.id == id }) else { return nil }
-        return state.watchers.remove(at: index)
-      }
-      watcher?.continuation.resume(throwing: CancellationError())
+      let waiter = state.withLock { $0.remove(id) }
+      waiter?.continuation.resume(throwing: CancellationError())
     }
     try Task.checkCancellation()
   }
@@ -125,7 +122,7 @@ public final class TestClock: Clock, Sendable {
   /// Moves the clock forward and wakes every sleeper whose deadline has come, after releasing
   /// the lock.
   public func advance(by duration: Duration) {
-    let due = state.withLock { state -> [Sleeper] in
+    let due = state.withLock { state -> [Waiter] in
       state.now = state.now.advanced(by: duration)
       let now = state.now
       let due = state.sleepers.filter { $0.deadline <= now }

@@ -128,3 +128,10 @@ public struct SignInParameters: Codable, Sendable, Hashable {
     keyDerivation = try container.decode(KeyDerivation.self, forKey: .keyDerivation)
   }
 }
+
+/// The work of scrypt's parameters, N × r × p: what one cost is compared with another by (the
+/// server's rehash of a weaker password hash at sign-in, the least a device accepts from a
+/// server). One rule for the server's password hashes and the devices' key derivation.
+package func scryptWork(logRounds: UInt8, blockSize: UInt8, parallelism: UInt8) -> Double {
+  Double(1 << Int(min(logRounds, 62))) * Double(blockSize) * Double(parallelism)
+}

@@ -84,8 +84,8 @@ struct ArticleTests {
           let password = "correct horse"
           // Article: open the store and write.
           let store = try NoteStore.open(at: directory)
-          let trip = try await store.write { changes in
-            changes.createNote(text: "Trip to Paris", tags: ["Travel"])
+          let trip = try await store.write { edits in
+            edits.createNote(text: "Trip to Paris", tags: ["Travel"])
           }
           try await store.write { $0.setArchived(true, of: trip) }
           // Article: live query.
@@ -163,8 +163,8 @@ struct ArticleTests {
     try withTemporaryDirectory { root in
       let storePath = root + "/notes"
       let first = try NoteStore.open(at: storePath)
-      try first.write { changes in
-        for index in 0..<300 { changes.createNote(text: "note \(index)") }
+      try first.write { edits in
+        for index in 0..<300 { edits.createNote(text: "note \(index)") }
       }
       first.close()
       // A branch key set high, as flipped bits would: LMDB would then look for entries on the

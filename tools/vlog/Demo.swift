@@ -70,16 +70,16 @@ struct Demo: AsyncParsableCommand {
         + "(\(pulled.applied) events pulled).")
     say()
     say("Both go offline and edit the same notes:")
-    try await phone.write { changes in
-      changes.setText("Paris trip: book the train and the Louvre", of: trip)
-      changes.setTags(["Travel", "paris"], of: trip)
+    try await phone.write { edits in
+      edits.setText("Paris trip: book the train and the Louvre", of: trip)
+      edits.setTags(["Travel", "paris"], of: trip)
     }
     say("  phone:  edits the trip's text, tags it 'paris'")
-    try await laptop.write { changes in
-      changes.setArchived(true, of: trip)
-      changes.setTags(["Travel", "Paris", "Summer"], of: trip)
-      changes.setText("Paris trip: book the train, pack light", of: trip)
-      changes.setText("Groceries: bread, milk", of: groceries)
+    try await laptop.write { edits in
+      edits.setArchived(true, of: trip)
+      edits.setTags(["Travel", "Paris", "Summer"], of: trip)
+      edits.setText("Paris trip: book the train, pack light", of: trip)
+      edits.setText("Groceries: bread, milk", of: groceries)
     }
     say(
       "  laptop: archives the trip, tags it 'Paris' and 'Summer', edits the trip's text too, "

@@ -39,7 +39,7 @@ extension EventLog {
     package internal(set) var releasedBlobs: Set<BlobHash> = []
     /// The objects a server erases what it keeps of (``LogDecisions/erasedObjects``), known once
     /// ``commit(in:)`` has run.
-    package internal(set) var deletedObjects: [Identifier] = []
+    package internal(set) var erasedObjects: [Identifier] = []
     /// The latest time the clock may take from an appended event: the wall clock plus the
     /// skew bound, for a store; unlimited by default.
     package var clockLimit = HybridTime(rawValue: .max)
@@ -131,9 +131,9 @@ extension EventLog {
     /// queue, each in key order (sorted writes touch each page once).
     mutating func flushPending(in transaction: borrowing WriteTransaction) throws {
       let log = self.log
-      var changes = batch.decisions
+      var decisions = batch.decisions
       batch.decisions = LogDecisions()
-      for (sequence, event) in changes.redacted.sorted(by: { $0.key < $1.key }) {
+      for (sequence, event) in decisions.redacted.sorted(by: { $0.key < $1.key }) {
         let bytes = event.encoded()
         try log.withKey(sequence: sequence) { key in
           try transaction.put(
@@ -143,12 +143,12 @@ extension EventLog {
           }
         }
       }
-      deletedObjects += changes.erasedObjects
-      for (object, sequence) in changes.deletions {
+      erasedObjects += decisions.erasedObjects
+      for (object, sequence) in decisions.deletions {
         try transaction.put(
           BigEndian.bytes(sequence), forKey: log.objectKey(object, sequence: 0), in: log.objects)
       }
-      for (object, stamp) in changes.tagDeletions {
+      for (object, stamp) in decisions.tagDeletions {
         try transaction.put(
           stamp.bytes, forKey: log.objectKey(object, sequence: 0), in: log.objects)
       }
@@ -156,52 +156,52 @@ extension EventLog {
       var key = log.prefix
       key.reserveCapacity(log.prefix.count + 24)
       let empty: [UInt8] = []
-      if !changes.objects.isEmpty {
+      if !decisions.objects.isEmpty {
         let bits = EventLog.objectBucketBits
-        changes.objects.sort {
+        decisions.objects.sort {
           ($0.sequence >> bits, $0.object, $0.sequence) < (
             $1.sequence >> bits, $1.object, $1.sequence
           )
         }
-        for (object, sequence) in changes.objects {
+        for (object, sequence) in decisions.objects {
           key.removeSubrange(log.prefix.count...)
           log.appendObjectKey(object, sequence: sequence, to: &key)
           try transaction.put(empty, forKey: key, in: log.objects)
         }
       }
-      for (hash, sequences) in changes.addedReferences {
+      for (hash, sequences) in decisions.addedReferences {
         for sequence in sequences {
           try transaction.put(
             empty, forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
         }
       }
-      for (hash, sequences) in changes.removedReferences {
+      for (hash, sequences) in decisions.removedReferences {
         for sequence in sequences {
           _ = try transaction.delete(
             forKey: log.blobKey(hash, sequence: sequence), in: log.blobReferences)
         }
       }
-      for field in changes.forgottenFields {
+      for field in decisions.forgottenFields {
         _ = try transaction.delete(forKey: log.fieldKey(field.note, field.field), in: log.fields)
       }
-      for (field, newest) in changes.fields.sorted(by: { $0.key < $1.key }) {
+      for (field, newest) in decisions.fields.sorted(by: { $0.key < $1.key }) {
         try transaction.put(
           Self.fieldValue(newest.stamp, newest.sequence),
           forKey: log.fieldKey(field.note, field.field), in: log.fields)
       }
-      if !changes.replaced.isEmpty {
-        changes.replaced.sort()
-        for entry in changes.replaced {
+      if !decisions.replaced.isEmpty {
+        decisions.replaced.sort()
+        for entry in decisions.replaced {
           key.removeSubrange(log.prefix.count...)
           BigEndian.append(entry.milliseconds, to: &key)
           BigEndian.append(entry.sequence, to: &key)
           try transaction.put(empty, forKey: key, in: log.superseded)
         }
       }
-      for entry in changes.dequeued {
+      for entry in decisions.dequeued {
         _ = try transaction.delete(forKey: log.supersededKey(entry), in: log.superseded)
       }
-      releasedBlobs.formUnion(changes.releasedBlobs)
+      releasedBlobs.formUnion(decisions.releasedBlobs)
     }
 
     /// Counts events of kinds this version does not know, seen since the last commit.

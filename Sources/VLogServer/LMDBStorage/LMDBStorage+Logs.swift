@@ -149,7 +149,7 @@ extension LMDBStorage {
   ) throws {
     try appender.commit(in: transaction)
     var erasedKeys = false
-    for object in appender.deletedObjects {
+    for object in appender.erasedObjects {
       erasedKeys =
         try transaction.delete(forKey: BigEndian.bytes(account) + object.bytes, in: objectKeys)
         || erasedKeys

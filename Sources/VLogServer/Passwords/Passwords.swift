@@ -1,5 +1,6 @@
 internal import Crypto
 internal import Foundation
+internal import VLogWire
 internal import _CryptoExtras
 
 /// How hard a password hash is to compute: scrypt's cost parameters.
@@ -26,7 +27,7 @@ public struct PasswordCost: Sendable, Hashable {
   /// attacker pays per guess. A stored hash of less work than the server's cost is hashed
   /// again at the next sign-in.
   public var work: Double {
-    Double(1 << Int(min(logRounds, 62))) * Double(blockSize) * Double(parallelism)
+    scryptWork(logRounds: logRounds, blockSize: blockSize, parallelism: parallelism)
   }
 
   /// N = 2⁴: fast and weak, for tests only.

@@ -210,9 +210,9 @@ struct PostgresLogWriter {
   ///   transaction commits.
   mutating func commit(signaling signal: LiveSignal? = nil) async throws -> Set<BlobHash> {
     try await resolve(inPlace: false) { batch, facts in try batch.finish(facts: &facts) }
-    let changes = batch.decisions
-    let firstAppended = changes.appended.first?.sequence ?? .max
-    let rewritten = changes.redacted.filter { $0.key < firstAppended }
+    let decisions = batch.decisions
+    let firstAppended = decisions.appended.first?.sequence ?? .max
+    let rewritten = decisions.redacted.filter { $0.key < firstAppended }
     if !rewritten.isEmpty {
       let sorted = rewritten.sorted { $0.key < $1.key }
       try await connection.query(
@@ -223,8 +223,8 @@ struct PostgresLogWriter {
         WHERE e.account = \(account) AND e.sequence = u.sequence
         """, logger: logger)
     }
-    if !changes.deletions.isEmpty {
-      let newDeletions = changes.deletions
+    if !decisions.deletions.isEmpty {
+      let newDeletions = decisions.deletions
       try await connection.query(
         """
         INSERT INTO vlog_deletions (account, object, sequence)
@@ -233,10 +233,10 @@ struct PostgresLogWriter {
         ON CONFLICT (account, object) DO UPDATE SET sequence = COALESCE(vlog_deletions.sequence, EXCLUDED.sequence)
         """, logger: logger)
     }
-    let erased = changes.erasedObjects
+    let erased = decisions.erasedObjects
     if !erased.isEmpty { try await eraseKeys(of: erased) }
-    if !changes.tagDeletions.isEmpty {
-      let deletions = Array(changes.tagDeletions)
+    if !decisions.tagDeletions.isEmpty {
+      let deletions = Array(decisions.tagDeletions)
       try await connection.query(
         """
         INSERT INTO vlog_deletions (account, object, stamp)
@@ -245,7 +245,7 @@ struct PostgresLogWriter {
         ON CONFLICT (account, object) DO UPDATE SET stamp = EXCLUDED.stamp
         """, logger: logger)
     }
-    let removed = changes.removedReferences.flatMap { hash, sequences in
+    let removed = decisions.removedReferences.flatMap { hash, sequences in
       sequences.map { (hash, $0) }
     }
     if !removed.isEmpty {
@@ -257,8 +257,8 @@ struct PostgresLogWriter {
         WHERE r.account = \(account) AND r.hash = u.hash AND r.sequence = u.sequence
         """, logger: logger)
     }
-    if !changes.forgottenFields.isEmpty {
-      let list = Array(changes.forgottenFields)
+    if !decisions.forgottenFields.isEmpty {
+      let list = Array(decisions.forgottenFields)
       try await connection.query(
         """
         DELETE FROM vlog_fields AS f
@@ -267,8 +267,8 @@ struct PostgresLogWriter {
         WHERE f.account = \(account) AND f.note = u.note AND f.field = u.field
         """, logger: logger)
     }
-    if !changes.dequeued.isEmpty {
-      let removedSuperseded = changes.dequeued
+    if !decisions.dequeued.isEmpty {
+      let removedSuperseded = decisions.dequeued
       try await connection.query(
         """
         DELETE FROM vlog_superseded AS s
@@ -278,24 +278,25 @@ struct PostgresLogWriter {
         """, logger: logger)
     }
     // The common writes in one statement: the new events and their index entries, the
-    // newest changes, the replaced ones, and the head.
+    // newest decisions, the replaced ones, and the head.
     var sequences: [Int64] = []
     var ids: [ByteBuffer] = []
     var records: [ByteBuffer] = []
-    for logged in changes.appended {
-      let event = changes.redacted[logged.sequence] ?? logged.event
+    for logged in decisions.appended {
+      let event = decisions.redacted[logged.sequence] ?? logged.event
       sequences.append(Int64(clamping: logged.sequence))
       ids.append(ByteBuffer(bytes: event.stamp.bytes))
       records.append(Self.record(event))
     }
-    let added = changes.addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) } }
-    let dirty = Array(changes.fields)
-    let newObjects = changes.objects
-    let newSuperseded = changes.replaced
+    let added = decisions.addedReferences.flatMap { hash, sequences in sequences.map { (hash, $0) }
+    }
+    let dirty = Array(decisions.fields)
+    let newObjects = decisions.objects
+    let newSuperseded = decisions.replaced
     guard
       head != initialHead || !newObjects.isEmpty || !added.isEmpty || !dirty.isEmpty
         || !newSuperseded.isEmpty
-    else { return try await releaseBlobs(changes.releasedBlobs) }
+    else { return try await releaseBlobs(decisions.releasedBlobs) }
     // Only a log that grew is announced.
     let notification = head.sequence > initialHead.sequence ? signal?.payload : nil
     let rows = try await connection.execute(
@@ -315,11 +316,9 @@ struct PostgresLogWriter {
         notification: notification, channel: LiveSignal.channel),
       logger: logger)
     for try await _ in rows {}
-    return try await releaseBlobs(changes.releasedBlobs)
+    return try await releaseBlobs(decisions.releasedBlobs)
   }
 
-  /// Marks the blobs that lost their last reference in this transaction as released at
-  /// ``now``: they wait out the grace period (for an undo), then go. Returns them.
   /// Erases an encrypted account's keys of deleted objects, and marks its content key due to
   /// rotate if one was there. The account's record of keys is locked first, as the writes of
   /// keys lock it (`PostgresStorage+Keys.swift`): a key stored at the same time waits, and then
@@ -341,6 +340,8 @@ struct PostgresLogWriter {
       """, logger: logger)
   }
 
+  /// Marks the blobs that lost their last reference in this transaction as released at
+  /// ``now``: they wait out the grace period (for an undo), then go. Returns them.
   private func releaseBlobs(_ released: Set<BlobHash>) async throws -> Set<BlobHash> {
     if !released.isEmpty {
       try await connection.query(
