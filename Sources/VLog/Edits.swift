@@ -32,6 +32,8 @@ public struct Edits: Sendable {
     case restore(NoteID, NoteSnapshot)
     /// Undo of a creation: delete the note if it is still visible.
     case deleteNoteIfVisible(NoteID)
+    /// Give a note the text of one of its versions again, resolving its conflicts.
+    case restoreVersion(NoteID, Stamp)
     /// Undo of a rename: give the tag this name, if it is still in use.
     case restoreTagName(TagID, String)
   }
@@ -82,6 +84,23 @@ public struct Edits: Sendable {
   ///     longer a conflict (resolved elsewhere meanwhile) changes nothing.
   public mutating func setText(_ text: String, of note: NoteID, resolving conflicts: [Stamp] = []) {
     intents.append(.setText(note, text, resolving: conflicts))
+  }
+
+  /// Gives a note the text of one of its versions (``NoteStore/versions(of:)``) again.
+  ///
+  /// A restore is an ordinary text change with a new stamp: it replaces the text the note shows
+  /// and resolves every conflict it has — the user chose this text over all of them — so it
+  /// syncs, merges and undoes like any edit, and the conflicts it resolves are resolved on every
+  /// replica. The version restored stays a version of its own.
+  ///
+  /// - Parameters:
+  ///   - version: The stamp of the version (``NoteVersion/stamp``).
+  ///   - note: The note.
+  ///
+  /// The write throws ``VLogError`` `versionNotFound` if the note has no such version, or the
+  /// retention period erased its text.
+  public mutating func restoreVersion(_ version: Stamp, of note: NoteID) {
+    intents.append(.restoreVersion(note, version))
   }
 
   /// Archives a note, or brings it back to the timeline.

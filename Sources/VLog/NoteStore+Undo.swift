@@ -245,7 +245,7 @@ extension WriteSession {
         deleted.insert(id)
       case .restore(let id, let snapshot):
         note(try restoreTarget(id, in: transaction) ?? id, snapshot.fields)
-      case .setText(let id, _, _): note(id, .text)
+      case .setText(let id, _, _), .restoreVersion(let id, _): note(id, .text)
       case .setArchived(let id, _): note(id, .archived)
       case .setSortDate(let id, _): note(id, .sortDate)
       case .setTags(let id, _): note(id, .tags)

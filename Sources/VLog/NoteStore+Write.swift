@@ -166,6 +166,16 @@ struct WriteSession {
       try record(
         .textSet(id, text: text, replacing: note.replacedTexts(resolving: resolving)),
         wall: now, in: transaction)
+    case .restoreVersion(let id, let version):
+      let note = try existingNote(id, in: transaction)
+      let text = try versionText(version, of: id, in: transaction)
+      let conflicts = note.texts.conflicts(showing: note.textStamp).map(\.stamp)
+      try record(
+        .textSet(
+          id, text: text,
+          replacing: note.replacedTexts(
+            resolving: Array(conflicts.prefix(Limits.replacedTexts - 1)))),
+        wall: now, in: transaction)
     case .setArchived(let id, let archived):
       try requireNote(id, in: transaction)
       try record(.archivedSet(id, archived: archived), wall: now, in: transaction)
@@ -279,6 +289,27 @@ struct WriteSession {
     case .deleted: throw VLogError(.noteDeleted, "note \(id) was deleted; deletes are final")
     case .absent: throw VLogError(.noteNotFound, "there is no note \(id)")
     }
+  }
+
+  /// The text of the version `stamp` of a note, read from the log.
+  ///
+  /// - Throws: ``VLogError`` `versionNotFound` if the log holds no such text of the note, or
+  ///   holds it erased.
+  private func versionText(
+    _ stamp: Stamp, of id: NoteID, in transaction: borrowing WriteTransaction
+  ) throws -> String {
+    guard let logged = try log.log.event(withID: stamp, in: transaction),
+      case .textSet(let note, let text, _) = logged.event.change, note == id
+    else {
+      throw VLogError(.versionNotFound, "note \(id) has no version \(stamp)")
+    }
+    guard !logged.event.isRedacted else {
+      throw VLogError(
+        .versionNotFound,
+        "version \(stamp) of note \(id) was erased: the retention period passed since a later "
+          + "change replaced it")
+    }
+    return text
   }
 
   private mutating func existingNote(

@@ -21,6 +21,9 @@ public struct VLogError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let attachmentDeleted = Code("attachmentDeleted")
     /// No note uses a tag of that name.
     public static let tagNotFound = Code("tagNotFound")
+    /// A version a restore names is not one of the note's texts, or the retention period
+    /// erased it.
+    public static let versionNotFound = Code("versionNotFound")
     /// A value is empty where one is required, out of range, or malformed.
     public static let invalidValue = Code("invalidValue")
     /// A value is larger than the limit for its kind.

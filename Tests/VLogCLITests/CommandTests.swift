@@ -155,6 +155,34 @@ struct CommandTests {
     }
   }
 
+  @Test("note versions lists every text with its state; note restore brings one back and undoes")
+  func versionsAndRestore() async throws {
+    try await withTemporaryStore { store in
+      let added = try run(AddNote.self, ["first draft"], on: store)
+      let id = try #require(NoteID(added.text.replacingOccurrences(of: "created ", with: "")))
+      _ = try run(SetText.self, [id.description, "second draft"], on: store)
+      let listed = try run(NoteVersions.self, [id.description, "--json"], on: store)
+      let rows =
+        try JSONSerialization.jsonObject(with: Data(listed.jsonText().utf8)) as? [[String: Any]]
+      #expect(rows?.map { $0["state"] as? String } == ["replaced", "shown"])
+      #expect(rows?.map { $0["text"] as? String } == ["first draft", "second draft"])
+      let first = try #require(rows?.first?["version"] as? String)
+      #expect(try run(NoteVersions.self, [id.description], on: store).text.contains(first))
+      _ = try run(RestoreVersion.self, [id.description, first], on: store)
+      #expect(try store.note(id)?.text == "first draft")
+      #expect(try store.versions(of: id).map(\.state) == [.replaced, .replaced, .shown])
+      #expect(throws: (any Error).self) {
+        try RestoreVersion.parse([id.description, "not-a-version", "--store", store.path])
+      }
+      let missing = String(repeating: "0", count: 48)
+      let error = #expect(throws: VLogError.self) {
+        try run(RestoreVersion.self, [id.description, missing], on: store)
+      }
+      #expect(error?.code == .versionNotFound)
+      #expect(try store.note(id)?.text == "first draft", "a refused restore changes nothing")
+    }
+  }
+
   @Test("malformed arguments are usage errors, named in the message")
   func usageErrors() {
     #expect(throws: (any Error).self) {

@@ -94,6 +94,15 @@ struct ArticleTests {
               print(notes.map(\.truncatedText))  // a view model sets its property here
             }
           }
+          // Article: bring back an earlier text.
+          try await store.write { $0.setText("Trip to Paris and Lyon", of: trip) }
+          let versions = try store.versions(of: trip)  // observe it, as above, for a history view
+          if let earlier = versions.last(where: { $0.state == .replaced }) {
+            try await store.write { $0.restoreVersion(earlier.stamp, of: trip) }
+          }
+          // End of the article's block: the first text is shown again.
+          #expect(try store.note(trip)?.text == "Trip to Paris")
+          #expect(try store.versions(of: trip).map(\.state) == [.replaced, .replaced, .shown])
           // Article: sync automatically.
           let account = try SyncAccount(
             store: store,

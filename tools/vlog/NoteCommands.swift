@@ -27,15 +27,16 @@ struct NoteCommand: AsyncParsableCommand {
     commandName: "note",
     abstract: "Make user changes to notes.",
     subcommands: [
-      AddNote.self, SetText.self, ShowNote.self, Archive.self, Unarchive.self, TagNote.self,
-      UntagNote.self, RemoveNote.self,
+      AddNote.self, SetText.self, ShowNote.self, NoteVersions.self, RestoreVersion.self,
+      Archive.self, Unarchive.self, TagNote.self, UntagNote.self, RemoveNote.self,
     ]
   )
 
   /// Without a subcommand, says which there are (exit status 2) instead of succeeding silently.
   func run() async throws {
     throw ValidationError(
-      "give a subcommand: add, set, show, archive, unarchive, tag, untag or rm (see 'vlog note --help')"
+      "give a subcommand: add, set, show, versions, restore, archive, unarchive, tag, untag or rm "
+        + "(see 'vlog note --help')"
     )
   }
 }
