@@ -49,6 +49,12 @@ let package = Package(
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // What history a user can trust costs to read: a note's versions in a 1M-event store.
+    .executableTarget(
+      name: "Trust",
+      dependencies: [.product(name: "VLog", package: "VLog")],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
     .target(
       name: "BenchmarkSupport",
       dependencies: [

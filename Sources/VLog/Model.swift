@@ -31,6 +31,11 @@ public struct Note: Sendable, Hashable, Identifiable {
   /// (``Edits/setText(_:of:resolving:)``). The same on every replica that holds the same
   /// changes; empty for a note edited on one device at a time.
   public let conflicts: [TextConflict]
+  /// Whether the note has changes made on this device that the server has not stored yet
+  /// (they wait in the outbox); false once it stored them all — or for a note changed only
+  /// elsewhere. This device's alone: a live query that shows it changes when a sync's push is
+  /// acknowledged.
+  public var isPending = false
 
   /// The first lines of the text, for a list: at most ``truncatedLength`` characters, cut at
   /// a word where possible, with runs of whitespace collapsed.
@@ -162,6 +167,9 @@ public struct NoteSummary: Sendable, Hashable, Identifiable {
   /// How many texts the note keeps as conflicts beside the one it shows (``Note/conflicts``):
   /// a list can mark a note to resolve without reading it whole.
   public var conflictCount = 0
+  /// Whether the note has changes made on this device that the server has not stored yet
+  /// (``Note/isPending``): a list can mark it.
+  public var isPending = false
 }
 
 /// A tag. Its ``id`` is its normalised name, so the same name typed on two devices is one tag;

@@ -336,7 +336,8 @@ extension NoteStore {
         TextConflict(
           stamp: version.stamp,
           text: try eventLog.text(at: version.sequence, stamp: version.stamp, in: transaction))
-      })
+      },
+      isPending: try PendingNotes.isPending(id, schema: schema, in: transaction))
   }
 
   private func summary(
@@ -377,7 +378,8 @@ extension NoteStore {
       sortDate: Date(milliseconds: record.effectiveSortDate),
       tagNames: try tagNames(record, in: transaction, cache: cache).map(\.name),
       thumbnailAttachmentID: thumbnail,
-      conflictCount: record.texts.conflicts(showing: record.textStamp).count)
+      conflictCount: record.texts.conflicts(showing: record.textStamp).count,
+      isPending: try PendingNotes.isPending(id, schema: schema, in: transaction))
   }
 }
 

@@ -65,6 +65,7 @@ extension NoteStore {
     log.enqueueReplaced(projector.takeReplaced())
     log.setUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
+    try PendingNotes.rebuild(schema: schema, in: transaction)
     return replayed
   }
 

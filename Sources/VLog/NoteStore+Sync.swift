@@ -59,8 +59,11 @@ extension NoteStore {
     let (result, changeSet) = try VLogError.wrapping {
       try environment.write { transaction throws -> (IngestResult, ChangeSet) in
         var session = try WriteSession(store: self, in: transaction)
+        var confirmed: Set<NoteID> = []
         if let sequence {
           _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
+          confirmed = try PendingNotes.confirm(
+            through: session.log.state.acknowledged, schema: schema, in: transaction)
         }
         var duplicates = 0
         var unknown = 0
@@ -72,6 +75,8 @@ extension NoteStore {
           if !event.change.kind.isKnown { unknown += 1 }
           try session.append(event, local: false, in: transaction)
         }
+        // A note the server now holds every change of is updated too: its sync state is.
+        session.projector.markUpdated(confirmed)
         let changeSet = try session.finish(source: .sync, in: transaction)
         return (
           IngestResult(
@@ -81,7 +86,7 @@ extension NoteStore {
         )
       }
     }
-    if result.appended > 0 { observers.publish(changeSet) }
+    if result.appended > 0 || !changeSet.updatedNotes.isEmpty { observers.publish(changeSet) }
     return result
   }
 
@@ -108,6 +113,12 @@ extension NoteStore {
     }
   }
 
+  /// The notes with changes made here that the server has not stored yet (``Note/isPending``),
+  /// in id order: as many as the outbox's notes, whatever the store's size.
+  public func pendingNotes() throws -> [NoteID] {
+    try read { transaction in try PendingNotes.all(schema: schema, in: transaction) }
+  }
+
   /// The number of local events not yet acknowledged.
   public func outboxCount() throws -> Int {
     try read { transaction in Int(clamping: try eventLog.state(in: transaction).pendingLocal) }
@@ -124,15 +135,23 @@ extension NoteStore {
   /// - Throws: ``VLogError/Code/invalidValue`` for a sequence number beyond the log.
   @discardableResult
   public func acknowledge(through sequence: UInt64) throws -> Int {
-    try VLogError.wrapping {
-      try environment.write { transaction throws -> Int in
+    let (removed, confirmed) = try VLogError.wrapping {
+      try environment.write { transaction throws -> (Int, Set<NoteID>) in
         var log = try eventLog.appender(in: transaction)
         let removed = try log.acknowledge(
           through: sequence, replica: replicaID, in: transaction)
         try log.commit(in: transaction)
-        return removed
+        let confirmed = try PendingNotes.confirm(
+          through: log.state.acknowledged, schema: schema, in: transaction)
+        return (removed, confirmed)
       }
     }
+    if !confirmed.isEmpty {
+      var changes = ChangeSet.Builder()
+      changes.updated = confirmed
+      observers.publish(changes.build(source: .sync, eventCount: 0))
+    }
+    return removed
   }
 
   /// Gives the stamp of a change made now to every local event not yet acknowledged that is

@@ -124,9 +124,10 @@ public final class NoteStore: Sendable {
   /// keyed the object index by object first; format 4 kept a note's text stamp in its record;
   /// format 5 kept one text per note, without its conflicts; format 6 kept a note's tags as
   /// one list, and deleted tags' names in its log; format 7 filed a tag typed in Unicode's
-  /// decomposed form apart from its composed form; the projections are rebuilt whenever the
-  /// format changes).
-  public static let formatVersion: UInt32 = 8
+  /// decomposed form apart from its composed form; format 8 did not keep which notes have
+  /// changes the server has not stored; the projections are rebuilt whenever the format
+  /// changes).
+  public static let formatVersion: UInt32 = 9
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -356,7 +357,7 @@ public final class NoteStore: Sendable {
   /// made yet.
   ///
   /// - Throws: ``VLogError`` for a format newer than this version's, or facts malformed.
-  private static func storedFacts(
+  static func storedFacts(
     schema: Schema, in transaction: borrowing some Transaction & ~Copyable
   ) throws -> (version: UInt32, replica: ReplicaID)? {
     guard let format = try transaction.value(forKey: Keys.Meta.format, in: schema.meta) else {

@@ -19,7 +19,8 @@ public struct ChangeSet: Sendable, Hashable {
   public let source: Source
   /// Notes that became visible: created here, or whose creation arrived.
   public let insertedNotes: Set<NoteID>
-  /// Visible notes whose fields or attachments changed.
+  /// Visible notes whose fields or attachments changed, or whose sync state did
+  /// (``Note/isPending``: the server stored their changes).
   public let updatedNotes: Set<NoteID>
   /// Notes that were deleted.
   public let deletedNotes: Set<NoteID>

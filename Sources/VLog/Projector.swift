@@ -49,6 +49,9 @@ struct Projector {
   /// What the flushes so far changed.
   private(set) var changes = ChangeSet.Builder()
 
+  /// Counts `notes` as updated in what the commit reports: their sync state changed.
+  mutating func markUpdated(_ notes: Set<NoteID>) { changes.updated.formUnion(notes) }
+
   /// A note in the overlay. A class, so that updates change it in place.
   private final class NoteEntry {
     /// The record as the store had it before this flush.

@@ -20,6 +20,7 @@ internal import LMDB
 /// | `tagNotes` | tag id + 0x00 + inverted sort date (8) + note id (16) | empty |
 /// | `timeline` | archived (1) + inverted sort date (8) + note id (16) | empty |
 /// | `searchPostings`, `searchNotes`, `searchOrdinals` | see ``SearchIndex`` | |
+/// | `pendingNotes` | note id (16) | its latest local change's sequence (8), while the server has not stored it (``PendingNotes``) |
 ///
 /// `notes` to `timeline` are projections: derived from the log, dropped and rebuilt by
 /// ``NoteStore/rebuildProjections(progress:)``. The search index is derived too, and brought up
@@ -46,6 +47,9 @@ struct Schema: Sendable {
   let searchPostings: Database
   let searchNotes: Database
   let searchOrdinals: Database
+  /// The notes with local changes the server has not stored yet (``PendingNotes``): this
+  /// replica's, rebuilt from the outbox, not in the state digest.
+  let pendingNotes: Database
   /// The log in `log`, `eventIndex` and `meta`.
   let eventLog: EventLog
 
@@ -60,10 +64,10 @@ struct Schema: Sendable {
   /// Every database of the store.
   var all: [Database] {
     [meta, log, eventIndex, objects, blobReferences, fields, superseded, blobs] + projections
-      + search
+      + search + [pendingNotes]
   }
 
-  static let databaseCount = 19
+  static let databaseCount = 20
 
   init(environment: Environment, create: Bool) throws {
     let flags: Database.Flags = create ? .create : []
@@ -89,6 +93,7 @@ struct Schema: Sendable {
     searchPostings = try open("searchPostings")
     searchNotes = try open("searchNotes")
     searchOrdinals = try open("searchOrdinals")
+    pendingNotes = try open("pendingNotes")
     eventLog = EventLog(
       entries: log, index: eventIndex, state: meta, objects: objects,
       blobReferences: blobReferences, fields: fields, superseded: superseded,

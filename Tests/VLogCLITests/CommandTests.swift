@@ -183,6 +183,25 @@ struct CommandTests {
     }
   }
 
+  @Test("notes marks the notes with changes the server has not stored; status lists them")
+  func pendingNotes() async throws {
+    try await withTemporaryStore { store in
+      let added = try run(AddNote.self, ["unsent"], on: store)
+      let id = try #require(NoteID(added.text.replacingOccurrences(of: "created ", with: "")))
+      #expect(try run(Notes.self, [], on: store).text.contains("* \(id)"))
+      let rows =
+        try JSONSerialization.jsonObject(
+          with: Data(try run(Notes.self, ["--json"], on: store).jsonText().utf8))
+        as? [[String: Any]]
+      #expect(rows?.first?["pending"] as? Bool == true)
+      #expect(try run(Status.self, [], on: store).text.contains("pending: 1 note"))
+      #expect(try run(Status.self, [], on: store).text.contains("  \(id)"))
+      try store.acknowledge(through: try #require(try store.outbox().last).sequence)
+      #expect(!(try run(Notes.self, [], on: store).text.contains("* \(id)")))
+      #expect(!(try run(Status.self, [], on: store).text.contains("pending:")))
+    }
+  }
+
   @Test("malformed arguments are usage errors, named in the message")
   func usageErrors() {
     #expect(throws: (any Error).self) {

@@ -331,6 +331,8 @@ struct Notes: StoreCommand {
     let tags: [String]
     /// Texts kept as conflicts beside the one shown: `vlog note show` lists them.
     let conflicts: Int
+    /// Whether the note has changes made here that the server has not stored yet.
+    let pending: Bool
   }
 
   func validate() throws {
@@ -354,15 +356,20 @@ struct Notes: StoreCommand {
     let rows = notes.map {
       Row(
         id: $0.id.description, text: $0.truncatedText, archived: $0.isArchived,
-        sortDate: format($0.sortDate), tags: $0.tagNames, conflicts: $0.conflictCount)
+        sortDate: format($0.sortDate), tags: $0.tagNames, conflicts: $0.conflictCount,
+        pending: $0.isPending)
     }
     let text = table(
-      ["ID", "SORT DATE", "TAGS", "TEXT"],
+      ["  ID", "SORT DATE", "TAGS", "TEXT"],
       rows.map { row in
-        // A note with conflicts says so first: `vlog note show` lists them, to resolve.
+        // A note with conflicts says so first: `vlog note show` lists them, to resolve. One
+        // with changes the server has not stored is marked `*` (`vlog status` lists them).
         let mark =
           row.conflicts == 0 ? "" : "[\(row.conflicts) conflict\(row.conflicts == 1 ? "" : "s")] "
-        return [row.id, row.sortDate, row.tags.joined(separator: ","), mark + row.text.prefix(60)]
+        return [
+          (row.pending ? "* " : "  ") + row.id, row.sortDate, row.tags.joined(separator: ","),
+          mark + row.text.prefix(60),
+        ]
       })
     return CommandOutput(text: rows.isEmpty ? "no notes" : text, json: rows)
   }

@@ -374,6 +374,7 @@ struct Status: StoreCommand {
       $0.binding != nil && $0.binding == binding ? $0 : nil
     }
     let outbox = try store.outboxCount()
+    let pending = try store.pendingNotes()
     let local = try store.eventSetDigest()
     struct JSON: Encodable {
       let server: String?
@@ -387,9 +388,20 @@ struct Status: StoreCommand {
       let serverEventSetDigest: String?
       let inSync: Bool
       let restamped: SyncState.Restamp?
+      /// The notes with changes the server has not stored yet.
+      let pendingNotes: [String]
     }
     let inSync = outbox == 0 && state?.serverEventSetDigest == local.description
     var lines = ["outbox: \(outbox) events not yet acknowledged by the server"]
+    if !pending.isEmpty {
+      lines.append(
+        "pending: \(pending.count) note\(pending.count == 1 ? "" : "s") with changes the server "
+          + "has not stored:")
+      lines += pending.prefix(20).map { "  \($0)" }
+      if pending.count > 20 {
+        lines.append("  … and \(pending.count - 20) more (--json lists all)")
+      }
+    }
     if let binding, let state {
       lines.insert("account: \(binding.username) on \(binding.server)", at: 0)
       lines.append("cursor: \(state.cursor)")
@@ -415,7 +427,7 @@ struct Status: StoreCommand {
         cursor: state?.cursor ?? 0, lastSync: state?.lastSync.map(format),
         clockSkewMilliseconds: state?.clockSkewMilliseconds, lastError: state?.lastError,
         eventSetDigest: local.description, serverEventSetDigest: state?.serverEventSetDigest,
-        inSync: inSync, restamped: state?.restamped))
+        inSync: inSync, restamped: state?.restamped, pendingNotes: pending.map(\.description)))
   }
 }
 
