@@ -15,8 +15,13 @@ enum PendingNotes {
     _ note: NoteID, at sequence: UInt64, schema: Schema,
     in transaction: borrowing WriteTransaction
   ) throws {
-    try transaction.put(
-      BigEndian.bytes(sequence), forKey: note.identifier.bytes, in: schema.pendingNotes)
+    // Without allocating: every local change records its note.
+    var value = sequence.bigEndian
+    try note.identifier.withKey { key in
+      try withUnsafeBytes(of: &value) { value in
+        try transaction.put(value, forKey: key, in: schema.pendingNotes)
+      }
+    }
   }
 
   /// Confirms the notes whose latest local change is at or before `acknowledged`: they leave

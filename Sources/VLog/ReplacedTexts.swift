@@ -49,7 +49,8 @@ extension ReplacedTexts {
   /// stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
   /// (``TextVersions``) and the log's (``LogBatch``) alike; each replaced one is replaced at
   /// `stamp`'s time.
-  package func replaced(by stamp: Stamp) -> [Stamp] {
-    filter { $0 < stamp }
+  package func replaced(by stamp: Stamp) -> LazyFilterSequence<ReplacedTexts> {
+    // Lazily: every text edit of a merge or a replay asks, and most name one text.
+    lazy.filter { $0 < stamp }
   }
 }
