@@ -49,8 +49,27 @@ extension ReplacedTexts {
   /// stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
   /// (``TextVersions``) and the log's (``LogBatch``) alike; each replaced one is replaced at
   /// `stamp`'s time.
-  package func replaced(by stamp: Stamp) -> LazyFilterSequence<ReplacedTexts> {
-    // Lazily: every text edit of a merge or a replay asks, and most name one text.
-    lazy.filter { $0 < stamp }
+  package func replaced(by stamp: Stamp) -> Replaced {
+    Replaced(texts: makeIterator(), stamp: stamp)
+  }
+
+  /// The texts a change replaces (``replaced(by:)``), without allocating: every text change
+  /// of a merge and a replay asks.
+  package struct Replaced: Sequence, IteratorProtocol {
+    var texts: ReplacedTexts.Iterator
+    let stamp: Stamp
+
+    package mutating func next() -> Stamp? {
+      while let named = texts.next() {
+        if named < stamp { return named }
+      }
+      return nil
+    }
+
+    /// Whether the change replaces none of them.
+    package var isEmpty: Bool {
+      var copy = self
+      return copy.next() == nil
+    }
   }
 }
