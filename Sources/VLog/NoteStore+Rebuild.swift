@@ -54,7 +54,9 @@ extension NoteStore {
     var log = try eventLog.appender(in: transaction)
     var projector = Projector(schema: schema, merge: merge)
     projector.tracksReplacements = tracksReplacements
+    var pending = try PendingNotes.Rebuild(schema: schema, in: transaction)
     let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in
+      try pending.observe(logged, in: transaction)
       try projector.apply(logged.event, at: logged.sequence, in: transaction)
       if projector.overlayCount >= Projector.replayOverlayLimit {
         try projector.flush(in: transaction)
@@ -65,7 +67,7 @@ extension NoteStore {
     log.enqueueReplaced(projector.takeReplaced())
     log.setUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
-    try PendingNotes.rebuild(schema: schema, in: transaction)
+    try pending.write(in: transaction)
     return replayed
   }
 

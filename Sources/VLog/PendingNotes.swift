@@ -64,30 +64,39 @@ enum PendingNotes {
     return notes
   }
 
-  /// Builds the database again from the outbox: the local events after the acknowledged
-  /// watermark, each note's latest. Attachments' deletions are filed under their notes by the
-  /// attachments' records, so run it after the projections are built.
-  static func rebuild(schema: Schema, in transaction: borrowing WriteTransaction) throws {
-    try transaction.removeAll(in: schema.pendingNotes)
-    guard let replica = try NoteStore.storedFacts(schema: schema, in: transaction)?.replica
-    else { return }
-    let state = try schema.eventLog.state(in: transaction)
-    guard state.pendingLocal > 0 else { return }
-    var local: [(change: Change, sequence: UInt64)] = []
-    try schema.eventLog.forEach(after: state.acknowledged, in: transaction) { logged in
-      if logged.event.stamp.replica == replica {
-        local.append((logged.event.change, logged.sequence))
-      }
-      return true
+  /// Builds the database again as a replay of the log passes: give it each event before the
+  /// projector applies it (an attachment's deletion removes the record that names its note),
+  /// then ``write(in:)``. It reads only what the replay reads anyway.
+  struct Rebuild {
+    let schema: Schema
+    /// This replica: its events after the watermark are the outbox. Nil for a store without one.
+    let replica: ReplicaID?
+    let acknowledged: UInt64
+    private var latest: [NoteID: UInt64] = [:]
+
+    init(schema: Schema, in transaction: borrowing WriteTransaction) throws {
+      self.schema = schema
+      replica = try NoteStore.storedFacts(schema: schema, in: transaction)?.replica
+      let state = try schema.eventLog.state(in: transaction)
+      acknowledged = state.pendingLocal == 0 ? .max : state.acknowledged
     }
-    var latest: [NoteID: UInt64] = [:]
-    for (change, sequence) in local {
-      if let note = try note(of: change, schema: schema, in: transaction) {
-        latest[note] = sequence
-      }
+
+    /// Counts an event of the log, in log order.
+    mutating func observe(_ logged: LoggedEvent, in transaction: borrowing WriteTransaction)
+      throws
+    {
+      guard logged.sequence > acknowledged, logged.event.stamp.replica == replica,
+        let note = try PendingNotes.note(of: logged.event.change, schema: schema, in: transaction)
+      else { return }
+      latest[note] = logged.sequence
     }
-    for (note, sequence) in latest {
-      try record(note, at: sequence, schema: schema, in: transaction)
+
+    /// Replaces the database with what the replay found.
+    func write(in transaction: borrowing WriteTransaction) throws {
+      try transaction.removeAll(in: schema.pendingNotes)
+      for (note, sequence) in latest {
+        try record(note, at: sequence, schema: schema, in: transaction)
+      }
     }
   }
 
