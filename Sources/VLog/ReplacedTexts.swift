@@ -45,31 +45,10 @@ public struct ReplacedTexts: RandomAccessCollection, Hashable, Sendable, Express
 }
 
 extension ReplacedTexts {
-  /// The texts a text change made at `stamp` replaces, of those it names: the older ones (a
-  /// stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
-  /// (``TextVersions``) and the log's (``LogBatch``) alike; each replaced one is replaced at
-  /// `stamp`'s time.
-  package func replaced(by stamp: Stamp) -> Replaced {
-    Replaced(texts: makeIterator(), stamp: stamp)
-  }
-
-  /// The texts a change replaces (``replaced(by:)``), without allocating: every text change
-  /// of a merge and a replay asks.
-  package struct Replaced: Sequence, IteratorProtocol {
-    var texts: ReplacedTexts.Iterator
-    let stamp: Stamp
-
-    package mutating func next() -> Stamp? {
-      while let named = texts.next() {
-        if named < stamp { return named }
-      }
-      return nil
-    }
-
-    /// Whether the change replaces none of them.
-    package var isEmpty: Bool {
-      var copy = self
-      return copy.next() == nil
-    }
-  }
+  /// Whether a text change made at `stamp` replaces a text it names, `named`: only an older one
+  /// (a stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
+  /// (``TextVersions``) and the log's (``LogBatch``) alike; the text replaced is replaced at
+  /// `stamp`'s time. A predicate, not a sequence: a merge and a replay ask it of every text
+  /// change, and a sequence of the replaced texts allocated per change.
+  package static func replaces(_ stamp: Stamp, _ named: Stamp) -> Bool { named < stamp }
 }

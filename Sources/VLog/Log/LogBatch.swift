@@ -259,7 +259,7 @@ package struct LogBatch: Sendable {
     if case .textSet(_, _, let base?) = event.change {
       // It replaced what it names, and nothing else.
       if newest.map({ event.stamp > $0.stamp }) ?? true { setNewest(change, of: key) }
-      let named = base.replaced(by: event.stamp)
+      let named = base.filter { ReplacedTexts.replaces(event.stamp, $0) }
       guard !named.isEmpty else { return }
       var texts: [Stamp: UInt64] = [:]
       if let newest { texts[newest.stamp] = newest.sequence }

@@ -122,7 +122,7 @@ package struct TextVersions: Sendable, Hashable {
     guard !isCurrent(stamp) else { return }
     let time = stamp.time.milliseconds
     if let base {
-      for named in base.replaced(by: stamp) {
+      for named in base where ReplacedTexts.replaces(stamp, named) {
         if let version = remove(named) {
           report(ReplacedChange(milliseconds: time, sequence: version.sequence))
         } else if named >= floor, try !isHeld(named) {
