@@ -89,7 +89,8 @@ public struct Edits: Sendable {
   /// Gives a note the text of one of its versions (``NoteStore/versions(of:)``) again.
   ///
   /// A restore is an ordinary text change with a new stamp: it replaces the text the note shows
-  /// and resolves every conflict it has — the user chose this text over all of them — so it
+  /// and resolves its conflicts — the user chose this text over all of them; the oldest
+  /// ``Limits/replacedTexts`` − 1 of them, as a change names at most that many — so it
   /// syncs, merges and undoes like any edit, and the conflicts it resolves are resolved on every
   /// replica. The version restored stays a version of its own.
   ///

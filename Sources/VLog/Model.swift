@@ -34,8 +34,9 @@ public struct Note: Sendable, Hashable, Identifiable {
   /// Whether the note has changes made on this device that the server has not stored yet
   /// (they wait in the outbox); false once it stored them all — or for a note changed only
   /// elsewhere. This device's alone: a live query that shows it changes when a sync's push is
-  /// acknowledged.
-  public var isPending = false
+  /// acknowledged. A tag's rename or deletion is the tag's change, not its notes': it waits in
+  /// the outbox (``NoteStore/outboxCount()`` counts it) without marking them.
+  public internal(set) var isPending = false
 
   /// The first lines of the text, for a list: at most ``truncatedLength`` characters, cut at
   /// a word where possible, with runs of whitespace collapsed.
@@ -169,7 +170,7 @@ public struct NoteSummary: Sendable, Hashable, Identifiable {
   public var conflictCount = 0
   /// Whether the note has changes made on this device that the server has not stored yet
   /// (``Note/isPending``): a list can mark it.
-  public var isPending = false
+  public internal(set) var isPending = false
 }
 
 /// A tag. Its ``id`` is its normalised name, so the same name typed on two devices is one tag;

@@ -57,9 +57,9 @@ extension NoteStore {
         changes: ChangeSet.Builder().build(source: .sync, eventCount: 0))
     }
     let (result, changeSet) = try VLogError.wrapping {
-      try environment.write { transaction throws -> (IngestResult, ChangeSet) in
+      try environment.write { transaction throws -> (IngestResult, (ChangeSet, Bool)) in
         var session = try WriteSession(store: self, in: transaction)
-        var confirmed: Set<NoteID> = []
+        var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
         if let sequence {
           _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
           confirmed = try PendingNotes.confirm(
@@ -76,17 +76,18 @@ extension NoteStore {
           try session.append(event, local: false, in: transaction)
         }
         // A note the server now holds every change of is updated too: its sync state is.
-        session.projector.markUpdated(confirmed)
+        session.projector.markUpdated(confirmed.shown)
         let changeSet = try session.finish(source: .sync, in: transaction)
         return (
           IngestResult(
             appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
             changes: changeSet),
-          changeSet
+          (changeSet, confirmed.any)
         )
       }
     }
-    if result.appended > 0 || !changeSet.updatedNotes.isEmpty { observers.publish(changeSet) }
+    // A commit that only confirmed notes is announced too: what a query shows changed.
+    if result.appended > 0 || changeSet.1 { observers.publish(changeSet.0) }
     return result
   }
 
@@ -136,7 +137,7 @@ extension NoteStore {
   @discardableResult
   public func acknowledge(through sequence: UInt64) throws -> Int {
     let (removed, confirmed) = try VLogError.wrapping {
-      try environment.write { transaction throws -> (Int, Set<NoteID>) in
+      try environment.write { transaction throws -> (Int, (shown: Set<NoteID>, any: Bool)) in
         var log = try eventLog.appender(in: transaction)
         let removed = try log.acknowledge(
           through: sequence, replica: replicaID, in: transaction)
@@ -146,9 +147,9 @@ extension NoteStore {
         return (removed, confirmed)
       }
     }
-    if !confirmed.isEmpty {
+    if confirmed.any {
       var changes = ChangeSet.Builder()
-      changes.updated = confirmed
+      changes.updated = confirmed.shown
       observers.publish(changes.build(source: .sync, eventCount: 0))
     }
     return removed

@@ -2,8 +2,10 @@ public import Foundation
 
 /// One text a note has had: what a change wrote, who wrote it and when, and what became of it.
 ///
-/// Read from the log, so every device that synced lists the same versions — a phone's edits on
-/// the laptop too — and with the same states once they hold the same events.
+/// Read from the log, so every device that synced lists the versions its log holds — a phone's
+/// edits on the laptop too — with the same states once they hold the same events and keep
+/// history as long (retention is each store's setting: a device that keeps replaced texts for
+/// 30 days lists an older one as erased where one that keeps them forever can restore it).
 public struct NoteVersion: Sendable, Hashable, Identifiable {
   /// What became of a text.
   public enum State: String, Sendable, Hashable {
@@ -14,8 +16,9 @@ public struct NoteVersion: Sendable, Hashable, Identifiable {
     case conflict
     /// A text a later change replaced: kept in the log, and restorable.
     case replaced
-    /// A text another replaced longer ago than the retention period: its words are gone from
-    /// every replica, only the change's stamp is left.
+    /// A text another replaced longer ago than this store's retention period: its words are
+    /// gone from this store (and from every store and server whose period has passed too), only
+    /// the change's stamp is left.
     case erased
   }
 
@@ -52,7 +55,7 @@ extension NoteStore {
   /// ```
   ///
   /// Reads the note's events through the log's object index: its cost grows with the note's
-  /// changes, not with the log.
+  /// changes and their texts (every version's text is read), not with the log.
   ///
   /// - Throws: ``VLogError`` `noteNotFound` for a note the store does not hold, `noteDeleted`
   ///   for a deleted one.

@@ -120,13 +120,19 @@ struct WriteSession {
 
   /// Appends an event to the log (counting it in the outbox if local) and applies it as
   /// stored: redacted, if it changes a deleted object.
-  @discardableResult
+  ///
+  /// A local event's note is pending until the server stores it (``PendingNotes``).
   mutating func append(
     _ event: Event, local: Bool, in transaction: borrowing WriteTransaction
-  ) throws -> LoggedEvent {
+  ) throws {
+    // Before the change applies: an attachment's deletion removes the record naming its note.
+    let note =
+      local ? try PendingNotes.note(of: event.change, schema: schema, in: transaction) : nil
     let stored = try log.append(event, local: local, in: transaction)
     try projector.apply(stored.event, at: stored.sequence, in: transaction)
-    return stored
+    if let note {
+      try PendingNotes.record(note, at: stored.sequence, schema: schema, in: transaction)
+    }
   }
 
   /// Stamps and appends a local change.
@@ -135,13 +141,7 @@ struct WriteSession {
   ) throws {
     try Validation.check(change)
     let stamp = try log.stamp(wallMilliseconds: wall.rawValue, replica: replicaID)
-    // Before the change applies: an attachment's deletion removes the record naming its note.
-    let note = try PendingNotes.note(of: change, schema: schema, in: transaction)
-    let stored = try append(Event(stamp: stamp, change: change), local: true, in: transaction)
-    // The note is pending until the server stores this change.
-    if let note {
-      try PendingNotes.record(note, at: stored.sequence, schema: schema, in: transaction)
-    }
+    try append(Event(stamp: stamp, change: change), local: true, in: transaction)
   }
 
   // MARK: Resolving user changes

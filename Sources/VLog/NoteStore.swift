@@ -229,6 +229,19 @@ public final class NoteStore: Sendable {
           mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
           maximumDatabases: Schema.databaseCount + 4,
           durability: options.durability.environment, isReadOnly: true))
+      // The format first: an older one may lack a database this version opens.
+      let meta = try environment.openDatabase(named: "meta", flags: [])
+      let format = try environment.read { transaction in
+        try transaction.value(forKey: Keys.Meta.format, in: meta)
+      }
+      if let format, format.count == 4, let version = BigEndian.read(UInt32.self, from: format),
+        version < formatVersion
+      {
+        throw VLogError(
+          .unsupportedFormat,
+          "the store has format \(version), and this version of VLog reads format "
+            + "\(formatVersion) without writing; open it writable once to migrate it")
+      }
       let schema = try Schema(environment: environment, create: false)
       let (replicaID, retention) = try environment.read { transaction in
         guard let facts = try storedFacts(schema: schema, in: transaction) else {

@@ -27,10 +27,11 @@ enum PendingNotes {
   /// Confirms the notes whose latest local change is at or before `acknowledged`: they leave
   /// the database.
   ///
-  /// - Returns: The notes confirmed that are not deleted: those whose state a query shows.
+  /// - Returns: The notes confirmed that a query shows (created, not deleted), and whether
+  ///   any note was confirmed at all (``NoteStore/pendingNotes()`` changed).
   static func confirm(
     through acknowledged: UInt64, schema: Schema, in transaction: borrowing WriteTransaction
-  ) throws -> Set<NoteID> {
+  ) throws -> (shown: Set<NoteID>, any: Bool) {
     var confirmed: [[UInt8]] = []
     try transaction.forEach(in: schema.pendingNotes) { key, value in
       // A value of another length is not one this version wrote: confirmed, so it goes.
@@ -38,10 +39,12 @@ enum PendingNotes {
       if sequence <= acknowledged { confirmed.append(Array(key)) }
     }
     for key in confirmed { _ = try transaction.delete(forKey: key, in: schema.pendingNotes) }
-    return try Set(
+    let shown = try Set(
       confirmed.compactMap(Self.note).filter {
         try !schema.hasTombstone($0.identifier, in: transaction)
+          && schema.noteRecord($0, in: transaction)?.isCreated == true
       })
+    return (shown, !confirmed.isEmpty)
   }
 
   /// Whether `note` has a change the server has not stored yet.

@@ -48,7 +48,7 @@ extension ReplacedTexts {
   /// Whether a text change made at `stamp` replaces a text it names, `named`: only an older one
   /// (a stamp never replaces one that follows it). Rule 4 for texts, for the store's merge
   /// (``TextVersions``) and the log's (``LogBatch``) alike; the text replaced is replaced at
-  /// `stamp`'s time. A predicate, not a sequence: a merge and a replay ask it of every text
-  /// change, and a sequence of the replaced texts allocated per change.
+  /// `stamp`'s time. A predicate, not a sequence: a store's merge and replay ask it of every
+  /// text change, where a sequence of the replaced texts cost an allocation per change.
   package static func replaces(_ stamp: Stamp, _ named: Stamp) -> Bool { named < stamp }
 }

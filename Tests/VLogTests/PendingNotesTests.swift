@@ -100,16 +100,32 @@ struct PendingNotesTests {
     }
   }
 
+  @Test("an acknowledgement that confirms only a deleted note is announced, without the note")
+  func deletedNoteConfirmed() async throws {
+    try await withReplicas(1) { replicas in
+      let store = replicas[0].store
+      let note = try await store.write { $0.createNote(text: "gone soon") }
+      try await store.write { $0.deleteNote(note) }
+      #expect(try store.pendingNotes() == [note])
+      var changes = store.changes().makeAsyncIterator()
+      try store.acknowledge(through: try #require(try store.outbox().last).sequence)
+      _ = try await store.write { $0.createNote(text: "sentinel") }
+      let announced = await changes.next()
+      #expect(announced?.eventCount == 0 && announced?.updatedNotes.isEmpty == true)
+      #expect(try store.pendingNotes().count == 1, "only the sentinel")
+    }
+  }
+
   @Test(
-    "an acknowledgement publishes the notes it confirms, and a live query of a note yields its new state"
+    "an acknowledgement announces the notes it confirms, whose state a query then shows changed"
   )
-  func liveQueryFollowsAcknowledgement() async throws {
+  func acknowledgementIsAnnounced() async throws {
     try await withReplicas(1) { replicas in
       let store = replicas[0].store
       let note = try await store.write { $0.createNote(text: "draft") }
-      var values = store.observe { try $0.note(note)?.isPending }.makeAsyncIterator()
-      #expect(try await values.next() == true)
       for acknowledge in [false, true] {
+        let before = try #require(try store.note(note))
+        #expect(before.isPending)
         var changes = store.changes().makeAsyncIterator()
         let last = try #require(try store.outbox().last).sequence
         if acknowledge {
@@ -117,13 +133,14 @@ struct PendingNotesTests {
         } else {
           try await store.ingest([], acknowledgingThrough: last)
         }
-        // Another write after it, so that a missing announcement fails rather than waits.
+        // A write after it, so that a missing announcement fails rather than waits.
         _ = try await store.write { $0.createNote(text: "sentinel") }
         let announced = await changes.next()
         #expect(announced?.updatedNotes.contains(note) == true && announced?.eventCount == 0)
-        #expect(try await values.next() == false)
-        try await store.write { $0.setText("edited", of: note) }
-        #expect(try await values.next() == true)
+        // What a live query of the note re-reads on that announcement differs from before.
+        let after = try #require(try store.note(note))
+        #expect(!after.isPending && after != before)
+        try await store.write { $0.setText("edited \(acknowledge)", of: note) }
       }
     }
   }

@@ -113,6 +113,10 @@ struct SalvageTests {
       let out = try NoteStore.open(at: root + "/out")
       defer { out.close() }
       #expect(out.replicaID == made.replica)
+      // This device's events wait in the outbox again, and their notes are pending.
+      let outboxNotes = Set(try out.outbox().compactMap(\.event.change.noteID))
+      let pending = Set(try out.pendingNotes())
+      #expect(!outboxNotes.isEmpty && outboxNotes.isSubset(of: pending))
       #expect(try out.account()?.username == "ann")
       #expect(try out.stateDigest() == made.state)
       #expect(try out.events().map(\.event) == made.events.map(\.event))

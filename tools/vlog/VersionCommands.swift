@@ -9,8 +9,8 @@ struct NoteVersions: StoreCommand {
     abstract: "List every text a note has had, oldest first, with who wrote it and when.",
     discussion: """
       Each version is shown (the note's text), a conflict, replaced (restorable with vlog note \
-      restore ID VERSION) or erased (the retention period passed: its words are gone). Every \
-      device that synced lists the same versions.
+      restore ID VERSION) or erased (this store's retention period passed: its words are gone \
+      here). Every device that synced lists the versions of the same changes.
       """)
   @OptionGroup var options: StoreOptions
   @Argument(help: "The note's id (a UUID).") var id: NoteID
@@ -23,7 +23,7 @@ struct NoteVersions: StoreCommand {
         [
           version.stamp.hex, format(version.date), String(version.device.description.prefix(8)),
           version.state.rawValue,
-          version.text.map { String($0.split(separator: "\n").first ?? "").prefix(40) }
+          version.text.map { String($0.split(whereSeparator: \.isNewline).first ?? "").prefix(40) }
             .map(String.init) ?? "—",
         ]
       })
@@ -38,7 +38,8 @@ struct RestoreVersion: StoreCommand {
     abstract: "Give a note the text of one of its versions again.",
     discussion: """
       A restore is an edit like any other: it replaces the text the note shows, resolves its \
-      conflicts, syncs to every device, and undoes. VERSION is an id vlog note versions prints.
+      conflicts and syncs to every device (an app can undo it). VERSION is an id vlog note \
+      versions prints.
       """)
   @OptionGroup var options: StoreOptions
   @Argument(help: "The note's id (a UUID).") var id: NoteID
