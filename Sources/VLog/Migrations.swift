@@ -31,6 +31,8 @@ package struct Migrations<Step> {
   ///   - formats: The stored formats it runs for: `..<current` for one every older format
   ///     needs; below a later step's lower bound when that step does its work too.
   package mutating func register(_ name: String, formats: Range<UInt32>, _ step: Step) {
+    // Steps are registered by code with constant formats, never from stored bytes: a step past
+    // the current format is a programming error.
     precondition(formats.upperBound <= current, "a migration for a format past the current one")
     all.append(Migration(name: name, formats: formats, step: step))
   }

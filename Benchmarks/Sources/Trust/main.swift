@@ -37,6 +37,8 @@ func milliseconds(runs: Int = 21, _ body: () throws -> Void) rethrows -> Double 
 
 let directory = FileManager.default.temporaryDirectory
   .appendingPathComponent("vlog-trust-\(UUID().uuidString)").path
+// A temporary store: a failure to remove it leaves a file in the temporary directory, not a
+// wrong figure.
 defer { try? FileManager.default.removeItem(atPath: directory) }
 let store = try NoteStore.open(at: directory, options: NoteStore.Options(durability: .noSync))
 defer { store.close() }
@@ -61,8 +63,14 @@ while written < eventCount {
   try store.write { edits in
     for offset in 0..<batch {
       let index = written + offset
-      let note =
-        index % every == 0 ? measured : index < noteCount + 10 ? small : notes[2 + index % (noteCount - 2)]
+      let note: NoteID
+      if index % every == 0 {
+        note = measured
+      } else if index < noteCount + 10 {
+        note = small
+      } else {
+        note = notes[2 + index % (noteCount - 2)]
+      }
       edits.setText("\(filler) \(index)", of: note)
       edit += 1
     }
