@@ -168,11 +168,12 @@ func fuzzImportLine(_ bytes: [UInt8]) {
 final class StoreTarget: @unchecked Sendable {
   static let shared = StoreTarget()
 
-  /// The store's databases, in the order an input's database byte picks them.
+  /// The store's databases, in the order an input's database byte picks them: all of
+  /// them, for the environment must be opened with as many as the store opens it with.
   static let databases = [
     "meta", "log", "eventIndex", "blobs", "notes", "tombstones", "attachments",
     "noteAttachments", "tags", "tagNotes", "timeline", "objects", "blobReferences", "fields",
-    "superseded", "searchPostings", "searchNotes", "searchOrdinals", "noteTexts",
+    "superseded", "searchPostings", "searchNotes", "searchOrdinals", "noteTexts", "pendingNotes",
   ]
 
   let store: NoteStore
