@@ -55,6 +55,17 @@ let package = Package(
       dependencies: [.product(name: "VLog", package: "VLog")],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // The proof of sync: a check that names what differs, at 100,000 events, against a live
+    // server on loopback.
+    .executableTarget(
+      name: "ProofOfSync",
+      dependencies: [
+        .product(name: "VLog", package: "VLog"),
+        .product(name: "VLogSync", package: "VLog"),
+        .product(name: "VLogServer", package: "VLog"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
     .target(
       name: "BenchmarkSupport",
       dependencies: [

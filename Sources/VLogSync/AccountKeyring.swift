@@ -214,16 +214,19 @@ public actor AccountKeyring {
   /// object's key the server no longer holds (its deletion erased the key between the page
   /// and the lookup): it is taken as erased, redacted, never as a reason to stop syncing.
   ///
+  /// - Parameter remembering: Whether the keyring notes what the events change (attachments
+  ///   added, keys of deleted objects forgotten), as it must for events the store applies; a
+  ///   check that only reads them passes false.
   /// - Throws: ``AccountKeyError`` for an event no device of the account vouched for, or that
   ///   does not open; ``APIError`` when the server does not answer.
-  public func open(_ events: [Event]) async throws -> [Event] {
+  public func open(_ events: [Event], remembering: Bool = true) async throws -> [Event] {
     try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
     let opened = try await Self.inParallel(events, sparingACore: false) { _, event in
       try sealer.open(event, heldKey: { keys[$0] })
     }
-    noteSealed(opened)
+    if remembering { noteSealed(opened) }
     return opened
   }
 

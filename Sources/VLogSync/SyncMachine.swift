@@ -309,16 +309,12 @@ struct SyncMachine {
       return unexpected("ids")
     }
     // What the server would refuse as stamped too far ahead waits for a later sync.
-    let (ahead, overflow) = deviceTime.addingReportingOverflow(skew)
-    let (bound, past) = ahead.addingReportingOverflow(skewBound)
-    let latest = overflow || past ? (skew < 0 ? Int64.min : Int64.max) : bound
-    let missing = ours.subtracting(theirs).sorted()
-    let pushable = missing.filter { Int64(clamping: $0.time.milliseconds) <= latest }
-    report.deferred = missing.count - pushable.count
+    let plan = RepairPlan(
+      ours: ours, theirs: theirs, deviceTime: deviceTime, skew: skew, skewBound: skewBound)
+    report.deferred = plan.later.count
     budget = initialBudget
-    let wanted = theirs.subtracting(ours).sorted()
-    if pushable.isEmpty && wanted.isEmpty { return checkAgain() }
-    return repairPush(round: round, remaining: pushable[...], wanted: wanted)
+    if plan.push.isEmpty && plan.fetch.isEmpty { return checkAgain() }
+    return repairPush(round: round, remaining: plan.push[...], wanted: plan.fetch)
   }
 
   private mutating func repairPush(

@@ -194,6 +194,51 @@ struct SyncCommandTests {
     }
   }
 
+  @Test(
+    "vlog sync --check names the notes a store and the server do not share and what the next sync does, syncing nothing; after a sync it says they are in sync"
+  )
+  func checkNamesTheDifference() async throws {
+    try await withTemporaryDirectory { root in
+      try await withTestServer(root) { url in
+        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        let phone = try NoteStore.open(at: root + "/phone")
+        let laptop = try NoteStore.open(at: root + "/laptop")
+        defer {
+          phone.close()
+          laptop.close()
+        }
+        for store in [phone, laptop] {
+          _ = try await SyncCommand.execute(
+            on: store, server: url, user: "ann", password: "correct horse")
+        }
+        let pulled = try await phone.write { $0.createNote(text: "from the phone") }
+        _ = try await SyncCommand.execute(on: phone, server: url, user: "ann", password: nil)
+        let pending = try await laptop.write { $0.createNote(text: "not pushed yet") }
+        let account = try SyncCommand.account(
+          for: laptop, server: url, user: "ann", password: nil)
+        let before = laptop.path + "/data.mdb"
+        let size = try FileManager.default.attributesOfItem(atPath: before)[.size] as? Int
+        let (output, inSync) = try await SyncCommand.check(
+          on: laptop, account: account, signIn: false)
+        #expect(!inSync)
+        #expect(output.text.contains("not in sync with \(url): 4 events differ, about 2 notes"))
+        #expect(
+          output.text.contains(pulled.description) && output.text.contains(pending.description))
+        #expect(output.text.contains("pushes it (outbox)") && output.text.contains("fetches it"))
+        #expect(output.text.contains("the next sync repairs every difference"))
+        let json = try output.jsonText()
+        #expect(json.contains("\"nextSyncRepairs\" : true") && json.contains("\"missingOnDevice\""))
+        #expect(try laptop.outboxCount() == 2 && (try laptop.note(pulled)) == nil)
+        #expect(try FileManager.default.attributesOfItem(atPath: before)[.size] as? Int == size)
+
+        _ = try await SyncCommand.execute(on: laptop, server: url, user: "ann", password: nil)
+        let after = try await SyncCommand.check(on: laptop, account: account, signIn: false)
+        #expect(after.inSync && after.output.text.hasPrefix("in sync with \(url)"))
+        #expect(throws: (any Error).self) { try SyncCommand.parse(["--check", "--watch"]) }
+      }
+    }
+  }
+
   @Test("vlog account sessions, password and delete: each says what it did and leaves no session")
   func accountLifecycle() async throws {
     try await withTemporaryDirectory { root in

@@ -303,6 +303,16 @@ struct ArticleTests {
             }
           }
           #expect(try store.account() == ann.binding)
+          // Article: which notes differ.
+          let pending = try await store.write { $0.createNote(text: "not pushed yet") }
+          let check = try await account.checkSync()
+          for difference in check.differences {
+            // .missingOnServer or .missingOnDevice; .pushFromOutbox, .push, .fetch, .pushLater, .never
+            print(difference.note?.description ?? "a tag", difference.side, difference.repair)
+          }
+          print(check.inSync, check.notes.count, check.nextSyncRepairs)
+          #expect(check.notes == [pending] && check.nextSyncRepairs)
+          #expect(check.differences.allSatisfy { $0.repair == .pushFromOutbox })
           // Article: automatic.
           let automatic = AutomaticSync(account: account)
           await automatic.start()

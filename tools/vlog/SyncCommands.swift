@@ -71,7 +71,10 @@ struct SyncCommand: AsyncParsableCommand {
       device pushes, pushes two seconds after a local change, and prints each change pulled \
       (with --json, one JSON object per line). An end-to-end encrypted account (--encrypted \
       at its first sync) seals what it pushes and opens what it pulls; its keys are kept in \
-      credentials.json beside the token, so later syncs need neither the flag nor the password.
+      credentials.json beside the token, so later syncs need neither the flag nor the password. \
+      With --check, it syncs nothing: it compares the store's events with the server's and \
+      lists each event one side lacks, the note it is about, and whether the next sync repairs \
+      it.
       """)
 
   @OptionGroup var options: StoreOptions
@@ -79,6 +82,18 @@ struct SyncCommand: AsyncParsableCommand {
 
   @Flag(name: .long, help: "Keep syncing live, printing each change pulled, until interrupted.")
   var watch = false
+
+  @Flag(
+    name: .long,
+    help: """
+      Sync nothing: name the events and notes this store and the server do not share, and \
+      whether the next sync repairs them (exit status 1 if they differ).
+      """)
+  var check = false
+
+  func validate() throws {
+    if check && watch { throw ValidationError("--check and --watch do not go together") }
+  }
 
   func run() async throws {
     let path = try options.path()
@@ -129,6 +144,13 @@ struct SyncCommand: AsyncParsableCommand {
     let password = kept == nil || given != nil ? try readPassword() : nil
     let account = try Self.account(
       for: store, server: url, user: user, password: password, encryption: server.encryption)
+    if check {
+      let (output, inSync) = try await Self.check(
+        on: store, account: account, signIn: password != nil)
+      try options.emit(output)
+      if !inSync { throw ExitCode(1) }
+      return
+    }
     let output = try await Self.execute(on: store, account: account, signIn: password != nil)
     try options.emit(output)
     if watch { try await Self.watch(store, account: account, json: options.json) }
