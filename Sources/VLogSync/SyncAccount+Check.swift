@@ -44,6 +44,8 @@ extension SyncAccount {
     }
     check.differences += try await fetchedDifferences(plan.fetch, keyring: keyring)
     check.differences.sort { $0.id < $1.id }
+    // A sign-in the calls needed gave a new token: kept, as a sync keeps it.
+    try saveToken()
     return check
   }
 
@@ -59,17 +61,21 @@ extension SyncAccount {
       let comparison = try await call { caller, token in
         await caller.compare(buckets, token: token)
       }
-      if comparison.complete { theirs.merge(comparison.ids) { $1 } }
+      // An id listed in a bucket it does not fall in is the server's mistake, not a
+      // difference.
+      var listed: [Int: [Stamp]] = [:]
+      for (bucket, ids) in comparison.ids {
+        listed[bucket] = ids.filter { EventSetBuckets.bucket(of: $0) == bucket }
+      }
+      if comparison.complete { theirs.merge(listed) { $1 } }
       guard !comparison.complete else { return (theirs, comparison.eventSetDigest, true) }
       // Listed again: the buckets just listed now carry the server's own digests, so the
       // next answer lists the ones after them. An answer that lists nothing new ends it.
-      let new = comparison.ids.filter { theirs[$0.key] == nil }
+      let new = listed.filter { theirs[$0.key] == nil }
       guard !new.isEmpty else { return (theirs, comparison.eventSetDigest, false) }
       for (bucket, ids) in new {
         theirs[bucket] = ids
-        var digest = EventSetDigest.empty
-        for id in ids where EventSetBuckets.bucket(of: id) == bucket { digest.add(id) }
-        asked[bucket] = digest
+        asked[bucket] = ids.reduce(into: EventSetDigest.empty) { $0.add($1) }
       }
     }
   }
@@ -84,9 +90,10 @@ extension SyncAccount {
     while start < ids.count {
       let asked = Array(ids[start..<min(ids.count, start + max(1, pushSize))])
       start += asked.count
-      let wanted = Set(asked)
+      // Each event asked for once: a server's answer may hold others, or one twice.
+      var wanted = Set(asked)
       let fetched = try await call { caller, token in await caller.fetch(asked, token: token) }
-        .filter { wanted.contains($0.stamp) }
+        .filter { wanted.remove($0.stamp) != nil }
       let found = Set(fetched.map(\.stamp))
       differences += try await self.differences(fetched: fetched, keyring: keyring)
       for id in asked where !found.contains(id) {

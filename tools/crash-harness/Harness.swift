@@ -21,7 +21,9 @@ struct CrashHarness: AsyncParsableCommand {
     commandName: "vlog-crash",
     abstract:
       "Kill VLog's writers with SIGKILL at random points; check nothing acknowledged is lost.",
-    subcommands: [Run.self, Writer.self, PlantedServer.self, Flips.self],
+    subcommands: [
+      Run.self, Writer.self, PlantedServer.self, Flips.self, NetworkRun.self, NetworkDevice.self,
+    ],
     defaultSubcommand: Run.self)
 }
 

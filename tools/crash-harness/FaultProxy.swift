@@ -1,0 +1,364 @@
+import Foundation
+import Synchronization
+import VLogTesting
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What the proxy does to one HTTP exchange.
+enum NetworkFault: String, CaseIterable, Sendable {
+  /// Forwarded as it is.
+  case none
+  /// Held for a while before it is forwarded.
+  case delay
+  /// The connection closed before the request reaches the server.
+  case dropRequest = "drop request"
+  /// Half the request reaches the server, then both connections close.
+  case truncateRequest = "truncate request"
+  /// The device's connection reset (RST) before the request reaches the server.
+  case resetRequest = "reset request"
+  /// The request reaches the server twice (once on a connection of its own), the device
+  /// getting the second answer.
+  case duplicateRequest = "duplicate request"
+  /// The server answers (its commit done); the answer never reaches the device, whose
+  /// connection closes.
+  case loseResponse = "lose response"
+  /// Half the answer reaches the device, then its connection closes.
+  case truncateResponse = "truncate response"
+  /// The server answers; the device's connection is reset instead.
+  case resetResponse = "reset response"
+  /// A live channel cut after a while.
+  case cutStream = "cut live channel"
+}
+
+/// An HTTP/1.1 proxy on loopback between devices and a server that breaks exchanges as a seeded
+/// schedule says: a network that drops, delays, duplicates, truncates and resets requests and
+/// answers, an answer lost after the server committed included. A live channel (an answer with
+/// no length) is piped as it comes, and cut after a while.
+///
+/// It runs on threads of its own with blocking sockets, off Swift concurrency's. The server's
+/// port can change (a server restarted after a kill listens on a new one).
+final class FaultProxy: Sendable {
+  /// The port devices connect to, on 127.0.0.1.
+  let port: Int
+  private let listener: Int32
+  private let upstream = Atomic<Int>(0)
+  /// Faults per hundred exchanges; 0 heals the network.
+  private let rate = Atomic<Int>(0)
+  private let state: Mutex<State>
+
+  private struct State {
+    var generator: SeededGenerator
+    var counts: [NetworkFault: Int] = [:]
+    var connections: [Int32] = []
+    var stopped = false
+  }
+
+  init(seed: UInt64) throws {
+    state = Mutex(State(generator: SeededGenerator(seed: seed)))
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    self.listener = listener
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+        bind(listener, address, length) == 0 && listen(listener, 128) == 0
+          && getsockname(listener, address, &length) == 0
+      }
+    }
+    guard bound else {
+      close(listener)
+      throw Failure("the proxy cannot listen")
+    }
+    port = Int(UInt16(bigEndian: address.sin_port))
+    Thread.detachNewThread { [self] in accepting() }
+  }
+
+  /// The server's port on 127.0.0.1.
+  var serverPort: Int {
+    get { upstream.load(ordering: .relaxed) }
+    set { upstream.store(newValue, ordering: .relaxed) }
+  }
+
+  /// Faults per hundred exchanges.
+  var faultRate: Int {
+    get { rate.load(ordering: .relaxed) }
+    set { rate.store(newValue, ordering: .relaxed) }
+  }
+
+  /// How many exchanges met each fault so far.
+  var counts: [NetworkFault: Int] { state.withLock { $0.counts } }
+
+  /// Stops listening and ends every connection.
+  func stop() {
+    state.withLock { state in
+      state.stopped = true
+      shutdown(listener, Int32(SHUT_RDWR))
+      for descriptor in state.connections { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+  }
+
+  /// Ends every connection open now (as a server's death does), leaving the listener.
+  func cutAll() {
+    state.withLock { state in
+      for descriptor in state.connections { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+  }
+
+  private func accepting() {
+    while true {
+      let client = accept(listener, nil, nil)
+      guard client >= 0 else {
+        if errno == EINTR || errno == ECONNABORTED, !state.withLock({ $0.stopped }) { continue }
+        close(listener)
+        return
+      }
+      guard track(client) else {
+        close(client)
+        continue
+      }
+      Thread.detachNewThread { [self] in
+        serve(Connection(client))
+        untrack(client)
+      }
+    }
+  }
+
+  private func track(_ descriptor: Int32) -> Bool {
+    state.withLock { state in
+      guard !state.stopped else { return false }
+      state.connections.append(descriptor)
+      return true
+    }
+  }
+
+  /// Forgets and closes a descriptor, under the lock that lists it (so that a shutdown never
+  /// reaches a number reused by another connection).
+  private func untrack(_ descriptor: Int32) {
+    state.withLock { state in
+      state.connections.removeAll { $0 == descriptor }
+      close(descriptor)
+    }
+  }
+
+  /// The fault for the next exchange, and a number for its delays.
+  private func nextFault(live: Bool) -> (NetworkFault, Int) {
+    state.withLock { state in
+      let roll = Int.random(in: 0..<100, using: &state.generator)
+      let wait = Int.random(in: 1...400, using: &state.generator)
+      var fault = NetworkFault.none
+      if roll < rate.load(ordering: .relaxed) {
+        fault =
+          live
+          ? [.cutStream, .dropRequest, .resetRequest, .delay].randomElement(
+            using: &state.generator)!
+          : NetworkFault.allCases.filter { $0 != .none && $0 != .cutStream }
+            .randomElement(using: &state.generator)!
+      }
+      state.counts[fault, default: 0] += 1
+      return (fault, wait)
+    }
+  }
+
+  /// Serves one device connection: exchange after exchange, each through a server connection
+  /// of its own, until either side closes or a fault ends it.
+  private func serve(_ client: Connection) {
+    while let request = client.readMessage(isRequest: true) {
+      let live = request.head.hasPrefix("GET /v1/live")
+      let (fault, wait) = nextFault(live: live)
+      switch fault {
+      case .dropRequest:
+        return
+      case .resetRequest:
+        client.reset()
+        return
+      case .delay:
+        usleep(UInt32(wait) * 1000)
+      default:
+        break
+      }
+      if fault == .duplicateRequest, let twin = connectUpstream() {
+        // The first copy's answer is read and thrown away: the server did the work twice.
+        _ = twin.write(request.bytes)
+        _ = twin.readMessage(isRequest: false)
+        untrack(twin.descriptor)
+      }
+      guard let server = connectUpstream() else { return }
+      defer { untrack(server.descriptor) }
+      if fault == .truncateRequest {
+        _ = server.write(Array(request.bytes.prefix(max(1, request.bytes.count / 2))))
+        return
+      }
+      guard server.write(request.bytes) else { return }
+      if live {
+        pipe(from: server, to: client, cutAfter: fault == .cutStream ? wait * 10 : nil)
+        return
+      }
+      guard let response = server.readMessage(isRequest: false) else { return }
+      switch fault {
+      case .loseResponse:
+        return
+      case .truncateResponse:
+        _ = client.write(Array(response.bytes.prefix(response.bytes.count / 2)))
+        return
+      case .resetResponse:
+        client.reset()
+        return
+      default:
+        guard client.write(response.bytes) else { return }
+      }
+    }
+  }
+
+  /// Copies a live channel's answer to the device until either side ends it, or for
+  /// `cutAfter` milliseconds.
+  private func pipe(from server: Connection, to client: Connection, cutAfter: Int?) {
+    if let cutAfter {
+      let descriptors = (server.descriptor, client.descriptor)
+      Thread.detachNewThread {
+        usleep(UInt32(cutAfter) * 1000)
+        shutdown(descriptors.0, Int32(SHUT_RDWR))
+      }
+    }
+    _ = client.write(server.buffered)
+    var buffer = [UInt8](repeating: 0, count: 16384)
+    while true {
+      let count = read(server.descriptor, &buffer, buffer.count)
+      guard count > 0, client.write(Array(buffer[0..<count])) else { return }
+    }
+  }
+
+  /// A new connection to the server, or nil if it is down.
+  private func connectUpstream() -> Connection? {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return nil }
+    guard track(descriptor) else {
+      close(descriptor)
+      return nil
+    }
+    // No exchange may hold a thread forever: a server that stops answering mid-answer is cut.
+    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    setsockopt(
+      descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(serverPort).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    guard connected == 0 else {
+      untrack(descriptor)
+      return nil
+    }
+    return Connection(descriptor)
+  }
+}
+
+/// One side of an exchange: a socket read an HTTP/1.1 message at a time.
+final class Connection {
+  let descriptor: Int32
+  /// Bytes read past the last message.
+  private(set) var buffered: [UInt8] = []
+
+  init(_ descriptor: Int32) { self.descriptor = descriptor }
+
+  /// A message read whole — its head and its body, by `Content-Length` or chunks — with its
+  /// bytes as they came; a streamed answer (no length, not chunked — or a live channel's
+  /// chunks) is returned with its head only, the rest left to read. Nil at the end or on a
+  /// malformed message.
+  func readMessage(isRequest: Bool) -> (head: String, bytes: [UInt8])? {
+    let separator: [UInt8] = Array("\r\n\r\n".utf8)
+    var end: Int?
+    while end == nil {
+      if let found = buffered.firstRange(of: separator) {
+        end = found.upperBound
+      } else {
+        guard buffered.count < 1 << 20, fill() else { return nil }
+      }
+    }
+    guard let end else { return nil }
+    let head = String(decoding: buffered[0..<end], as: UTF8.self)
+    let fields = head.lowercased()
+    var bytes = Array(buffered[0..<end])
+    buffered.removeFirst(end)
+    if !isRequest, fields.contains("content-type: text/event-stream") {
+      return (head, bytes)
+    }
+    if let length = Self.contentLength(fields) {
+      while buffered.count < length { guard fill() else { return nil } }
+      bytes += buffered[0..<length]
+      buffered.removeFirst(length)
+    } else if fields.contains("transfer-encoding: chunked") {
+      while true {
+        guard let line = readLine() else { return nil }
+        bytes += line
+        let size = Int(
+          String(decoding: line, as: UTF8.self).split(separator: ";").first?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "", radix: 16)
+        guard let size else { return nil }
+        while buffered.count < size + 2 { guard fill() else { return nil } }
+        bytes += buffered[0..<size + 2]
+        buffered.removeFirst(size + 2)
+        if size == 0 { break }
+      }
+    } else if !isRequest, !head.hasPrefix("HTTP/1.1 204"), !head.hasPrefix("HTTP/1.1 304") {
+      // An answer that ends when the connection does.
+      while fill() {}
+      bytes += buffered
+      buffered = []
+    }
+    return (head, bytes)
+  }
+
+  private static func contentLength(_ fields: String) -> Int? {
+    for line in fields.split(separator: "\r\n") where line.hasPrefix("content-length:") {
+      return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+    }
+    return nil
+  }
+
+  private func readLine() -> [UInt8]? {
+    while true {
+      if let found = buffered.firstRange(of: Array("\r\n".utf8)) {
+        let line = Array(buffered[0..<found.upperBound])
+        buffered.removeFirst(found.upperBound)
+        return line
+      }
+      guard fill() else { return nil }
+    }
+  }
+
+  /// Reads what the socket has into the buffer; false at the end or on an error.
+  private func fill() -> Bool {
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    let count = read(descriptor, &chunk, chunk.count)
+    guard count > 0 else { return false }
+    buffered += chunk[0..<count]
+    return true
+  }
+
+  /// Writes all of `bytes`; false if the connection failed.
+  func write(_ bytes: [UInt8]) -> Bool {
+    var sent = 0
+    while sent < bytes.count {
+      let written = bytes[sent...].withUnsafeBytes {
+        send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
+      guard written > 0 else { return false }
+      sent += written
+    }
+    return true
+  }
+
+  /// Sets the connection to reset when it is closed: the peer reads an error, not an end.
+  func reset() {
+    var option = linger(l_onoff: 1, l_linger: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+  }
+}
