@@ -214,9 +214,11 @@ public actor AccountKeyring {
   /// object's key the server no longer holds (its deletion erased the key between the page
   /// and the lookup): it is taken as erased, redacted, never as a reason to stop syncing.
   ///
-  /// - Parameter remembering: Whether the keyring notes what the events change (attachments
-  ///   added, keys of deleted objects forgotten), as it must for events the store applies; a
-  ///   check that only reads them passes false.
+  /// - Parameters:
+  ///   - events: The events as the server sent them.
+  ///   - remembering: Whether the keyring notes what the events change (attachments added,
+  ///     keys of deleted objects forgotten), as it must for events the store applies; a check
+  ///     that only reads them passes false. The keys it looks up are kept either way.
   /// - Throws: ``AccountKeyError`` for an event no device of the account vouched for, or that
   ///   does not open; ``APIError`` when the server does not answer.
   public func open(_ events: [Event], remembering: Bool = true) async throws -> [Event] {
@@ -538,7 +540,8 @@ public actor AccountKeyring {
       }
       let open = keys
       guard found.epoch == open.epoch else {
-        throw AccountKeyError("the account's keys changed during a lookup; sync again")
+        throw AccountKeyError(
+          "the account's keys changed during a lookup; sync again", changedMeanwhile: true)
       }
       for (object, bytes) in try found.validated(maximum: .max) {
         objectKeys[object] = try open.unwrap(bytes, of: object)

@@ -497,10 +497,14 @@ public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertib
   /// (``AccountKeys/rekeyed(random:)``): no link leads to its keys, which open with the
   /// password (or the recovery key) alone.
   public let keysReplaced: Bool
+  /// Whether the keys changed while this device used them: a later attempt may succeed. Not
+  /// a verdict on what was being opened.
+  let changedMeanwhile: Bool
 
-  init(_ description: String, keysReplaced: Bool = false) {
+  init(_ description: String, keysReplaced: Bool = false, changedMeanwhile: Bool = false) {
     self.description = description
     self.keysReplaced = keysReplaced
+    self.changedMeanwhile = changedMeanwhile
   }
 }
 

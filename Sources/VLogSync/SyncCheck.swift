@@ -14,8 +14,9 @@ public struct SyncCheck: Sendable, Hashable {
   public var serverDigest: EventSetDigest
   /// Each event one side holds and the other lacks, in id order.
   public var differences: [SyncDifference]
-  /// False when the server stopped listing differing buckets before the last (its answers
-  /// are bounded): ``differences`` names some of what differs, not all.
+  /// False when ``differences`` names some of what differs, not all: more differ on a side
+  /// than ``SyncAccount/checkedDifferencesLimit``, or the server stopped listing the buckets
+  /// that differ before the last.
   public var isComplete: Bool
 
   /// Creates a check's outcome.

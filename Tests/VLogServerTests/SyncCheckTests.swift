@@ -37,8 +37,10 @@ struct SyncCheckTests {
     arguments: Backend.allCases, 1...6 as ClosedRange<UInt64>)
   func namesEveryDifference(backend: Backend, seed: UInt64) async throws {
     var configuration = SyncServer.Configuration.testing
-    // Small answers, so that a check must ask again for the buckets after the first ones.
+    // Small answers, so that a check must ask again for the buckets after the first ones,
+    // and (odd seeds) for the events after those a fetch's page held.
     configuration.maximumComparedIDs = Int(seed % 3) * 4 + 1
+    if seed % 2 == 1 { configuration.maximumPageBytes = 256 }
     try await withServer(backend: backend, configuration: configuration) { server in
       try await withTemporaryDirectory { root in
         var generator = SeededGenerator(seed: seed)

@@ -32,10 +32,15 @@ enum NetworkFault: String, CaseIterable, Sendable {
   case cutStream = "cut live channel"
 }
 
-/// An HTTP/1.1 proxy on loopback between devices and a server that breaks exchanges as a seeded
-/// schedule says: a network that drops, delays, duplicates, truncates and resets requests and
-/// answers, an answer lost after the server committed included. A live channel (an answer with
-/// no length) is piped as it comes, and cut after a while.
+/// An HTTP/1.1 proxy on loopback between devices and a server that breaks exchanges: a network
+/// that drops, delays, duplicates, truncates and resets requests and answers, an answer lost
+/// after the server committed included. A live channel (an event stream) is piped as it comes,
+/// and cut after a while.
+///
+/// The faults come from a seeded generator, drawn in the order exchanges arrive: a run's mix
+/// of faults is the seed's, but threads' timing decides which exchange meets which, so a run
+/// is not replayed exactly. It speaks the HTTP/1.1 the sync client does (requests with a
+/// length, no `Expect: 100-continue`).
 ///
 /// It runs on threads of its own with blocking sockets, off Swift concurrency's. The server's
 /// port can change (a server restarted after a kill listens on a new one).
@@ -168,6 +173,7 @@ final class FaultProxy: Sendable {
   private func serve(_ client: Connection) {
     while let request = client.readMessage(isRequest: true) {
       let live = request.head.hasPrefix("GET /v1/live")
+      let isHead = request.head.hasPrefix("HEAD ")
       let (fault, wait) = nextFault(live: live)
       switch fault {
       case .dropRequest:
@@ -180,10 +186,10 @@ final class FaultProxy: Sendable {
       default:
         break
       }
-      if fault == .duplicateRequest, let twin = connectUpstream() {
+      if fault == .duplicateRequest, !live, let twin = connectUpstream() {
         // The first copy's answer is read and thrown away: the server did the work twice.
         _ = twin.write(request.bytes)
-        _ = twin.readMessage(isRequest: false)
+        _ = twin.readMessage(isRequest: false, toHead: isHead)
         untrack(twin.descriptor)
       }
       guard let server = connectUpstream() else { return }
@@ -193,11 +199,14 @@ final class FaultProxy: Sendable {
         return
       }
       guard server.write(request.bytes) else { return }
-      if live {
+      guard let response = server.readMessage(isRequest: false, toHead: isHead) else { return }
+      if response.isStream {
+        // A live channel: its head, then its events as they come, until either side ends it
+        // or the fault cuts it.
+        guard client.write(response.bytes) else { return }
         pipe(from: server, to: client, cutAfter: fault == .cutStream ? wait * 10 : nil)
         return
       }
-      guard let response = server.readMessage(isRequest: false) else { return }
       switch fault {
       case .loseResponse:
         return
@@ -214,18 +223,35 @@ final class FaultProxy: Sendable {
   }
 
   /// Copies a live channel's answer to the device until either side ends it, or for
-  /// `cutAfter` milliseconds.
+  /// `cutAfter` milliseconds: the thread that serves the connection waits on both sockets, so
+  /// that a device that goes away ends the pipe at once, and no other thread touches them.
   private func pipe(from server: Connection, to client: Connection, cutAfter: Int?) {
-    if let cutAfter {
-      let descriptors = (server.descriptor, client.descriptor)
-      Thread.detachNewThread {
-        usleep(UInt32(cutAfter) * 1000)
-        shutdown(descriptors.0, Int32(SHUT_RDWR))
-      }
-    }
-    _ = client.write(server.buffered)
+    guard client.write(server.takeBuffered()) else { return }
+    let deadline = cutAfter.map { ContinuousClock.now.advanced(by: .milliseconds($0)) }
     var buffer = [UInt8](repeating: 0, count: 16384)
     while true {
+      var waiting = [
+        pollfd(fd: server.descriptor, events: Int16(POLLIN), revents: 0),
+        pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0),
+      ]
+      let timeout: Int32
+      if let deadline {
+        let left = deadline - ContinuousClock.now
+        guard left > .zero else { return }
+        timeout = Int32(
+          left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+      } else {
+        timeout = 60_000
+      }
+      let ready = poll(&waiting, 2, timeout)
+      if ready < 0, errno == EINTR { continue }
+      // Nothing for a minute (the server pings every 25 s), or an error: the channel is gone.
+      guard ready > 0 else {
+        if ready == 0, deadline != nil { continue }
+        return
+      }
+      // The device sends nothing on a live channel: anything from it is its end.
+      if waiting[1].revents != 0 { return }
       let count = read(server.descriptor, &buffer, buffer.count)
       guard count > 0, client.write(Array(buffer[0..<count])) else { return }
     }
@@ -239,8 +265,9 @@ final class FaultProxy: Sendable {
       close(descriptor)
       return nil
     }
-    // No exchange may hold a thread forever: a server that stops answering mid-answer is cut.
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    // No exchange may hold a thread forever: a server that stops answering mid-answer is cut
+    // (a minute: far past its live channel's pings, every 25 s).
+    var timeout = timeval(tv_sec: 60, tv_usec: 0)
     setsockopt(
       descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var address = sockaddr_in()
@@ -264,15 +291,17 @@ final class FaultProxy: Sendable {
 final class Connection {
   let descriptor: Int32
   /// Bytes read past the last message.
-  private(set) var buffered: [UInt8] = []
+  private var buffered: [UInt8] = []
 
   init(_ descriptor: Int32) { self.descriptor = descriptor }
 
   /// A message read whole — its head and its body, by `Content-Length` or chunks — with its
-  /// bytes as they came; a streamed answer (no length, not chunked — or a live channel's
-  /// chunks) is returned with its head only, the rest left to read. Nil at the end or on a
-  /// malformed message.
-  func readMessage(isRequest: Bool) -> (head: String, bytes: [UInt8])? {
+  /// bytes as they came; an event stream (a live channel) is returned with its head only, the
+  /// rest left to read (`isStream`). An answer to a HEAD request (`toHead`) has no body. Nil
+  /// at the end or on a malformed message.
+  func readMessage(isRequest: Bool, toHead: Bool = false) -> (
+    head: String, bytes: [UInt8], isStream: Bool
+  )? {
     let separator: [UInt8] = Array("\r\n\r\n".utf8)
     var end: Int?
     while end == nil {
@@ -288,9 +317,11 @@ final class Connection {
     var bytes = Array(buffered[0..<end])
     buffered.removeFirst(end)
     if !isRequest, fields.contains("content-type: text/event-stream") {
-      return (head, bytes)
+      return (head, bytes, true)
     }
+    if toHead { return (head, bytes, false) }
     if let length = Self.contentLength(fields) {
+      guard length >= 0 else { return nil }
       while buffered.count < length { guard fill() else { return nil } }
       bytes += buffered[0..<length]
       buffered.removeFirst(length)
@@ -301,7 +332,7 @@ final class Connection {
         let size = Int(
           String(decoding: line, as: UTF8.self).split(separator: ";").first?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "", radix: 16)
-        guard let size else { return nil }
+        guard let size, size >= 0, size < 1 << 30 else { return nil }
         while buffered.count < size + 2 { guard fill() else { return nil } }
         bytes += buffered[0..<size + 2]
         buffered.removeFirst(size + 2)
@@ -313,9 +344,16 @@ final class Connection {
       bytes += buffered
       buffered = []
     }
-    return (head, bytes)
+    return (head, bytes, false)
   }
 
+  /// The bytes read past the last message, taken.
+  func takeBuffered() -> [UInt8] {
+    defer { buffered = [] }
+    return buffered
+  }
+
+  /// The `Content-Length`, if any (negative if it is: the caller refuses it).
   private static func contentLength(_ fields: String) -> Int? {
     for line in fields.split(separator: "\r\n") where line.hasPrefix("content-length:") {
       return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))

@@ -143,26 +143,32 @@ struct Tools {
   }
 }
 
-/// A child process whose standard output is collected line by line.
+/// A child process whose standard output is collected line by line, by a thread of its own
+/// that reads until the pipe ends: in order, and all of it once the child has ended.
 final class Child: @unchecked Sendable {
   let process = Process()
   private let output = Pipe()
   private let lock = NSLock()
   private var buffer = Data()
+  private let drained = DispatchSemaphore(value: 0)
 
   init(_ executable: URL, _ arguments: [String]) throws {
     process.executableURL = executable
     process.arguments = arguments
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-      let data = handle.availableData
-      guard let self else { return }
-      self.lock.lock()
-      self.buffer.append(data)
-      self.lock.unlock()
-    }
     try process.run()
+    let handle = output.fileHandleForReading
+    Thread.detachNewThread { [self] in
+      while true {
+        let data = handle.availableData
+        if data.isEmpty { break }
+        lock.lock()
+        buffer.append(data)
+        lock.unlock()
+      }
+      drained.signal()
+    }
   }
 
   /// The complete lines written so far.
@@ -172,17 +178,19 @@ final class Child: @unchecked Sendable {
     return String(decoding: buffer, as: UTF8.self).split(separator: "\n").map(String.init)
   }
 
-  /// Kills the process with SIGKILL and waits for it; returns whether it was still running.
+  /// Waits for the process to end by itself, and for the rest of its output.
+  func wait() {
+    process.waitUntilExit()
+    drained.wait()
+    drained.signal()
+  }
+
+  /// Kills the process with SIGKILL and waits for it and the rest of its output; returns
+  /// whether it was still running.
   func kill() -> Bool {
     let running = process.isRunning
     if running { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
-    // What the child wrote before it died is still in the pipe.
-    let rest = output.fileHandleForReading.readDataToEndOfFile()
-    output.fileHandleForReading.readabilityHandler = nil
-    lock.lock()
-    buffer.append(rest)
-    lock.unlock()
+    wait()
     return running
   }
 }

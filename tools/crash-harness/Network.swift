@@ -52,10 +52,13 @@ struct NetworkRun: AsyncParsableCommand {
     }
     var generator = SeededGenerator(seed: seed)
     var failures: [String] = []
+    var losses = 0
     let start = ContinuousClock.now
     for backend in backends {
       var tally = NetworkTally()
+      var ran = 0
       for round in 1...rounds {
+        ran += 1
         let root = FileManager.default.temporaryDirectory
           .appendingPathComponent("vlog-network-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -69,12 +72,13 @@ struct NetworkRun: AsyncParsableCommand {
         } catch {
           failures.append("\(backend) round \(round.round): \(error)")
           print("FAIL \(backend) round \(round.round): \(error)")
+          if error is Loss { losses += 1 }
         }
         tally.add(round.tally)
         // A planted bug caught once is caught: the rest of the rounds would only take time.
-        if expectFailure, !failures.isEmpty { break }
+        if expectFailure, losses > 0 { break }
       }
-      print("\(backend): \(rounds) rounds; \(tally)")
+      print("\(backend): \(ran) rounds; \(tally)")
     }
     let elapsed = ContinuousClock.now - start
     print(
@@ -84,14 +88,23 @@ struct NetworkRun: AsyncParsableCommand {
           ? ": nothing lost, no outbox left with events after the first sync on the healed "
             + "network, every digest equal, verify clean" : ""))
     if expectFailure {
-      guard !failures.isEmpty else {
+      // Caught means a change lost or stuck: a round that failed otherwise (a server that
+      // did not start) shows nothing about the bug.
+      guard losses > 0 else {
         throw ValidationError("the planted bug was not caught in \(rounds) rounds")
       }
-      print("the planted bug was caught")
+      print("the planted bug was caught: \(losses) rounds found changes lost or stuck")
     } else if !failures.isEmpty {
       throw ExitCode.failure
     }
   }
+}
+
+/// A change lost, stuck or in the wrong place: what the harness looks for (any other failure,
+/// such as a server that does not start, is a ``Failure``).
+struct Loss: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
 }
 
 /// What rounds did: actions, faults and kills, and what the checks found.
@@ -196,7 +209,7 @@ struct NetworkRound {
     // Every device, the offline one too, signs in and syncs once on a good network.
     for index in 0...devices {
       let child = try Child(tools.harness, device(index, "sync", proxy: proxy))
-      child.process.waitUntilExit()
+      child.wait()
       guard child.process.terminationStatus == 0 else {
         throw Failure("device \(index) could not sync at the start: \(child.lines)")
       }
@@ -244,6 +257,7 @@ struct NetworkRound {
       (server, port) = try await startServer()
       proxy.serverPort = port
     }
+    if let finding = results.flatMap(\.findings).first { throw Loss(finding) }
     for outcome in results {
       written[outcome.index, default: []] += outcome.written
       tally.writes += outcome.written.count
@@ -262,9 +276,9 @@ struct NetworkRound {
     let verify = try Child(
       tools.vlog,
       ["verify"] + (database.map { ["--database", $0] } ?? ["--data", root + "/server"]))
-    verify.process.waitUntilExit()
+    verify.wait()
     guard verify.process.terminationStatus == 0 else {
-      throw Failure("vlog verify of the server: \(verify.lines.suffix(5))")
+      throw Loss("vlog verify of the server: \(verify.lines.suffix(5))")
     }
   }
 
@@ -293,6 +307,8 @@ struct NetworkRound {
 /// What a device's actions came to.
 struct DeviceOutcome: Sendable {
   let index: Int
+  /// What its actions found wrong.
+  var findings: [String] = []
   var written: [String] = []
   var syncs = 0
   var failedSyncs = 0
@@ -336,24 +352,41 @@ extension NetworkRound {
       if let kill {
         try? await Task.sleep(for: .milliseconds(kill))
         if child.kill() { outcome.kills += 1 }
-      } else {
-        // A device that hangs is a finding too: it must give up on a dead network by itself.
-        await waitForExit(child, seconds: 120)
+      } else if await !finishes(child, within: 120) {
+        // A device must give up on a dead network by itself.
+        outcome.findings.append("device \(index) hung for 120 s in \(step)")
       }
       outcome.written += child.lines.filter { $0.hasPrefix("wrote ") }
-      if case .sync = step, child.process.terminationStatus != 0 || kill != nil {
+      guard case .sync = step else { continue }
+      guard kill == nil, child.process.terminationStatus == 0,
+        let line = child.lines.last(where: { $0.hasPrefix("synced ") })
+      else {
         outcome.failedSyncs += 1
+        continue
+      }
+      // A sync that ran to its end: what the server lacked went from the outbox (its device
+      // wrote nothing meanwhile), never by repair. (It may fetch by repair what others pushed
+      // while it ran.)
+      if let repaired = SyncLine(line).count("repaired"), repaired != 0 {
+        outcome.findings.append(
+          "device \(index), a sync amid the faults: \(repaired) events the server lacked were "
+            + "not in the outbox (pushed by repair): lost by the outbox")
       }
     }
     return outcome
   }
 
-  /// Waits for the child to end, killing it after `seconds`.
-  func waitForExit(_ child: Child, seconds: Int) async {
+  /// Waits for the child to end by itself; after `seconds`, kills it and returns false.
+  func finishes(_ child: Child, within seconds: Int) async -> Bool {
     for _ in 0..<(seconds * 20) where child.process.isRunning {
       try? await Task.sleep(for: .milliseconds(50))
     }
-    if child.process.isRunning { _ = child.kill() } else { child.process.waitUntilExit() }
+    if child.process.isRunning {
+      _ = child.kill()
+      return false
+    }
+    child.wait()
+    return true
   }
 }
 
@@ -367,7 +400,7 @@ extension NetworkRound {
         if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
       }
     }
-    func count(_ name: String) -> Int { Int(fields[name] ?? "") ?? -1 }
+    func count(_ name: String) -> Int? { Int(fields[name] ?? "") }
   }
 
   /// The network has healed: each device syncs once, which must empty its outbox (the bound),
@@ -377,29 +410,33 @@ extension NetworkRound {
   func heal(proxy: FaultProxy, written: [Int: [String]]) async throws -> Int {
     func sync(_ index: Int, _ pass: String) async throws -> SyncLine {
       let child = try Child(tools.harness, device(index, "sync", proxy: proxy))
-      await waitForExit(child, seconds: 120)
-      guard child.process.terminationStatus == 0,
+      guard await finishes(child, within: 120), child.process.terminationStatus == 0,
         let line = child.lines.last(where: { $0.hasPrefix("synced ") })
       else {
-        throw Failure("device \(index): the \(pass) sync after the heal failed")
+        throw Loss("device \(index): the \(pass) sync after the heal failed")
       }
       let synced = SyncLine(line)
-      if synced.count("repaired") != 0 {
-        throw Failure(
-          "device \(index), \(pass) sync after the heal: \(synced.count("repaired")) events the "
-            + "server lacked were not in the outbox (pushed by repair): lost by the outbox")
+      guard let repaired = synced.count("repaired"), let fetched = synced.count("fetched"),
+        synced.count("outbox") != nil
+      else {
+        throw Failure("device \(index) printed '\(line)'")
       }
-      if synced.count("fetched") != 0 {
-        throw Failure(
-          "device \(index), \(pass) sync after the heal: \(synced.count("fetched")) events the "
-            + "pages skipped (fetched by repair)")
+      if repaired != 0 {
+        throw Loss(
+          "device \(index), \(pass) sync after the heal: \(repaired) events the server lacked "
+            + "were not in the outbox (pushed by repair): lost by the outbox")
+      }
+      if fetched != 0 {
+        throw Loss(
+          "device \(index), \(pass) sync after the heal: \(fetched) events the pages skipped "
+            + "(fetched by repair)")
       }
       return synced
     }
     for index in 0...devices {
       let first = try await sync(index, "first")
-      guard first.count("outbox") == 0 else {
-        throw Failure("device \(index): \(first.count("outbox")) events stuck in the outbox")
+      if let stuck = first.count("outbox"), stuck != 0 {
+        throw Loss("device \(index): \(stuck) events stuck in the outbox")
       }
     }
     var digests = Set<String>()
@@ -409,15 +446,15 @@ extension NetworkRound {
       digests.insert(second.fields["server"] ?? "")
     }
     guard digests.count == 1 else {
-      throw Failure("the devices and the server end with \(digests.count) different digests")
+      throw Loss("the devices and the server end with \(digests.count) different digests")
     }
     var events = 0
     for index in 0...devices {
       let path = "\(root)/device-\(index)"
       let verify = try Child(tools.vlog, ["verify", "--store", path])
-      verify.process.waitUntilExit()
+      verify.wait()
       guard verify.process.terminationStatus == 0 else {
-        throw Failure("vlog verify of device \(index): \(verify.lines.suffix(5))")
+        throw Loss("vlog verify of device \(index): \(verify.lines.suffix(5))")
       }
       let store = try NoteStore.open(at: path)
       defer { store.close() }
@@ -445,12 +482,12 @@ extension NetworkRound {
         }
         if deleted.contains(note) { continue }
         guard try store.note(note) != nil else {
-          throw Failure("device \(writer) wrote note \(note); device \(device) lacks it")
+          throw Loss("device \(writer) wrote note \(note); device \(device) lacks it")
         }
         let text = String(parts[2])
         guard text != "-", writer != offline else { continue }
         guard try store.versions(of: note).contains(where: { $0.text == text }) else {
-          throw Failure("device \(writer) wrote '\(text)' to \(note); device \(device) lacks it")
+          throw Loss("device \(writer) wrote '\(text)' to \(note); device \(device) lacks it")
         }
       }
     }

@@ -100,7 +100,8 @@ struct SyncCommand: AsyncParsableCommand {
     let files = FileManager.default
     let isNew = !files.fileExists(atPath: path + "/data.mdb")
     let directoryIsNew = !files.fileExists(atPath: path)
-    let store = try options.open(creating: true)
+    // A check compares a store that synced: it makes none.
+    let store = try options.open(creating: !check)
     do {
       try await run(on: store)
       store.close()
@@ -127,6 +128,9 @@ struct SyncCommand: AsyncParsableCommand {
   }
 
   private func run(on store: NoteStore) async throws {
+    if check, try store.account() == nil {
+      throw ValidationError("this store has not synced yet: there is nothing to check")
+    }
     let state = try SyncAccount.loadState(from: SyncAccount.stateFile(for: store))
     guard let url = server.server ?? state?.server else {
       throw ValidationError("this store has not synced yet: pass --server URL")
