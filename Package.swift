@@ -120,7 +120,7 @@ let package = Package(
     ),
     .target(
       name: "VLogTesting",
-      dependencies: ["VLog"],
+      dependencies: ["VLog", "LMDB"],
       swiftSettings: swiftSettings
     ),
     .target(

@@ -61,8 +61,27 @@ public final class GroupCommit: Sendable {
   public func write<R: Sendable>(
     _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
   ) async throws -> R {
+    try await write(body, afterCommit: { _ in })
+  }
+
+  /// Runs `body` in the next group's write transaction, in a nested transaction of its own,
+  /// then `afterCommit` with its result once the group has committed, and returns the result.
+  ///
+  /// `afterCommit` runs on the writer queue, in the order the writes were submitted, before
+  /// any caller of the group resumes and before the next group begins: where what happens
+  /// after a commit must follow the order of the commits (telling observers what changed).
+  /// It runs only for a write whose body succeeded in a group that committed.
+  ///
+  /// - Returns: What `body` returns.
+  /// - Throws: As ``write(_:)``.
+  public func write<R: Sendable>(
+    _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R,
+    afterCommit: @escaping @Sendable (R) -> Void
+  ) async throws -> R {
     try await withCheckedThrowingContinuation { continuation in
-      pending.withLock { $0.append(Pending(body: body, continuation: continuation)) }
+      pending.withLock {
+        $0.append(Pending(body: body, afterCommit: afterCommit, continuation: continuation))
+      }
       // One turn of the queue for each write: the first turn after a write was submitted
       // takes it, with everything else pending; the later turns find less, or nothing.
       environment.writerQueue.async { self.commitPending() }
@@ -87,6 +106,7 @@ public final class GroupCommit: Sendable {
       if !acknowledgesBeforeCommit { for write in group { write.finish(failure: error) } }
       return
     }
+    for write in group { write.committed() }
     if !acknowledgesBeforeCommit { for write in group { write.finish(failure: nil) } }
   }
 }
@@ -95,6 +115,8 @@ public final class GroupCommit: Sendable {
 private protocol PendingWrite: AnyObject, Sendable {
   /// Runs the write in a transaction nested in `transaction`, keeping its outcome.
   func apply(in transaction: borrowing WriteTransaction) throws
+  /// Runs what follows the write's commit, if its body succeeded.
+  func committed()
   /// Resumes the caller: with `failure` if the group failed, else with the write's outcome.
   func finish(failure: (any Error)?)
 }
@@ -103,16 +125,23 @@ private final class Pending<R: Sendable>: PendingWrite, @unchecked Sendable {
   // Unchecked: `outcome` and `isFinished` are written and read only on the writer queue, by the one group that
   // took this write.
   let body: @Sendable (borrowing WriteTransaction) throws -> R
+  let afterCommit: @Sendable (R) -> Void
   let continuation: CheckedContinuation<R, any Error>
   var outcome: Result<R, any Error>?
   var isFinished = false
 
   init(
     body: @escaping @Sendable (borrowing WriteTransaction) throws -> R,
+    afterCommit: @escaping @Sendable (R) -> Void,
     continuation: CheckedContinuation<R, any Error>
   ) {
     self.body = body
+    self.afterCommit = afterCommit
     self.continuation = continuation
+  }
+
+  func committed() {
+    if case .success(let value) = outcome { afterCommit(value) }
   }
 
   func apply(in transaction: borrowing WriteTransaction) throws {

@@ -44,6 +44,43 @@ extension NoteStore {
   public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil) throws
     -> IngestResult
   {
+    if let empty = try Self.checkIngest(events, acknowledgingThrough: sequence) { return empty }
+    let ingested = try VLogError.wrapping {
+      try environment.write { transaction in
+        try ingest(events, acknowledgingThrough: sequence, in: transaction)
+      }
+    }
+    committed(ingested)
+    return ingested.result
+  }
+
+  /// Ingests events from another replica on the store's writer queue. See
+  /// ``ingest(_:acknowledgingThrough:)-4kd7k``.
+  ///
+  /// Ingests and writes that arrive while another commits share the next commit, each in a
+  /// transaction of its own nested in it.
+  @discardableResult
+  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil)
+    async throws -> IngestResult
+  {
+    if let empty = try Self.checkIngest(events, acknowledgingThrough: sequence) { return empty }
+    return try await VLogError.wrapping {
+      try await commits.write(
+        { transaction in
+          try self.ingest(events, acknowledgingThrough: sequence, in: transaction)
+        },
+        afterCommit: { self.committed($0) }
+      ).result
+    }
+  }
+
+  /// Checks each event before any transaction; returns the outcome of an ingest that has
+  /// nothing to do.
+  ///
+  /// - Throws: ``VLogError`` naming the first invalid event.
+  private static func checkIngest(_ events: [Event], acknowledgingThrough sequence: UInt64?)
+    throws -> IngestResult?
+  {
     for (index, event) in events.enumerated() {
       do {
         try event.validate()
@@ -51,53 +88,56 @@ extension NoteStore {
         throw VLogError(error.code, "event \(index + 1) (\(event.stamp)): \(error.message)")
       }
     }
-    guard !events.isEmpty || sequence != nil else {
-      return IngestResult(
-        appended: 0, duplicates: 0, unknownKinds: 0,
-        changes: ChangeSet.Builder().build(source: .sync, eventCount: 0))
-    }
-    let (result, changeSet) = try VLogError.wrapping {
-      try environment.write { transaction throws -> (IngestResult, (ChangeSet, Bool)) in
-        var session = try WriteSession(store: self, in: transaction)
-        var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
-        if let sequence {
-          _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
-          confirmed = try PendingNotes.confirm(
-            through: session.log.state.acknowledged, schema: schema, in: transaction)
-        }
-        var duplicates = 0
-        var unknown = 0
-        for event in events {
-          if try eventLog.contains(event.stamp, in: transaction) {
-            duplicates += 1
-            continue
-          }
-          if !event.change.kind.isKnown { unknown += 1 }
-          try session.append(event, local: false, in: transaction)
-        }
-        // A note the server now holds every change of is updated too: its sync state is.
-        session.projector.markUpdated(confirmed.shown)
-        let changeSet = try session.finish(source: .sync, in: transaction)
-        return (
-          IngestResult(
-            appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
-            changes: changeSet),
-          (changeSet, confirmed.any)
-        )
-      }
-    }
-    // A commit that only confirmed notes is announced too: what a query shows changed.
-    if result.appended > 0 || changeSet.1 { observers.publish(changeSet.0) }
-    return result
+    guard events.isEmpty && sequence == nil else { return nil }
+    return IngestResult(
+      appended: 0, duplicates: 0, unknownKinds: 0,
+      changes: ChangeSet.Builder().build(source: .sync, eventCount: 0))
   }
 
-  /// Ingests events from another replica on the store's writer queue. See
-  /// ``ingest(_:acknowledgingThrough:)-4kd7k``.
-  @discardableResult
-  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil)
-    async throws -> IngestResult
-  {
-    try await onWriter { try self.ingest(events, acknowledgingThrough: sequence) }
+  /// What an ingest's transaction did: its outcome, and whether it confirmed notes.
+  struct Ingested: Sendable {
+    let result: IngestResult
+    let confirmedAny: Bool
+  }
+
+  /// Appends the events the log lacks and moves the outbox watermark, in `transaction`.
+  private func ingest(
+    _ events: [Event], acknowledgingThrough sequence: UInt64?,
+    in transaction: borrowing WriteTransaction
+  ) throws -> Ingested {
+    var session = try WriteSession(store: self, in: transaction)
+    var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
+    if let sequence {
+      _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
+      confirmed = try PendingNotes.confirm(
+        through: session.log.state.acknowledged, schema: schema, in: transaction)
+    }
+    var duplicates = 0
+    var unknown = 0
+    for event in events {
+      if try eventLog.contains(event.stamp, in: transaction) {
+        duplicates += 1
+        continue
+      }
+      if !event.change.kind.isKnown { unknown += 1 }
+      try session.append(event, local: false, in: transaction)
+    }
+    // A note the server now holds every change of is updated too: its sync state is.
+    session.projector.markUpdated(confirmed.shown)
+    let changeSet = try session.finish(source: .sync, in: transaction)
+    return Ingested(
+      result: IngestResult(
+        appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
+        changes: changeSet),
+      confirmedAny: confirmed.any)
+  }
+
+  /// Tells observers what an ingest changed, in the order of the commits. A commit that only
+  /// confirmed notes is announced too: what a query shows changed.
+  private func committed(_ ingested: Ingested) {
+    if ingested.result.appended > 0 || ingested.confirmedAny {
+      observers.publish(ingested.result.changes)
+    }
   }
 
   // MARK: - Outbox

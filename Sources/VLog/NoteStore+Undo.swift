@@ -218,7 +218,7 @@ extension NoteStore {
       case .rename(let tag, let name): edits.intents.append(.restoreTagName(tag, name))
       }
     }
-    return try apply(edits, undoable: false)
+    return try apply(edits)
   }
 }
 

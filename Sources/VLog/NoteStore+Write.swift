@@ -27,11 +27,19 @@ extension NoteStore {
   public func write<R>(_ body: (inout Edits) throws -> R) throws -> R {
     var edits = Edits(dependencies: dependencies)
     let result = try body(&edits)
-    undoHistory.recorded(try apply(edits, undoable: true))
+    guard !edits.isEmpty else { return result }
+    let recorded = try VLogError.wrapping {
+      try environment.write { transaction in try record(edits, in: transaction) }
+    }
+    committed(recorded, undoable: true)
     return result
   }
 
   /// Makes user changes in one durable transaction, on the store's writer queue.
+  ///
+  /// Writes that arrive while another commits share the next commit (and its sync to disk),
+  /// each in a transaction of its own nested in it: one that is invalid fails alone. Each
+  /// returns once its changes are durable, observers told in the order the writes committed.
   ///
   /// See ``write(_:)-7uv98``.
   @discardableResult
@@ -39,36 +47,62 @@ extension NoteStore {
     var edits = Edits(dependencies: dependencies)
     let result = try body(&edits)
     let collected = edits
-    let group = try await onWriter { try self.apply(collected, undoable: true) }
-    undoHistory.recorded(group)
+    guard !collected.isEmpty else { return result }
+    try await VLogError.wrapping {
+      _ = try await commits.write(
+        { transaction in try self.record(collected, in: transaction) },
+        afterCommit: { self.committed($0, undoable: true) })
+    }
     return result
   }
 
-  /// Makes the changes in one transaction.
+  /// Makes the changes in one transaction, as undo and redo do: without recording them to be
+  /// undone.
   ///
-  /// - Returns: What undoes them (empty unless `undoable`).
-  func apply(_ edits: Edits, undoable: Bool) throws -> UndoGroup {
+  /// - Returns: What undoes them.
+  func apply(_ edits: Edits) throws -> UndoGroup {
     guard !edits.isEmpty else { return UndoGroup(steps: []) }
-    let wall = Milliseconds(dependencies.now())
-    let (changeSet, group, replaced) = try VLogError.wrapping {
-      try environment.write { transaction throws -> (ChangeSet, UndoGroup, [(NoteID, NoteID)]) in
-        var session = try WriteSession(store: self, in: transaction)
-        session.replacements = undoHistory.replacements
-        var group =
-          undoHistory.limit > 0
-          ? try session.undoGroup(
-            for: edits.intents, history: undoHistory, in: transaction)
-          : UndoGroup(steps: [])
-        for intent in edits.intents {
-          try session.resolve(intent, wall: wall, in: transaction)
-        }
-        group.steps += session.recreated.map(UndoStep.delete)
-        return (try session.finish(source: .user, in: transaction), group, session.replaced)
-      }
+    let recorded = try VLogError.wrapping {
+      try environment.write { transaction in try record(edits, in: transaction) }
     }
-    undoHistory.replaced(replaced)
-    observers.publish(changeSet)
-    return group
+    committed(recorded, undoable: false)
+    return recorded.undo
+  }
+
+  /// What a transaction of user changes recorded: what observers are told, what undoes the
+  /// changes, and the deleted notes undo made new ones for.
+  struct Recorded: Sendable {
+    let changes: ChangeSet
+    let undo: UndoGroup
+    let replaced: [(NoteID, NoteID)]
+  }
+
+  /// Resolves, stamps and appends the changes in `transaction`, and applies them to the
+  /// projections.
+  func record(_ edits: Edits, in transaction: borrowing WriteTransaction) throws -> Recorded {
+    let wall = Milliseconds(dependencies.now())
+    var session = try WriteSession(store: self, in: transaction)
+    session.replacements = undoHistory.replacements
+    var group =
+      undoHistory.limit > 0
+      ? try session.undoGroup(for: edits.intents, history: undoHistory, in: transaction)
+      : UndoGroup(steps: [])
+    for intent in edits.intents {
+      try session.resolve(intent, wall: wall, in: transaction)
+    }
+    group.steps += session.recreated.map(UndoStep.delete)
+    return Recorded(
+      changes: try session.finish(source: .user, in: transaction), undo: group,
+      replaced: session.replaced)
+  }
+
+  /// What follows a commit of user changes, in the order of the commits: undo learns of the
+  /// notes it replaced (and, when `undoable`, of what undoes the changes), observers of what
+  /// changed.
+  func committed(_ recorded: Recorded, undoable: Bool) {
+    undoHistory.replaced(recorded.replaced)
+    if undoable { undoHistory.recorded(recorded.undo) }
+    observers.publish(recorded.changes)
   }
 }
 

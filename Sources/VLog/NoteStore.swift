@@ -151,6 +151,9 @@ public final class NoteStore: Sendable {
   public let retention: Duration?
   let observers = Observers()
   let undoHistory: UndoHistory
+  /// The async writes and ingests: those that arrive while a commit is in flight share the
+  /// next one, each in a transaction nested in it.
+  let commits: GroupCommit
 
   private init(
     environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options,
@@ -164,6 +167,7 @@ public final class NoteStore: Sendable {
     self.maximumClockSkew = options.maximumClockSkew
     self.retention = retention
     self.undoHistory = UndoHistory(limit: options.undoLevels)
+    self.commits = GroupCommit(environment)
   }
 
   /// Opens the store at a directory, creating it if needed.

@@ -84,4 +84,13 @@ extension VLogError {
       throw storage(error)
     }
   }
+
+  /// Runs async `body`, converting an ``LMDBError`` it throws into a ``storage`` error.
+  static func wrapping<R>(_ body: () async throws -> R) async throws -> R {
+    do {
+      return try await body()
+    } catch let error as LMDBError {
+      throw storage(error)
+    }
+  }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import LMDB
 import Testing
@@ -8,42 +7,13 @@ import VLogTesting
 struct GroupCommitTests {
   struct Planted: Error, Equatable {}
 
-  /// Holds the environment's writer queue until `release`, so that writes submitted meanwhile
-  /// are all pending when it moves on: the groups they form are then known.
-  final class WriterGate: Sendable {
-    private let gate = DispatchSemaphore(value: 0)
-    private let blocking: Task<Void, any Error>
-
-    init(_ environment: Environment) async throws {
-      let entered = DispatchSemaphore(value: 0)
-      blocking = Task { [gate] in
-        try await environment.onWriterQueue {
-          entered.signal()
-          gate.wait()
-        }
-      }
-      // Off the cooperative pool: the queue's turn comes at once.
-      await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-          entered.wait()
-          continuation.resume()
-        }
-      }
-    }
-
-    func release() async throws {
-      gate.signal()
-      try await blocking.value
-    }
-  }
-
   /// Submits `count` writes of `body` while the writer is held, and returns their outcomes in
   /// order of submission once all have finished.
   static func submitHeld<R: Sendable>(
     _ environment: Environment, _ commits: GroupCommit, count: Int,
     _ body: @escaping @Sendable (Int, borrowing WriteTransaction) throws -> R
   ) async throws -> [Result<R, any Error>] {
-    let gate = try await WriterGate(environment)
+    let gate = await WriterGate(environment)
     var tasks: [Task<R, any Error>] = []
     for index in 0..<count {
       tasks.append(Task { try await commits.write { try body(index, $0) } })
@@ -118,6 +88,45 @@ struct GroupCommitTests {
       #expect(try environment.info().mapSize > 1 << 20)
       let stored = try environment.read { try entries($0, in: database) }
       #expect(stored.map(\.value) == (0..<20).map { value(UInt64($0), size: 100 << 10) })
+    }
+  }
+
+  @Test(
+    "What follows each commit runs in the order the writes were submitted, before any caller resumes, and only for writes that succeeded"
+  )
+  func afterCommitInOrder() async throws {
+    try await withTemporaryDirectory { path in
+      let environment = try Environment.open(at: path, configuration: .init(durability: .noSync))
+      defer { environment.close() }
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      let commits = GroupCommit(environment)
+      let followed = LockedBox<[Int]>([])
+      let gate = await WriterGate(environment)
+      var tasks: [Task<[Int], any Error>] = []
+      for index in 0..<10 {
+        tasks.append(
+          Task {
+            _ = try await commits.write(
+              { transaction in
+                try transaction.put(
+                  value(UInt64(index)), forKey: key(UInt64(index)), in: database)
+                if index == 4 { throw Planted() }
+                return index
+              },
+              afterCommit: { index in followed.append(index) })
+            // Resumed once every write of the group is followed.
+            return followed.value
+          })
+        while commits.pendingWrites < index + 1 { await Task.yield() }
+      }
+      try await gate.release()
+      for (index, task) in tasks.enumerated() {
+        if index == 4 {
+          await #expect(throws: Planted.self) { try await task.value }
+        } else {
+          #expect(try await task.value == [0, 1, 2, 3, 5, 6, 7, 8, 9])
+        }
+      }
     }
   }
 
