@@ -63,9 +63,21 @@ public func fillValue(_ buffer: UnsafeMutableRawBufferPointer, _ sequence: UInt6
 public enum RawLMDB {
   /// Whether commits are flushed to disk.
   public enum Durability: CustomStringConvertible, Sendable {
-    case durable, noSync
-    /// `durable` or `no-sync`, for benchmark names.
-    public var description: String { self == .durable ? "durable" : "no-sync" }
+    /// Data and meta page flushed at each commit.
+    case durable
+    /// Data flushed, the meta page not (`MDB_NOMETASYNC`): a power loss may undo the last
+    /// commit.
+    case noMetaSync
+    /// Nothing flushed (`MDB_NOSYNC`).
+    case noSync
+    /// `durable`, `no-meta-sync` or `no-sync`, for benchmark names.
+    public var description: String {
+      switch self {
+      case .durable: "durable"
+      case .noMetaSync: "no-meta-sync"
+      case .noSync: "no-sync"
+      }
+    }
   }
 
   struct Failure: Error, CustomStringConvertible {
@@ -95,7 +107,13 @@ public enum RawLMDB {
       self.path = path
       try check(mdb_env_set_mapsize(environment, mapSize), "mdb_env_set_mapsize")
       try check(mdb_env_set_maxdbs(environment, 4), "mdb_env_set_maxdbs")
-      let flags = UInt32(MDB_NOTLS) | (durability == .noSync ? UInt32(MDB_NOSYNC) : 0)
+      let sync: UInt32 =
+        switch durability {
+        case .durable: 0
+        case .noMetaSync: UInt32(MDB_NOMETASYNC)
+        case .noSync: UInt32(MDB_NOSYNC)
+        }
+      let flags = UInt32(MDB_NOTLS) | sync
       try check(mdb_env_open(environment, path, flags, 0o644), "mdb_env_open")
       var transaction: OpaquePointer?
       try check(mdb_txn_begin(environment, nil, 0, &transaction), "mdb_txn_begin")

@@ -128,16 +128,14 @@ final class Subject {
   var latencies: [Double] = []
   var label: String
 
-  init(_ type: any Backend.Type, size: Int) throws {
-    self.type = type
-    path = temporaryPath("compare-\(type.name.filter(\.isLetter))")
-    store = try type.open(at: path, durable: true)
-    label = "\(type.name) at \(size)"
-  }
+  let durability: CommitDurability
 
-  func reopen() throws {
-    store.close()
-    store = try type.open(at: path, durable: true)
+  init(_ type: any Backend.Type, size: Int, durability: CommitDurability = .full) throws {
+    self.type = type
+    self.durability = durability
+    path = temporaryPath("compare-\(type.name.filter(\.isLetter))")
+    store = try type.open(at: path, durability: durability)
+    label = "\(type.name) (\(durability)) at \(size)"
   }
 
   deinit { removeTemporaryItem(atPath: path) }
@@ -148,32 +146,7 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
   let subjects = try types.map { try Subject($0, size: workload.operations.count) }
   defer { for subject in subjects { subject.store.close() } }
 
-  // Batched user changes, durable, a thousand to a transaction; then the bytes on disk.
-  for subject in subjects {
-    let (_, appendTime) = try time { try workload.apply(to: subject.store) }
-    subject.figures.events = try subject.store.eventCount()
-    subject.figures.appendPerSecond = Double(subject.figures.events) / appendTime
-    subject.figures.bytesPerEvent = try diskBytes(subject.path) / Double(subject.figures.events)
-    log("\(subject.label): append \(Int(subject.figures.appendPerSecond)) events/s")
-  }
-
-  // One durable change per transaction, the implementations taking turns commit by commit
-  // (in a rotating order), so that each sees the same disk: its fsync latency is bimodal.
-  let rounds = 1000
-  for round in 0..<rounds {
-    // Short edits; one in fifty with the word the search looks for, as in the workload.
-    let operation = Operation.setText(
-      note: workload.liveNotes[round % workload.liveNotes.count],
-      text: round % 50 == 7 ? "Edit \(round) \(Workload.rareWord)" : "Edit \(round)")
-    for offset in subjects.indices {
-      let subject = subjects[(round + offset) % subjects.count]
-      subject.latencies.append(try time { try subject.store.apply([operation][...]) }.1)
-    }
-  }
-  for subject in subjects {
-    subject.figures.durableP50 = percentile(subject.latencies, 0.5) * 1000
-    subject.figures.durableP99 = percentile(subject.latencies, 0.99) * 1000
-  }
+  try appendAndCommitOneByOne(subjects, workload)
   let ids = try subjects.map { try $0.store.noteIDs() }
 
   for (index, subject) in subjects.enumerated() {
@@ -199,7 +172,7 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
     subject.figures.openFirstPage = opens.isEmpty ? nil : median(opens) * 1000
 
     // Queries on an open store.
-    subject.store = try subject.type.open(at: subject.path, durable: true)
+    subject.store = try subject.type.open(at: subject.path, durability: subject.durability)
     let store = subject.store
     // The text index: built (or brought up to date) once after the workload and the rebuild, then queried.
     let (built, buildTime) = try time { try store.buildSearchIndex() }
@@ -232,20 +205,70 @@ func compare(_ types: [any Backend.Type], _ workload: Workload) throws -> [Figur
     subject.figures.tagged = tagged.isEmpty ? nil : median(tagged) * 1000
     subject.figures.search = searched.isEmpty ? nil : median(searched) * 1000
 
-    // A sync's worth of remote events, in pages of a thousand.
-    let remote = Workload.remoteEvents(
-      count: min(10_000, max(1000, workload.operations.count / 10)), ids: ids[index],
-      now: Date())
-    let (_, ingestTime) = try time {
-      for offset in stride(from: 0, to: remote.count, by: 1000) {
-        try store.ingest(Array(remote[offset..<min(offset + 1000, remote.count)]))
-      }
+    try ingest(into: subject, workload, ids: ids[index])
+  }
+  return subjects.map(\.figures)
+}
+
+/// The one-change transactions each implementation takes in turn.
+let oneByOneRounds = 1000
+
+/// Batched user changes, a thousand to a transaction, then the bytes on disk; then one change
+/// per transaction, the implementations taking turns commit by commit (in a rotating order),
+/// so that each sees the same disk: its fsync latency is bimodal.
+func appendAndCommitOneByOne(_ subjects: [Subject], _ workload: Workload) throws {
+  for subject in subjects {
+    let (_, appendTime) = try time { try workload.apply(to: subject.store) }
+    subject.figures.events = try subject.store.eventCount()
+    subject.figures.appendPerSecond = Double(subject.figures.events) / appendTime
+    subject.figures.bytesPerEvent = try diskBytes(subject.path) / Double(subject.figures.events)
+    log("\(subject.label): append \(Int(subject.figures.appendPerSecond)) events/s")
+  }
+  for round in 0..<oneByOneRounds {
+    // Short edits; one in fifty with the word the search looks for, as in the workload.
+    let operation = Operation.setText(
+      note: workload.liveNotes[round % workload.liveNotes.count],
+      text: round % 50 == 7 ? "Edit \(round) \(Workload.rareWord)" : "Edit \(round)")
+    for offset in subjects.indices {
+      let subject = subjects[(round + offset) % subjects.count]
+      subject.latencies.append(try time { try subject.store.apply([operation][...]) }.1)
     }
-    subject.figures.ingestPerSecond = Double(remote.count) / ingestTime
-    let total = try store.eventCount()
-    precondition(
-      total == subject.figures.events + rounds + remote.count, "\(subject.label): \(total) events")
-    log("\(subject.label): ingest \(Int(subject.figures.ingestPerSecond)) events/s")
+  }
+  for subject in subjects {
+    subject.figures.durableP50 = percentile(subject.latencies, 0.5) * 1000
+    subject.figures.durableP99 = percentile(subject.latencies, 0.99) * 1000
+  }
+}
+
+/// A sync's worth of remote events, in pages of a thousand, into an open subject.
+func ingest(into subject: Subject, _ workload: Workload, ids: [NoteID]) throws {
+  let remote = Workload.remoteEvents(
+    count: min(10_000, max(1000, workload.operations.count / 10)), ids: ids, now: Date())
+  let store = subject.store
+  let before = try store.eventCount()
+  let (_, ingestTime) = try time {
+    for offset in stride(from: 0, to: remote.count, by: 1000) {
+      try store.ingest(Array(remote[offset..<min(offset + 1000, remote.count)]))
+    }
+  }
+  subject.figures.ingestPerSecond = Double(remote.count) / ingestTime
+  let total = try store.eventCount()
+  precondition(total == before + remote.count, "\(subject.label): \(total) events")
+  log("\(subject.label): ingest \(Int(subject.figures.ingestPerSecond)) events/s")
+}
+
+/// The figures a commit's durability bounds — append, one change per transaction, ingest —
+/// for each implementation in its mode of `durability`, measured side by side.
+func compareCommits(
+  _ types: [any Backend.Type], _ workload: Workload, durability: CommitDurability
+) throws -> [Figures] {
+  let subjects = try types.map {
+    try Subject($0, size: workload.operations.count, durability: durability)
+  }
+  defer { for subject in subjects { subject.store.close() } }
+  try appendAndCommitOneByOne(subjects, workload)
+  for subject in subjects {
+    try ingest(into: subject, workload, ids: try subject.store.noteIDs())
   }
   return subjects.map(\.figures)
 }
@@ -326,6 +349,7 @@ if let request = ProcessInfo.processInfo.environment["VLOG_COMPARE_REBUILD"] {
 
 let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 var rows: [String] = []
+var commitRows: [String] = []
 for size in sizes.isEmpty ? [10_000] : sizes {
   let workload = Workload(size: size)
   // VLOG_COMPARE_ONLY=VLog runs one implementation (to profile it); its columns only.
@@ -393,7 +417,58 @@ for size in sizes.isEmpty ? [10_000] : sizes {
       "| \(figure) | \(n) | \(unit) | \(format(r)) | \(format(v)) | \(format(s)) | \(vsRaw) | \(vsPeer)× |"
     )
   }
+
+  // What a commit's durability bounds, in each class: the full class from the run above, the
+  // others measured now, each implementation in its mode of the class.
+  var classes = [(CommitDurability.full, raw, vlog, sqlite)]
+  if only == nil {
+    for durability in [CommitDurability.normal, .off] {
+      let measured = try compareCommits(all, workload, durability: durability)
+      classes.append((durability, measured[0], measured[1], measured[2]))
+    }
+  }
+  let commitFigures: [(String, String, KeyPath<Figures, Double>, Bool)] = [
+    ("append, batches of 1,000 changes", "events/s", \.appendPerSecond, true),
+    ("one change per transaction, interleaved, p50", "ms", \.durableP50, false),
+    ("one change per transaction, interleaved, p99", "ms", \.durableP99, false),
+    ("ingest remote events, pages of 1,000", "events/s", \.ingestPerSecond, true),
+  ]
+  for (figure, unit, path, larger) in commitFigures {
+    for (durability, r, v, s) in classes {
+      let (r, v, s) = (r[keyPath: path], v[keyPath: path], s[keyPath: path])
+      let vsRaw = larger ? ratio(v, r) : ratio(r, v)
+      let vsPeer = larger ? ratio(v, s) : ratio(s, v)
+      commitRows.append(
+        "| \(figure) | \(durability) | \(n) | \(unit) | \(format(r)) | \(format(v)) | \(format(s)) | \(vsRaw) | \(vsPeer)× |"
+      )
+    }
+  }
 }
 print("| figure | events | unit | raw LMDB | VLog | SQLite (GRDB) | VLog / raw | VLog vs SQLite |")
 print("|---|---:|---|---:|---:|---:|---:|---:|")
 for row in rows { print(row) }
+print()
+print(
+  "Each durability class, each implementation in its mode of it: full (on disk when the "
+    + "commit returns: VLog `.durable`, LMDB's default, SQLite WAL `synchronous = FULL`), normal "
+    + "(a power loss may lose the last commits, never damage the store: VLog `.noMetaSync`, "
+    + "LMDB `MDB_NOMETASYNC`, SQLite WAL `synchronous = NORMAL`, GRDB's default), off (a power "
+    + "loss may lose any commit and damage the store: VLog `.noSync`, `MDB_NOSYNC`, SQLite "
+    + "`synchronous = OFF`). A process crash loses nothing committed in any class.")
+print()
+print(
+  "| figure | class | events | unit | raw LMDB | VLog | SQLite (GRDB) | VLog / raw | VLog vs SQLite |"
+)
+print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+for row in commitRows { print(row) }
+if ProcessInfo.processInfo.environment["VLOG_COMPARE_ONLY"] == nil {
+  log("16 writers at once against one after another")
+  let shared = try await measureSharedCommits()
+  print()
+  print("| 16 durable `write` calls on one store | ms per 16, median of 101 rounds | ratio |")
+  print("|---|---:|---|")
+  print(
+    "| made at once, from 16 tasks (they share commits) | \(format(shared.together)) | "
+      + String(format: "%.2f", shared.apart / shared.together) + "× faster |")
+  print("| made one after another (the reference) | \(format(shared.apart)) | 1 |")
+}

@@ -6,12 +6,27 @@ internal import BenchmarkSupport
 internal import Foundation
 public import VLog
 
+/// How much a commit survives, in the classes the comparison puts side by side: each
+/// implementation's mode of that class.
+public enum CommitDurability: String, CaseIterable, Sendable {
+  /// On disk when the commit returns: nothing committed is lost, even to a power loss. VLog
+  /// `.durable`, LMDB's default, SQLite WAL with `synchronous = FULL`.
+  case full
+  /// A process crash loses nothing; a power loss may lose the last commits, but never leaves
+  /// the store damaged. VLog `.noMetaSync`, LMDB `MDB_NOMETASYNC`, SQLite WAL with
+  /// `synchronous = NORMAL` (GRDB's default for a WAL database).
+  case normal
+  /// A process crash loses nothing; a power loss may lose any commit since the last flush,
+  /// and may damage the store. VLog `.noSync`, LMDB `MDB_NOSYNC`, SQLite `synchronous = OFF`.
+  case off
+}
+
 /// A store the workload runs on.
 public protocol Backend: AnyObject {
   /// The name in reports.
   static var name: String { get }
-  /// Opens (creating) a store at `path`.
-  static func open(at path: String, durable: Bool) throws -> Self
+  /// Opens (creating) a store at `path`, committing as `durability` says.
+  static func open(at path: String, durability: CommitDurability) throws -> Self
   /// Applies operations as user changes, in one transaction.
   func apply(_ operations: ArraySlice<Operation>) throws
   /// The number of events in the log.
@@ -37,6 +52,13 @@ public protocol Backend: AnyObject {
   func close()
 }
 
+extension Backend {
+  /// Opens (creating) a store at `path`, every commit on disk when it returns or none.
+  public static func open(at path: String, durable: Bool) throws -> Self {
+    try open(at: path, durability: durable ? .full : .off)
+  }
+}
+
 // MARK: - VLog
 
 /// VLog itself.
@@ -49,10 +71,15 @@ public final class VLogBackend: Backend {
   init(store: NoteStore) { self.store = store }
 
   /// See ``Backend``.
-  public static func open(at path: String, durable: Bool) throws -> VLogBackend {
-    VLogBackend(
-      store: try NoteStore.open(
-        at: path, options: .init(durability: durable ? .durable : .noSync, mapSize: 1 << 30)))
+  public static func open(at path: String, durability: CommitDurability) throws -> VLogBackend {
+    let mode: NoteStore.Durability =
+      switch durability {
+      case .full: .durable
+      case .normal: .noMetaSync
+      case .off: .noSync
+      }
+    return VLogBackend(
+      store: try NoteStore.open(at: path, options: .init(durability: mode, mapSize: 1 << 30)))
   }
 
   /// See ``Backend``.
@@ -142,9 +169,16 @@ public final class RawLMDBBackend: Backend {
   }
 
   /// See ``Backend``.
-  public static func open(at path: String, durable: Bool) throws -> RawLMDBBackend {
-    try RawLMDBBackend(
-      store: RawLMDB.Store(path: path, durability: durable ? .durable : .noSync, mapSize: 16 << 30))
+  public static func open(at path: String, durability: CommitDurability) throws
+    -> RawLMDBBackend
+  {
+    let mode: RawLMDB.Durability =
+      switch durability {
+      case .full: .durable
+      case .normal: .noMetaSync
+      case .off: .noSync
+      }
+    return try RawLMDBBackend(store: RawLMDB.Store(path: path, durability: mode, mapSize: 16 << 30))
   }
 
   /// See ``Backend``.

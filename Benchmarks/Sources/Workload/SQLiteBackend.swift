@@ -11,8 +11,9 @@ public import VLog
 /// Tables: `events` (sequence, 24-byte stamp, encoded event; unique by stamp), `notes` (one row
 /// per live note: its five fields, each with the stamp that set it), `noteTags` and `tags`,
 /// `attachments`, `blobs`, `tombstones`. The timeline is an index on `(archived, sortDate)`;
-/// search is `LIKE`. Durable mode is `synchronous = FULL` (a commit is on disk when it
-/// returns, as VLog's durable mode); otherwise `OFF`.
+/// search is `LIKE`. In WAL mode, with `synchronous = FULL` (a commit is on disk when it
+/// returns, as in VLog's durable mode), `NORMAL` (GRDB's default for WAL: a power loss may
+/// roll back the last commits) or `OFF`, as ``CommitDurability`` says.
 public final class SQLiteBackend: Backend {
   /// The name in reports.
   public static let name = "SQLite (GRDB)"
@@ -22,14 +23,22 @@ public final class SQLiteBackend: Backend {
   init(queue: DatabaseQueue) { self.queue = queue }
 
   /// See ``Backend``.
-  public static func open(at path: String, durable: Bool) throws -> SQLiteBackend {
+  public static func open(at path: String, durability: CommitDurability) throws
+    -> SQLiteBackend
+  {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     var configuration = Configuration()
     // WAL and the synchronous level set here, not through `journalMode`, with which GRDB
-    // lowers `synchronous` to NORMAL: a commit would then not be on disk when it returns.
+    // lowers `synchronous` to NORMAL whatever the class asked.
+    let synchronous =
+      switch durability {
+      case .full: "FULL"
+      case .normal: "NORMAL"
+      case .off: "OFF"
+      }
     configuration.prepareDatabase { db in
       try db.execute(sql: "PRAGMA journal_mode = WAL")
-      try db.execute(sql: "PRAGMA synchronous = \(durable ? "FULL" : "OFF")")
+      try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
     }
     let queue = try DatabaseQueue(path: path + "/notes.sqlite", configuration: configuration)
     try queue.write { db in
@@ -58,13 +67,14 @@ public final class SQLiteBackend: Backend {
           CREATE TABLE IF NOT EXISTS tombstones(id BLOB PRIMARY KEY, stamp BLOB) WITHOUT ROWID;
           """)
     }
-    let (journal, synchronous) = try queue.read { db in
+    let (journal, level) = try queue.read { db in
       (
         try String.fetchOne(db, sql: "PRAGMA journal_mode"),
         try Int.fetchOne(db, sql: "PRAGMA synchronous")
       )
     }
-    precondition(journal == "wal" && synchronous == (durable ? 2 : 0), "not WAL or wrong sync")
+    let expected = ["OFF": 0, "NORMAL": 1, "FULL": 2][synchronous]
+    precondition(journal == "wal" && level == expected, "not WAL or wrong sync")
     return SQLiteBackend(queue: queue)
   }
 
