@@ -4,6 +4,7 @@ import ServerTestSupport
 import Synchronization
 import Testing
 import VLogServer
+import VLogServerTesting
 import VLogSync
 import VLogTesting
 
@@ -24,12 +25,7 @@ final class RawConnection: Sendable {
   /// Connects to `port` on 127.0.0.1 from `source`, an address of the loopback network
   /// (127.0.0.2 is another client than 127.0.0.1 to the server).
   init(port: Int, source: String = "127.0.0.1") throws {
-    #if canImport(Glibc)
-      descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-      descriptor = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    guard descriptor >= 0 else { throw Failed(what: "socket") }
+    descriptor = try LoopbackSockets.tcp()
     var local = sockaddr_in()
     local.sin_family = sa_family_t(AF_INET)
     local.sin_addr.s_addr = inet_addr(source)
@@ -42,16 +38,7 @@ final class RawConnection: Sendable {
       close(descriptor)
       throw Failed(what: "bind")
     }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard connected == 0 else {
+    guard LoopbackSockets.connection(descriptor, toPort: port) else {
       close(descriptor)
       throw Failed(what: "connect")
     }

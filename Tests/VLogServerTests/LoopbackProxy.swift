@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import Synchronization
+import VLogServerTesting
 
 #if canImport(Glibc)
   import Glibc
@@ -31,28 +32,7 @@ final class LoopbackProxy: Sendable {
 
   init(unixSocket target: String) throws {
     self.target = target
-    #if canImport(Glibc)
-      let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-      let listener = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    self.listener = listener
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-        bind(listener, address, length) == 0 && listen(listener, 64) == 0
-          && getsockname(listener, address, &length) == 0
-      }
-    }
-    guard bound else {
-      close(listener)
-      throw Failed(what: "listen")
-    }
-    port = Int(UInt16(bigEndian: address.sin_port))
+    (listener, port) = try LoopbackSockets.listener()
     Thread.detachNewThread { [self] in accepting() }
   }
 

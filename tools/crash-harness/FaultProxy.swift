@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VLogServerTesting
 import VLogTesting
 
 #if canImport(Glibc)
@@ -62,23 +63,7 @@ final class FaultProxy: Sendable {
 
   init(seed: UInt64) throws {
     state = Mutex(State(generator: SeededGenerator(seed: seed)))
-    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    self.listener = listener
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-        bind(listener, address, length) == 0 && listen(listener, 128) == 0
-          && getsockname(listener, address, &length) == 0
-      }
-    }
-    guard bound else {
-      close(listener)
-      throw Failure("the proxy cannot listen")
-    }
-    port = Int(UInt16(bigEndian: address.sin_port))
+    (listener, port) = try LoopbackSockets.listener(backlog: 128)
     Thread.detachNewThread { [self] in accepting() }
   }
 
@@ -259,8 +244,7 @@ final class FaultProxy: Sendable {
 
   /// A new connection to the server, or nil if it is down.
   private func connectUpstream() -> Connection? {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return nil }
+    guard let descriptor = try? LoopbackSockets.tcp() else { return nil }
     guard track(descriptor) else {
       close(descriptor)
       return nil
@@ -270,16 +254,7 @@ final class FaultProxy: Sendable {
     var timeout = timeval(tv_sec: 60, tv_usec: 0)
     setsockopt(
       descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(serverPort).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard connected == 0 else {
+    guard LoopbackSockets.connection(descriptor, toPort: serverPort) else {
       untrack(descriptor)
       return nil
     }

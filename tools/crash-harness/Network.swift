@@ -62,6 +62,7 @@ struct NetworkRun: AsyncParsableCommand {
         let root = FileManager.default.temporaryDirectory
           .appendingPathComponent("vlog-network-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        // A temporary directory: one that cannot be removed is litter, not a finding.
         defer { try? FileManager.default.removeItem(atPath: root) }
         var round = NetworkRound(
           tools: tools, root: root, round: round, seed: generator.next(),
@@ -233,6 +234,8 @@ struct NetworkRound {
         proxy.cutAll()
         kills += 1
         try? await Task.sleep(for: .milliseconds(Int.random(in: 50...600, using: &generator)))
+        // A restart that fails leaves the server down for this turn (a longer outage); the
+        // heal starts it, and a server that cannot start then fails the round.
         guard let (restarted, port) = try? await this.startServer() else { continue }
         server = restarted
         proxy.serverPort = port
@@ -258,6 +261,7 @@ struct NetworkRound {
       proxy.serverPort = port
     }
     if let finding = results.flatMap(\.findings).first { throw Loss(finding) }
+    if let error = results.flatMap(\.errors).first { throw Failure(error) }
     for outcome in results {
       written[outcome.index, default: []] += outcome.written
       tally.writes += outcome.written.count
@@ -309,6 +313,8 @@ struct DeviceOutcome: Sendable {
   let index: Int
   /// What its actions found wrong.
   var findings: [String] = []
+  /// What stopped its actions that is the harness's trouble, not the engine's.
+  var errors: [String] = []
   var written: [String] = []
   var syncs = 0
   var failedSyncs = 0
@@ -348,7 +354,13 @@ extension NetworkRound {
         arguments = device(index, "live", proxy: proxy, extra: ["--seconds", "\(seconds)"])
         outcome.liveSessions += 1
       }
-      guard let child = try? Child(tools.harness, arguments) else { continue }
+      let child: Child
+      do {
+        child = try Child(tools.harness, arguments)
+      } catch {
+        outcome.errors.append("device \(index) could not start: \(error)")
+        continue
+      }
       if let kill {
         try? await Task.sleep(for: .milliseconds(kill))
         if child.kill() { outcome.kills += 1 }

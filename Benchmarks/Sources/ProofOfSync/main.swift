@@ -38,6 +38,7 @@ struct Failure: Error, CustomStringConvertible {
 
 let root = FileManager.default.temporaryDirectory
   .appendingPathComponent("vlog-proof-\(UUID().uuidString)").path
+// A temporary directory: a failure to remove it leaves files there, not a wrong figure.
 defer { try? FileManager.default.removeItem(atPath: root) }
 let server = try SyncServer.open(
   dataDirectory: root + "/server",
