@@ -38,6 +38,12 @@ let package = Package(
       dependencies: ["Workload", "BenchmarkSupport", .product(name: "VLog", package: "VLog")],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // What grows as the log grows: the append's rate and bytes written, window by window.
+    .executableTarget(
+      name: "Growth",
+      dependencies: ["Workload"],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
     // What history costs a new device, with retention off and 0, next to SQLite.
     .executableTarget(
       name: "History",

@@ -55,19 +55,13 @@ extension NoteStore {
     var projector = Projector(schema: schema, merge: merge)
     projector.tracksReplacements = tracksReplacements
     var pending = try PendingNotes.Rebuild(schema: schema, in: transaction)
-    let replayed = try eventLog.replay(in: transaction, progress: progress) { logged in
-      try pending.observe(logged, in: transaction)
-      try projector.apply(logged.event, at: logged.sequence, in: transaction)
-      if projector.overlayCount >= Projector.replayOverlayLimit {
-        try projector.flush(in: transaction)
-        log.enqueueReplaced(projector.takeReplaced())
-      }
-    }
-    try projector.flush(in: transaction)
-    log.enqueueReplaced(projector.takeReplaced())
+    let replayed = try projector.replay(
+      after: 0, log: &log, in: transaction, progress: progress
+    ) { logged in try pending.observe(logged, in: transaction) }
     log.setUnknownEvents(projector.unknownEvents)
     try log.commit(in: transaction)
     try pending.write(in: transaction)
+    try ProjectionLag.clear(schema: schema, in: transaction)
     return replayed
   }
 

@@ -33,21 +33,34 @@ extension NoteStore {
   /// stored the local events it pushed (see ``acknowledge(through:)``): one durable commit per
   /// sync call instead of two. With no events and nothing to acknowledge, nothing is written.
   ///
+  /// With `deferringProjections`, the events are committed to the log (durably, with what the
+  /// log's rules decide: erasure, idempotence) but not applied to the projections: queries and
+  /// observers see them once the projections are brought up to date — by the next ingest that
+  /// does not defer, the next write, ``bringProjectionsUpToDate()-6y5uv`` or the next open — which
+  /// then writes each note's record once for all the deferred pages. The sync client defers
+  /// every page of a pull that more pages follow. Past 100,000 unprojected events, an ingest
+  /// projects anyway.
+  ///
   /// - Parameters:
   ///   - events: The events, in any order, with duplicates allowed.
   ///   - sequence: Also acknowledge every local event up to this sequence number.
-  /// - Returns: What was appended and what changed.
+  ///   - deferringProjections: Whether to leave the projections to a later commit.
+  /// - Returns: What was appended and what changed (with projections deferred, only the notes
+  ///   the acknowledgement confirmed).
   /// - Throws: ``VLogError`` naming the first invalid event, or
   ///   ``VLogError/Code/invalidValue`` for a sequence number beyond the log; then nothing of the
   ///   batch is committed.
   @discardableResult
-  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil) throws
-    -> IngestResult
-  {
+  public func ingest(
+    _ events: [Event], acknowledgingThrough sequence: UInt64? = nil,
+    deferringProjections: Bool = false
+  ) throws -> IngestResult {
     if let empty = try Self.checkIngest(events, acknowledgingThrough: sequence) { return empty }
     let ingested = try VLogError.wrapping {
       try environment.write { transaction in
-        try ingest(events, acknowledgingThrough: sequence, in: transaction)
+        try ingest(
+          events, acknowledgingThrough: sequence, projecting: !deferringProjections,
+          in: transaction)
       }
     }
     committed(ingested)
@@ -55,22 +68,69 @@ extension NoteStore {
   }
 
   /// Ingests events from another replica on the store's writer queue. See
-  /// ``ingest(_:acknowledgingThrough:)-4kd7k``.
+  /// ``ingest(_:acknowledgingThrough:deferringProjections:)-4bo9v``.
   ///
   /// Ingests and writes that arrive while another commits share the next commit, each in a
   /// transaction of its own nested in it.
   @discardableResult
-  public func ingest(_ events: [Event], acknowledgingThrough sequence: UInt64? = nil)
-    async throws -> IngestResult
-  {
+  public func ingest(
+    _ events: [Event], acknowledgingThrough sequence: UInt64? = nil,
+    deferringProjections: Bool = false
+  ) async throws -> IngestResult {
     if let empty = try Self.checkIngest(events, acknowledgingThrough: sequence) { return empty }
     return try await VLogError.wrapping {
       try await commits.write(
         { transaction in
-          try self.ingest(events, acknowledgingThrough: sequence, in: transaction)
+          try self.ingest(
+            events, acknowledgingThrough: sequence, projecting: !deferringProjections,
+            in: transaction)
         },
         afterCommit: { self.committed($0) }
       ).result
+    }
+  }
+
+  /// Applies the events the projections lag the log by (see
+  /// ``ingest(_:acknowledgingThrough:deferringProjections:)-4bo9v``), in one transaction, and
+  /// tells observers what they changed. Does nothing when the projections include every event.
+  ///
+  /// - Returns: The number of events applied.
+  @discardableResult
+  public func bringProjectionsUpToDate() throws -> Int {
+    guard try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) != nil
+    else { return 0 }
+    let ingested = try VLogError.wrapping {
+      try environment.write { transaction in
+        try ingest([], acknowledgingThrough: nil, projecting: true, in: transaction)
+      }
+    }
+    committed(ingested)
+    return ingested.result.changes.eventCount
+  }
+
+  /// The number of events in the log that the projections do not include yet: those a
+  /// deferred ingest left (see ``bringProjectionsUpToDate()-6y5uv``); 0 almost always.
+  public func unprojectedEventCount() throws -> Int {
+    try read { transaction in
+      guard let through = try ProjectionLag.projectedThrough(schema: schema, in: transaction)
+      else { return 0 }
+      return Int(clamping: try eventLog.lastSequence(in: transaction) &- through)
+    }
+  }
+
+  /// Brings the projections up to date on the store's writer queue. See
+  /// ``bringProjectionsUpToDate()-6y5uv``.
+  @discardableResult
+  public func bringProjectionsUpToDate() async throws -> Int {
+    guard try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) != nil
+    else { return 0 }
+    return try await VLogError.wrapping {
+      try await commits.write(
+        { transaction in
+          try self.ingest([], acknowledgingThrough: nil, projecting: true, in: transaction)
+        },
+        afterCommit: { self.committed($0) }
+      ).result.changes.eventCount
     }
   }
 
@@ -94,18 +154,21 @@ extension NoteStore {
       changes: ChangeSet.Builder().build(source: .sync, eventCount: 0))
   }
 
-  /// What an ingest's transaction did: its outcome, and whether it confirmed notes.
+  /// What an ingest's transaction did: its outcome, whether it confirmed notes, and whether it
+  /// projected anything (its own events, or those it brought the projections up to date with).
   struct Ingested: Sendable {
     let result: IngestResult
     let confirmedAny: Bool
+    let projected: Bool
   }
 
-  /// Appends the events the log lacks and moves the outbox watermark, in `transaction`.
+  /// Appends the events the log lacks and moves the outbox watermark, in `transaction`;
+  /// applies them to the projections if `projecting` (and first the events they lag by).
   private func ingest(
-    _ events: [Event], acknowledgingThrough sequence: UInt64?,
+    _ events: [Event], acknowledgingThrough sequence: UInt64?, projecting: Bool,
     in transaction: borrowing WriteTransaction
   ) throws -> Ingested {
-    var session = try WriteSession(store: self, in: transaction)
+    var session = try WriteSession(store: self, projecting: projecting, in: transaction)
     var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
     if let sequence {
       _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
@@ -129,13 +192,14 @@ extension NoteStore {
       result: IngestResult(
         appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
         changes: changeSet),
-      confirmedAny: confirmed.any)
+      confirmedAny: confirmed.any,
+      projected: session.projects && session.log.appended + session.caughtUp > 0)
   }
 
   /// Tells observers what an ingest changed, in the order of the commits. A commit that only
   /// confirmed notes is announced too: what a query shows changed.
   private func committed(_ ingested: Ingested) {
-    if ingested.result.appended > 0 || ingested.confirmedAny {
+    if ingested.projected || ingested.confirmedAny {
       observers.publish(ingested.result.changes)
     }
   }

@@ -107,7 +107,11 @@ extension NoteStore {
 }
 
 /// One write transaction's work: the event log's appender and the projector, so that every
-/// event appended is applied to the projections in the same transaction.
+/// event appended is applied to the projections in the same transaction — or, for a deferred
+/// ingest, left for the next session that projects (``ProjectionLag``).
+///
+/// A session that projects first brings projections that lag the log up to date, so that what
+/// it resolves and applies builds on every event of the log.
 struct WriteSession {
   let schema: Schema
   let replicaID: ReplicaID
@@ -122,8 +126,22 @@ struct WriteSession {
   var replaced: [(NoteID, NoteID)] = []
   /// Earlier replacements of that kind (see ``UndoHistory/replacements``).
   var replacements: [NoteID: NoteID] = [:]
+  /// Whether this session applies what it appends to the projections.
+  let projects: Bool
+  /// The last event the projections included when the session began; nil if every event.
+  private let projectedThrough: UInt64?
+  /// The last event of the log when the session began.
+  private let initialLastSequence: UInt64
+  /// Events of the log's tail that this session projected before its own.
+  private(set) var caughtUp = 0
 
-  init(store: NoteStore, in transaction: borrowing WriteTransaction) throws {
+  /// Begins a session; one that projects replays the events the projections lag by first.
+  ///
+  /// - Parameter projecting: false to append without projecting (a deferred ingest); the
+  ///   session projects anyway once the projections would lag by ``ProjectionLag/limit``.
+  init(
+    store: NoteStore, projecting: Bool = true, in transaction: borrowing WriteTransaction
+  ) throws {
     schema = store.schema
     replicaID = store.replicaID
     retention = store.retention
@@ -133,6 +151,22 @@ struct WriteSession {
     log.clockLimit = store.clockLimit()
     projector = Projector(schema: schema, merge: store.merge)
     projector.tracksReplacements = true
+    let last = log.state.lastSequence
+    let through = try ProjectionLag.projectedThrough(schema: store.schema, in: transaction)
+    initialLastSequence = last
+    projectedThrough = through
+    projects = projecting || through.map { last &- $0 >= ProjectionLag.limit } ?? false
+    if projects, let projectedThrough {
+      try catchUp(after: projectedThrough, in: transaction)
+    }
+  }
+
+  /// Applies the log's events after `sequence` to the projections and writes them out, so
+  /// that reads in this transaction find them in the databases as well as in the overlay.
+  private mutating func catchUp(
+    after sequence: UInt64, in transaction: borrowing WriteTransaction
+  ) throws {
+    caughtUp = try projector.replay(after: sequence, log: &log, in: transaction)
   }
 
   /// Writes the projector's overlay, redacts the replaced changes whose retention has passed,
@@ -147,7 +181,12 @@ struct WriteSession {
     try log.commit(in: transaction)
     // The log releases blobs as it finishes its batch, in `commit`.
     try NoteStore.recordReleasedBlobs(log.releasedBlobs, schema: schema, in: transaction)
-    return projector.changes.build(source: source, eventCount: log.appended)
+    if projects {
+      if projectedThrough != nil { try ProjectionLag.clear(schema: schema, in: transaction) }
+    } else if projectedThrough == nil && log.appended > 0 {
+      try ProjectionLag.record(initialLastSequence, schema: schema, in: transaction)
+    }
+    return projector.changes.build(source: source, eventCount: log.appended + caughtUp)
   }
 
   // MARK: Appending
@@ -163,7 +202,7 @@ struct WriteSession {
     let note =
       local ? try PendingNotes.note(of: event.change, schema: schema, in: transaction) : nil
     let stored = try log.append(event, local: local, in: transaction)
-    try projector.apply(stored.event, at: stored.sequence, in: transaction)
+    if projects { try projector.apply(stored.event, at: stored.sequence, in: transaction) }
     if let note {
       try PendingNotes.record(note, at: stored.sequence, schema: schema, in: transaction)
     }

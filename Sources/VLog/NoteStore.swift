@@ -20,7 +20,7 @@ internal import Synchronization
 /// ## Concurrency
 ///
 /// 1. The store is `Sendable`; share one instance. A path is open at most once per process.
-/// 2. Writes — ``write(_:)-7uv98``, ``ingest(_:acknowledgingThrough:)-4kd7k`` — are serialised: one transaction at a time. The
+/// 2. Writes — ``write(_:)-7uv98``, ``ingest(_:acknowledgingThrough:deferringProjections:)-4bo9v`` — are serialised: one transaction at a time. The
 ///    `async` overloads run the transaction on the store's own serial queue, never on the
 ///    cooperative thread pool; the synchronous ones run on the caller's thread.
 /// 3. Reads run concurrently with each other and with the writer, each on its own snapshot.
@@ -58,6 +58,9 @@ public final class NoteStore: Sendable {
     public var isReadOnly = false
     /// How changes merge; only tests change it, to show that they catch a wrong rule.
     var mergePolicy: any MergePolicy = StandardMerge()
+    /// Whether opening brings projections that lag the log up to date; only the crash
+    /// harness turns it off, to show that it catches a store left behind by a crash.
+    package var bringsProjectionsUpToDateOnOpen = true
 
     /// Creates options.
     public init(
@@ -125,9 +128,10 @@ public final class NoteStore: Sendable {
   /// format 5 kept one text per note, without its conflicts; format 6 kept a note's tags as
   /// one list, and deleted tags' names in its log; format 7 filed a tag typed in Unicode's
   /// decomposed form apart from its composed form; format 8 did not keep which notes have
-  /// changes the server has not stored; the projections are rebuilt whenever the format
-  /// changes).
-  public static let formatVersion: UInt32 = 9
+  /// changes the server has not stored; format 9 kept the projections in step with the log
+  /// at every commit, and a version that reads it would not bring lagging ones up to date;
+  /// the projections are rebuilt whenever the format changes).
+  public static let formatVersion: UInt32 = 10
 
   /// The LMDB environment holding the store.
   package let environment: Environment
@@ -172,7 +176,8 @@ public final class NoteStore: Sendable {
 
   /// Opens the store at a directory, creating it if needed.
   ///
-  /// Opening reads a few facts (format, replica id); it never replays the log.
+  /// Opening reads a few facts (format, replica id); it replays only the log's events that a
+  /// pull cut short left unprojected (see ``ingest(_:acknowledgingThrough:deferringProjections:)-4bo9v``).
   ///
   /// - Parameters:
   ///   - path: The store's directory.
@@ -218,9 +223,12 @@ public final class NoteStore: Sendable {
         }
         return (replicaID, retention)
       }
-      return NoteStore(
+      let store = NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options,
         retention: retention)
+      // A pull that a crash or a failure cut short left projections behind the log.
+      if options.bringsProjectionsUpToDateOnOpen { try store.bringProjectionsUpToDate() }
+      return store
     }
   }
 

@@ -54,7 +54,16 @@ struct SearchIndex {
 
   /// Whether events were appended since the index was last brought up to date.
   func isBehind(in transaction: borrowing some Transaction & ~Copyable) throws -> Bool {
-    try state(in: transaction).through < schema.eventLog.lastSequence(in: transaction)
+    try state(in: transaction).through < projectedThrough(in: transaction)
+  }
+
+  /// The last event the note records include: the index follows them, not the log, while a
+  /// deferred ingest leaves them behind it (``ProjectionLag``).
+  private func projectedThrough(in transaction: borrowing some Transaction & ~Copyable) throws
+    -> UInt64
+  {
+    try ProjectionLag.projectedThrough(schema: schema, in: transaction)
+      ?? schema.eventLog.lastSequence(in: transaction)
   }
 
   // MARK: Updating
@@ -101,7 +110,7 @@ struct SearchIndex {
   @discardableResult
   func update(in transaction: borrowing WriteTransaction) throws -> Int {
     var state = try state(in: transaction)
-    let last = try schema.eventLog.lastSequence(in: transaction)
+    let last = try projectedThrough(in: transaction)
     guard state.through < last else { return 0 }
     var notes = Set<NoteID>()
     if state.through == 0 {

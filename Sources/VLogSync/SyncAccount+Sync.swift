@@ -36,6 +36,7 @@ extension SyncAccount {
         try await reopenReplacedKeys()
         report = try await runSync()
       }
+      try await store.bringProjectionsUpToDate()
       state.lastError = nil
       state.lastSync = now()
       try saveState()
@@ -43,6 +44,9 @@ extension SyncAccount {
       return report
     } catch {
       state.lastError = "\(error)"
+      // The pages a failed pull committed show now; if the store cannot project them, its
+      // next write or open does.
+      _ = try? await store.bringProjectionsUpToDate()
       // A store not bound to this account never signed in with it: a failed first sign-in
       // writes nothing. Otherwise, if the state cannot be saved either, that is the failure
       // to report: no sync can record its progress until it is fixed.
@@ -141,7 +145,10 @@ extension SyncAccount {
           }
         }
         state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
-        let ingested = try await store.ingest(page.events, acknowledgingThrough: sequence)
+        // A page that more follow leaves the projections to the pull's last one, which then
+        // writes each note's record once for the whole pull.
+        let ingested = try await store.ingest(
+          page.events, acknowledgingThrough: sequence, deferringProjections: page.more)
         state.cursor = page.cursor
         state.serverEventSetDigest = page.eventSetDigest.description
         action = machine.committed(

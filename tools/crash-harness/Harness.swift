@@ -13,8 +13,9 @@ import VLogTesting
 /// Kills VLog's writers with SIGKILL at random points and checks what survives: nothing
 /// acknowledged is lost, no batch is partly there, and `verify` finds no fault.
 ///
-/// Three writers, each a real process: a loop of local writes (three notes per transaction),
-/// `vlog import` of one file (one transaction), and `vlog serve` under concurrent pushes.
+/// Four writers, each a real process: a loop of local writes (three notes per transaction),
+/// `vlog import` of one file (one transaction), `vlog serve` under concurrent pushes, and a
+/// device pulling pages whose projections wait for the pull's last page.
 @main
 struct CrashHarness: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -22,7 +23,8 @@ struct CrashHarness: AsyncParsableCommand {
     abstract:
       "Kill VLog's writers with SIGKILL at random points; check nothing acknowledged is lost.",
     subcommands: [
-      Run.self, Writer.self, PlantedServer.self, Flips.self, NetworkRun.self, NetworkDevice.self,
+      Run.self, Writer.self, PlantedServer.self, Puller.self, Flips.self, NetworkRun.self,
+      NetworkDevice.self,
     ],
     defaultSubcommand: Run.self)
 }
@@ -32,6 +34,10 @@ enum Plant: String, ExpressibleByArgument, CaseIterable {
   /// The writer says a batch is written before writing it (the writes scenario); the server
   /// answers pushes before the commit they share is durable (the server scenario).
   case acknowledgeBeforeCommit = "acknowledge-before-commit"
+  /// A store opened after a crash does not replay the log's events its projections lag by:
+  /// as if a pull's projections were taken to be written once its pages were durable (the
+  /// pull scenario).
+  case noReplayOnOpen = "no-replay-on-open"
 }
 
 struct Run: AsyncParsableCommand {
@@ -39,18 +45,21 @@ struct Run: AsyncParsableCommand {
     commandName: "run", abstract: "Run crash rounds (the default).")
 
   enum Scenario: String, ExpressibleByArgument, CaseIterable {
-    case writes, `import`, server
+    case writes, `import`, server, pull
     case scaleOut = "scale-out"
     case all
   }
 
   @Option(help: "Rounds per scenario.") var rounds = 20
-  @Option(help: "writes, import, server, scale-out or all (scale-out only with --database).")
+  @Option(
+    help: "writes, import, server, pull, scale-out or all (scale-out only with --database).")
   var scenario = Scenario.all
   @Option(help: "A PostgreSQL database (URL) for the scale-out scenario.") var database: String?
   @Flag(help: "Say what each round does.") var narrate = false
   @Option(help: "The seed of the kill times.") var seed: UInt64 = 1
-  @Option(help: "A bug to plant in the writes or server scenario: acknowledge-before-commit.")
+  @Option(
+    help:
+      "A bug to plant: acknowledge-before-commit (writes, server) or no-replay-on-open (pull).")
   var plant: Plant?
   @Flag(help: "Succeed only if some round fails: for checking a planted bug is caught.")
   var expectFailure = false
@@ -59,7 +68,7 @@ struct Run: AsyncParsableCommand {
     var generator = SeededGenerator(seed: seed)
     let tools = try Tools()
     var failures: [String] = []
-    var scenarios = scenario == .all ? [Scenario.writes, .import, .server] : [scenario]
+    var scenarios = scenario == .all ? [Scenario.writes, .import, .server, .pull] : [scenario]
     if scenario == .all, database != nil { scenarios.append(.scaleOut) }
     if scenarios.contains(.scaleOut), database == nil {
       throw ValidationError("the scale-out scenario needs --database URL")
@@ -81,6 +90,9 @@ struct Run: AsyncParsableCommand {
             try await crashImport(root: root, tools: tools, using: &generator, summary: &summary)
           case .server:
             try await crashServer(
+              root: root, tools: tools, plant: plant, using: &generator, summary: &summary)
+          case .pull:
+            try await crashPull(
               root: root, tools: tools, plant: plant, using: &generator, summary: &summary)
           case .scaleOut:
             try await crashScaleOut(

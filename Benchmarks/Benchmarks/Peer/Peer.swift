@@ -74,7 +74,7 @@ func register<B: Backend>(_ backend: B.Type, as name: String) {
     defer { store.close() }
     let remote = Workload.remoteEvents(count: 1000, ids: try store.noteIDs(), now: Date())
     benchmark.startMeasurement()
-    try store.ingest(remote)
+    try store.ingest(remote, more: false)
     benchmark.stopMeasurement()
   }
 }

@@ -248,7 +248,8 @@ func ingest(into subject: Subject, _ workload: Workload, ids: [NoteID]) throws {
   let before = try store.eventCount()
   let (_, ingestTime) = try time {
     for offset in stride(from: 0, to: remote.count, by: 1000) {
-      try store.ingest(Array(remote[offset..<min(offset + 1000, remote.count)]))
+      let end = min(offset + 1000, remote.count)
+      try store.ingest(Array(remote[offset..<end]), more: end < remote.count)
     }
   }
   subject.figures.ingestPerSecond = Double(remote.count) / ingestTime

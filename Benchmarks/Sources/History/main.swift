@@ -177,7 +177,8 @@ func measure(retention: NoteStore.Retention, label: String) async throws -> Resu
   let sqliteStart = ContinuousClock.now
   var index = 0
   while index < events.count {
-    try sqlite.ingest(Array(events[index..<min(index + 1000, events.count)]))
+    let end = min(index + 1000, events.count)
+    try sqlite.ingest(Array(events[index..<end]), more: end < events.count)
     index += 1000
   }
   result.sqliteSeconds = seconds(since: sqliteStart)

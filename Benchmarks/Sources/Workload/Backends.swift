@@ -44,8 +44,10 @@ public protocol Backend: AnyObject {
   func buildSearchIndex() throws -> Bool
   /// ``search(_:)`` through the text index; nil without one.
   func searchIndexed(_ word: String) throws -> Int?
-  /// Ingests remote events (a sync page) in one transaction, merging them.
-  func ingest(_ events: [Event]) throws
+  /// Ingests remote events (a sync page) in one transaction, merging them; `more` says that
+  /// more pages of the same pull follow (VLog's sync client then defers the projections to
+  /// the pull's last page).
+  func ingest(_ events: [Event], more: Bool) throws
   /// The ids of the workload's notes.
   func noteIDs() throws -> [NoteID]
   /// Closes the store.
@@ -133,7 +135,9 @@ public final class VLogBackend: Backend {
   /// See ``Backend``: VLog's search always reads its trigram index for such a word.
   public func searchIndexed(_ word: String) throws -> Int? { try search(word) }
   /// See ``Backend``.
-  public func ingest(_ events: [Event]) throws { try store.ingest(events) }
+  public func ingest(_ events: [Event], more: Bool) throws {
+    try store.ingest(events, deferringProjections: more)
+  }
 
   /// Every event of the log, in log order.
   public func events() throws -> [Event] { try store.events().map(\.event) }
@@ -210,7 +214,9 @@ public final class RawLMDBBackend: Backend {
   /// See ``Backend``.
   public func searchIndexed(_ word: String) throws -> Int? { nil }
   /// See ``Backend``.
-  public func ingest(_ events: [Event]) throws { try append(events.map { $0.encoded() }) }
+  public func ingest(_ events: [Event], more: Bool) throws {
+    try append(events.map { $0.encoded() })
+  }
   /// See ``Backend``.
   public func noteIDs() -> [NoteID] { (0..<10_000).map(EventMaker.noteID) }
   /// See ``Backend``.

@@ -95,7 +95,7 @@ public final class SQLiteBackend: Backend {
   }
 
   /// See ``Backend``.
-  public func ingest(_ events: [Event]) throws {
+  public func ingest(_ events: [Event], more: Bool) throws {
     try queue.write { db in for event in events { try Self.append(event, in: db) } }
   }
 

@@ -46,10 +46,11 @@ public struct Workload: Sendable {
     }
   }
 
-  /// Generates a workload of about `size` operations.
-  public init(size: Int, seed: UInt64 = 42) {
+  /// Generates a workload of about `size` operations on `notes` notes (by default a tenth of
+  /// the size, at most 10,000).
+  public init(size: Int, seed: UInt64 = 42, notes: Int? = nil) {
     var random = SeededGenerator(seed: seed)
-    let notes = max(10, min(10_000, size / 10))
+    let notes = notes ?? max(10, min(10_000, size / 10))
     let texts = Self.texts(using: &random)
     var operations: [Operation] = []
     operations.reserveCapacity(size)
