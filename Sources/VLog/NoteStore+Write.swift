@@ -138,7 +138,8 @@ struct WriteSession {
   /// Begins a session; one that projects replays the events the projections lag by first.
   ///
   /// - Parameter projecting: false to append without projecting (a deferred ingest); the
-  ///   session projects anyway once the projections would lag by ``ProjectionLag/limit``.
+  ///   session projects anyway once the projections lag by the store's
+  ///   ``NoteStore/Options/projectionLagLimit``.
   init(
     store: NoteStore, projecting: Bool = true, in transaction: borrowing WriteTransaction
   ) throws {
@@ -155,7 +156,8 @@ struct WriteSession {
     let through = try ProjectionLag.projectedThrough(schema: store.schema, in: transaction)
     initialLastSequence = last
     projectedThrough = through
-    projects = projecting || through.map { last &- $0 >= ProjectionLag.limit } ?? false
+    let limit = store.projectionLagLimit
+    projects = projecting || through.map { last &- $0 >= limit } ?? false
     if projects, let projectedThrough {
       try catchUp(after: projectedThrough, in: transaction)
     }

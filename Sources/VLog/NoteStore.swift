@@ -61,6 +61,9 @@ public final class NoteStore: Sendable {
     /// Whether opening brings projections that lag the log up to date; only the crash
     /// harness turns it off, to show that it catches a store left behind by a crash.
     package var bringsProjectionsUpToDateOnOpen = true
+    /// The most events a deferred ingest leaves unprojected: past it, the ingest projects, so
+    /// that a long first sync shows its progress. Tests lower it.
+    package var projectionLagLimit: UInt64 = 100_000
 
     /// Creates options.
     public init(
@@ -151,6 +154,8 @@ public final class NoteStore: Sendable {
   /// How far ahead of the wall clock a stamp from elsewhere may move this store's clock (see
   /// ``Options/maximumClockSkew``).
   public let maximumClockSkew: Duration
+  /// See ``Options/projectionLagLimit``.
+  let projectionLagLimit: UInt64
   /// How long replaced values are kept (see ``Options/retention``): nil for ever.
   public let retention: Duration?
   let observers = Observers()
@@ -169,6 +174,7 @@ public final class NoteStore: Sendable {
     self.dependencies = options.dependencies
     self.merge = NoteMerge(policy: options.mergePolicy)
     self.maximumClockSkew = options.maximumClockSkew
+    self.projectionLagLimit = options.projectionLagLimit
     self.retention = retention
     self.undoHistory = UndoHistory(limit: options.undoLevels)
     self.commits = GroupCommit(environment)

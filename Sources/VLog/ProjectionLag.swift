@@ -19,10 +19,6 @@ internal import LMDB
 enum ProjectionLag {
   static let key = Array("projectedThrough".utf8)
 
-  /// The most events a deferred ingest leaves unprojected: past it, the ingest projects, so a
-  /// long first sync shows its progress.
-  static let limit: UInt64 = 100_000
-
   /// The sequence number of the last event the projections include; nil when they include
   /// every event of the log.
   static func projectedThrough(

@@ -131,4 +131,32 @@ struct DeferredProjectionTests {
       #expect(try store.versions(of: id).filter { $0.text != nil }.count == 1)
     }
   }
+
+  @Test("past the lag limit, a deferred ingest projects: a long pull shows its progress")
+  func lagLimit() throws {
+    try withTemporaryDirectory { root in
+      var options = NoteStore.Options(durability: .noSync)
+      options.projectionLagLimit = 10
+      let store = try NoteStore.open(at: root + "/store", options: options)
+      defer { store.close() }
+      let replica = ReplicaID(Identifier(high: 7, low: 7))
+      var shown: [Int] = []
+      for page in 0..<6 {
+        let events = (0..<4).map { index in
+          Event(
+            stamp: Stamp(
+              time: HybridTime(milliseconds: UInt64(1_000 + page * 10 + index), counter: 0),
+              replica: replica),
+            change: .noteCreated(
+              NoteID(Identifier(high: 8, low: UInt64(page * 10 + index))),
+              creationDate: Date(milliseconds: 1_000)))
+        }
+        try store.ingest(events, deferringProjections: true)
+        shown.append(try store.timeline(limit: 100).count)
+      }
+      // Pages of 4: the session that finds 12 events unprojected projects them with its own.
+      #expect(shown == [0, 0, 0, 16, 16, 16])
+      #expect(try store.unprojectedEventCount() == 8)
+    }
+  }
 }
