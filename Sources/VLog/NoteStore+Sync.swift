@@ -38,8 +38,9 @@ extension NoteStore {
   /// observers see them once the projections are brought up to date — by the next ingest that
   /// does not defer, the next write, ``bringProjectionsUpToDate()-6y5uv`` or the next open — which
   /// then writes each note's record once for all the deferred pages. The sync client defers
-  /// every page of a pull that more pages follow. Past 100,000 unprojected events, an ingest
-  /// projects anyway.
+  /// every page of a pull that more pages follow. A page that deletes a note, an attachment or
+  /// a tag projects anyway (the log erases their content at its commit), and so does one past
+  /// 100,000 unprojected events.
   ///
   /// - Parameters:
   ///   - events: The events, in any order, with duplicates allowed.
@@ -168,7 +169,11 @@ extension NoteStore {
     _ events: [Event], acknowledgingThrough sequence: UInt64?, projecting: Bool,
     in transaction: borrowing WriteTransaction
   ) throws -> Ingested {
-    var session = try WriteSession(store: self, projecting: projecting, in: transaction)
+    // A page that deletes projects: the log erases the deleted objects' content at this
+    // commit, and a record that still named an erased text would not read.
+    let erases = events.contains { $0.change.deletedObject != nil || $0.change.deletedTag != nil }
+    var session = try WriteSession(
+      store: self, projecting: projecting || erases, in: transaction)
     var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
     if let sequence {
       _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
@@ -187,7 +192,7 @@ extension NoteStore {
     }
     // A note the server now holds every change of is updated too: its sync state is.
     session.projector.markUpdated(confirmed.shown)
-    let changeSet = try session.finish(source: .sync, in: transaction)
+    let changeSet = try session.finish(source: .sync, includingCaughtUp: true, in: transaction)
     return Ingested(
       result: IngestResult(
         appended: session.log.appended, duplicates: duplicates, unknownKinds: unknown,
@@ -276,8 +281,11 @@ extension NoteStore {
       milliseconds: UInt64(
         clamping: max(0, min(date.milliseconds, Int64(HybridTime.maximumMilliseconds)))),
       counter: 0)
+    var caughtUp: ChangeSet?
     let (restamped, changeSet) = try VLogError.wrapping {
       try environment.write { transaction throws -> ([RestampedEvent], ChangeSet?) in
+        // The replay below projects what a deferred ingest left: told apart, as from elsewhere.
+        caughtUp = try catchUpProjections(in: transaction)
         var log = try eventLog.appender(in: transaction)
         let wall = Milliseconds(dependencies.now()).rawValue
         let pairs = try log.restampOutbox(
@@ -294,8 +302,20 @@ extension NoteStore {
         )
       }
     }
+    if let caughtUp { observers.publish(caughtUp) }
     if let changeSet { observers.publish(changeSet) }
     return restamped
+  }
+
+  /// Brings projections that lag the log up to date in `transaction`.
+  ///
+  /// - Returns: What that changed, for observers; nil if they did not lag.
+  func catchUpProjections(in transaction: borrowing WriteTransaction) throws -> ChangeSet? {
+    guard try ProjectionLag.projectedThrough(schema: schema, in: transaction) != nil else {
+      return nil
+    }
+    var session = try WriteSession(store: self, in: transaction)
+    return try session.finish(source: .sync, includingCaughtUp: true, in: transaction)
   }
 
   /// Restamps ahead-of-time outbox events on the store's writer queue. See

@@ -40,7 +40,7 @@ extension NoteStore {
       // replaced is queued when they are projected. The store is checked as the next write
       // would leave it, in a transaction then abandoned.
       try abandoningWrite { transaction in
-        try catchUp(in: transaction)
+        _ = try catchUpProjections(in: transaction)
         try checkData(in: transaction)
       }
     }
@@ -61,15 +61,6 @@ extension NoteStore {
         }
       }
     } catch is Abandon {}
-  }
-
-  /// Applies the events the projections lag the log by, in `transaction`.
-  private func catchUp(in transaction: borrowing WriteTransaction) throws {
-    guard try ProjectionLag.projectedThrough(schema: schema, in: transaction) != nil else {
-      return
-    }
-    var session = try WriteSession(store: self, in: transaction)
-    _ = try session.finish(source: .sync, in: transaction)
   }
 
   private func verifyBlobs(
@@ -119,7 +110,7 @@ extension NoteStore {
       faults = []
       // Projections a deferred ingest left behind the log are compared once brought up
       // to date, as the next write would.
-      try catchUp(in: transaction)
+      _ = try catchUpProjections(in: transaction)
       var stored: [String: [[UInt8]: UInt64]] = [:]
       for database in schema.projections {
         var entries: [[UInt8]: UInt64] = [:]

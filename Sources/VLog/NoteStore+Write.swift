@@ -75,6 +75,8 @@ extension NoteStore {
     let changes: ChangeSet
     let undo: UndoGroup
     let replaced: [(NoteID, NoteID)]
+    /// What bringing lagging projections up to date changed first (events from elsewhere).
+    var caughtUp: ChangeSet? = nil
   }
 
   /// Resolves, stamps and appends the changes in `transaction`, and applies them to the
@@ -93,7 +95,7 @@ extension NoteStore {
     group.steps += session.recreated.map(UndoStep.delete)
     return Recorded(
       changes: try session.finish(source: .user, in: transaction), undo: group,
-      replaced: session.replaced)
+      replaced: session.replaced, caughtUp: session.caughtUpChangeSet)
   }
 
   /// What follows a commit of user changes, in the order of the commits: undo learns of the
@@ -102,6 +104,7 @@ extension NoteStore {
   func committed(_ recorded: Recorded, undoable: Bool) {
     undoHistory.replaced(recorded.replaced)
     if undoable { undoHistory.recorded(recorded.undo) }
+    if let caughtUp = recorded.caughtUp { observers.publish(caughtUp) }
     observers.publish(recorded.changes)
   }
 }
@@ -134,6 +137,9 @@ struct WriteSession {
   private let initialLastSequence: UInt64
   /// Events of the log's tail that this session projected before its own.
   private(set) var caughtUp = 0
+  /// What projecting them changed: events from elsewhere, which observers are told of apart
+  /// from the session's own changes.
+  private(set) var caughtUpChanges = ChangeSet.Builder()
 
   /// Begins a session; one that projects replays the events the projections lag by first.
   ///
@@ -169,13 +175,22 @@ struct WriteSession {
     after sequence: UInt64, in transaction: borrowing WriteTransaction
   ) throws {
     caughtUp = try projector.replay(after: sequence, log: &log, in: transaction)
+    caughtUpChanges = projector.takeChanges()
+  }
+
+  /// What bringing the projections up to date changed, as observers see it; nil if they did
+  /// not lag.
+  var caughtUpChangeSet: ChangeSet? {
+    caughtUp > 0 ? caughtUpChanges.build(source: .sync, eventCount: caughtUp) : nil
   }
 
   /// Writes the projector's overlay, redacts the replaced changes whose retention has passed,
-  /// writes the log's state, and returns what changed.
-  mutating func finish(source: ChangeSet.Source, in transaction: borrowing WriteTransaction)
-    throws -> ChangeSet
-  {
+  /// writes the log's state, and returns what changed: with `includingCaughtUp`, what bringing
+  /// the projections up to date changed too (else ``caughtUpChangeSet`` tells it apart).
+  mutating func finish(
+    source: ChangeSet.Source, includingCaughtUp: Bool = false,
+    in transaction: borrowing WriteTransaction
+  ) throws -> ChangeSet {
     try projector.flush(in: transaction)
     log.enqueueReplaced(projector.takeReplaced())
     try log.applyRetention(retention, now: Milliseconds(now()), in: transaction)
@@ -188,7 +203,12 @@ struct WriteSession {
     } else if projectedThrough == nil && log.appended > 0 {
       try ProjectionLag.record(initialLastSequence, schema: schema, in: transaction)
     }
-    return projector.changes.build(source: source, eventCount: log.appended + caughtUp)
+    guard includingCaughtUp else {
+      return projector.changes.build(source: source, eventCount: log.appended)
+    }
+    var changes = caughtUpChanges
+    changes.formUnion(projector.changes)
+    return changes.build(source: source, eventCount: log.appended + caughtUp)
   }
 
   // MARK: Appending

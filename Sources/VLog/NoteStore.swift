@@ -232,8 +232,14 @@ public final class NoteStore: Sendable {
       let store = NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options,
         retention: retention)
-      // A pull that a crash or a failure cut short left projections behind the log.
-      if options.bringsProjectionsUpToDateOnOpen { try store.bringProjectionsUpToDate() }
+      // A pull that a crash or a failure cut short left projections behind the log. If they
+      // cannot be brought up to date (a damaged record), the store opens as it is: verify names
+      // the damage, and a rebuild repairs it.
+      if options.bringsProjectionsUpToDateOnOpen {
+        do {
+          try store.bringProjectionsUpToDate()
+        } catch let error as VLogError where error.code == .corruptStore {}
+      }
       return store
     }
   }

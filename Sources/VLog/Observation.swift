@@ -26,7 +26,8 @@ public struct ChangeSet: Sendable, Hashable {
   public let deletedNotes: Set<NoteID>
   /// Whether any tag's name or note count changed.
   public let tagsChanged: Bool
-  /// How many events the transaction appended to the log.
+  /// How many events the transaction appended to the log; for one that brought projections
+  /// a deferred ingest left behind up to date, also the events it projected.
   public let eventCount: Int
 
   /// Whether nothing visible changed.
@@ -40,6 +41,14 @@ public struct ChangeSet: Sendable, Hashable {
     var updated: Set<NoteID> = []
     var deleted: Set<NoteID> = []
     var tagsChanged = false
+
+    /// Adds what `other` collected.
+    mutating func formUnion(_ other: Builder) {
+      inserted.formUnion(other.inserted)
+      updated.formUnion(other.updated)
+      deleted.formUnion(other.deleted)
+      tagsChanged = tagsChanged || other.tagsChanged
+    }
 
     func build(source: Source, eventCount: Int) -> ChangeSet {
       ChangeSet(

@@ -14,8 +14,10 @@ internal import LMDB
 /// not once a page; a crash between the two commits loses nothing, since the log is the truth
 /// and the replay of its tail is what the write would have done.
 ///
-/// A reader during the lag sees the state before the pull: whole pages of it or none, as
-/// observers were told.
+/// A page that deletes projects at once, with every page before it: the log erases the deleted
+/// objects' content at that commit, and a record may not name content that is gone. A reader
+/// during the lag sees the state of the last commit that projected — whole pages, as observers
+/// were told; what reads the log itself (a note's versions, its history) sees the log.
 enum ProjectionLag {
   static let key = Array("projectedThrough".utf8)
 

@@ -52,6 +52,13 @@ struct Projector {
   /// Counts `notes` as updated in what the commit reports: their sync state changed.
   mutating func markUpdated(_ notes: Set<NoteID>) { changes.updated.formUnion(notes) }
 
+  /// The changes collected so far, which the projector then forgets: what bringing lagging
+  /// projections up to date changed, told apart from what the transaction's own changes do.
+  mutating func takeChanges() -> ChangeSet.Builder {
+    defer { changes = ChangeSet.Builder() }
+    return changes
+  }
+
   /// A note in the overlay. A class, so that updates change it in place.
   private final class NoteEntry {
     /// The record as the store had it before this flush.

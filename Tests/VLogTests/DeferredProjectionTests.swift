@@ -50,13 +50,23 @@ struct DeferredProjectionTests {
         // The first page projected, so that the lag starts from a state with notes.
         try immediate.ingest(pages[0])
         try deferred.ingest(pages[0])
-        let before = try deferred.stateDigest()
+        // Readers see the state of the last commit that projected: a page that deletes does.
+        var shown = try deferred.stateDigest()
         for page in pages.dropFirst() {
           try immediate.ingest(page)
           let result = try deferred.ingest(page, deferringProjections: true)
-          #expect(result.changes.isEmpty)
+          if try deferred.unprojectedEventCount() == 0 {
+            shown = try deferred.stateDigest()
+          } else {
+            #expect(result.changes.isEmpty)
+            #expect(try deferred.stateDigest() == shown, "a reader saw a deferred page")
+          }
         }
-        #expect(try deferred.stateDigest() == before, "a reader saw a page before its pull ended")
+        // Every read works meanwhile: none names content the log erased at a deferred commit.
+        _ = try deferred.timeline(limit: 1000)
+        _ = try deferred.archivedNotes(limit: 1000)
+        _ = try deferred.search("text")
+        for note in RandomEvents.notes { _ = try deferred.note(note) }
         let lagging = try deferred.verify()
         #expect(lagging.isEmpty, "\(lagging)")
         try deferred.bringProjectionsUpToDate()
@@ -88,6 +98,48 @@ struct DeferredProjectionTests {
       let note = try #require(try laptop.note(id))
       #expect(note.text == "edited on the laptop" && note.tags.map(\.name) == ["Trip"])
       #expect(try laptop.verify().isEmpty)
+    }
+  }
+
+  @Test(
+    "a page that deletes a note projects with it: the log erases the note's content at that commit, and every read works"
+  )
+  func deletionProjects() async throws {
+    try await withReplicas(2) { replicas in
+      let (phone, laptop) = (replicas[0].store, replicas[1].store)
+      let kept = try phone.write { $0.createNote(text: "kept") }
+      let gone = try phone.write { $0.createNote(text: "zephyr, soon deleted") }
+      try laptop.ingest(allEvents(phone))
+      _ = try laptop.search("zephyr")
+      try phone.write { $0.setText("kept, edited", of: kept) }
+      try phone.write { $0.deleteNote(gone) }
+      let events = try allEvents(phone).suffix(2)
+      // The edit alone is deferred; the page with the deletion projects both.
+      try laptop.ingest([events.first!], deferringProjections: true)
+      #expect(try laptop.note(kept)?.text == "kept")
+      let result = try laptop.ingest([events.last!], deferringProjections: true)
+      #expect(result.changes.deletedNotes == [gone] && result.changes.updatedNotes == [kept])
+      #expect(try laptop.unprojectedEventCount() == 0)
+      #expect(try laptop.note(gone) == nil && laptop.note(kept)?.text == "kept, edited")
+      #expect(try laptop.timeline().map(\.id) == [kept])
+      #expect(try laptop.search("zephyr").isEmpty)
+    }
+  }
+
+  @Test(
+    "a user write that brings the projections up to date tells observers of the events from elsewhere first, as from sync"
+  )
+  func writeTellsCaughtUpAsSync() async throws {
+    try await withReplicas(2) { replicas in
+      let (phone, laptop) = (replicas[0].store, replicas[1].store)
+      let remote = try await phone.write { $0.createNote(text: "from the phone") }
+      try await laptop.ingest(allEvents(phone), deferringProjections: true)
+      var changes = laptop.changes().makeAsyncIterator()
+      let local = try await laptop.write { $0.createNote(text: "on the laptop") }
+      let first = try await #require(changes.next())
+      let second = try await #require(changes.next())
+      #expect(first.source == .sync && first.insertedNotes == [remote] && first.eventCount == 2)
+      #expect(second.source == .user && second.insertedNotes == [local])
     }
   }
 

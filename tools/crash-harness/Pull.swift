@@ -12,8 +12,8 @@ enum PullPages {
   static let notes = (0..<40).map { NoteID(Identifier(high: 0xC0FFEE, low: UInt64($0))) }
   static let eventsPerPage = 50
 
-  /// Page `page`: the first creates the notes; the others edit texts (naming the text they
-  /// replace, so that retention 0 redacts it), archive, tag, and now and then delete a note.
+  /// Page `page`: the first creates the notes; the others edit texts, archive, tag, and one
+  /// page in seven deletes notes.
   static func page(_ page: Int, seed: UInt64) -> [Event] {
     var random = SeededGenerator(seed: seed &* 1_000_003 &+ UInt64(page))
     let base = UInt64(1_800_000_000_000) + UInt64(page) * 1000
@@ -31,7 +31,8 @@ enum PullPages {
       switch random.next() % 20 {
       case 0: change = .archivedSet(note, archived: random.next() % 2 == 0)
       case 1: change = .tagsSet(note, tags: ["Pulled", "Page \(page % 3)"])
-      case 2 where random.next() % 4 == 0: change = .noteDeleted(note)
+      // A page that deletes projects (the log erases at its commit): one page in seven.
+      case 2 where page % 7 == 3: change = .noteDeleted(note)
       default: change = .textSet(note, text: "page \(page) event \(index)", replacing: [])
       }
       return Event(stamp: stamp(index), change: change)
