@@ -126,6 +126,45 @@ struct SyncPipelineTests {
   }
 
   @Test(
+    "A pull whose pages wait to be projected until its last one, cut short by a failure, shows every page it committed; the next sync ends it"
+  )
+  func pullCutShort() async throws {
+    struct Cut: Error {}
+    try await withTemporaryDirectory { root in
+      let server = try await openServer(backend: .lmdb, directory: root + "/server")
+      defer { server.close() }
+      try await withLiveServer(server) { baseURL in
+        let a = try Self.device("a", root: root, baseURL: baseURL, encrypted: false)
+        defer { a.store.close() }
+        try await a.account.createAccount()
+        let notes = try await a.store.write { changes in
+          (0..<200).map { changes.createNote(text: "note \($0)") }
+        }
+        #expect(try await a.account.sync().inSync)
+        // The second device pulls pages of 50; from its fourth call on, every call fails.
+        let failing = Shared(true)
+        let b = try Self.device("b", root: root, baseURL: baseURL, encrypted: false, pageSize: 50) {
+          call in if call >= 4 && failing.value { throw Cut() }
+        }
+        defer { b.store.close() }
+        await #expect(throws: APIError.self) { try await b.account.sync() }
+        // The pages committed show: the failed sync brought their projections up to date.
+        let held = Set(
+          try b.store.events().compactMap { logged -> NoteID? in
+            guard case .noteCreated(let id, _) = logged.event.change else { return nil }
+            return id
+          })
+        #expect(!held.isEmpty && held.count < notes.count)
+        #expect(try b.store.unprojectedEventCount() == 0)
+        #expect(try Set(b.store.timeline(limit: 1000).map(\.id)) == held)
+        failing.value = false
+        #expect(try await b.account.sync().inSync)
+        #expect(try Set(b.store.timeline(limit: 1000).map(\.id)) == Set(notes))
+      }
+    }
+  }
+
+  @Test(
     "A device pushes its outbox in many pushes while its user edits, deletes a note whose edit is being sealed ahead, and writes new notes; another device pulls it all in many pages while its own user writes: both end with the server's digest and the same notes, and the deleted note's text is nowhere",
     arguments: Backend.allCases, [false, true])
   func editsDuringSync(backend: Backend, encrypted: Bool) async throws {
