@@ -8,6 +8,10 @@ public struct StoreStatistics: Sendable, Hashable {
   public let unknownEvents: Int
   /// Local events not yet acknowledged by a server.
   public let outbox: Int
+  /// Events of the log the projections do not include yet: those of a pull in progress, or
+  /// of one a crash cut short in a store opened read-only (see
+  /// ``NoteStore/unprojectedEventCount()``).
+  public let unprojectedEvents: Int
   /// Visible notes (timeline and archive).
   public let notes: Int
   /// Archived notes.
@@ -60,7 +64,11 @@ extension NoteStore {
       return StoreStatistics(
         events: try transaction.count(in: schema.log),
         unknownEvents: Int(clamping: state.unknownEvents),
-        outbox: Int(clamping: state.pendingLocal), notes: visible, archivedNotes: archived,
+        outbox: Int(clamping: state.pendingLocal),
+        unprojectedEvents: Int(
+          clamping: try ProjectionLag.projectedThrough(schema: schema, in: transaction)
+            .map { state.lastSequence &- $0 } ?? 0),
+        notes: visible, archivedNotes: archived,
         tags: tags,
         attachments: try transaction.count(in: schema.attachments),
         blobs: try transaction.count(in: schema.blobs), blobBytes: blobBytes,

@@ -169,6 +169,7 @@ struct DeferredProjectionTests {
       var store = try openStore(at: root + "/store", seed: 2)
       try store.ingest(allEvents(source), deferringProjections: true)
       #expect(try store.search("zephyr").isEmpty, "search ran ahead of the projections")
+      #expect(try store.statistics().unprojectedEvents == store.eventCount())
       store.close()
       store = try openStore(at: root + "/store", seed: 2)
       defer { store.close() }

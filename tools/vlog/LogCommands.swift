@@ -82,6 +82,7 @@ struct Stats: StoreCommand {
     let events: Int
     let unknownEvents: Int
     let outbox: Int
+    let unprojectedEvents: Int
     let notes: Int
     let archivedNotes: Int
     let tags: Int
@@ -102,7 +103,8 @@ struct Stats: StoreCommand {
     let stats = try store.statistics()
     let output = Output(
       path: store.path, replica: store.replicaID.description, events: stats.events,
-      unknownEvents: stats.unknownEvents, outbox: stats.outbox, notes: stats.notes,
+      unknownEvents: stats.unknownEvents, outbox: stats.outbox,
+      unprojectedEvents: stats.unprojectedEvents, notes: stats.notes,
       archivedNotes: stats.archivedNotes, tags: stats.tags, attachments: stats.attachments,
       blobs: stats.blobs, blobBytes: stats.blobBytes, tombstones: stats.tombstones,
       mapSize: stats.mapSize, usedBytes: stats.usedBytes, fileBytes: stats.fileBytes,
@@ -114,7 +116,10 @@ struct Stats: StoreCommand {
     var lines = [
       "store           \(output.path)",
       "replica         \(output.replica)",
-      "events          \(output.events) (\(output.unknownEvents) of unknown kinds, \(output.outbox) in the outbox)",
+      "events          \(output.events) (\(output.unknownEvents) of unknown kinds, \(output.outbox) in the outbox"
+        + (output.unprojectedEvents > 0
+          ? ", \(output.unprojectedEvents) not yet in the projections: a pull in progress)"
+          : ")"),
       "notes           \(output.notes) (\(output.archivedNotes) archived)",
       "tags            \(output.tags)",
       "attachments     \(output.attachments) (\(output.blobs) blobs, \(output.blobBytes) bytes)",
