@@ -37,8 +37,12 @@ extension NoteStore {
   func replayLog(
     into transaction: borrowing WriteTransaction, progress: ((RebuildProgress) -> Void)?
   ) throws -> Int {
-    try Self.replayLog(
-      schema: schema, merge: merge, into: transaction, progress: progress)
+    // Projections a deferred ingest left behind had not queued what its events replaced for
+    // retention: the replay queues it (re-queueing a queued change changes nothing).
+    let lagging = try ProjectionLag.projectedThrough(schema: schema, in: transaction) != nil
+    return try Self.replayLog(
+      schema: schema, merge: merge, into: transaction, progress: progress,
+      tracksReplacements: lagging)
   }
 
   /// - Parameter tracksReplacements: Whether to queue the replaced changes for retention

@@ -33,16 +33,28 @@ extension NoteStore {
       try verifyBlobs(in: transaction, faults: &faults)
       try verifyLookups(in: transaction, faults: &faults)
     }
-    if try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) == nil {
-      try read { transaction in try checkData(in: transaction) }
-    } else {
+    if let through = try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) {
       // The retention queue lags with the projections: what a deferred ingest's events
       // replaced is queued when they are projected. The store is checked as the next write
       // would leave it, in a transaction then abandoned.
-      try abandoningWrite { transaction in
-        _ = try catchUpProjections(in: transaction)
-        try checkData(in: transaction)
+      do {
+        try abandoningWrite { transaction in
+          _ = try catchUpProjections(in: transaction)
+          try checkData(in: transaction)
+        }
+      } catch let error as VLogError where error.code == .corruptStore {
+        // Damage that stops the catch-up is a fault to name; the log is checked as it is.
+        faults = [
+          VerificationFault(
+            kind: .projection,
+            message: "the projections include the log through event \(through) and cannot be "
+              + "brought up to date: \(error.message)")
+        ]
+        try read { transaction in try checkData(in: transaction) }
+        return faults
       }
+    } else {
+      try read { transaction in try checkData(in: transaction) }
     }
     // A projection can only be compared with a replay of a sound log.
     guard !faults.contains(where: { $0.kind == .corruptEvent }) else { return faults }

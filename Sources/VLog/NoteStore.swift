@@ -233,12 +233,17 @@ public final class NoteStore: Sendable {
         environment: environment, schema: schema, replicaID: replicaID, options: options,
         retention: retention)
       // A pull that a crash or a failure cut short left projections behind the log. If they
-      // cannot be brought up to date (a damaged record), the store opens as it is: verify names
-      // the damage, and a rebuild repairs it.
+      // cannot be brought up to date (a damaged record), they are rebuilt from the log; if the
+      // log itself is damaged, the store opens as it is: verify names the damage, and salvage
+      // recovers what the log holds.
       if options.bringsProjectionsUpToDateOnOpen {
         do {
           try store.bringProjectionsUpToDate()
-        } catch let error as VLogError where error.code == .corruptStore {}
+        } catch let error as VLogError where error.code == .corruptStore {
+          do {
+            try store.rebuildProjections()
+          } catch let error as VLogError where error.code == .corruptStore {}
+        }
       }
       return store
     }

@@ -5,7 +5,9 @@ internal import Synchronization
 /// What one committed transaction changed, as observers see it.
 ///
 /// User changes and ingested sync events produce the same kind of change set; ``source`` says
-/// which, for observers that care (for example, to scroll to a note the user just made).
+/// which, for observers that care (for example, to scroll to a note the user just made). A
+/// user write that first brings the projections up to date with a pull's deferred pages tells
+/// of those events in a change set of their own, with source ``Source/sync``, before its own.
 public struct ChangeSet: Sendable, Hashable {
   /// Where a change came from.
   public enum Source: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import PropertyBased
 import Synchronization
 import Testing
@@ -36,6 +37,7 @@ struct DeferredProjectionTests {
   )
   func deferredEqualsImmediate() async throws {
     let checked = Atomic<Int>(0)
+    let deferredPages = Atomic<Int>(0)
     await propertyCheck(count: 100, input: RandomEvents.generator) { specs in
       checked.add(1, ordering: .relaxed)
       let events = RandomEvents.events(specs)
@@ -58,6 +60,7 @@ struct DeferredProjectionTests {
           if try deferred.unprojectedEventCount() == 0 {
             shown = try deferred.stateDigest()
           } else {
+            deferredPages.add(1, ordering: .relaxed)
             #expect(result.changes.isEmpty)
             #expect(try deferred.stateDigest() == shown, "a reader saw a deferred page")
           }
@@ -84,6 +87,7 @@ struct DeferredProjectionTests {
       }
     }
     #expect(checked.load(ordering: .relaxed) >= 100)
+    #expect(deferredPages.load(ordering: .relaxed) > 100, "few pages were deferred")
   }
 
   @Test("a user write while the projections lag builds on every event of the log")
@@ -210,6 +214,39 @@ struct DeferredProjectionTests {
       // Pages of 4: the session that finds 12 events unprojected projects them with its own.
       #expect(shown == [0, 0, 0, 16, 16, 16])
       #expect(try store.unprojectedEventCount() == 8)
+    }
+  }
+
+  @Test(
+    "a damaged record that stops the catch-up: verify names it, and opening rebuilds the projections from the log"
+  )
+  func damagedRecordDuringLag() throws {
+    try withTemporaryDirectory { root in
+      let source = try openStore(at: root + "/source", seed: 1)
+      defer { source.close() }
+      let id = try source.write { $0.createNote(text: "first") }
+      let created = try allEvents(source)
+      try source.write { $0.setText("second", of: id) }
+      let edit = try allEvents(source).suffix(1)
+      var options = NoteStore.Options(durability: .noSync)
+      options.bringsProjectionsUpToDateOnOpen = false
+      var store = try NoteStore.open(at: root + "/store", options: options)
+      try store.ingest(created)
+      try store.ingest(Array(edit), deferringProjections: true)
+      try store.environment.write { transaction in
+        try transaction.put([0xFF, 0x00], forKey: id.identifier.bytes, in: store.schema.notes)
+      }
+      let faults = try store.verify()
+      #expect(faults.map(\.kind) == [.projection], "\(faults)")
+      #expect(faults.first?.message.contains("cannot be brought up to date") == true)
+      store.close()
+      store = try NoteStore.open(
+        at: root + "/store", options: NoteStore.Options(durability: .noSync))
+      defer { store.close() }
+      #expect(try store.unprojectedEventCount() == 0)
+      #expect(try store.note(id)?.text == "second")
+      let after = try store.verify()
+      #expect(after.isEmpty, "\(after)")
     }
   }
 }
