@@ -66,8 +66,8 @@ extension NoteStore {
         unknownEvents: Int(clamping: state.unknownEvents),
         outbox: Int(clamping: state.pendingLocal),
         unprojectedEvents: Int(
-          clamping: try ProjectionLag.projectedThrough(schema: schema, in: transaction)
-            .map { state.lastSequence &- $0 } ?? 0),
+          clamping: try ProjectionLag.unprojected(
+            schema: schema, lastSequence: state.lastSequence, in: transaction)),
         notes: visible, archivedNotes: archived,
         tags: tags,
         attachments: try transaction.count(in: schema.attachments),

@@ -98,24 +98,22 @@ extension NoteStore {
   /// - Returns: The number of events applied.
   @discardableResult
   public func bringProjectionsUpToDate() throws -> Int {
-    guard try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) != nil
-    else { return 0 }
-    let ingested = try VLogError.wrapping {
-      try environment.write { transaction in
-        try ingest([], acknowledgingThrough: nil, projecting: true, in: transaction)
-      }
+    guard try unprojectedEventCount() > 0 else { return 0 }
+    let changes = try VLogError.wrapping {
+      try environment.write { transaction in try catchUpProjections(in: transaction) }
     }
-    committed(ingested)
-    return ingested.result.changes.eventCount
+    guard let changes else { return 0 }
+    observers.publish(changes)
+    return changes.eventCount
   }
 
   /// The number of events in the log that the projections do not include yet: those a
   /// deferred ingest left (see ``bringProjectionsUpToDate()-6y5uv``); 0 almost always.
   public func unprojectedEventCount() throws -> Int {
     try read { transaction in
-      guard let through = try ProjectionLag.projectedThrough(schema: schema, in: transaction)
-      else { return 0 }
-      return Int(clamping: try eventLog.lastSequence(in: transaction) &- through)
+      Int(
+        clamping: try ProjectionLag.unprojected(
+          schema: schema, lastSequence: eventLog.lastSequence(in: transaction), in: transaction))
     }
   }
 
@@ -123,16 +121,13 @@ extension NoteStore {
   /// ``bringProjectionsUpToDate()-6y5uv``.
   @discardableResult
   public func bringProjectionsUpToDate() async throws -> Int {
-    guard try read({ try ProjectionLag.projectedThrough(schema: schema, in: $0) }) != nil
-    else { return 0 }
-    return try await VLogError.wrapping {
+    guard try unprojectedEventCount() > 0 else { return 0 }
+    let changes = try await VLogError.wrapping {
       try await commits.write(
-        { transaction in
-          try self.ingest([], acknowledgingThrough: nil, projecting: true, in: transaction)
-        },
-        afterCommit: { self.committed($0) }
-      ).result.changes.eventCount
+        { transaction in try self.catchUpProjections(in: transaction) },
+        afterCommit: { changes in if let changes { self.observers.publish(changes) } })
     }
+    return changes?.eventCount ?? 0
   }
 
   /// Checks each event before any transaction; returns the outcome of an ingest that has

@@ -35,6 +35,13 @@ enum ProjectionLag {
     }
   }
 
+  /// How many events of a log ending at `lastSequence` the projections do not include.
+  static func unprojected(
+    schema: Schema, lastSequence: UInt64, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> UInt64 {
+    try projectedThrough(schema: schema, in: transaction).map { lastSequence &- $0 } ?? 0
+  }
+
   /// Records that the projections include the events through `sequence` only.
   static func record(
     _ sequence: UInt64, schema: Schema, in transaction: borrowing WriteTransaction

@@ -11,6 +11,8 @@
 import Foundation
 import Workload
 
+/// The process's `wchar`; 0 where there is no `/proc/self/io` (not Linux): the column then
+/// reads 0 and the rates stand alone.
 func writtenBytes() -> Int {
   guard let text = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
   for line in text.split(separator: "\n") where line.hasPrefix("wchar:") {
@@ -23,6 +25,8 @@ func run<B: Backend>(_: B.Type, workload: Workload, windows: Int) throws {
   let directory = FileManager.default.temporaryDirectory
     .appendingPathComponent("vlog-growth-\(UUID().uuidString)")
   try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+  // The store goes with the run (a temporary directory: a failed removal leaves it to the
+  // system), unless VLOG_GROWTH_KEEP asks to keep it for `mdb_stat`.
   defer {
     if ProcessInfo.processInfo.environment["VLOG_GROWTH_KEEP"] == nil {
       try? FileManager.default.removeItem(at: directory)
