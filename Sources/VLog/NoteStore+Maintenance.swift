@@ -52,9 +52,10 @@ extension NoteStore {
   /// here.
   ///
   /// Every B-tree of the file is walked from its newest meta page, reading the file itself
-  /// with every length and page number checked: pages past the pages in use or reached twice,
-  /// headers, node offsets and sizes, overflow runs, key order within and across pages and
-  /// against the branch keys, and the counts of each database. It reads the whole file once.
+  /// with every length and page number checked: the meta page liblmdb would read, pages past
+  /// the pages in use or reached twice, headers, node offsets, sizes and overlaps, free-page
+  /// lists, overflow runs, key order within and across pages and against the branch keys, and
+  /// the counts of each database. It reads the whole file once.
   ///
   /// When it finds faults, do not open the store: restore it from a backup, or replace it with
   /// a new store that syncs everything back from the server.

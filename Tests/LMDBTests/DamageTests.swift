@@ -88,6 +88,18 @@ struct DamageTests {
     bytes.withUnsafeBytes { PageStructure(file: $0) }
   }
 
+  /// Where a field of the newest meta page lies: LMDB writes transaction t's to page t mod 2,
+  /// its body after 16 bytes of page header (the last page at 120, the transaction at 128).
+  static func newestMeta(_ structure: PageStructure, field: Int) -> Int {
+    Int(structure.transaction % 2) * structure.pageSize + 16 + field
+  }
+
+  /// Sets the 8 bytes at `offset` to `value`, little-endian, as LMDB stores its numbers.
+  static func put(_ value: UInt64, at offset: Int, in bytes: inout [UInt8]) {
+    bytes.replaceSubrange(
+      offset..<offset + 8, with: withUnsafeBytes(of: value.littleEndian, Array.init))
+  }
+
   @Test("A whole file's page structure checks whole, with every entry counted")
   func wholeStructure() throws {
     try withTemporaryDirectory { path in
@@ -110,13 +122,11 @@ struct DamageTests {
       var bytes = try Self.healthyFile(path)
       let structure = Self.structure(bytes)
       #expect(structure.faults.isEmpty)
-      // The newest meta page (LMDB writes transaction t's to page t mod 2): its last page, at
-      // 16 bytes of page header and 120 into the meta, three pages on.
-      let offset = Int(structure.transaction % 2) * structure.pageSize + 16 + 120
+      // The newest meta page's last page, three pages on.
+      let offset = Self.newestMeta(structure, field: 120)
       let last = bytes[offset..<offset + 8].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
       #expect(last == UInt64(structure.pagesInUse - 1))
-      bytes.replaceSubrange(
-        offset..<offset + 8, with: withUnsafeBytes(of: (last + 3).littleEndian, Array.init))
+      Self.put(last + 3, at: offset, in: &bytes)
       let past = Self.structure(bytes)
       #expect(past.faults.isEmpty, "\(past.faults)")
       #expect(past.pagesInUse == structure.pagesInUse + 3)
@@ -153,6 +163,80 @@ struct DamageTests {
       _ = try Self.damagedEnvironment(path)
       let faults = try PageStructure.check(directory: path).faults
       #expect(faults.contains { $0.contains("runs past the page") }, "\(faults)")
+    }
+  }
+
+  @Test(
+    "A newest meta page on the page liblmdb does not read it from (transaction t's is page t mod 2) is found"
+  )
+  func metaOnTheWrongPage() throws {
+    try withTemporaryDirectory { path in
+      var bytes = try Self.healthyFile(path)
+      let structure = Self.structure(bytes)
+      #expect(structure.faults.isEmpty)
+      // The newest meta page's transaction one higher: still the newest, now of a transaction
+      // liblmdb reads from the other meta page.
+      Self.put(
+        structure.transaction + 1, at: Self.newestMeta(structure, field: 128), in: &bytes)
+      let faults = Self.structure(bytes).faults
+      #expect(faults.contains { $0.contains("liblmdb reads from page") }, "\(faults)")
+    }
+  }
+
+  /// A little-endian 16-bit number of the file, as LMDB stores offsets and sizes.
+  static func read16(_ bytes: [UInt8], _ offset: Int) -> Int {
+    Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+  }
+
+  @Test(
+    "Layouts liblmdb would write past a page for, hand a page out twice for, or assert on are found"
+  )
+  func layoutsLibLMDBTrusts() throws {
+    try withTemporaryDirectory { path in
+      let healthy = try Self.healthyFile(path)
+      let structure = Self.structure(healthy)
+      func faults(_ damage: (inout [UInt8]) throws -> Void) rethrows -> [String] {
+        var bytes = healthy
+        try damage(&bytes)
+        return Self.structure(bytes).faults
+      }
+      let root = try #require(structure.trees["numbers"]?.root) * structure.pageSize
+      #expect(Self.read16(healthy, root + 12) > 18)
+      // The root, a branch page, cut to its first entry (the free space's start).
+      let cut = faults { $0[root + 12] = 18 }
+      #expect(cut.contains { $0.contains("a branch page with one entry") }, "\(cut)")
+      // Its second node's offset one byte on.
+      let odd = faults { $0[root + 18] |= 1 }
+      #expect(odd.contains { $0.contains("at an odd offset") }, "\(odd)")
+      // The first leaf, by the root's first node: its node nearest the free space grows by 16
+      // bytes of data, into the node after it (liblmdb's delete would move bytes past the page).
+      let rootNode = root + Self.read16(healthy, root + 16)
+      let leaf =
+        (Self.read16(healthy, rootNode) | Self.read16(healthy, rootNode + 2) << 16)
+        * structure.pageSize
+      let node = leaf + Self.read16(healthy, leaf + 14)
+      let overlapping = faults {
+        let grown = Self.read16($0, node) + 16
+        $0[node] = UInt8(grown & 0xFF)
+        $0[node + 1] = UInt8(grown >> 8)
+      }
+      #expect(overlapping.contains { $0.contains("overlap") }, "\(overlapping)")
+      // The free pages' root leaf, its first node: the transaction that freed the pages, the
+      // list's count, then its pages.
+      let freeTree = try #require(structure.trees["(free pages)"])
+      #expect(freeTree.depth == 1)
+      let free = try #require(freeTree.root) * structure.pageSize
+      let freeNode = free + Self.read16(healthy, free + 16)
+      let list = freeNode + 8 + Self.read16(healthy, freeNode + 6)
+      #expect(healthy[list] >= 2)
+      // Filed under a transaction after the meta page's.
+      let later = faults { Self.put(structure.transaction + 5, at: freeNode + 8, in: &$0) }
+      #expect(later.contains { $0.contains("not filed under a transaction") }, "\(later)")
+      // Its second page set to its first (liblmdb would hand the page out twice).
+      let twice = faults {
+        $0.replaceSubrange(list + 16..<list + 24, with: $0[list + 8..<list + 16])
+      }
+      #expect(twice.contains { $0.contains("listed as free twice") }, "\(twice)")
     }
   }
 
