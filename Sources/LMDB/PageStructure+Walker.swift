@@ -91,8 +91,8 @@ struct Walker {
   /// A meta page's fields, if it is one: page size, last page, transaction, free and main
   /// records.
   func meta(at offset: Int) -> (
-    pageSize: Int, lastPage: UInt64, transaction: UInt64, free: DatabaseRecord,
-    main: DatabaseRecord
+    pageSize: Int, lastPage: UInt64, transaction: UInt64, mapSize: UInt64,
+    free: DatabaseRecord, main: DatabaseRecord
   )? {
     if let metaSource { return Walker(file: metaSource).meta(at: offset) }
     let body = offset + Layout.pageHeader
@@ -100,11 +100,11 @@ struct Walker {
       read32(body) == Layout.magic, read32(body + 4) == Layout.dataVersion,
       let free = databaseRecord(at: body + 24), let main = databaseRecord(at: body + 72),
       let pageSize = read32(body + 24), let lastPage = read64(body + 120),
-      let transaction = read64(body + 128)
+      let transaction = read64(body + 128), let mapSize = read64(body + 16)
     else { return nil }
     let size = Int(pageSize)
     guard size >= 512, size <= 65536, size & (size - 1) == 0 else { return nil }
-    return (size, lastPage, transaction, free, main)
+    return (size, lastPage, transaction, mapSize, free, main)
   }
 
   mutating func run() {
@@ -136,8 +136,14 @@ struct Walker {
     // The last page in use may lie past the file's end: LMDB counts pages a transaction took
     // and freed again without writing them. No tree may name one; a free-page list may.
     pagesInFile = file.count / chosen.pageSize
-    guard chosen.lastPage < UInt64(Int.max / chosen.pageSize) else {
-      fault("meta page: the last page in use is \(chosen.lastPage), past any file")
+    // liblmdb takes no page past its map, and a commit records a map at least as large as the
+    // one it took its pages in.
+    result.mapSize = chosen.mapSize
+    let mapPages = chosen.mapSize / UInt64(chosen.pageSize)
+    guard chosen.lastPage < min(mapPages, UInt64(Int.max / chosen.pageSize)) else {
+      fault(
+        "meta page: the last page in use is \(chosen.lastPage), past the map of \(mapPages) "
+          + "pages it records")
       return
     }
     result.pagesInUse = Int(chosen.lastPage) + 1

@@ -34,6 +34,8 @@ public struct PageStructure: Sendable {
   public var pageSize = 0
   /// Pages in use: the newest meta page's last page, plus one.
   public var pagesInUse = 0
+  /// The map size the meta page used records, in bytes: no page in use lies past it.
+  public var mapSize: UInt64 = 0
   /// The transaction that wrote the meta page used.
   public var transaction: UInt64 = 0
   /// Each named database's tree, by name; the main tree as `""`, the free pages' as

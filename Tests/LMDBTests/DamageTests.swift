@@ -115,7 +115,7 @@ struct DamageTests {
   }
 
   @Test(
-    "A meta page whose last page lies past the file's end — pages a commit took and freed without writing them — is whole; a tree that names a page past the end is not"
+    "A meta page whose last page lies past the file's end — pages a commit took and freed without writing them — is whole; past its map, or with a tree that names a page past the end, it is not"
   )
   func lastPagePastTheEnd() throws {
     try withTemporaryDirectory { path in
@@ -130,6 +130,13 @@ struct DamageTests {
       let past = Self.structure(bytes)
       #expect(past.faults.isEmpty, "\(past.faults)")
       #expect(past.pagesInUse == structure.pagesInUse + 3)
+      // Past the map the meta page records, it is damage: liblmdb takes no page there.
+      let mapPages = structure.mapSize / UInt64(structure.pageSize)
+      #expect(mapPages > last + 3)
+      var pastTheMap = bytes
+      Self.put(mapPages, at: offset, in: &pastTheMap)
+      let faults = Self.structure(pastTheMap).faults
+      #expect(faults.contains { $0.contains("past the map") }, "\(faults)")
       // Cut to half its pages, the file's trees name pages past its end.
       let cut = Self.structure(Array(bytes.prefix(bytes.count / 2 / 4096 * 4096)))
       #expect(cut.faults.contains { $0.contains("past the file's") }, "\(cut.faults)")
