@@ -13,7 +13,6 @@ private enum Layout {
   static let leaf2: UInt16 = 0x20
   static let bigData: UInt16 = 0x01
   static let subData: UInt16 = 0x02
-  static let dupData: UInt16 = 0x04
   /// `MDB_DUPSORT`, in a database record's flags.
   static let duplicateSort: UInt16 = 0x04
   /// `MDB_REVERSEKEY` and `MDB_INTEGERKEY`: keys not in byte order.
@@ -96,9 +95,8 @@ struct Walker {
   )? {
     if let metaSource { return Walker(file: metaSource).meta(at: offset) }
     let body = offset + Layout.pageHeader
-    guard let flags = read16(offset + 10), flags & Layout.meta != 0,
-      read32(body) == Layout.magic, read32(body + 4) == Layout.dataVersion,
-      let free = databaseRecord(at: body + 24), let main = databaseRecord(at: body + 72),
+    guard isMeta(at: offset), let free = databaseRecord(at: body + 24),
+      let main = databaseRecord(at: body + 72),
       let pageSize = read32(body + 24), let lastPage = read64(body + 120),
       let transaction = read64(body + 128), let mapSize = read64(body + 16)
     else { return nil }
@@ -107,18 +105,40 @@ struct Walker {
     return (size, lastPage, transaction, mapSize, free, main)
   }
 
+  /// Whether the page at `offset` is a meta page by liblmdb's test (its flag, magic and
+  /// version), whatever its fields hold.
+  func isMeta(at offset: Int) -> Bool {
+    if let metaSource { return Walker(file: metaSource).isMeta(at: offset) }
+    let body = offset + Layout.pageHeader
+    guard let flags = read16(offset + 10), flags & Layout.meta != 0 else { return false }
+    return read32(body) == Layout.magic && read32(body + 4) == Layout.dataVersion
+  }
+
   mutating func run() {
     // The first meta page gives the page size; the second sits one page later.
     guard let first = meta(at: 0) else {
       fault("page 0: not an LMDB meta page (the file's header is damaged)")
       return
     }
-    let second = meta(at: first.pageSize)
+    // liblmdb reads the second where the first's page size says, refuses to open a file
+    // whose second is not a meta page, and takes the newer of the two with its own page size.
+    guard let second = meta(at: first.pageSize), second.pageSize == first.pageSize else {
+      fault(
+        isMeta(at: first.pageSize)
+          ? "meta page 1: a page size other than meta page 0's \(first.pageSize)"
+          : "page 1: not an LMDB meta page (the file's header is damaged)")
+      return
+    }
     var chosen = first
     var chosenPage = 0
-    if let second, second.pageSize == first.pageSize, second.transaction > first.transaction {
+    if second.transaction > first.transaction {
       chosen = second
       chosenPage = 1
+    }
+    // The next transaction's number must not wrap (liblmdb would file free pages under 0).
+    guard chosen.transaction < 1 << 63 else {
+      fault("meta page \(chosenPage): transaction \(chosen.transaction), near the numbers' end")
+      return
     }
     // liblmdb writes transaction t's meta page to page t mod 2, and its transactions read the
     // meta page the lock file's transaction number names that way, not the newer of the two:
@@ -140,10 +160,12 @@ struct Walker {
     // one it took its pages in.
     result.mapSize = chosen.mapSize
     let mapPages = chosen.mapSize / UInt64(chosen.pageSize)
-    guard chosen.lastPage < min(mapPages, UInt64(Int.max / chosen.pageSize)) else {
+    // Pages 0 and 1 are the meta pages: a last page below 1 would have the next write take one.
+    guard chosen.lastPage >= 1, chosen.lastPage < min(mapPages, UInt64(Int.max / chosen.pageSize))
+    else {
       fault(
-        "meta page: the last page in use is \(chosen.lastPage), past the map of \(mapPages) "
-          + "pages it records")
+        "meta page: the last page in use is \(chosen.lastPage), not between 1 and the map of "
+          + "\(mapPages) pages it records")
       return
     }
     result.pagesInUse = Int(chosen.lastPage) + 1
@@ -187,8 +209,11 @@ struct Walker {
       walk(
         page: record.root, level: 1, depth: Int(record.depth), in: label, tree: &tree,
         lowerBound: nil, last: &last, isMain: isMain, isFree: isFree)
-    } else if record.entries != 0 {
-      fault("\(label): no root page, but the record counts \(record.entries) entries")
+    } else if record.entries != 0 || record.depth != 0 {
+      // liblmdb trusts an empty tree's depth when it next empties one: it must be 0.
+      fault(
+        "\(label): no root page, but the record counts \(record.entries) entries and depth "
+          + "\(record.depth)")
     }
     if !stopped {
       if UInt64(tree.entries) != record.entries {
@@ -249,9 +274,11 @@ struct Walker {
       fault("page \(page) (\(label)): its header says it is page \(stored)")
       return
     }
-    let isBranch = flags & Layout.branch != 0
-    let isLeaf = flags & Layout.leaf != 0
-    guard isBranch != isLeaf, flags & (Layout.overflow | Layout.meta | Layout.leaf2) == 0 else {
+    // Exactly: liblmdb takes a page flagged dirty as its own to write in place (into the map),
+    // and never writes one flagged loose or kept.
+    let isBranch = flags == Layout.branch
+    let isLeaf = flags == Layout.leaf
+    guard isBranch || isLeaf else {
       fault("page \(page) (\(label)): flags \(flags) are not those of a branch or a leaf page")
       return
     }
@@ -274,9 +301,9 @@ struct Walker {
       fault("page \(page) (\(label)): no entries")
       return
     }
-    // liblmdb asserts that a branch page it descends through has two entries at least (the
-    // free pages' tree may hold one while it is rebalanced).
-    guard isLeaf || isFree || count >= 2 else {
+    // liblmdb asserts that a branch page has two entries at least (the free pages' tree holds
+    // one only in the middle of a rebalance, never in a committed file).
+    guard isLeaf || count >= 2 else {
       fault("page \(page) (\(label)): a branch page with one entry")
       return
     }
@@ -312,6 +339,11 @@ struct Walker {
         // The first node's key is empty; every other is the least key of its subtree.
         let bound: [UInt8]? = index == 0 ? lowerBound : key
         if index > 0 {
+          // The free pages' tree compares keys as 8-byte numbers, whatever their size.
+          if isFree, keySize != 8 {
+            fault("\(place): a branch key of \(keySize) bytes in the free pages' tree, not 8")
+            return
+          }
           if let last, !(last.lexicographicallyPrecedes(key)) {
             fault("\(place): branch key out of order with the keys before it")
             return
@@ -338,10 +370,19 @@ struct Walker {
       // A free-page list is filed under the transaction that freed its pages: none after the
       // meta page's (liblmdb asserts as much when it saves the lists again).
       if isFree {
-        guard keySize == 8, let freedBy = read64(keyStart), freedBy <= result.transaction else {
-          fault("\(place): a free-page list not filed under a transaction up to the meta page's")
+        guard keySize == 8, let freedBy = read64(keyStart), freedBy >= 1,
+          freedBy <= result.transaction
+        else {
+          fault(
+            "\(place): a free-page list not filed under a transaction from 1 to the meta page's")
           return
         }
+      }
+      // A value, on the page or in an overflow run; in the main tree, a database record too.
+      guard nodeFlags == 0 || nodeFlags == Layout.bigData || (isMain && nodeFlags == Layout.subData)
+      else {
+        fault("\(place): node flags \(nodeFlags), not those of a value or a database record")
+        return
       }
       last = key
       tree.entries += 1
@@ -363,10 +404,6 @@ struct Walker {
       guard UInt64(dataStart - base) + dataSize <= UInt64(size) else {
         fault("\(place): a value of \(dataSize) bytes runs past the page")
         return
-      }
-      if nodeFlags & Layout.dupData != 0 {
-        fault("\(place): sorted duplicates, which this check does not walk")
-        continue
       }
       if isMain, nodeFlags & Layout.subData != 0 {
         guard dataSize == UInt64(Layout.databaseRecord),
@@ -439,7 +476,8 @@ struct Walker {
     let base = start * result.pageSize
     let flags = read16(base + 10) ?? 0
     let pages = UInt64(read32(base + 12) ?? 0)
-    guard flags & Layout.overflow != 0, pages >= needed,
+    // liblmdb frees the run its header names (page number and count), flagged exactly.
+    guard flags == Layout.overflow, read64(base) == UInt64(start), pages >= needed,
       UInt64(start) + pages <= UInt64(min(result.pagesInUse, pagesInFile))
     else {
       fault(
@@ -464,12 +502,19 @@ struct Walker {
       fault("\(place): a free-page list whose count does not fit its \(size) bytes")
       return
     }
+    // liblmdb takes runs of pages from a list it trusts to descend.
+    var previous = UInt64.max
     for index in 0..<Int(count) {
       let page = read64(offset + 8 + 8 * index) ?? 0
       guard page >= 2, page < UInt64(result.pagesInUse) else {
         fault("\(place): lists free page \(page), outside the pages in use")
         return
       }
+      guard page < previous else {
+        fault("\(place): a free-page list not in descending order at page \(page)")
+        return
+      }
+      previous = page
       freeListed.append(Int(page))
     }
   }

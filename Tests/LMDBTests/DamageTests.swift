@@ -60,12 +60,13 @@ struct DamageTests {
     }
   }
 
-  /// An environment with enough entries for branch pages, values on overflow pages, and two
-  /// named databases; the data file's bytes.
+  /// An environment with enough entries for branch pages, values on overflow pages, and three
+  /// named databases, one empty; the data file's bytes.
   static func healthyFile(_ path: String) throws -> [UInt8] {
     let environment = try Environment.open(at: path, configuration: .init(durability: .noSync))
     let numbers = try environment.openDatabase(named: "numbers", flags: .create)
     let large = try environment.openDatabase(named: "large", flags: .create)
+    _ = try environment.openDatabase(named: "empty", flags: .create)
     try environment.write { transaction throws in
       for number in 0..<3000 as Range<UInt64> {
         try transaction.put(value(number), forKey: key(number), in: numbers)
@@ -136,7 +137,7 @@ struct DamageTests {
       var pastTheMap = bytes
       Self.put(mapPages, at: offset, in: &pastTheMap)
       let faults = Self.structure(pastTheMap).faults
-      #expect(faults.contains { $0.contains("past the map") }, "\(faults)")
+      #expect(faults.contains { $0.contains("not between 1 and the map") }, "\(faults)")
       // Cut to half its pages, the file's trees name pages past its end.
       let cut = Self.structure(Array(bytes.prefix(bytes.count / 2 / 4096 * 4096)))
       #expect(cut.faults.contains { $0.contains("past the file's") }, "\(cut.faults)")
@@ -239,11 +240,73 @@ struct DamageTests {
       // Filed under a transaction after the meta page's.
       let later = faults { Self.put(structure.transaction + 5, at: freeNode + 8, in: &$0) }
       #expect(later.contains { $0.contains("not filed under a transaction") }, "\(later)")
-      // Its second page set to its first (liblmdb would hand the page out twice).
-      let twice = faults {
+      // Filed under transaction 0 (liblmdb would read the lists from the first again and hand
+      // their pages out twice).
+      let zero = faults { Self.put(0, at: freeNode + 8, in: &$0) }
+      #expect(zero.contains { $0.contains("not filed under a transaction") }, "\(zero)")
+      // Its second page set to its first: out of the descending order liblmdb takes runs by.
+      let unordered = faults {
         $0.replaceSubrange(list + 16..<list + 24, with: $0[list + 8..<list + 16])
       }
+      #expect(unordered.contains { $0.contains("descending") }, "\(unordered)")
+      // The second list's last page set to the first list's last (the least of each): a page
+      // listed twice, which liblmdb would hand out twice.
+      #expect(freeTree.entries >= 2)
+      let secondNode = free + Self.read16(healthy, free + 18)
+      let second = secondNode + 8 + Self.read16(healthy, secondNode + 6)
+      let firstLast = list + 8 * Int(healthy[list])
+      let secondLast = second + 8 * Int(healthy[second])
+      let twice = faults {
+        $0.replaceSubrange(secondLast..<secondLast + 8, with: $0[firstLast..<firstLast + 8])
+      }
       #expect(twice.contains { $0.contains("listed as free twice") }, "\(twice)")
+    }
+  }
+
+  @Test(
+    "Flags, numbers and records liblmdb takes as they are are checked: page and node flags, an overflow run's header, an empty tree's depth, the meta pages' page sizes, last page and transaction"
+  )
+  func fieldsLibLMDBTrusts() throws {
+    try withTemporaryDirectory { path in
+      let healthy = try Self.healthyFile(path)
+      let structure = Self.structure(healthy)
+      #expect(structure.faults.isEmpty, "\(structure.faults)")
+      func faults(_ damage: (inout [UInt8]) throws -> Void) rethrows -> [String] {
+        var bytes = healthy
+        try damage(&bytes)
+        return Self.structure(bytes).faults
+      }
+      func expect(_ found: [String], _ fault: String) {
+        #expect(found.contains { $0.contains(fault) }, "\(found)")
+      }
+      let size = structure.pageSize
+      // A branch page flagged dirty too (liblmdb would write into the map in place).
+      let numbers = try #require(structure.trees["numbers"]?.root) * size
+      expect(faults { $0[numbers + 10] |= 0x10 }, "are not those of a branch or a leaf page")
+      // The root of `large`, a leaf: its first node flagged as sorted duplicates, and the
+      // overflow run it names with a header that gives another page number.
+      let large = try #require(structure.trees["large"]?.root) * size
+      let node = large + Self.read16(healthy, large + 16)
+      #expect(healthy[node + 4] == 0x01)
+      expect(faults { $0[node + 4] = 0x05 }, "node flags 5")
+      let run = 8 + node + Self.read16(healthy, node + 6)
+      let runPage = Int(healthy[run]) | Int(healthy[run + 1]) << 8
+      expect(faults { $0[runPage * size] &+= 1 }, "not an overflow run")
+      // The empty tree's record, in the main tree's leaf: a depth without a root.
+      let main = try #require(structure.trees[""]?.root) * size
+      let emptyNode = main + Self.read16(healthy, main + 16)
+      #expect(healthy[emptyNode + 8..<emptyNode + 13].elementsEqual(Array("empty".utf8)))
+      expect(faults { $0[emptyNode + 8 + 5 + 6] = 5 }, "no root page, but")
+      // The second meta page with another page size; the newest with a last page of 0, and
+      // with a transaction near 2^64.
+      expect(faults { $0[size + 16 + 25] = 0x20 }, "meta page 1: a page size other than")
+      expect(
+        faults { Self.put(0, at: Self.newestMeta(structure, field: 120), in: &$0) },
+        "not between 1 and the map")
+      let wrapping = UInt64(1) << 63 | structure.transaction % 2
+      expect(
+        faults { Self.put(wrapping, at: Self.newestMeta(structure, field: 128), in: &$0) },
+        "near the numbers' end")
     }
   }
 
