@@ -17,6 +17,16 @@ private enum Layout {
   static let duplicateSort: UInt16 = 0x04
   /// `MDB_REVERSEKEY` and `MDB_INTEGERKEY`: keys not in byte order.
   static let ownOrder: UInt16 = 0x02 | 0x08
+  /// `MDB_INTEGERDUP` and `MDB_REVERSEDUP`: harmless without `MDB_DUPSORT`.
+  static let duplicateOrder: UInt16 = 0x20 | 0x40
+  /// The free pages' record: `MDB_INTEGERKEY`, with the environment's `MDB_FIXEDMAP` and
+  /// `MDB_NOSUBDIR` flags that liblmdb stores beside it.
+  static let freeRecord: UInt16 = 0x08
+  static let freeRecordEnvironment: UInt16 = 0x01 | 0x4000
+  /// The page sizes liblmdb writes: the OS page size, from 4 KiB to `MAX_PAGESIZE`.
+  static let pageSizes = 4096...32768
+  /// The largest map a process can have (47 bits of address space).
+  static let maximumMap: UInt64 = 1 << 47
   static let maximumDepth = 32
   /// The longest key liblmdb 0.9 stores (`mdb_env_get_maxkeysize`).
   static let maximumKey = 511
@@ -120,6 +130,13 @@ struct Walker {
       fault("page 0: not an LMDB meta page (the file's header is damaged)")
       return
     }
+    // liblmdb keeps a page's free-space bounds in 16 bits, and its largest key fits a node only
+    // from 4 KiB pages on: it writes none smaller, nor larger than 32 KiB.
+    guard Layout.pageSizes.contains(first.pageSize) else {
+      fault(
+        "meta page 0: a page size of \(first.pageSize), which liblmdb does not write")
+      return
+    }
     // liblmdb reads the second where the first's page size says, refuses to open a file
     // whose second is not a meta page, and takes the newer of the two with its own page size.
     guard let second = meta(at: first.pageSize), second.pageSize == first.pageSize else {
@@ -153,6 +170,11 @@ struct Walker {
     }
     result.pageSize = chosen.pageSize
     result.transaction = chosen.transaction
+    guard chosen.mapSize <= Layout.maximumMap else {
+      fault(
+        "meta page \(chosenPage): a map of \(chosen.mapSize) bytes, more than a process can map")
+      return
+    }
     // The last page in use may lie past the file's end: LMDB counts pages a transaction took
     // and freed again without writing them. No tree may name one; a free-page list may.
     pagesInFile = file.count / chosen.pageSize
@@ -200,8 +222,14 @@ struct Walker {
       fault("\(label): sorted duplicates, which this check does not walk")
       return
     }
-    if !isFree, record.flags & Layout.ownOrder != 0 {
-      fault("\(label): keys in an order of their own, which this check does not walk")
+    // Other flags change how liblmdb lays pages out (`MDB_DUPFIXED` makes an empty tree's
+    // next root a page of fixed-size keys, copied at the record's size).
+    if isFree, record.flags & ~Layout.freeRecordEnvironment != Layout.freeRecord {
+      fault("\(label): flags \(record.flags), not those of the free pages' record")
+      return
+    }
+    if !isFree, record.flags & ~Layout.duplicateOrder != 0 {
+      fault("\(label): flags \(record.flags), which this check does not walk")
       return
     }
     if record.root != DatabaseRecord.noRoot {
@@ -291,7 +319,7 @@ struct Walker {
     let lower = Int(read16(base + 12) ?? 0)
     let upper = Int(read16(base + 14) ?? 0)
     guard lower >= Layout.pageHeader, lower <= upper, upper <= size,
-      (lower - Layout.pageHeader) % 2 == 0
+      (lower - Layout.pageHeader) % 2 == 0, upper % 2 == 0
     else {
       fault("page \(page) (\(label)): free-space bounds \(lower)–\(upper) do not fit the page")
       return

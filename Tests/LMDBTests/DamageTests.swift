@@ -303,6 +303,26 @@ struct DamageTests {
       expect(
         faults { Self.put(0, at: Self.newestMeta(structure, field: 120), in: &$0) },
         "not between 1 and the map")
+      // A map past what a process can map (liblmdb would fail to remap it, and lose its map).
+      expect(
+        faults { Self.put(1 << 48, at: Self.newestMeta(structure, field: 16), in: &$0) },
+        "more than a process can map")
+      // A page size liblmdb never writes: 64 KiB, whose free-space bound does not fit 16 bits.
+      expect(
+        faults {
+          $0[16 + 24 + 1] = 0
+          $0[16 + 24 + 2] = 1
+        }, "a page size of 65536")
+      // A page's free space ending at an odd offset (the next node would lie at one).
+      expect(faults { $0[numbers + 14] -= 1 }, "free-space bounds")
+      // The flags of `numbers`'s record: sorted duplicates of fixed size, which make an empty
+      // tree's next root a page of fixed-size keys; and the free pages' record's, the same.
+      let numbersNode =
+        emptyNode + Self.read16(healthy, main + 20) - Self.read16(healthy, main + 16)
+      #expect(healthy[numbersNode + 8..<numbersNode + 15].elementsEqual(Array("numbers".utf8)))
+      expect(faults { $0[numbersNode + 8 + 7 + 4] |= 0x10 }, "flags 16, which")
+      let freeFlags = Self.newestMeta(structure, field: 24 + 4)
+      expect(faults { $0[freeFlags] |= 0x10 }, "not those of the free pages' record")
       let wrapping = UInt64(1) << 63 | structure.transaction % 2
       expect(
         faults { Self.put(wrapping, at: Self.newestMeta(structure, field: 128), in: &$0) },
