@@ -6,13 +6,15 @@ internal import Foundation
 /// it, and walks every B-tree — the free pages', the main one, and each named database's —
 /// from the newest valid meta page.
 ///
-/// It finds what liblmdb would crash on or silently misread: a newest meta page where liblmdb
-/// does not look for it, page numbers past the pages in use, pages reached twice, headers of
-/// the wrong type, node offsets and sizes past their page, nodes that overlap, overflow runs
-/// past the file, keys out of order within a page, across pages, or against the
-/// branch keys that lead to them, and counts that disagree with the database records. Run it
-/// before opening a store that may be damaged: when it reports faults, opening with liblmdb is
-/// not safe.
+/// It checks every field liblmdb takes from the file as it is, and so finds what liblmdb would
+/// crash on, assert on, or silently misread: the meta pages (the one liblmdb reads, their page
+/// size, last page, map and transaction), each page's header and flags and the free space's
+/// bounds, each node's place, flags, key and value sizes (nodes that overlap or run past their
+/// page), overflow runs, page numbers past the pages in use or reached twice, database records
+/// (flags, depth, counts), the free-page lists (their order, a page listed twice or used by a
+/// tree), and keys out of order within a page, across pages, or against the branch keys that
+/// lead to them. Run it before opening a store that may be damaged: when it reports faults,
+/// opening with liblmdb is not safe.
 public struct PageStructure: Sendable {
   /// One B-tree's figures, as walked.
   public struct Tree: Sendable, Hashable {
