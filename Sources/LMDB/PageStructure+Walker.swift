@@ -344,20 +344,13 @@ struct Walker {
       guard !stopped else { return }
       let offset = Int(read16(base + Layout.pageHeader + 2 * index) ?? 0)
       let place = "page \(page) (\(label)), node \(index)"
-      guard offset >= upper, offset + Layout.nodeHeader <= size else {
-        fault("\(place): offset \(offset) is outside the page's nodes (\(upper)–\(size))")
-        return
-      }
+      // `nodeFault` has placed every node, its key and its value within the page.
       let node = base + offset
       let low = UInt64(read16(node) ?? 0)
       let high = UInt64(read16(node + 2) ?? 0)
       let nodeFlags = read16(node + 4) ?? 0
       let keySize = Int(read16(node + 6) ?? 0)
       let keyStart = node + Layout.nodeHeader
-      guard offset + Layout.nodeHeader + keySize <= size else {
-        fault("\(place): a key of \(keySize) bytes runs past the page")
-        return
-      }
       // The free pages' keys are transaction numbers in native (little-endian) order: read
       // big-endian, they compare as bytes.
       let raw = Array(file[keyStart..<keyStart + keySize])
@@ -372,12 +365,8 @@ struct Walker {
             fault("\(place): a branch key of \(keySize) bytes in the free pages' tree, not 8")
             return
           }
-          if let last, !(last.lexicographicallyPrecedes(key)) {
-            fault("\(place): branch key out of order with the keys before it")
-            return
-          }
-          if let lowerBound, key.lexicographicallyPrecedes(lowerBound) {
-            fault("\(place): branch key below the key that leads to its page")
+          if let fault = Self.orderFault(key, last: last, lowerBound: lowerBound, isBranch: true) {
+            self.fault("\(place): \(fault)")
             return
           }
         }
@@ -386,13 +375,9 @@ struct Walker {
           lowerBound: bound, last: &last, isMain: isMain, isFree: isFree)
         continue
       }
-      // A leaf node: its key in order, then its data in bounds.
-      if let last, !(last.lexicographicallyPrecedes(key)) {
-        fault("\(place): key out of order with the keys before it")
-        return
-      }
-      if let lowerBound, key.lexicographicallyPrecedes(lowerBound) {
-        fault("\(place): key below the branch key that leads to its page")
+      // A leaf node: its key in order, then its value.
+      if let fault = Self.orderFault(key, last: last, lowerBound: lowerBound, isBranch: false) {
+        self.fault("\(place): \(fault)")
         return
       }
       // A free-page list is filed under the transaction that freed its pages: none after the
@@ -417,10 +402,7 @@ struct Walker {
       let dataSize = low | (high << 16)
       let dataStart = keyStart + keySize
       if nodeFlags & Layout.bigData != 0 {
-        guard dataStart + 8 <= base + size, let first = read64(dataStart) else {
-          fault("\(place): its overflow page number runs past the page")
-          return
-        }
+        let first = read64(dataStart) ?? 0  // within the page: never nil
         let run = checkOverflow(first, size: dataSize, label: label, place: place, tree: &tree)
         if isFree, let run {
           // A long free-page list lies in an overflow run, past the run's page header.
@@ -428,10 +410,6 @@ struct Walker {
             at: run * result.pageSize + Layout.pageHeader, size: Int(dataSize), place: place)
         }
         continue
-      }
-      guard UInt64(dataStart - base) + dataSize <= UInt64(size) else {
-        fault("\(place): a value of \(dataSize) bytes runs past the page")
-        return
       }
       if isMain, nodeFlags & Layout.subData != 0 {
         guard dataSize == UInt64(Layout.databaseRecord),
@@ -446,6 +424,21 @@ struct Walker {
         checkFreeList(at: dataStart, size: Int(dataSize), place: place)
       }
     }
+  }
+
+  /// Why `key` is out of order: not after `last`, the greatest key before it in the tree, or
+  /// below `lowerBound`, the branch key that leads to its page; nil when it is in order.
+  static func orderFault(
+    _ key: [UInt8], last: [UInt8]?, lowerBound: [UInt8]?, isBranch: Bool
+  ) -> String? {
+    let what = isBranch ? "branch key" : "key"
+    if let last, !last.lexicographicallyPrecedes(key) {
+      return "\(what) out of order with the keys before it"
+    }
+    if let lowerBound, key.lexicographicallyPrecedes(lowerBound) {
+      return "\(what) below the \(isBranch ? "" : "branch ")key that leads to its page"
+    }
+    return nil
   }
 
   /// Why the nodes of a page are not as liblmdb lays them out, or nil when they are: each at an
