@@ -15,11 +15,7 @@ extension Environment {
             + "\(formattedBytes(configuration.maximumMapSize)))")
       }
       let grown = min(currentMapSize * 2, configuration.maximumMapSize)
-      try check(mdb_env_set_mapsize(handle, grown), "grow the map", path: path)
-      var info = MDB_envinfo()
-      try check(mdb_env_info(handle, &info), "read environment info", path: path)
-      currentMapSize = info.me_mapsize
-      mapStart = MapBounds.mappedAddress(of: handle)
+      try remap(to: grown, "grow the map")
     }
   }
 
@@ -27,11 +23,34 @@ extension Environment {
   func adoptMapSizeOfOtherProcess() throws {
     try lock.withExclusive { () throws(LMDBError) in
       guard !isClosed else { throw closedError("adopt the map size") }
-      try check(mdb_env_set_mapsize(handle, 0), "adopt the map size", path: path)
-      var info = MDB_envinfo()
-      try check(mdb_env_info(handle, &info), "read environment info", path: path)
-      currentMapSize = info.me_mapsize
-      mapStart = MapBounds.mappedAddress(of: handle)
+      try remap(to: 0, "adopt the map size")
     }
+  }
+
+  /// Maps the file anew at `size` bytes (0: the size the newest meta page records), with `lock`
+  /// held exclusively.
+  ///
+  /// liblmdb unmaps the file before it maps it again; when the new map cannot be made (the
+  /// process's address space has no room for it), the handle is left with no map, and any
+  /// later transaction on it would read unmapped memory. So a failed remap closes the
+  /// environment: this call throws the cause, every later call throws
+  /// ``LMDBError/Code/environmentClosed``, and the path can be opened again (at the map size
+  /// the file records, which the failed remap did not change).
+  private func remap(to size: Int, _ operation: String) throws(LMDBError) {
+    let rc = mdb_env_set_mapsize(handle, size)
+    guard rc == MDB_SUCCESS else {
+      isClosed = true
+      mdb_env_close(handle)
+      openLock?.release()
+      let wanted = size == 0 ? "the size another process set" : formattedBytes(size)
+      throw makeError(
+        rc, operation, path: path,
+        hint: "the file could not be mapped at \(wanted) (the process's address space has no "
+          + "room for it), so the environment was closed; open it again")
+    }
+    var info = MDB_envinfo()
+    try check(mdb_env_info(handle, &info), "read environment info", path: path)
+    currentMapSize = info.me_mapsize
+    mapStart = MapBounds.mappedAddress(of: handle)
   }
 }

@@ -34,7 +34,8 @@ extension Environment {
     let canonical = try canonicalDirectory(path, creating: !configuration.isReadOnly)
     let (environment, isExisting) = try Registry.environments.withLock {
       environments throws(LMDBError) -> (Environment, Bool) in
-      if let existing = environments[canonical]?.environment {
+      // An instance closed by a failed remap stays registered until its holders let go.
+      if let existing = environments[canonical]?.environment, existing.isOpen {
         return (existing, true)
       }
       let opened = try openHandle(at: canonical, configuration: configuration)

@@ -38,7 +38,9 @@ extension Environment {
   /// - Parameter body: Reads and writes through the transaction.
   /// - Returns: What `body` returns.
   /// - Throws: What `body` throws, or ``LMDBError`` for a failed operation or commit
-  ///   (``LMDBError/Code/mapFull`` once the map cannot grow further).
+  ///   (``LMDBError/Code/mapFull`` once the map cannot grow further). When the grown map cannot
+  ///   be made (the process's address space has no room for it), the error says so and the
+  ///   environment is closed: open the path again, at the map size the file records.
   public func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
     while true {
       var observedMapSize = 0

@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import Synchronization
 import Testing
@@ -121,6 +122,76 @@ struct MapGrowthTests {
       #expect(try environment.read { try $0.count(in: database) } == 0)
     }
   }
+
+  /// In a child process whose address space has room for the map but not for its double:
+  /// liblmdb unmaps the file before it maps it anew, so a handle kept after the failed remap
+  /// has no map, and the next transaction on it dies by a signal. The environment must close
+  /// instead, and open again at the size the file records, with everything committed.
+  @Test("a map that cannot grow closes the environment, which opens again whole")
+  func failedGrowthCloses() async {
+    await #expect(processExitsWith: .success) {
+      try withTemporaryDirectory { path in
+        let configuration = Environment.Configuration(mapSize: 32 << 20, durability: .noSync)
+        let environment = try Environment.open(at: path, configuration: configuration)
+        let database = try environment.openDatabase(named: "values", flags: .create)
+        let payload = [UInt8](repeating: 7, count: 1000)
+        // Room for allocations while the map fills, not for the map's second 32 MiB.
+        var limit = rlimit()
+        getrlimit(RLIMIT_AS_CODE, &limit)
+        let saved = limit
+        limit.rlim_cur = rlim_t(try virtualMemorySize() + (16 << 20))
+        #expect(setrlimit(RLIMIT_AS_CODE, &limit) == 0)
+        var committed: UInt64 = 0
+        let failure = #expect(throws: LMDBError.self) {
+          while true {
+            try environment.write { transaction throws in
+              for number in committed..<(committed + 64) {
+                try transaction.put(payload, forKey: key(number), in: database, options: .append)
+              }
+            }
+            committed += 64
+          }
+        }
+        var restored = saved
+        setrlimit(RLIMIT_AS_CODE, &restored)
+        #expect(failure?.operation == "grow the map")
+        #expect(failure?.message.contains("so the environment was closed; open it again") == true)
+        #expect(committed > 20_000, "the first 32 MiB filled before the growth failed")
+        #expect(!environment.isOpen)
+        let closed = #expect(throws: LMDBError.self) {
+          try environment.read { try $0.count(in: database) }
+        }
+        #expect(closed?.code == .environmentClosed)
+        let reopened = try Environment.open(at: path, configuration: configuration)
+        defer { reopened.close() }
+        #expect(reopened !== environment)
+        let values = try reopened.openDatabase(named: "values")
+        #expect(try reopened.read { try $0.count(in: values) } == Int(committed))
+        try reopened.write { transaction throws in
+          for number in committed..<(committed + 1000) {
+            try transaction.put(payload, forKey: key(number), in: values, options: .append)
+          }
+        }
+        #expect(try reopened.info().mapSize > 32 << 20, "the map grew once it had room")
+      }
+    }
+  }
+}
+
+/// `RLIMIT_AS`, as the C library spells it on each platform.
+#if canImport(Glibc)
+  let RLIMIT_AS_CODE = __rlimit_resource_t(RLIMIT_AS.rawValue)
+#else
+  let RLIMIT_AS_CODE = RLIMIT_AS
+#endif
+
+/// The bytes of address space this process has mapped (`VmSize` of `/proc/self/status`).
+func virtualMemorySize() throws -> Int {
+  let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+  guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
+    let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+  else { throw CocoaError(.fileReadCorruptFile) }
+  return kilobytes << 10
 }
 
 enum SnapshotError: Error {
