@@ -137,10 +137,10 @@ struct MapGrowthTests {
         let payload = [UInt8](repeating: 7, count: 1000)
         // Room for allocations while the map fills, not for the map's second 32 MiB.
         var limit = rlimit()
-        getrlimit(RLIMIT_AS_CODE, &limit)
+        getrlimit(addressSpaceResource, &limit)
         let saved = limit
         limit.rlim_cur = rlim_t(try virtualMemorySize() + (16 << 20))
-        #expect(setrlimit(RLIMIT_AS_CODE, &limit) == 0)
+        #expect(setrlimit(addressSpaceResource, &limit) == 0)
         var committed: UInt64 = 0
         let failure = #expect(throws: LMDBError.self) {
           while true {
@@ -153,7 +153,7 @@ struct MapGrowthTests {
           }
         }
         var restored = saved
-        setrlimit(RLIMIT_AS_CODE, &restored)
+        setrlimit(addressSpaceResource, &restored)
         #expect(failure?.operation == "grow the map")
         #expect(failure?.message.contains("so the environment was closed; open it again") == true)
         #expect(committed > 20_000, "the first 32 MiB filled before the growth failed")
@@ -178,11 +178,11 @@ struct MapGrowthTests {
   }
 }
 
-/// `RLIMIT_AS`, as the C library spells it on each platform.
+/// `RLIMIT_AS`, the limit on a process's address space, as each C library types it.
 #if canImport(Glibc)
-  let RLIMIT_AS_CODE = __rlimit_resource_t(RLIMIT_AS.rawValue)
+  let addressSpaceResource = __rlimit_resource_t(RLIMIT_AS.rawValue)
 #else
-  let RLIMIT_AS_CODE = RLIMIT_AS
+  let addressSpaceResource = RLIMIT_AS
 #endif
 
 /// The bytes of address space this process has mapped (`VmSize` of `/proc/self/status`).
