@@ -115,6 +115,9 @@ public final class VLogBackend: Backend {
     }
   }
 
+  /// The id VLog gave the workload's note `index`.
+  public func id(ofNote index: Int) -> NoteID { ids[index]! }
+
   /// See ``Backend``.
   public func eventCount() throws -> Int { try store.eventCount() }
   /// See ``Backend``.
