@@ -30,7 +30,9 @@ public final class NoteStore: Sendable {
   public struct Options: Sendable {
     /// What a commit survives (default: ``Durability/durable``).
     public var durability: Durability
-    /// The initial map size in bytes (default 64 MiB); it doubles as needed.
+    /// The initial map size in bytes (default 64 MiB); it doubles as needed. When the process
+    /// has no address space left for the doubled map, the write that needed it throws and the
+    /// store is closed: open it again (every committed change is there).
     public var mapSize: Int
     /// The largest map size in bytes (default 1 TiB of address space).
     public var maximumMapSize: Int

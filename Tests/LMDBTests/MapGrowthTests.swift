@@ -1,4 +1,3 @@
-import Foundation
 import LMDB
 import Synchronization
 import Testing
@@ -136,24 +135,20 @@ struct MapGrowthTests {
         let database = try environment.openDatabase(named: "values", flags: .create)
         let payload = [UInt8](repeating: 7, count: 1000)
         // Room for allocations while the map fills, not for the map's second 32 MiB.
-        var limit = rlimit()
-        getrlimit(addressSpaceResource, &limit)
-        let saved = limit
-        limit.rlim_cur = rlim_t(try virtualMemorySize() + (16 << 20))
-        #expect(setrlimit(addressSpaceResource, &limit) == 0)
         var committed: UInt64 = 0
-        let failure = #expect(throws: LMDBError.self) {
-          while true {
-            try environment.write { transaction throws in
-              for number in committed..<(committed + 64) {
-                try transaction.put(payload, forKey: key(number), in: database, options: .append)
+        let failure = try withAddressSpaceLimited(toCurrentPlus: 16 << 20) {
+          #expect(throws: LMDBError.self) {
+            while true {
+              try environment.write { transaction throws in
+                for number in committed..<(committed + 64) {
+                  try transaction.put(
+                    payload, forKey: key(number), in: database, options: .append)
+                }
               }
+              committed += 64
             }
-            committed += 64
           }
         }
-        var restored = saved
-        setrlimit(addressSpaceResource, &restored)
         #expect(failure?.operation == "grow the map")
         #expect(failure?.message.contains("so the environment was closed; open it again") == true)
         #expect(committed > 20_000, "the first 32 MiB filled before the growth failed")
@@ -176,22 +171,6 @@ struct MapGrowthTests {
       }
     }
   }
-}
-
-/// `RLIMIT_AS`, the limit on a process's address space, as each C library types it.
-#if canImport(Glibc)
-  let addressSpaceResource = __rlimit_resource_t(RLIMIT_AS.rawValue)
-#else
-  let addressSpaceResource = RLIMIT_AS
-#endif
-
-/// The bytes of address space this process has mapped (`VmSize` of `/proc/self/status`).
-func virtualMemorySize() throws -> Int {
-  let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-  guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
-    let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
-  else { throw CocoaError(.fileReadCorruptFile) }
-  return kilobytes << 10
 }
 
 enum SnapshotError: Error {
