@@ -97,14 +97,23 @@ enum TransactionDepth {
   static func enter<R>(
     _ operation: @autoclosure () -> String, path: String, _ body: () throws -> R
   ) throws -> R {
+    try refuseInside(operation(), path: path)
+    pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+    defer { pthread_setspecific(key, nil) }
+    return try body()
+  }
+
+  /// Throws ``LMDBError/Code/nestedTransaction`` if this thread is inside a transaction: for
+  /// the calls outside transactions that take an environment's lock shared, or wait for a lock
+  /// a writer holds while it waits for this thread's transaction to end.
+  static func refuseInside(_ operation: @autoclosure () -> String, path: String)
+    throws(LMDBError)
+  {
     guard pthread_getspecific(key) == nil else {
       throw LMDBError(
         code: .nestedTransaction, operation: operation(), path: path,
         message: "this thread already has a transaction open; transactions don't nest, "
           + "so do this work inside the open transaction or after it ends")
     }
-    pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
-    defer { pthread_setspecific(key, nil) }
-    return try body()
   }
 }

@@ -45,6 +45,10 @@ public struct Database: Sendable, Hashable, CustomStringConvertible {
     self.dbi = dbi
   }
 
+  /// The environment's main database, which lists the named ones: liblmdb's `MAIN_DBI`, open
+  /// in every environment and transaction.
+  static let main = Database(name: nil, flags: [], dbi: 1)
+
   /// The name in quotes, or `main` for the main database.
   public var description: String {
     name.map { "'\($0)'" } ?? "main"

@@ -103,7 +103,9 @@ extension Environment {
   /// for operations that need it closed everywhere.
   public static func refuseIfOpenInThisProcess(_ path: String) throws {
     let directory = try canonicalDirectory(path, creating: false)
-    let isOpenHere = Registry.environments.withLock { $0[directory]?.environment != nil }
+    let isOpenHere = Registry.environments.withLock {
+      $0[directory]?.environment?.isOpen ?? false
+    }
     guard !isOpenHere else {
       throw LMDBError(
         code: .alreadyOpen, operation: "compact environment", path: directory,
@@ -126,7 +128,9 @@ extension Environment {
   public func reclaimableBytes(
     databases: [Database], in transaction: borrowing some Transaction & ~Copyable
   ) throws -> Int {
-    let main = try statistics()
+    // The main database through the transaction: taking the environment's lock again here
+    // would wait behind a map growth that waits for this transaction.
+    let main = try transaction.statistics(of: Database.main)
     var pages = main.branchPages + main.leafPages + main.overflowPages + 2
     for database in databases {
       let statistics = try transaction.statistics(of: database)

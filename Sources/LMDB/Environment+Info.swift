@@ -3,7 +3,8 @@ internal import CLMDB
 extension Environment {
   /// The map size, page size, last page and transaction, and reader slots in use.
   public func info() throws -> EnvironmentInfo {
-    try lock.withShared { () throws(LMDBError) -> EnvironmentInfo in
+    try TransactionDepth.refuseInside("read environment info", path: path)
+    return try lock.withShared { () throws(LMDBError) -> EnvironmentInfo in
       guard isOpen(unlocked: ()) else { throw closedError("read environment info") }
       var info = MDB_envinfo()
       try check(mdb_env_info(handle, &info), "read environment info", path: path)
@@ -18,7 +19,8 @@ extension Environment {
 
   /// Page and entry counts of the main (unnamed) database, which lists the named databases.
   public func statistics() throws -> DatabaseStatistics {
-    try lock.withShared { () throws(LMDBError) -> DatabaseStatistics in
+    try TransactionDepth.refuseInside("read environment statistics", path: path)
+    return try lock.withShared { () throws(LMDBError) -> DatabaseStatistics in
       guard isOpen(unlocked: ()) else { throw closedError("read environment statistics") }
       var stat = MDB_stat()
       try check(mdb_env_stat(handle, &stat), "read environment statistics", path: path)

@@ -7,7 +7,8 @@ extension Environment {
   /// - Returns: How many slots were cleared.
   @discardableResult
   public func clearStaleReaders() throws -> Int {
-    try lock.withShared { () throws(LMDBError) -> Int in
+    try TransactionDepth.refuseInside("clear stale readers", path: path)
+    return try lock.withShared { () throws(LMDBError) -> Int in
       guard !isClosed else { throw closedError("clear stale readers") }
       var dead: Int32 = 0
       try check(mdb_reader_check(handle, &dead), "clear stale readers", path: path)
@@ -18,6 +19,7 @@ extension Environment {
   /// Flushes committed transactions to disk. Needed only with ``Durability/noSync`` or
   /// ``Durability/noMetaSync``, to make everything committed so far durable.
   public func sync() throws {
+    try TransactionDepth.refuseInside("sync", path: path)
     try lock.withShared { () throws(LMDBError) in
       guard !isClosed else { throw closedError("sync") }
       try check(mdb_env_sync(handle, 1), "sync", path: path)

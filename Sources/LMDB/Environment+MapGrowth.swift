@@ -4,26 +4,30 @@ extension Environment {
   /// Doubles the map after a write failed with a full map, unless another writer already grew
   /// it since `observed` was read.
   func growMap(from observed: Int, cause: LMDBError) throws {
-    try lock.withExclusive { () throws(LMDBError) in
-      guard !isClosed else { throw closedError("grow the map") }
-      guard currentMapSize <= observed else { return }
-      guard currentMapSize < configuration.maximumMapSize else {
-        throw LMDBError(
-          code: .mapFull, operation: cause.operation, path: path,
-          message:
-            "the map is full at its maximum size; raise maximumMapSize (now "
-            + "\(formattedBytes(configuration.maximumMapSize)))")
+    try closingAfterFailedRemap {
+      try lock.withExclusive { () throws(LMDBError) in
+        guard !isClosed else { throw closedError("grow the map") }
+        guard currentMapSize <= observed else { return }
+        guard currentMapSize < configuration.maximumMapSize else {
+          throw LMDBError(
+            code: .mapFull, operation: cause.operation, path: path,
+            message:
+              "the map is full at its maximum size; raise maximumMapSize (now "
+              + "\(formattedBytes(configuration.maximumMapSize)))")
+        }
+        let grown = min(currentMapSize * 2, configuration.maximumMapSize)
+        try remap(to: grown, "grow the map")
       }
-      let grown = min(currentMapSize * 2, configuration.maximumMapSize)
-      try remap(to: grown, "grow the map")
     }
   }
 
   /// Adopts the larger map that another process set (`MDB_MAP_RESIZED`).
   func adoptMapSizeOfOtherProcess() throws {
-    try lock.withExclusive { () throws(LMDBError) in
-      guard !isClosed else { throw closedError("adopt the map size") }
-      try remap(to: 0, "adopt the map size")
+    try closingAfterFailedRemap {
+      try lock.withExclusive { () throws(LMDBError) in
+        guard !isClosed else { throw closedError("adopt the map size") }
+        try remap(to: 0, "adopt the map size")
+      }
     }
   }
 
@@ -39,9 +43,7 @@ extension Environment {
   private func remap(to size: Int, _ operation: String) throws(LMDBError) {
     let rc = mdb_env_set_mapsize(handle, size)
     guard rc == MDB_SUCCESS else {
-      isClosed = true
-      mdb_env_close(handle)
-      openLock?.release()
+      closeHandle()
       let wanted = size == 0 ? "the size another process set" : formattedBytes(size)
       throw makeError(
         rc, operation, path: path,
@@ -52,5 +54,22 @@ extension Environment {
     try check(mdb_env_info(handle, &info), "read environment info", path: path)
     currentMapSize = info.me_mapsize
     mapStart = MapBounds.mappedAddress(of: handle)
+  }
+
+  /// Runs `body` (a remap under the exclusive lock); if it closed the environment, takes it out
+  /// of the registry and runs the close handlers once the lock is released, as ``close()``
+  /// does.
+  private func closingAfterFailedRemap(_ body: () throws -> Void) throws {
+    do {
+      try body()
+    } catch {
+      if !isOpen {
+        Registry.environments.withLock { environments in
+          if environments[path]?.environment === self { environments[path] = nil }
+        }
+        runCloseHandlers()
+      }
+      throw error
+    }
   }
 }

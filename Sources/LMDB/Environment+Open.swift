@@ -34,7 +34,8 @@ extension Environment {
     let canonical = try canonicalDirectory(path, creating: !configuration.isReadOnly)
     let (environment, isExisting) = try Registry.environments.withLock {
       environments throws(LMDBError) -> (Environment, Bool) in
-      // An instance closed by a failed remap stays registered until its holders let go.
+      // A closed instance still held is not open: `isOpen` reads a flag, not the lock, which
+      // a map growth may hold while it waits for a reader that waits for the registry.
       if let existing = environments[canonical]?.environment, existing.isOpen {
         return (existing, true)
       }

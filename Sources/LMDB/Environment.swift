@@ -1,5 +1,6 @@
 internal import CLMDB
 internal import Dispatch
+internal import Synchronization
 
 #if canImport(Glibc)
   internal import Glibc
@@ -142,6 +143,11 @@ public final class Environment: Sendable {
   let lock = AccessLock()
   // Guarded by `lock`: written only while it is held exclusively, read while it is held.
   nonisolated(unsafe) var isClosed = false
+  /// Set once the handle is closed (after `mdb_env_close`): read without `lock`, by the
+  /// registry's checks, which must not wait behind a map growth.
+  let hasClosed = Atomic<Bool>(false)
+  /// What runs once the environment is closed (``onClose(_:)``); nil once they ran.
+  let closeHandlers = Locked<[@Sendable () -> Void]?>([])
   nonisolated(unsafe) var currentMapSize: Int
   /// Where the data file is mapped (``MapBounds/mappedAddress(of:)``): moves when the map
   /// grows. Guarded by `lock`, as `currentMapSize`.
@@ -166,6 +172,7 @@ public final class Environment: Sendable {
     self.currentMapSize = mapSize
     self.openLock = openLock
     self.mapStart = MapBounds.mappedAddress(of: handle)
+    maximumKeySize = Int(mdb_env_get_maxkeysize(handle))
     var stat = MDB_stat()
     pageSize = mdb_env_stat(handle, &stat) == MDB_SUCCESS ? Int(stat.ms_psize) : 4096
   }
@@ -190,21 +197,49 @@ public final class Environment: Sendable {
   /// does nothing.
   public func close() {
     Registry.environments.withLock { environments in
-      lock.withExclusive {
-        guard !isClosed else { return }
-        isClosed = true
-        mdb_env_close(handle)
-        openLock?.release()
-      }
+      lock.withExclusive { closeHandle() }
       if environments[path]?.environment === self {
         environments[path] = nil
       }
     }
+    runCloseHandlers()
   }
 
-  /// Whether the environment is open: false after ``close()``.
+  /// Closes the handle, with `lock` held exclusively.
+  func closeHandle() {
+    guard !isClosed else { return }
+    isClosed = true
+    mdb_env_close(handle)
+    hasClosed.store(true, ordering: .releasing)
+    openLock?.release()
+  }
+
+  /// Whether the environment is open: false once ``close()`` or a failed growth of the map
+  /// closed it.
   public var isOpen: Bool {
-    lock.withShared { !isClosed }
+    !hasClosed.load(ordering: .acquiring)
+  }
+
+  /// Runs `handler` once the environment is closed — by ``close()``, or because a grown map
+  /// could not be made — on the thread that closed it, after the close; at once if it is
+  /// closed already. For holders that must stop what waits on the environment (streams of
+  /// changes, background work).
+  public func onClose(_ handler: @escaping @Sendable () -> Void) {
+    let pending = closeHandlers.withLock { handlers -> Bool in
+      guard handlers != nil else { return false }
+      handlers?.append(handler)
+      return true
+    }
+    if !pending { handler() }
+  }
+
+  /// Runs the close handlers, once.
+  func runCloseHandlers() {
+    let handlers = closeHandlers.withLock { handlers in
+      defer { handlers = nil }
+      return handlers ?? []
+    }
+    for handler in handlers { handler() }
   }
 
   /// Whether the environment is open, for callers that already hold `lock`.
@@ -227,7 +262,9 @@ public final class Environment: Sendable {
   ///   ``LMDBError/Code/databasesFull`` past ``Configuration/maximumDatabases``,
   ///   ``LMDBError/Code/incompatible`` for mismatched flags.
   public func openDatabase(named name: String?, flags: Database.Flags = []) throws -> Database {
-    try databaseOpening.withLock { _ in
+    // Before the opening lock: its holder may be growing the map, waiting for this thread.
+    try TransactionDepth.refuseInside("open database '\(name ?? "main")'", path: path)
+    return try databaseOpening.withLock { _ in
       let open = { (handle: TransactionHandle) throws -> Database in
         var dbi = MDB_dbi()
         try check(
@@ -245,9 +282,7 @@ public final class Environment: Sendable {
 
   /// The largest key, in bytes, that a database of this environment accepts (511 with
   /// Debian's LMDB build).
-  public var maximumKeySize: Int {
-    Int(mdb_env_get_maxkeysize(handle))
-  }
+  public let maximumKeySize: Int
 }
 
 extension Environment.Configuration {

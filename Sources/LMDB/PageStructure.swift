@@ -124,7 +124,7 @@ public struct PageStructure: Sendable {
   private static func asReader<R>(of directory: String, _ body: () throws -> R) throws -> R {
     let canonical = try Environment.canonicalDirectory(directory, creating: false)
     for _ in 0..<2 {
-      if let open = Registry.environments.withLock({ $0[canonical]?.environment }) {
+      if let open = Registry.environments.withLock({ $0[canonical]?.environment }), open.isOpen {
         return try open.read { _ in try body() }
       }
       let environment: Environment

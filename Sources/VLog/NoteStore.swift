@@ -180,6 +180,9 @@ public final class NoteStore: Sendable {
     self.retention = retention
     self.undoHistory = UndoHistory(limit: options.undoLevels)
     self.commits = GroupCommit(environment)
+    // The environment closes itself when a grown map cannot be made: the streams of changes
+    // end then too, as on ``close()``, rather than wait for commits that cannot come.
+    environment.onClose { [observers] in observers.finish() }
   }
 
   /// Opens the store at a directory, creating it if needed.

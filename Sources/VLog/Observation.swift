@@ -99,6 +99,9 @@ final class Observers: Sendable {
     for continuation in targets { continuation.yield(changes) }
   }
 
+  /// Whether ``finish()`` ended the streams.
+  var isFinished: Bool { continuations.withLock { $0 == nil } }
+
   /// Ends every stream, and every stream asked for later.
   func finish() {
     let targets = continuations.withLock { continuations in

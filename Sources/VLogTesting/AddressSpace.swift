@@ -34,6 +34,14 @@ public func withAddressSpaceLimited<R>(toCurrentPlus room: Int, _ body: () throw
   return try body()
 }
 
+/// Whether the process runs under AddressSanitizer or ThreadSanitizer (as `tools/sanitize` runs
+/// the suite: it sets `ASAN_OPTIONS` and `TSAN_OPTIONS`). Their shadow memory reserves most of
+/// the address space, so tests that limit it are skipped there.
+public let runsUnderSanitizer: Bool = {
+  let environment = ProcessInfo.processInfo.environment
+  return environment["ASAN_OPTIONS"] != nil || environment["TSAN_OPTIONS"] != nil
+}()
+
 /// Why the address space could not be limited.
 public struct AddressSpaceError: Error, CustomStringConvertible {
   /// What failed.
@@ -50,7 +58,7 @@ public struct AddressSpaceError: Error, CustomStringConvertible {
 private func mappedBytes() throws -> Int {
   let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
   guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
-    let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+    let kilobytes = Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "")
   else { throw AddressSpaceError(description: "/proc/self/status has no VmSize line") }
   return kilobytes << 10
 }

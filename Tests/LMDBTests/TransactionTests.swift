@@ -127,6 +127,34 @@ struct TransactionTests {
     }
   }
 
+  /// Each takes the environment's lock shared, or a lock whose holder may be growing the map:
+  /// inside a transaction that would wait behind a growth that waits for the transaction.
+  @Test("calls that take the environment's lock are refused inside a transaction")
+  func lockTakingCallsAreRefusedInside() throws {
+    try withTemporaryEnvironment { environment, _ throws in
+      let database = try environment.openDatabase(named: "values", flags: .create)
+      let calls: [(String, () throws -> Void)] = [
+        ("info", { _ = try environment.info() }),
+        ("statistics", { _ = try environment.statistics() }),
+        ("sync", { try environment.sync() }),
+        ("clearStaleReaders", { _ = try environment.clearStaleReaders() }),
+        ("openDatabase", { _ = try environment.openDatabase(named: "values") }),
+      ]
+      for (name, call) in calls {
+        let error = #expect(throws: LMDBError.self, "\(name)") {
+          try environment.read { _ in try call() }
+        }
+        #expect(error?.code == .nestedTransaction, "\(name)")
+        #expect(throws: Never.self, "\(name) outside a transaction") { try call() }
+      }
+      // What a transaction needs of the environment it reads through the transaction.
+      let reclaimable = try environment.read { transaction in
+        try environment.reclaimableBytes(databases: [database], in: transaction)
+      }
+      #expect(reclaimable >= 0)
+    }
+  }
+
   @Test("a reader keeps its snapshot while a writer commits")
   func readerKeepsSnapshot() throws {
     try withTemporaryEnvironment { environment, _ throws in
