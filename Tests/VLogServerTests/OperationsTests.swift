@@ -75,6 +75,23 @@ struct OperationsTests {
     #expect(seen == Set(events.keys), "every documented event is sent, and only those")
   }
 
+  /// The LMDB environment closes itself when a grown map cannot be made (the process's address
+  /// space is exhausted); the server cannot serve from it again until it restarts, and says so.
+  @Test("an LMDB server whose environment closed is not ready, though live")
+  func lmdbReadinessFollowsTheEnvironment() async throws {
+    try await withServer(backend: .lmdb) { server in
+      let transport = try CheckedTransport(InProcessTransport(server: server))
+      func status(_ path: String) async throws -> Int {
+        try await transport.send(TransportRequest(method: "GET", path: path)).status
+      }
+      #expect(try await status("/v1/health") == 200)
+      let storage = try #require(server.store as? LMDBStorage)
+      storage.environment.close()
+      #expect(try await status("/v1/health") == 503)
+      #expect(try await status("/v1/health/live") == 200)
+    }
+  }
+
   @Test(
     "Readiness follows the database: 503 while it cannot be reached, 200 again once it can; liveness stays 200"
   )

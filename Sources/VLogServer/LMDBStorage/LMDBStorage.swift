@@ -147,7 +147,9 @@ final class LMDBStorage: ServerStorage {
     return lock
   }
 
-  func isReady() async -> Bool { true }
+  /// Ready while the environment is open: it closes itself when a grown map cannot be made
+  /// (the address space is exhausted), and only a restart of the server opens it again.
+  func isReady() async -> Bool { environment.isOpen }
 
   var backend: String { "lmdb" }
 
