@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import Synchronization
 import Testing
@@ -177,6 +178,53 @@ struct MapGrowthTests {
           }
         }
         #expect(try reopened.info().mapSize > 32 << 20, "the map grew once it had room")
+      }
+    }
+  }
+
+  /// As ``failedGrowthCloses()``, for the other remap: another process (`mdb_load`) grew the
+  /// map and wrote past this process's map, so the next transaction here must adopt the size
+  /// the file records — which the child's address space has no room for.
+  @Test(
+    "a map another process grew that this one cannot map closes the environment",
+    .disabled(if: runsUnderSanitizer, "sanitizers' shadow memory takes the address space"))
+  func failedAdoptionCloses() async {
+    await #expect(processExitsWith: .success) {
+      try withTemporaryDirectory { path in
+        let configuration = Environment.Configuration(mapSize: 1 << 20, durability: .noSync)
+        let environment = try Environment.open(at: path, configuration: configuration)
+        let database = try environment.openDatabase(named: "values", flags: .create)
+        try environment.write { transaction throws in
+          for number in 0..<10 as Range<UInt64> {
+            try transaction.put(value(number), forKey: key(number), in: database)
+          }
+        }
+        // 2,000 values of 1,000 bytes, in a map of 1 GiB: past this process's 1 MiB map.
+        var dump = "VERSION=3\nformat=bytevalue\nmapsize=1073741824\ntype=btree\nHEADER=END\n"
+        let filler = String(repeating: "ab", count: 1000)
+        for number in 0..<2000 {
+          dump += " " + String(format: "%08x", number) + "\n " + filler + "\n"
+        }
+        dump += "DATA=END\n"
+        let dumpPath = path + "/filler.dump"
+        try dump.write(toFile: dumpPath, atomically: false, encoding: .utf8)
+        let loaded = try ChildProcess.run(
+          "/usr/bin/mdb_load", ["-f", dumpPath, "-s", "filler", path])
+        #expect(loaded.status == 0, "mdb_load said: \(loaded.errors)")
+        let failure = try withAddressSpaceLimited(toCurrentPlus: 16 << 20) {
+          #expect(throws: LMDBError.self) {
+            try environment.read { try $0.count(in: database) }
+          }
+        }
+        #expect(failure?.operation == "adopt the map size")
+        #expect(failure?.message.contains("so the environment was closed; open it again") == true)
+        #expect(!environment.isOpen)
+        let reopened = try Environment.open(at: path, configuration: configuration)
+        defer { reopened.close() }
+        let values = try reopened.openDatabase(named: "values")
+        let fillers = try reopened.openDatabase(named: "filler")
+        #expect(try reopened.read { try $0.count(in: values) } == 10)
+        #expect(try reopened.read { try $0.count(in: fillers) } == 2000)
       }
     }
   }
