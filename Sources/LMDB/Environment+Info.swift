@@ -5,7 +5,7 @@ extension Environment {
   public func info() throws -> EnvironmentInfo {
     try TransactionDepth.refuseInside("read environment info", path: path)
     return try lock.withShared { () throws(LMDBError) -> EnvironmentInfo in
-      guard isOpen(unlocked: ()) else { throw closedError("read environment info") }
+      guard !isClosed else { throw closedError("read environment info") }
       var info = MDB_envinfo()
       try check(mdb_env_info(handle, &info), "read environment info", path: path)
       var stat = MDB_stat()
@@ -21,7 +21,7 @@ extension Environment {
   public func statistics() throws -> DatabaseStatistics {
     try TransactionDepth.refuseInside("read environment statistics", path: path)
     return try lock.withShared { () throws(LMDBError) -> DatabaseStatistics in
-      guard isOpen(unlocked: ()) else { throw closedError("read environment statistics") }
+      guard !isClosed else { throw closedError("read environment statistics") }
       var stat = MDB_stat()
       try check(mdb_env_stat(handle, &stat), "read environment statistics", path: path)
       return DatabaseStatistics(stat)

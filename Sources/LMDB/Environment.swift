@@ -141,11 +141,13 @@ public final class Environment: Sendable {
   // it is closed only while `lock` is held exclusively, when no other use can be in progress.
   nonisolated(unsafe) let handle: OpaquePointer
   let lock = AccessLock()
-  // Guarded by `lock`: written only while it is held exclusively, read while it is held.
-  nonisolated(unsafe) var isClosed = false
-  /// Set once the handle is closed (after `mdb_env_close`): read without `lock`, by the
-  /// registry's checks, which must not wait behind a map growth.
+  /// Set once the handle is closed, after `mdb_env_close` and while `lock` is held
+  /// exclusively: so a transaction (holding `lock` shared) sees it as it was when it began, and
+  /// the registry's checks read it without `lock`, which they must not wait for behind a map
+  /// growth.
   let hasClosed = Atomic<Bool>(false)
+  /// Whether the handle is closed (``hasClosed``).
+  var isClosed: Bool { hasClosed.load(ordering: .acquiring) }
   /// What runs once the environment is closed (``onClose(_:)``); nil once they ran.
   let closeHandlers = Locked<[@Sendable () -> Void]?>([])
   nonisolated(unsafe) var currentMapSize: Int
@@ -208,7 +210,6 @@ public final class Environment: Sendable {
   /// Closes the handle, with `lock` held exclusively.
   func closeHandle() {
     guard !isClosed else { return }
-    isClosed = true
     mdb_env_close(handle)
     hasClosed.store(true, ordering: .releasing)
     openLock?.release()
@@ -216,9 +217,7 @@ public final class Environment: Sendable {
 
   /// Whether the environment is open: false once ``close()`` or a failed growth of the map
   /// closed it.
-  public var isOpen: Bool {
-    !hasClosed.load(ordering: .acquiring)
-  }
+  public var isOpen: Bool { !isClosed }
 
   /// Runs `handler` once the environment is closed — by ``close()``, or because a grown map
   /// could not be made — on the thread that closed it, after the close; at once if it is
@@ -241,9 +240,6 @@ public final class Environment: Sendable {
     }
     for handler in handlers { handler() }
   }
-
-  /// Whether the environment is open, for callers that already hold `lock`.
-  func isOpen(unlocked: Void) -> Bool { !isClosed }
 
   // MARK: - Databases
 
