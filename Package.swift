@@ -75,7 +75,7 @@ let package = Package(
     ),
     .target(
       name: "VLogWire",
-      dependencies: ["VLog"],
+      dependencies: ["VLog", .product(name: "Crypto", package: "swift-crypto")],
       swiftSettings: swiftSettings
     ),
     .target(

@@ -84,7 +84,7 @@ public final class SyncServer: Sendable {
     let metrics = ServerMetrics()
     self.metrics = metrics
     self.passwords = PasswordChecks(
-      accounts: store,
+      accounts: store, keys: store,
       throttle: PasswordThrottle(
         limit: configuration.concurrentPasswordChecks,
         signUpsPerHour: configuration.signUpsPerAddressPerHour, store: store,

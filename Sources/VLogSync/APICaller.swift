@@ -47,6 +47,11 @@ public struct APICaller: Sendable {
     await send(Endpoints.CreateAccount(credentials: credentials, keys: keys), token: nil)
   }
 
+  /// `POST /v1/accounts`, with the whole body.
+  public func createAccount(_ account: NewAccount) async -> APIResult<AccountBody> {
+    await send(Endpoints.CreateAccount(account), token: nil)
+  }
+
   /// `GET /v1/accounts/current/keys`, with the links of the epochs after `since`.
   public func accountKeys(since: UInt64? = nil, token: String) async -> APIResult<AccountKeysBody> {
     await send(Endpoints.AccountKeys(since: since), token: token)
@@ -58,7 +63,7 @@ public struct APICaller: Sendable {
   }
 
   /// `POST /v1/sessions/parameters`: whether the account `username` is encrypted and how its
-  /// password is stretched. Untrusted: see `KeyDerivation/checked(floor:seenVersion:)`.
+  /// password is stretched. Untrusted: see `KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`.
   public func signInParameters(username: String) async -> APIResult<SignInParameters> {
     await send(Endpoints.SignInParametersCall(username: username), token: nil)
   }

@@ -57,16 +57,15 @@ public struct NoContent: Sendable, Hashable {
 package enum Endpoints {
   /// `POST /v1/accounts`: creates an account.
   package struct CreateAccount: APIRequest {
-    /// The new account's user name and password.
-    package var credentials: Credentials
-    /// An end-to-end encrypted account's keys, as the server keeps them; nil for an account
-    /// whose notes the server reads.
-    package var keys: NewAccountKeys?
+    /// The new account: its user name and sign-in secret, and an encrypted account's keys or
+    /// a clear account's key derivation.
+    package var account: NewAccount
     /// Creates the request.
     package init(credentials: Credentials, keys: NewAccountKeys? = nil) {
-      self.credentials = credentials
-      self.keys = keys
+      account = NewAccount(credentials: credentials, keys: keys)
     }
+    /// Creates the request.
+    package init(_ account: NewAccount) { self.account = account }
     /// `POST`.
     package var method: String { "POST" }
     /// `/v1/accounts`.
@@ -75,7 +74,7 @@ package enum Endpoints {
     package var requiresToken: Bool { false }
     /// The credentials, and an encrypted account's keys, as JSON.
     package func body() throws -> [UInt8] {
-      Array(try JSONEncoder().encode(NewAccount(credentials: credentials, keys: keys)))
+      Array(try JSONEncoder().encode(account))
     }
     /// The created account.
     package func value(from body: [UInt8]) throws -> AccountBody { try WireJSON.decode(from: body) }

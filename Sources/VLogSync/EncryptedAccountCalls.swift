@@ -33,7 +33,10 @@ extension APICaller {
   ///   - username: The account's user name.
   ///   - recoveryKey: The recovery key, as the user typed it.
   ///   - newPassword: The account's password from now on.
-  ///   - cost: What the new password is stretched at.
+  ///   - cost: What the new password is stretched at, at least.
+  ///   - pinned: The key derivation this device signed in with, if it did: the new password
+  ///     keeps its salt (`KeyDerivation/forNewPassword(current:cost:random:)`), and the
+  ///     server's answer is checked against it.
   ///   - accepting: Checks the keys the recovery key opened before anything is sealed to the
   ///     new password: a device that held keys refuses older ones here.
   /// - Returns: The account's keys.
@@ -43,8 +46,21 @@ extension APICaller {
   @discardableResult
   public func recoverEncryptedAccount(
     username: String, recoveryKey: String, newPassword: String,
-    cost: KeyDerivationCost = .standard, accepting: (AccountKeys) throws -> Void = { _ in }
+    cost: KeyDerivationCost = .standard, pinned: KeyDerivation? = nil,
+    accepting: (AccountKeys) throws -> Void = { _ in }
   ) async throws -> AccountKeys {
+    try await recoverEncryptedAccountKeepingSalt(
+      username: username, recoveryKey: recoveryKey, newPassword: newPassword, cost: cost,
+      pinned: pinned, accepting: accepting
+    ).keys
+  }
+
+  /// ``recoverEncryptedAccount(username:recoveryKey:newPassword:cost:pinned:accepting:)``,
+  /// answering the new password's key derivation too.
+  func recoverEncryptedAccountKeepingSalt(
+    username: String, recoveryKey: String, newPassword: String, cost: KeyDerivationCost,
+    pinned: KeyDerivation?, accepting: (AccountKeys) throws -> Void
+  ) async throws -> (keys: AccountKeys, derivation: KeyDerivation) {
     let name = Credentials(username: username, password: "").normalizedUsername
     try PasswordStrength.checkNew(newPassword, username: name, field: "newPassword")
     let recovery = try RecoveryKey(recoveryKey).keys()
@@ -52,16 +68,21 @@ extension APICaller {
     let sealed = try await recoveryKeys(credentials).get()
     let keys = try AccountKeys(opening: sealed, with: recovery, username: name)
     try accepting(keys)
+    // One salt per account: the one the server names, checked as a sign-in's would be (only
+    // its salt is used: the lost password is not stretched with it).
+    let named = try await signInParameters(
+      of: name, floor: cost, pinned: pinned, allowingVersionOne: true
+    ).keyDerivation
     let newKeys = try await PasswordKeys.stretching(
       username: name, password: newPassword,
-      derivation: .new(cost: cost, random: systemRandomBytes))
+      derivation: .forNewPassword(current: named, cost: cost, random: systemRandomBytes))
     _ = try await recover(
       AccountRecovery(
         credentials: credentials, newPassword: newKeys.signInSecret,
         keys: try keys.passwordSeal(
           to: newKeys, recoveryPublicKey: recovery.publicKey, username: name))
     ).get()
-    return keys
+    return (keys, newKeys.derivation)
   }
 
   /// Changes an end-to-end encrypted account's password with a token of it: opens the
@@ -81,7 +102,9 @@ extension APICaller {
       username: name, password: current,
       derivation: try await signInParameters(of: name, floor: cost).keyDerivation)
     let newKeys = try await PasswordKeys.stretching(
-      username: name, password: new, derivation: .new(cost: cost, random: systemRandomBytes))
+      username: name, password: new,
+      derivation: .forNewPassword(
+        current: currentKeys.derivation, cost: cost, random: systemRandomBytes))
     // Sealed at the account's epoch; a rotation in between is read again, once.
     for attempt in 0..<2 {
       let body = try await accountKeys(token: token).get()
@@ -130,23 +153,118 @@ extension APICaller {
 }
 
 extension APICaller {
-  /// The sign-in parameters of `username`, with its key derivation checked against `floor`
-  /// and the highest version this device has seen (`KeyDerivation/checked(floor:seenVersion:)`).
+  /// The sign-in parameters of `username`, with its key derivation checked against the
+  /// device's own cost `floor` and what it signed in with before
+  /// (`KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`).
   ///
   /// - Throws: ``APIError`` when the server cannot be asked; ``AccountKeyError`` for a
   ///   derivation the device refuses.
   public func signInParameters(
-    of username: String, floor: KeyDerivationCost, seenVersion: Int? = nil
+    of username: String, floor: KeyDerivationCost, pinned: KeyDerivation? = nil,
+    allowingVersionOne: Bool = false
   ) async throws -> SignInParameters {
     var parameters = try await signInParameters(username: username).get()
     parameters.keyDerivation = try parameters.keyDerivation.checked(
-      floor: floor, seenVersion: seenVersion)
+      own: floor, encrypted: parameters.encrypted, pinned: pinned,
+      allowingVersionOne: allowingVersionOne)
     return parameters
+  }
+
+  /// The secret that signs in as `username` with `password`, stretched as the server says
+  /// (``signInParameters(of:floor:pinned:allowingVersionOne:)``), whatever the account's kind:
+  /// no password leaves the device.
+  ///
+  /// - Parameter encrypted: Whether the caller knows the account is end-to-end encrypted: an
+  ///   answer that says it is clear is then refused.
+  /// - Returns: The password's keys (their ``PasswordKeys/signInSecret`` signs in) and whether
+  ///   the server says the account is encrypted.
+  /// - Throws: ``APIError`` when the server cannot be asked; ``AccountKeyError`` for a
+  ///   derivation or an answer the device refuses.
+  public func passwordKeys(
+    username: String, password: String, floor: KeyDerivationCost, encrypted: Bool = false
+  ) async throws -> (keys: PasswordKeys, encrypted: Bool) {
+    let name = Credentials(username: username, password: "").normalizedUsername
+    let parameters = try await signInParameters(of: name, floor: floor)
+    guard parameters.encrypted || !encrypted else {
+      throw AccountKeyError(
+        "the server says '\(name)' is not an end-to-end encrypted account (or there is no "
+          + "such account): nothing is stretched for it")
+    }
+    let keys = try await PasswordKeys.stretching(
+      username: name, password: password, derivation: parameters.keyDerivation)
+    return (keys, parameters.encrypted)
+  }
+
+  /// Signs in as `username` as a device of this version does: with the secret drawn from
+  /// `password` as the server says (``passwordKeys(username:password:floor:encrypted:)``),
+  /// never the password.
+  ///
+  /// - Returns: The session: its token and this device's credential.
+  /// - Throws: ``APIError`` from the server (`invalidCredentials`); ``AccountKeyError`` for a
+  ///   derivation the device refuses.
+  public func signIn(
+    username: String, password: String, floor: KeyDerivationCost = .standard,
+    device: String? = nil
+  ) async throws -> SessionBody {
+    let keys = try await passwordKeys(username: username, password: password, floor: floor).keys
+    return try await signIn(
+      Credentials(username: username, password: keys.signInSecret, device: device)
+    ).get()
+  }
+
+  /// Changes the password of an account whose notes the server reads, with a token of it: a
+  /// secret drawn from each password, the new one under the account's salt (one salt per
+  /// account) when it is of version 2 at no less than `floor`, else a new one. Every other
+  /// session is signed out.
+  ///
+  /// - Throws: ``APIError`` `weakPassword` for a new password below the floor, before anything
+  ///   is sent, or from the server (`wrongPassword` 403 for a wrong `current`);
+  ///   ``AccountKeyError`` for a derivation the device refuses.
+  public func changeClearPassword(
+    username: String, from current: String, to new: String,
+    floor: KeyDerivationCost = .standard, token: String
+  ) async throws {
+    let name = Credentials(username: username, password: "").normalizedUsername
+    try PasswordStrength.checkNew(new, username: name, field: "newPassword")
+    let (currentKeys, _) = try await passwordKeys(
+      username: name, password: current, floor: floor)
+    let newKeys = try await PasswordKeys.stretching(
+      username: name, password: new,
+      derivation: .forNewPassword(
+        current: currentKeys.derivation, cost: floor, random: systemRandomBytes))
+    _ = try await changePassword(
+      PasswordChange(
+        currentPassword: currentKeys.signInSecret, newPassword: newKeys.signInSecret,
+        keyDerivation: newKeys.derivation),
+      token: token
+    ).get()
+  }
+
+  /// Creates an account whose notes the server reads: its password stretched here under a
+  /// new salt at `cost` (the server keeps only the hash of the secret drawn from it), after
+  /// the same strength check an encrypted account's password passes.
+  ///
+  /// - Throws: ``APIError`` `weakPassword` for a password below the floor, before anything is
+  ///   sent; from the server (`accountExists`, `invalidField`).
+  @discardableResult
+  public func createClearAccount(
+    username: String, password: String, cost: KeyDerivationCost = .standard,
+    random: @escaping @Sendable (Int) -> [UInt8] = systemRandomBytes
+  ) async throws -> AccountBody {
+    let name = Credentials(username: username, password: "").normalizedUsername
+    try PasswordStrength.checkNew(password, username: name, field: "password")
+    let keys = try await PasswordKeys.stretching(
+      username: name, password: password, derivation: .new(cost: cost, random: random))
+    return try await createAccount(
+      NewAccount(
+        credentials: Credentials(username: username, password: keys.signInSecret),
+        keyDerivation: keys.derivation)
+    ).get()
   }
 }
 
 extension PasswordStrength {
-  /// Checks a new password of an encrypted account on the device, before anything is sent.
+  /// Checks a new password of an account on the device, before anything is sent.
   ///
   /// - Throws: ``APIError`` `weakPassword`, saying which field and why.
   static func checkNew(_ password: String, username: String, field: String) throws(APIError) {

@@ -11,21 +11,30 @@ public struct EncryptionOptions: Sendable {
   /// Whether the account is end-to-end encrypted for certain (an app that makes only such
   /// accounts), or is as the server says before the first sign-in.
   ///
-  /// A server that lies about it gets the password of an account it says is clear: a device
+  /// No device sends a password, so a server that lies about it learns no more than from the
+  /// truth: a secret stretched from the password at no less than the device's cost. A device
   /// that knows better — required encryption, or an account it signed in to encrypted before
-  /// (its state file and credential store remember) — refuses such an answer.
+  /// (its state file and credential store remember) — still refuses such an answer.
   public var isRequired: Bool
+
+  /// Whether the device takes key derivation version 1 (a salt made from the user name, as
+  /// encrypted accounts were made before version 2) from the server: only when the user asked
+  /// to migrate such an account, whose password is then changed to move it to version 2.
+  /// Without it, a server that names version 1 is refused: its guesses could be computed
+  /// before the account existed.
+  public var migratesVersionOne: Bool
 
   /// Encryption at `cost`, drawing from `random` (by default the system's generator),
   /// required or as the server says.
   public init(
     cost: KeyDerivationCost = .standard,
     random: @escaping @Sendable (Int) -> [UInt8] = systemRandomBytes,
-    isRequired: Bool = true
+    isRequired: Bool = true, migratesVersionOne: Bool = false
   ) {
     self.cost = cost
     self.random = random
     self.isRequired = isRequired
+    self.migratesVersionOne = migratesVersionOne
   }
 
   /// Required encryption at the standard cost, with the system's generator.

@@ -5,28 +5,65 @@ internal import VLogWire
 /// An end-to-end encrypted account's keys on this device: drawn from the password, opened,
 /// kept in the credential store, forgotten.
 extension SyncAccount {
-  /// What the server knows as `password`: itself, or for an encrypted account the sign-in
-  /// secret drawn from it (the server never receives the password).
-  ///
-  /// Unless the account is clear for certain, the server is asked first whether the account is
-  /// encrypted and how its password is stretched (``signInParameters()``).
+  /// What the server knows as `password`: the sign-in secret drawn from it as the account's
+  /// password is stretched (``currentDerivation()``), for every account, clear or encrypted —
+  /// the server never receives the password.
   func serverPassword(_ password: String) async throws(APIError) -> String {
-    guard encryption != nil else { return password }
-    let parameters = try await signInParameters()
-    guard parameters.encrypted else { return password }
-    return try await passwordKeys(for: password, derivation: parameters.keyDerivation)
+    try await passwordKeys(for: password, derivation: try await currentDerivation())
       .signInSecret
   }
 
+  /// How the account's password is stretched: the derivation this device signed in with (it
+  /// asks the server nothing then), or the server's answer (``signInParameters()``), asked
+  /// once per account object until a sign-in pins it.
+  func currentDerivation() async throws(APIError) -> KeyDerivation {
+    if let pinned = state.keyDerivation { return pinned }
+    if let askedDerivation { return askedDerivation }
+    let asked = try await signInParameters().keyDerivation
+    askedDerivation = asked
+    return asked
+  }
+
+  /// Signs in with the secret drawn from `password`. When the server refuses a secret drawn
+  /// with a derivation it did not name just now (the pinned one, or an earlier answer), it is
+  /// asked again once — another device may have raised the cost — and a new derivation it
+  /// names, checked as any (against the pin too: the same salt, no less memory or work), is
+  /// tried once.
+  func signIn(withPassword password: String) async -> APIResult<SessionBody> {
+    let request = TransportRequest(method: "POST", path: "/v1/sessions")
+    do throws(APIError) {
+      let askedNow = state.keyDerivation == nil && askedDerivation == nil
+      let used = try await currentDerivation()
+      let result = await signInCall(
+        Credentials(
+          username: username,
+          password: try await passwordKeys(for: password, derivation: used).signInSecret))
+      guard !askedNow, result.error?.body?.code == .invalidCredentials else { return result }
+      askedDerivation = nil
+      let asked = try await signInParameters().keyDerivation
+      askedDerivation = asked
+      guard asked != used else { return result }
+      return await signInCall(
+        Credentials(
+          username: username,
+          password: try await passwordKeys(for: password, derivation: asked).signInSecret))
+    } catch {
+      return APIResult(request: request, response: nil, error: error, value: nil)
+    }
+  }
+
   /// Asks the server whether the account is encrypted and how its password is stretched, and
-  /// checks the answer against what this device knows: a device that knows the account is
-  /// encrypted refuses to be told it is not (it would send the password itself), and a
-  /// derivation weaker than its floor or of a lower version than it has seen is refused.
+  /// checks the answer against what this device knows
+  /// (`KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`): a device that knows
+  /// the account is encrypted refuses to be told it is not, one made without encryption
+  /// options refuses an encrypted account, and a derivation outside the device's bounds, or
+  /// other than the one it signed in with, is refused.
   func signInParameters() async throws(APIError) -> SignInParameters {
     let parameters: SignInParameters
     do {
       parameters = try await caller.signInParameters(
-        of: username, floor: encryptionCost ?? .standard, seenVersion: state.keyDerivationVersion)
+        of: username, floor: encryptionCost ?? .standard, pinned: state.keyDerivation,
+        allowingVersionOne: encryption?.migratesVersionOne == true)
     } catch let error as APIError {
       throw error
     } catch {
@@ -36,10 +73,32 @@ extension SyncAccount {
       throw APIError(
         .invalidResponse,
         "the server says '\(username)' is not an end-to-end encrypted account, but this device "
-          + "knows it is (or there is no such account): the password is not sent")
+          + "knows it is (or there is no such account): nothing is sent")
     }
-    isEncrypted = parameters.encrypted
+    guard !parameters.encrypted || encryption != nil else {
+      throw APIError(
+        .invalidRequest,
+        "'\(username)' is an end-to-end encrypted account, and this account object was made "
+          + "without encryption options: make it with `EncryptionOptions` to open its keys")
+    }
+    if encryption != nil { isEncrypted = parameters.encrypted }
     return parameters
+  }
+
+  /// How a new password of the account is stretched
+  /// (`KeyDerivation/forNewPassword(current:cost:random:)`): under the salt the device signed
+  /// in with, if of version 2.
+  func derivationForNewPassword() -> KeyDerivation {
+    .forNewPassword(
+      current: state.keyDerivation, cost: encryptionCost ?? .standard,
+      random: encryption?.random ?? systemRandomBytes)
+  }
+
+  /// Remembers the derivation the server accepted a secret drawn with: the device takes no
+  /// other salt for the account, nor less memory or work, from now on.
+  func pin(_ derivation: KeyDerivation?) {
+    guard let derivation else { return }
+    state.keyDerivation = derivation
   }
 
   /// Remembers, in the state file, that the account is encrypted and the highest key
@@ -95,8 +154,7 @@ extension SyncAccount {
       if let cached = passwordKeys, cached.password == password {
         derived = cached.keys
       } else {
-        derived = try await passwordKeys(
-          for: password, derivation: try await signInParameters().keyDerivation)
+        derived = try await passwordKeys(for: password, derivation: try await currentDerivation())
       }
       keys = try AccountKeys(opening: body, with: derived, username: username)
       try Self.check(keys, replacing: held, seen: seenKeys)
@@ -126,7 +184,7 @@ extension SyncAccount {
   /// The token, signing in first if there is none.
   func currentOrNewToken() async throws -> String {
     if let token { return token }
-    let token = try await signInCall(try await credentials()).get().token
+    let token = try await signIn(withPassword: try knownPassword()).get().token
     self.token = token
     return token
   }
@@ -138,6 +196,11 @@ extension SyncAccount {
     credentials.device = state.deviceCredential
     let result = await caller.signIn(credentials)
     if let device = result.value?.device { state.deviceCredential = device }
+    if result.value != nil, let keys = passwordKeys?.keys,
+      keys.signInSecret == credentials.password
+    {
+      pin(keys.derivation)
+    }
     return result
   }
 

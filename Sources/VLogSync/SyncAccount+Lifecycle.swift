@@ -8,8 +8,8 @@ extension SyncAccount {
   /// revoked); this one stays signed in, and later sign-ins use the new password.
   ///
   /// - Throws: ``APIError``: `invalidCredentials` (403) if `current` is wrong, `invalidField`
-  ///   (400) for a new password of the wrong length; for an encrypted account, `weakPassword`
-  ///   for a new password below the floor, before anything is sent.
+  ///   (400) for a new password of the wrong length; `weakPassword` for a new password below
+  ///   the floor, before anything is sent.
   ///
   /// For an encrypted account, the account's keys are sealed to the new password in the same
   /// change: the old password opens them no more, and no note is encrypted again.
@@ -31,16 +31,20 @@ extension SyncAccount {
         let keys = await keyring.keys
         let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
         try PasswordStrength.checkNew(new, username: username, field: "newPassword")
-        let newKeys = try await passwordKeys(
-          for: new,
-          derivation: .new(
-            cost: encryptionCost ?? .standard, random: encryption?.random ?? systemRandomBytes))
+        let currentSecret = try await serverPassword(current)
+        let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
         change = PasswordChange(
-          currentPassword: try await serverPassword(current), newPassword: newKeys.signInSecret,
+          currentPassword: currentSecret, newPassword: newKeys.signInSecret,
           keys: try keys.passwordSeal(
             to: newKeys, recoveryPublicKey: recovery, username: username))
       } else {
-        change = PasswordChange(currentPassword: current, newPassword: new)
+        // A clear account: secrets drawn from both passwords, never the passwords.
+        try PasswordStrength.checkNew(new, username: username, field: "newPassword")
+        let currentSecret = try await serverPassword(current)
+        let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
+        change = PasswordChange(
+          currentPassword: currentSecret, newPassword: newKeys.signInSecret,
+          keyDerivation: newKeys.derivation)
       }
       do {
         _ = try await call { caller, token in await caller.changePassword(change, token: token) }
@@ -51,8 +55,9 @@ extension SyncAccount {
       }
     }
     password = new
-    if let derivation = passwordKeys?.keys.derivation, isEncrypted {
-      remember(derivation.version)
+    if let derivation = passwordKeys?.keys.derivation {
+      if isEncrypted { remember(derivation.version) }
+      pin(derivation)
     }
     try saveToken()
     return rekeying ? try await rekey() : nil
@@ -84,10 +89,11 @@ extension SyncAccount {
     if let held = await keyring?.keys ?? restoredKeys {
       seen = (max(seen.epoch, held.epoch), max(seen.rekeyedAt, held.rekeyedAt))
     }
-    try await caller.recoverEncryptedAccount(
+    let recovered = try await caller.recoverEncryptedAccountKeepingSalt(
       username: username, recoveryKey: recoveryKey, newPassword: newPassword,
-      cost: encryptionCost ?? .standard,
+      cost: encryptionCost ?? .standard, pinned: state.keyDerivation,
       accepting: { [seen] keys in try Self.check(keys, replacing: nil, seen: seen) })
+    pin(recovered.derivation)
     // Opened again with the new password, as any device will.
     isEncrypted = true
     try forgetKeys()

@@ -38,7 +38,7 @@ extension SyncAccount {
       throw APIError(.invalidRequest, "only an end-to-end encrypted account has keys to replace")
     }
     let passwordKeys = try await passwordKeys(
-      for: try knownPassword(), derivation: try await signInParameters().keyDerivation)
+      for: try knownPassword(), derivation: try await currentDerivation())
     let recoveryKey = try RecoveryKey(random: encryption?.random ?? systemRandomBytes)
     try await keyring.rekey(
       username: username, passwordKeys: passwordKeys, recoveryKey: recoveryKey)

@@ -6,18 +6,26 @@ internal import VLogWire
 extension SyncAccount {
   /// Creates the account on the server.
   ///
-  /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name or
-  ///   password; for an encrypted account, `weakPassword` for a password below the floor
+  /// - Throws: ``APIError``: `accountExists` (409), `invalidField` (400) for a bad user name;
+  ///   `weakPassword` for a password below the floor
   ///   (`PasswordStrength/check(_:username:field:)`), before anything is sent.
+  /// The password is stretched here under a new salt, for a clear account too: the server
+  /// keeps only the hash of the secret drawn from it.
   /// For an encrypted account, the account's keys are made on this device, and the recovery
   /// key — the only other way to open them — is in ``recoveryKey`` until the account object
   /// ends: show it to the user once.
   public func createAccount() async throws(APIError) {
     guard let encryption, encryption.isRequired else {
-      // A clear account: the password itself, asking the server nothing.
+      // A clear account: a secret drawn from the password, as for an encrypted one.
+      let password = try knownPassword()
+      try PasswordStrength.checkNew(password, username: username, field: "password")
+      let keys = try await passwordKeys(for: password, derivation: derivationForNewPassword())
       _ = try await caller.createAccount(
-        Credentials(username: username, password: try knownPassword())
+        NewAccount(
+          credentials: Credentials(username: username, password: keys.signInSecret),
+          keyDerivation: keys.derivation)
       ).get()
+      pin(keys.derivation)
       isEncrypted = false
       return
     }
@@ -39,6 +47,7 @@ extension SyncAccount {
     recoveryKey = account.recoveryKey
     installKeyring(account.keys)
     remember(account.serverKeys.keyDerivation?.version)
+    pin(account.serverKeys.keyDerivation)
   }
 
   /// Signs in now with the password the account was made with, replacing any token (and
@@ -50,7 +59,7 @@ extension SyncAccount {
   ///   ``APIError/Code/signedOut`` if the account has no password, or ``CredentialStoreError``.
   public func signIn() async throws {
     try store.checkAccount(binding)
-    token = try await signInCall(try await credentials()).get().token
+    token = try await signIn(withPassword: try knownPassword()).get().token
     try bindStore()
     try saveToken()
     try await openKeys()
@@ -65,9 +74,7 @@ extension SyncAccount {
   ///   ``CredentialStoreError``.
   public func signIn(password: String) async throws {
     try store.checkAccount(binding)
-    let token = try await signInCall(
-      Credentials(username: username, password: try await serverPassword(password))
-    ).get().token
+    let token = try await signIn(withPassword: password).get().token
     self.password = password
     self.token = token
     try bindStore()
@@ -94,12 +101,6 @@ extension SyncAccount {
 
   /// Whether the account holds a token (which the server may still refuse as expired).
   public var isSignedIn: Bool { token != nil }
-
-  /// The user name and what the server knows as the password, or
-  /// ``APIError/Code/signedOut`` without a password.
-  func credentials() async throws(APIError) -> Credentials {
-    Credentials(username: username, password: try await serverPassword(try knownPassword()))
-  }
 
   /// The password, or ``APIError/Code/signedOut`` without one.
   func knownPassword() throws(APIError) -> String {

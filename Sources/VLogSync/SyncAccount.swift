@@ -81,6 +81,9 @@ public actor SyncAccount {
   /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once
   /// per password and derivation).
   var passwordKeys: (password: String, keys: PasswordKeys)?
+  /// The key derivation the server named before any sign-in pinned one
+  /// (``currentDerivation()``), asked once per account object.
+  var askedDerivation: KeyDerivation?
   /// An encrypted account's keys and its notes' keys, once opened or restored.
   var keyring: AccountKeyring?
   /// The recovery key of the encrypted account ``createAccount()`` made: shown to the user
@@ -242,16 +245,16 @@ public actor SyncAccount {
     let (result, token) = await APICall { token in await send(caller, token) }.run(
       token: token,
       signIn: {
-        // Drawn only when a sign-in is needed: for an encrypted account, from the password.
-        let credentials: Credentials
+        // Drawn only when a sign-in is needed, from the password.
+        let password: String
         do throws(APIError) {
-          credentials = try await self.credentials()
+          password = try await self.knownPassword()
         } catch {
           return APIResult(
             request: TransportRequest(method: "POST", path: "/v1/sessions"), response: nil,
             error: error, value: nil)
         }
-        return await self.signInCall(credentials)
+        return await self.signIn(withPassword: password)
       })
     self.token = token
     if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,

@@ -21,9 +21,14 @@ public struct SyncState: Codable, Sendable, Hashable {
   /// until it signs in. A device that knows an account is encrypted never sends its password
   /// to a server that says otherwise.
   public var encrypted: Bool?
-  /// The highest key derivation version (`KeyDerivation`) this device has seen for the
-  /// account: it refuses to stretch the password with a lower one.
+  /// The highest key derivation version (`KeyDerivation`) this device has seen for an
+  /// encrypted account.
   public var keyDerivationVersion: Int?
+  /// The key derivation the server last accepted a secret of this device's drawn with: the
+  /// device takes no other salt for the account from the server, nor less memory or work
+  /// (`KeyDerivation.checked(own:encrypted:pinned:allowingVersionOne:)`). Nil until it signs
+  /// in.
+  public var keyDerivation: KeyDerivation?
   /// The epoch of the newest re-keying (``AccountKeys/rekeyedAt``) whose keys this device has
   /// opened: it refuses keys of an earlier one, which a server holding a lost device's keys
   /// could make up.

@@ -143,36 +143,50 @@ public struct PasswordChange: Codable, Sendable, Hashable, CustomStringConvertib
   public var currentPassword: String
   /// The new password, 8 to 1024 characters.
   public var newPassword: String
-  /// For an end-to-end encrypted account (whose passwords here are sign-in secrets), its keys
-  /// sealed to the new password; nil for an account whose notes the server reads.
+  /// For an end-to-end encrypted account, its keys sealed to the new password (with how that
+  /// password is stretched); nil for an account whose notes the server reads.
   public var keys: PasswordSeal?
+  /// For a clear account, how the new password is stretched into ``newPassword`` (version
+  /// 2); nil for an encrypted account and from a device of an earlier version, which sent the
+  /// passwords themselves.
+  public var keyDerivation: KeyDerivation?
 
   /// Creates the body.
-  public init(currentPassword: String, newPassword: String, keys: PasswordSeal? = nil) {
+  public init(
+    currentPassword: String, newPassword: String, keys: PasswordSeal? = nil,
+    keyDerivation: KeyDerivation? = nil
+  ) {
     self.currentPassword = currentPassword
     self.newPassword = newPassword
     self.keys = keys
+    self.keyDerivation = keyDerivation
   }
 
-  enum CodingKeys: String, CodingKey { case currentPassword, newPassword, keys }
+  enum CodingKeys: String, CodingKey { case currentPassword, newPassword, keys, keyDerivation }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["currentPassword", "newPassword", "keys"])
+    try refuseUnknownKeys(
+      in: decoder, allowed: ["currentPassword", "newPassword", "keys", "keyDerivation"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     currentPassword = try container.decode(String.self, forKey: .currentPassword)
     newPassword = try container.decode(String.self, forKey: .newPassword)
     // Absent for a clear account; `null` is not an object, and is refused.
     keys =
       container.contains(.keys) ? try container.decode(PasswordSeal.self, forKey: .keys) : nil
+    keyDerivation =
+      container.contains(.keyDerivation)
+      ? try container.decode(KeyDerivation.self, forKey: .keyDerivation) : nil
   }
 
-  /// Encodes both passwords and, for an encrypted account, the keys.
+  /// Encodes both passwords and, for an encrypted account, the keys; for a clear one, the key
+  /// derivation.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(currentPassword, forKey: .currentPassword)
     try container.encode(newPassword, forKey: .newPassword)
     try container.encodeIfPresent(keys, forKey: .keys)
+    try container.encodeIfPresent(keyDerivation, forKey: .keyDerivation)
   }
 
   /// Checks both passwords' lengths.
@@ -186,6 +200,7 @@ public struct PasswordChange: Codable, Sendable, Hashable, CustomStringConvertib
       throw WireError("newPassword", "a password is 8 to 1024 characters long")
     }
     _ = try keys?.validated()
+    _ = try keyDerivation?.validatedAsNew(encrypted: keys != nil)
     return self
   }
 

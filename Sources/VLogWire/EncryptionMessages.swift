@@ -7,22 +7,31 @@ internal import Foundation
 /// password, which the server never receives), and `keys` what the server keeps so that the
 /// account's devices can open its keys: sealed to public keys it cannot open.
 public struct NewAccount: Codable, Sendable, Hashable, CustomStringConvertible {
-  /// The user name and password (for an encrypted account, the sign-in secret).
+  /// The user name and the sign-in secret drawn from the password (never the password).
   public var credentials: Credentials
-  /// An encrypted account's keys; nil for an account whose notes the server reads.
+  /// An encrypted account's keys, with how its password is stretched; nil for an account
+  /// whose notes the server reads.
   public var keys: NewAccountKeys?
+  /// How a clear account's password is stretched into its sign-in secret (version 2), which
+  /// the server tells the account's devices before they sign in; nil for an encrypted account
+  /// (its ``keys`` name it) and from a device of an earlier version, which sent the password
+  /// itself.
+  public var keyDerivation: KeyDerivation?
 
   /// Creates the body.
-  public init(credentials: Credentials, keys: NewAccountKeys? = nil) {
+  public init(
+    credentials: Credentials, keys: NewAccountKeys? = nil, keyDerivation: KeyDerivation? = nil
+  ) {
     self.credentials = credentials
     self.keys = keys
+    self.keyDerivation = keyDerivation
   }
 
-  enum CodingKeys: String, CodingKey { case username, password, keys }
+  enum CodingKeys: String, CodingKey { case username, password, keys, keyDerivation }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "keys"])
+    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "keys", "keyDerivation"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     credentials = Credentials(
       username: try container.decode(String.self, forKey: .username),
@@ -31,28 +40,71 @@ public struct NewAccount: Codable, Sendable, Hashable, CustomStringConvertible {
     keys =
       container.contains(.keys)
       ? try container.decode(NewAccountKeys.self, forKey: .keys) : nil
+    keyDerivation =
+      container.contains(.keyDerivation)
+      ? try container.decode(KeyDerivation.self, forKey: .keyDerivation) : nil
   }
 
-  /// Encodes `username`, `password` and, for an encrypted account, `keys`.
+  /// Encodes `username`, `password` and, for an encrypted account, `keys`; for a clear one,
+  /// `keyDerivation`.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(credentials.username, forKey: .username)
     try container.encode(credentials.password, forKey: .password)
     try container.encodeIfPresent(keys, forKey: .keys)
+    try container.encodeIfPresent(keyDerivation, forKey: .keyDerivation)
   }
 
-  /// Checks the credentials and the keys' sizes.
+  /// Checks the credentials, the keys' sizes and the key derivation: version 2, and only for
+  /// a clear account.
   ///
   /// - Throws: ``WireError`` naming the field.
   public func validated() throws(WireError) -> NewAccount {
     NewAccount(
       credentials: try credentials.validated(checkingPassword: true),
-      keys: try keys?.validated())
+      keys: try keys?.validated(),
+      keyDerivation: try keyDerivation.map { derivation throws(WireError) in
+        try derivation.validatedAsNew(encrypted: keys != nil)
+      })
   }
 
   /// The user name, and whether the account is encrypted; no secret is shown.
   public var description: String {
     "\(credentials.username) (\(keys == nil ? "clear" : "encrypted"), password hidden)"
+  }
+}
+
+extension KeyDerivation {
+  /// Checks the derivation an encrypted account's keys name, at `path`: any but version 3,
+  /// which only a clear account's server hash has.
+  ///
+  /// - Throws: ``WireError`` naming the field.
+  func validatedForKeys(_ path: String) throws(WireError) -> KeyDerivation {
+    let valid = try validated(path)
+    guard valid.version != Self.serverHashVersion else {
+      throw WireError(
+        "\(path).version", "version 3 is a clear account's; an encrypted account's is 1 or 2")
+    }
+    return valid
+  }
+
+  /// Checks the derivation a device made for a clear account's new password (version 2), at
+  /// `path`.
+  ///
+  /// - Throws: ``WireError`` naming the field: a derivation of another version, or one sent
+  ///   with an encrypted account's keys (which name their own).
+  func validatedAsNew(encrypted: Bool, _ path: String = "keyDerivation") throws(WireError)
+    -> KeyDerivation
+  {
+    guard !encrypted else {
+      throw WireError(path, "an encrypted account's keys name its key derivation; leave it out")
+    }
+    let valid = try validated(path)
+    guard valid.version == Self.currentVersion else {
+      throw WireError(
+        "\(path).version", "a new password is stretched with version \(Self.currentVersion)")
+    }
+    return valid
   }
 }
 
@@ -158,7 +210,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
       throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
     }
-    _ = try keyDerivation?.validated("keys.keyDerivation")
+    _ = try keyDerivation?.validatedForKeys("keys.keyDerivation")
     return self
   }
 
@@ -375,7 +427,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
         passwordAnchor, "keys.passwordAnchor", count: NewAccountKeys.anchorBytes),
       keysAuthenticator: try NewAccountKeys.bytes(
         keysAuthenticator, "keys.keysAuthenticator", count: NewAccountKeys.authenticatorBytes),
-      keyDerivation: try keyDerivation?.validated("keys.keyDerivation") ?? .versionOne)
+      keyDerivation: try keyDerivation?.validatedForKeys("keys.keyDerivation") ?? .versionOne)
   }
 }
 

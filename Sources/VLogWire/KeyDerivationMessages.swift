@@ -8,7 +8,13 @@ internal import Foundation
 /// - Version 1: a salt drawn from the user name, the same on every deployment, and the cost the
 ///   device was configured with (accounts made before version 2; the server's record names
 ///   none, and answers with `salt` empty).
-/// - Version 2: 16 random bytes of salt per account, and the cost named here.
+/// - Version 2: 16 random bytes of salt per account, and the cost named here: what a device
+///   makes every account with, clear or encrypted.
+/// - Version 3: the server's own hash of a clear account's password, as servers stored them
+///   before every device stretched its password (scrypt of the password's UTF-8 as typed,
+///   under the 16 bytes of salt and at the cost named here): a device reproduces it, so that
+///   such an account signs in without its password leaving the device, and the server then
+///   keeps only the hash of the secret drawn from it.
 public struct KeyDerivation: Codable, Sendable, Hashable {
   /// The scheme: 1 or 2.
   public var version: Int
@@ -26,6 +32,8 @@ public struct KeyDerivation: Codable, Sendable, Hashable {
   public static let standardLogRounds = 18
   /// The version a device makes new accounts and new passwords with.
   public static let currentVersion = 2
+  /// The version of a clear account whose server stored the hash of the password itself.
+  public static let serverHashVersion = 3
   /// The size of a version 2 salt.
   public static let saltBytes = 16
 
@@ -57,12 +65,13 @@ public struct KeyDerivation: Codable, Sendable, Hashable {
 
   /// Checks the version, the cost's ranges and the salt's size. log₂ N is 1 to 20 and r 1 to
   /// 8, so a derivation takes at most 1 GiB (`128 × r × N`): a server cannot make a device run
-  /// out of memory; p is 1 to 16.
+  /// out of memory; p is 1 to 16. (What a device accepts is narrower still:
+  /// `KeyDerivation.checked(against:)` in VLogSync.)
   ///
   /// - Throws: ``WireError`` naming the field, under `path`.
   public func validated(_ path: String = "keyDerivation") throws(WireError) -> KeyDerivation {
-    guard (1...Self.currentVersion).contains(version) else {
-      throw WireError("\(path).version", "the key derivation's version is 1 or 2")
+    guard (1...Self.serverHashVersion).contains(version) else {
+      throw WireError("\(path).version", "the key derivation's version is 1, 2 or 3")
     }
     guard (1...20).contains(logRounds) else {
       throw WireError("\(path).logRounds", "log₂ of scrypt's N is 1 to 20")
@@ -102,14 +111,15 @@ public struct SignInParametersRequest: Codable, Sendable, Hashable {
 }
 
 /// The answer to `POST /v1/sessions/parameters`: how a device signs in as a name — with the
-/// password itself (a clear account) or with the secret drawn from it by ``keyDerivation``.
+/// secret drawn from the password by ``keyDerivation``, whatever the account's kind (no device
+/// sends a password) — and whether the account is end-to-end encrypted.
 ///
 /// A name with no account gets an answer of the same kind, the same every time (drawn from a
 /// secret the server keeps): the answer does not tell whether a name exists.
 public struct SignInParameters: Codable, Sendable, Hashable {
   /// Whether the account is end-to-end encrypted.
   public var encrypted: Bool
-  /// How its password is stretched (for a clear account, parameters it does not use).
+  /// How its password is stretched into the secret that signs in.
   public var keyDerivation: KeyDerivation
 
   /// Creates the answer.

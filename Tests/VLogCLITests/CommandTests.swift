@@ -293,7 +293,7 @@ struct BinaryTests {
       #expect(note.contains("give a subcommand"))
       let (refusedStatus, _, refused) = try await vlog(
         ["sync", "--server", "http://127.0.0.1:1", "--user", "ann", "--store", store],
-        environment: ["VLOG_PASSWORD": "correct horse"])
+        environment: ["VLOG_PASSWORD": "correct horse battery"])
       #expect(refusedStatus == 1)
       #expect(refused.hasSuffix("cannot reach http://127.0.0.1:1: connection refused\n"))
     }

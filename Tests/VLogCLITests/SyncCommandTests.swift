@@ -139,7 +139,7 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         let created = try await CreateAccount.execute(
-          server: url, user: "Ann", password: "correct horse")
+          server: url, user: "Ann", password: "correct horse battery")
         #expect(created.text == "created account 'ann' on \(url)")
         let phone = try NoteStore.open(at: root + "/phone")
         let laptop = try NoteStore.open(at: root + "/laptop")
@@ -152,14 +152,14 @@ struct SyncCommandTests {
         try await phone.write { $0.createNote(text: "from the phone") }
         try await laptop.write { $0.createNote(text: "from the laptop") }
         let first = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse")
+          on: phone, server: url, user: "ann", password: "correct horse battery")
         #expect(first.text.contains("pushed 2 events"))
         let second = try await SyncCommand.execute(
-          on: laptop, server: url, user: "ann", password: "correct horse")
+          on: laptop, server: url, user: "ann", password: "correct horse battery")
         #expect(second.text.contains("pushed 2 events, pulled 2 (2 new)"))
         #expect(second.text.contains("in sync"))
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse")
+          on: phone, server: url, user: "ann", password: "correct horse battery")
         #expect(try phone.eventSetDigest() == laptop.eventSetDigest())
         let status = try Status().execute(on: phone)
         #expect(status.text.contains("account: ann on \(url)"))
@@ -179,7 +179,8 @@ struct SyncCommandTests {
         let file = phone.path + "/credentials.json"
         let attributes = try FileManager.default.attributesOfItem(atPath: file)
         #expect(attributes[.posixPermissions] as? Int == 0o600)
-        #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("correct horse"))
+        #expect(
+          !(try String(contentsOfFile: file, encoding: .utf8)).contains("correct horse battery"))
         try await phone.write { $0.createNote(text: "no password needed") }
         let kept = try await SyncCommand.execute(
           on: phone, server: url, user: "ann", password: nil)
@@ -200,7 +201,8 @@ struct SyncCommandTests {
   func checkNamesTheDifference() async throws {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
-        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        _ = try await CreateAccount.execute(
+          server: url, user: "ann", password: "correct horse battery")
         let phone = try NoteStore.open(at: root + "/phone")
         let laptop = try NoteStore.open(at: root + "/laptop")
         defer {
@@ -209,7 +211,7 @@ struct SyncCommandTests {
         }
         for store in [phone, laptop] {
           _ = try await SyncCommand.execute(
-            on: store, server: url, user: "ann", password: "correct horse")
+            on: store, server: url, user: "ann", password: "correct horse battery")
         }
         let pulled = try await phone.write { $0.createNote(text: "from the phone") }
         _ = try await SyncCommand.execute(on: phone, server: url, user: "ann", password: nil)
@@ -243,45 +245,49 @@ struct SyncCommandTests {
   func accountLifecycle() async throws {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
-        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        _ = try await CreateAccount.execute(
+          server: url, user: "ann", password: "correct horse battery")
         let phone = try NoteStore.open(at: root + "/phone")
         defer { phone.close() }
         try await phone.write { $0.createNote(text: "on the phone") }
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse")
+          on: phone, server: url, user: "ann", password: "correct horse battery")
 
         // The phone's session is listed; the command's own is not, and ends with it.
         let listed = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse")
+          server: url, user: "ann", password: "correct horse battery")
         let sessions = listed.text.split(separator: "\n")
         #expect(sessions.count == 1 && listed.text.contains("expires"))
         let id = String(try #require(sessions.first?.prefix(16)))
         let revoked = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse", revoke: id)
+          server: url, user: "ann", password: "correct horse battery", revoke: id)
         #expect(revoked.text == "signed out session \(id)")
         let none = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse")
+          server: url, user: "ann", password: "correct horse battery")
         #expect(none.text == "no sessions of 'ann' on \(url)")
 
         await #expect(throws: APIError.self) {
           try await ChangePassword.execute(
-            server: url, user: "ann", current: "wrong password", new: "new password!")
+            server: url, user: "ann", current: "wrong password", new: "a new mauve ladder")
         }
         let changed = try await ChangePassword.execute(
-          server: url, user: "ann", current: "correct horse", new: "new password!")
+          server: url, user: "ann", current: "correct horse battery", new: "a new mauve ladder")
         #expect(changed.text.contains("changed the password of 'ann'"))
         await #expect(throws: APIError.self) {
-          try await SessionsCommand.execute(server: url, user: "ann", password: "correct horse")
+          try await SessionsCommand.execute(
+            server: url, user: "ann", password: "correct horse battery")
         }
 
         let deleted = try await DeleteAccount.execute(
-          server: url, user: "ann", password: "new password!")
+          server: url, user: "ann", password: "a new mauve ladder")
         #expect(deleted.text == "deleted account 'ann' and everything of it on \(url)")
         await #expect(throws: APIError.self) {
-          try await SessionsCommand.execute(server: url, user: "ann", password: "new password!")
+          try await SessionsCommand.execute(
+            server: url, user: "ann", password: "a new mauve ladder")
         }
         // The name is free again.
-        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        _ = try await CreateAccount.execute(
+          server: url, user: "ann", password: "correct horse battery")
       }
     }
   }
@@ -292,8 +298,10 @@ struct SyncCommandTests {
   func storeBelongsToItsAccount() async throws {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
-        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
-        _ = try await CreateAccount.execute(server: url, user: "bob", password: "battery staple")
+        _ = try await CreateAccount.execute(
+          server: url, user: "ann", password: "correct horse battery")
+        _ = try await CreateAccount.execute(
+          server: url, user: "bob", password: "battery staple orchid")
 
         // A failed first sign-in leaves no trace: no state, no token file, no account.
         let fresh = try NoteStore.open(at: root + "/fresh")
@@ -311,15 +319,15 @@ struct SyncCommandTests {
         let phone = try NoteStore.open(at: root + "/phone")
         try await phone.write { $0.createNote(text: "ann's secret note") }
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse")
+          on: phone, server: url, user: "ann", password: "correct horse battery")
         #expect(try phone.account() == AccountBinding(server: url, username: "ann"))
         let stateBefore = try Data(
           contentsOf: URL(fileURLWithPath: phone.path + "/sync-state.json"))
 
         // Bob, or ann on another server, is refused, with what to do; nothing is written.
         for (server, user, password) in [
-          (url, "bob", "battery staple"), (url + "/", "BOB", "battery staple"),
-          ("http://127.0.0.1:1", "ann", "correct horse"),
+          (url, "bob", "battery staple orchid"), (url + "/", "BOB", "battery staple orchid"),
+          ("http://127.0.0.1:1", "ann", "correct horse battery"),
         ] {
           let refused = await #expect(throws: CLIError.self) {
             try await SyncCommand.execute(on: phone, server: server, user: user, password: password)
@@ -334,12 +342,12 @@ struct SyncCommandTests {
         // Bob's account holds nothing of ann's.
         let bobsStore = try NoteStore.open(at: root + "/bob")
         let bobs = try await SyncCommand.execute(
-          on: bobsStore, server: url, user: "bob", password: "battery staple")
+          on: bobsStore, server: url, user: "bob", password: "battery staple orchid")
         #expect(bobs.text.contains("pulled 0 (0 new)"))
         bobsStore.close()
         // The same account and server, spelled differently, is the same.
         let again = try await SyncCommand.execute(
-          on: phone, server: url + "/", user: "Ann", password: "correct horse")
+          on: phone, server: url + "/", user: "Ann", password: "correct horse battery")
         #expect(again.text.contains("in sync"))
         let path = phone.path
         phone.close()
@@ -358,7 +366,7 @@ struct SyncCommandTests {
         defer { restarted.close() }
         #expect(try restarted.noteCount() == 0 && restarted.account() == nil)
         let asBob = try await SyncCommand.execute(
-          on: restarted, server: url, user: "bob", password: "battery staple")
+          on: restarted, server: url, user: "bob", password: "battery staple orchid")
         #expect(asBob.text.contains("pushed 0 events, pulled 0"))
       }
     }
@@ -377,7 +385,8 @@ struct SyncCommandTests {
   func clockAhead() async throws {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
-        _ = try await CreateAccount.execute(server: url, user: "ann", password: "correct horse")
+        _ = try await CreateAccount.execute(
+          server: url, user: "ann", password: "correct horse battery")
         let clock = ManualClock(start: Date().addingTimeInterval(86400))
         let store = try NoteStore.open(
           at: root + "/ahead", options: .init(dependencies: .testing(clock: clock, seed: 1)))
@@ -385,7 +394,7 @@ struct SyncCommandTests {
         try await store.write { $0.createNote(text: "tomorrow") }
         await #expect(throws: APIError.self) {
           try await SyncCommand.execute(
-            on: store, server: url, user: "ann", password: "correct horse")
+            on: store, server: url, user: "ann", password: "correct horse battery")
         }
         let status = try Status().execute(on: store).text
         #expect(status.contains("clock: this device is 24 h ahead of the server — WARNING"))
@@ -395,7 +404,7 @@ struct SyncCommandTests {
         // The clock is set right: the next sync restamps the refused events, and says so.
         clock.set(Date())
         let synced = try await SyncCommand.execute(
-          on: store, server: url, user: "ann", password: "correct horse")
+          on: store, server: url, user: "ann", password: "correct horse battery")
         #expect(synced.text.contains("restamped: the server refused 2 outbox events"))
         #expect(synced.text.contains("— in sync"))
         let after = try Status().execute(on: store).text
@@ -465,7 +474,7 @@ struct ServeBinaryTests {
       let url = try #require(banner.split(separator: " ").last).trimmingCharacters(
         in: .whitespacesAndNewlines)
       let vlog = BinaryTests()
-      let password = ["VLOG_PASSWORD": "correct horse"]
+      let password = ["VLOG_PASSWORD": "correct horse battery"]
       #expect(
         try await vlog.vlog(
           ["account", "create", "--server", url, "--user", "ann"], environment: password
@@ -525,7 +534,7 @@ struct ServeBinaryTests {
       #expect(url.hasPrefix("http://127.0.0.1:"))
 
       let vlog = BinaryTests()
-      let password = ["VLOG_PASSWORD": "correct horse"]
+      let password = ["VLOG_PASSWORD": "correct horse battery"]
       let (created, createdText, _) = try await vlog.vlog(
         ["account", "create", "--server", url, "--user", "ann"], environment: password)
       #expect(created == 0)

@@ -81,7 +81,7 @@ struct ArticleTests {
       try await withLiveServer(server) { serverURL in
         try await withTemporaryDirectory { root in
           let directory = root + "/notes"
-          let password = "correct horse"
+          let password = "correct horse battery"
           // Article: open the store and write.
           let store = try NoteStore.open(at: directory)
           let trip = try await store.write { edits in
@@ -266,8 +266,8 @@ struct ArticleTests {
         try await withTemporaryDirectory { root in
           let store = try NoteStore.open(at: root + "/store")
           defer { store.close() }
-          let password = "correct horse"
-          let newPassword = "new password!"
+          let password = "correct horse battery"
+          let newPassword = "a new mauve ladder"
           try await store.write { $0.createNote(text: "to sync") }
           // Article: sync by hand.
           let account = try SyncAccount(
@@ -430,7 +430,7 @@ struct ArticleTests {
       try await withTemporaryDirectory { root in
         let device = try openDevice(
           0, root: root, transport: InProcessTransport(server: server),
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: 1,
           clock: ManualClock())
         defer { device.store.close() }
         let account = device.account

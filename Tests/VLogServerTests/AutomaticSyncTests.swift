@@ -36,7 +36,7 @@ extension AutomaticSync {
 
 @Suite("Automatic sync", .timeLimit(.minutes(5)))
 struct AutomaticSyncTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
   /// The default back-off without its randomness, so waits are exact.
   static let backoff = SyncBackoff(jitter: 0)
 

@@ -21,7 +21,7 @@ struct BackendEquivalenceTests {
         var generator = SeededGenerator(seed: seed)
         let devices = try openDevices(
           3, root: root, transport: { _ in InProcessTransport(server: scratch) },
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: seed)
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: seed)
         defer { for device in devices { device.store.close() } }
         try await devices[0].account.createAccount()
         var shared: [NoteID] = []

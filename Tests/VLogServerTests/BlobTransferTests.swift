@@ -64,7 +64,7 @@ final class BlobTraffic: Transport {
 
 @Suite("Attachment bytes travel once")
 struct BlobTransferTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
 
   @Test(
     "a device asks before it uploads: bytes go up once through a 413 retry, a second device with the same bytes and a repair, and come down once",

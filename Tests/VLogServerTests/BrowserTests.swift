@@ -46,7 +46,7 @@ struct BrowserTests {
       try {
         const session = await fetch(server + "/v1/sessions", {
           method: "POST", headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ username: "ann", password: "correct horse" }) });
+          body: JSON.stringify({ username: "ann", password: "correct horse battery" }) });
         const { token } = await session.json();
         await report("signed in");
         const live = await fetch(server + "/v1/live", {

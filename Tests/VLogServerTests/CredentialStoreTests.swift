@@ -10,7 +10,7 @@ import VLogTesting
 
 @Suite("Credentials across launches")
 struct CredentialStoreTests {
-  static let ann = Credentials(username: "Ann", password: "correct horse")
+  static let ann = Credentials(username: "Ann", password: "correct horse battery")
 
   private func mode(of path: String) throws -> Int {
     let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -80,7 +80,7 @@ struct CredentialStoreTests {
         // First launch: the user types the password once.
         let first = try SyncAccount(
           store: store, transport: transport, credentials: Self.ann,
-          credentialStore: credentials)
+          credentialStore: credentials, encryption: .testingAsTheServerSays)
         try await first.createAccount()
         try await first.signIn()
         try await store.write { $0.createNote(text: "before the restart") }
@@ -92,7 +92,8 @@ struct CredentialStoreTests {
 
         // Second launch: no password, the kept token.
         let second = try SyncAccount(
-          store: store, transport: transport, username: "ann", credentialStore: credentials)
+          store: store, transport: transport, username: "ann", credentialStore: credentials,
+          encryption: .testingAsTheServerSays)
         #expect(await second.isSignedIn)
         try await store.write { $0.createNote(text: "after the restart") }
         let report = try await second.sync()
@@ -107,7 +108,8 @@ struct CredentialStoreTests {
 
         // Third launch: nothing kept; syncing says to sign in, and the status shows it.
         let third = try SyncAccount(
-          store: store, transport: transport, username: "ann", credentialStore: credentials)
+          store: store, transport: transport, username: "ann", credentialStore: credentials,
+          encryption: .testingAsTheServerSays)
         #expect(await !third.isSignedIn)
         let error = await #expect(throws: APIError.self) { try await third.sync() }
         #expect(error?.code == .signedOut)

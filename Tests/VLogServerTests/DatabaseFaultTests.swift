@@ -75,7 +75,7 @@ struct DatabaseFaultTests {
   /// deadline before any fault, and that is not what is under test. An account that an earlier
   /// try created after all (409) is signed in to.
   static func signUpPatiently(_ caller: APICaller, _ name: String) async throws -> String {
-    let credentials = Credentials(username: name, password: "correct horse")
+    let credentials = Credentials(username: name, password: "correct horse battery")
     let until = ContinuousClock.now + patience
     var created = await caller.createAccount(credentials)
     while created.status == 503, ContinuousClock.now < until {
@@ -357,7 +357,7 @@ struct PostgresCompactionTests {
     let (url, name, caller, token, canary, event) = (
       subject.url, subject.name, subject.caller, subject.token, subject.canary, subject.event
     )
-    _ = try await caller.deleteAccount(password: "correct horse", token: token).get()
+    _ = try await caller.deleteAccount(password: "correct horse battery", token: token).get()
     // What the issue found: the deleted rows' bytes are still in the files.
     #expect(try await Self.filesHold(canary, database: name))
     let (location, before, after) = try await SyncServer.compact(database: url, logger: quietLogger)
@@ -422,7 +422,7 @@ struct PostgresCompactionTests {
         pid = value
       }
       #expect(pid != 0)
-      _ = try await caller.deleteAccount(password: "correct horse", token: token).get()
+      _ = try await caller.deleteAccount(password: "correct horse battery", token: token).get()
 
       // Out of patience: an error naming the older transaction, and the rows not rewritten.
       let impatient = await #expect(throws: StorageError.self) {

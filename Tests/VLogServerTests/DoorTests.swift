@@ -150,11 +150,12 @@ struct DoorTests {
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
         for name in ["a1", "a2", "a3"] { _ = try await signUp(caller, name) }
         let refused = await caller.createAccount(
-          Credentials(username: "a4", password: "correct horse"))
+          Credentials(username: "a4", password: "correct horse battery"))
         #expect(refused.status == 429, "\(refused)")
         #expect(refused.error?.retryAfter == .seconds(3600))
         // Signing in is not signing up.
-        _ = try await caller.signIn(Credentials(username: "a1", password: "correct horse")).get()
+        _ = try await caller.signIn(Credentials(username: "a1", password: "correct horse battery"))
+          .get()
         clock.advance(by: 3600)
         _ = try await signUp(caller, "a4")
       }

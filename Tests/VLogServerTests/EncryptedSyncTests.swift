@@ -262,7 +262,7 @@ struct EncryptedSyncTests {
           keysAuthenticator: [UInt8](repeating: 0, count: 32), keyDerivation: nil)
         let sealedClear = await caller.changePassword(
           PasswordChange(
-            currentPassword: "correct horse", newPassword: "another password", keys: seal),
+            currentPassword: "correct horse battery", newPassword: "another password", keys: seal),
           token: clear)
         #expect(sealedClear.status == 400 && sealedClear.error?.body?.field == "keys")
         // A seal at another epoch changes nothing.

@@ -16,7 +16,7 @@ private func file(_ path: String, contains text: String) throws -> Bool {
 
 @Suite("Erasure through the server")
 struct ErasureSyncTests {
-  static let credentials = Credentials(username: "ann", password: "correct horse")
+  static let credentials = Credentials(username: "ann", password: "correct horse battery")
   static let canary = "canary-5d1e08-private"
 
   @Test(
@@ -190,7 +190,7 @@ struct UndoSyncTests {
 
 @Suite("A deleted tag's name, through the server")
 struct TagErasureSyncTests {
-  static let credentials = Credentials(username: "ann", password: "correct horse")
+  static let credentials = Credentials(username: "ann", password: "correct horse battery")
   static let name = "SecretTag-Quokka"
 
   /// Whether a file holds the tag's name in any of the spellings the test used.

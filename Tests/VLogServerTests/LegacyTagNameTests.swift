@@ -28,7 +28,7 @@ struct PostgresLegacyTagNameTests {
       try await server.store.createAccount(
         named: "ann",
         password: try PasswordHash(
-          hashing: "correct horse", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
+          hashing: "correct horse battery", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
       _ = try await server.store.sync(
         account: 1,
         pushing: [

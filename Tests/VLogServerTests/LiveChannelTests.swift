@@ -163,7 +163,7 @@ struct LiveChannelTests {
       server in
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
-        let credentials = Credentials(username: "ann", password: "correct horse")
+        let credentials = Credentials(username: "ann", password: "correct horse battery")
         let first = try await signUp(caller, "ann")
         func session() async throws -> String { try await caller.signIn(credentials).get().token }
 
@@ -189,7 +189,8 @@ struct LiveChannelTests {
         // The password changed: every other session's channel ends, the changer's stays.
         let changer = try await LiveInbox.open(caller, token: keeper)
         _ = try await caller.changePassword(
-          PasswordChange(currentPassword: "correct horse", newPassword: "new password!"),
+          PasswordChange(
+            currentPassword: "correct horse battery", newPassword: "a new mauve ladder"),
           token: keeper
         ).get()
         #expect(await bystander.closing()?.code == .unauthorized)
@@ -204,11 +205,11 @@ struct LiveChannelTests {
         clock.advance(
           by: -Double(SyncServer.Configuration.testing.tokenLifetime.components.seconds))
         let last = try await caller.signIn(
-          Credentials(username: "ann", password: "new password!")
+          Credentials(username: "ann", password: "a new mauve ladder")
         ).get().token
         let deleted = try await LiveInbox.open(caller, token: last)
         #expect(await deleted.message() == .head(0))
-        _ = try await caller.deleteAccount(password: "new password!", token: last).get()
+        _ = try await caller.deleteAccount(password: "a new mauve ladder", token: last).get()
         #expect(await deleted.closing()?.code == .unauthorized)
         try await Task.sleep(for: .milliseconds(200))
         #expect(server.openLiveChannels == 0)
@@ -369,7 +370,7 @@ struct LiveChannelTests {
         try await withTemporaryDirectory { root in
           let devices = try openDevices(
             2, root: root, transport: { _ in HTTPTransport(baseURL: baseURL) },
-            credentials: Credentials(username: "ann", password: "correct horse"), seed: 4)
+            credentials: Credentials(username: "ann", password: "correct horse battery"), seed: 4)
           defer { for device in devices { device.store.close() } }
           try await devices[0].account.createAccount()
           let syncs = devices.map { AutomaticSync(account: $0.account, delay: .milliseconds(50)) }

@@ -38,7 +38,7 @@ func syncUntilQuiet(_ devices: [Device], using generator: inout SeededGenerator)
 
 @Suite("Sync over loopback HTTP")
 struct LoopbackSyncTests {
-  static let credentials = Credentials(username: "ann", password: "correct horse")
+  static let credentials = Credentials(username: "ann", password: "correct horse battery")
 
   @Test(
     "Three devices with concurrent offline changes converge on the server's digest, one of them speaking JSON",

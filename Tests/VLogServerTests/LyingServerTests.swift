@@ -84,7 +84,7 @@ struct LyingServerTests {
   }
 
   @Test(
-    "A server that says an encrypted account is clear, or names a weaker or older key derivation, or one too costly, is not sent the password nor a secret drawn with it",
+    "A server that says an encrypted account is clear, or names a weaker, older, costlier or other key derivation, never gets the password; a device refuses every derivation outside its bounds before it stretches, and one that signed in refuses every lie",
     arguments: Backend.allCases)
   func signInParameters(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
@@ -99,9 +99,20 @@ struct LyingServerTests {
             switch mode {
             case "clear": body["encrypted"] = false
             case "weaker": derivation["logRounds"] = 1
+            // The same N × r × p as the tests' cost (2⁴ × 8 × 1) in a quarter of the memory.
+            case "less memory":
+              derivation["logRounds"] = 2
+              derivation["parallelism"] = 4
             case "older":
               derivation["version"] = 1
               derivation["salt"] = ""
+            // Version 3 is a clear account's: the server's hash of the password reproduced.
+            case "server hash": derivation["version"] = 3
+            case "other salt":
+              derivation["salt"] = Data(repeating: 9, count: 16).base64EncodedString()
+            // Memory 8 times the device's own (within the wire's 1 GiB).
+            case "costlier": derivation["logRounds"] = 7
+            case "parallel": derivation["parallelism"] = 16
             default: derivation["logRounds"] = 30
             }
             body["keyDerivation"] = derivation
@@ -118,28 +129,47 @@ struct LyingServerTests {
           transport.requests.contains { $0.body.firstRange(of: password) != nil }
         }
         func signedIn() -> Int { transport.requests.filter { $0.path == "/v1/sessions" }.count }
+        func asked() -> Int {
+          transport.requests.filter { $0.path == "/v1/sessions/parameters" }.count
+        }
 
-        for mode in ["clear", "weaker", "older", "costly"] {
+        let modes = [
+          "clear", "weaker", "less memory", "older", "server hash", "other salt", "costlier",
+          "parallel", "malformed",
+        ]
+        for mode in modes {
           lie.withLock { $0 = mode }
-          // A device that signed in before (its state file says encrypted, version 2), and a
-          // new device that knows only the name and the password.
+          // The device that signed in (its state file pins the derivation it used) does not ask:
+          // it signs in with the pinned derivation, whatever the server would say.
+          let askedBefore = asked()
+          try await a.account.signIn()
+          #expect(asked() == askedBefore, "\(mode)")
           let before = signedIn()
-          await #expect(throws: (any Error).self, "\(mode)") { try await a.account.signIn() }
+          // A new device that knows only the name and the password.
           let fresh = try Self.device(
             "new-\(mode)", root: root, transport: transport, required: false)
-          await #expect(throws: (any Error).self, "\(mode)") {
+          defer { fresh.store.close() }
+          switch mode {
+          case "clear":
+            // A lie it cannot catch — but what it sends is the secret, as for the truth: the
+            // server learns nothing it would not have learnt, and the notes stay sealed.
             try await fresh.account.signIn()
-            _ = try await fresh.account.sync()
+            #expect(try fresh.store.search("CanaryParameters").isEmpty)
+          case "other salt":
+            // Stretched at the device's own bounds under a salt the server chose: the server
+            // gets a secret it cannot use (it is not the account's), at full cost per guess.
+            await #expect(throws: APIError.self) { try await fresh.account.signIn() }
+            #expect(signedIn() == before + 1)
+          default:
+            // Refused before anything is stretched or sent.
+            await #expect(throws: (any Error).self, "\(mode)") {
+              try await fresh.account.signIn()
+            }
+            #expect(signedIn() == before, "\(mode)")
           }
-          fresh.store.close()
-          // A new device can be told "clear" or "version 1" (a salt from the name, at its own
-          // floor): the lies a device that knows nothing cannot catch, which the docs list.
-          // Every other is refused before any sign-in, and the device that knows refuses all.
-          let caught = mode == "clear" || mode == "older" ? 1 : 0
-          #expect(signedIn() == before + caught, "\(mode)")
         }
-        // Only the new device, told the account is clear, sent the password itself.
-        #expect(sentPassword())
+        // Whatever the lie, no request carried the password.
+        #expect(!sentPassword())
         lie.withLock { $0 = nil }
         try await a.account.signIn()
         #expect(try await a.account.sync().inSync)

@@ -18,7 +18,7 @@ struct MixedVersionTests {
     try await withServer(backend: backend) { server in
       try await withTemporaryDirectory { root in
         let transport = InProcessTransport(server: server)
-        let ann = Credentials(username: "ann", password: "correct horse")
+        let ann = Credentials(username: "ann", password: "correct horse battery")
         let device = try openDevices(
           1, root: root, transport: { _ in transport }, credentials: ann, seed: 7)[0]
         defer { device.store.close() }
@@ -31,7 +31,7 @@ struct MixedVersionTests {
 
         // The older client pulls without naming a version: the three kinds come as unknown.
         let caller = APICaller(transport: transport)
-        let token = try await caller.signIn(ann).get().token
+        let token = try await caller.token(signingInAs: ann)
         let pulled = try await post(
           transport, "/v1/sync", #"{"cursor":0,"events":[]}"#, token: token)
         #expect(pulled.status == 200)
@@ -52,7 +52,7 @@ struct MixedVersionTests {
         #expect(pushed.status == 200, "\(String(decoding: pushed.body, as: UTF8.self))")
         let bob = try openDevices(
           1, root: root + "/bob", transport: { _ in transport },
-          credentials: Credentials(username: "bob", password: "correct horse"), seed: 8)[0]
+          credentials: Credentials(username: "bob", password: "correct horse battery"), seed: 8)[0]
         defer { bob.store.close() }
         _ = try await bob.account.sync()
         #expect(try Digests(bob.store) == Digests(device.store))

@@ -120,7 +120,7 @@ struct OperationsTests {
     let caller = APICaller(transport: transport)
     let start = ContinuousClock.now
     let refused = await caller.createAccount(
-      Credentials(username: "ann", password: "correct horse"))
+      Credentials(username: "ann", password: "correct horse battery"))
     #expect(refused.status == 503 && refused.error?.body?.code == .unavailable)
     #expect(ContinuousClock.now - start < .seconds(15))
     // When connections have failed for a while the pool's circuit breaker may fail the request
@@ -138,10 +138,11 @@ struct OperationsTests {
     // Ready means a connection works; the pool's other connection may still be waiting out its
     // backoff, and a request that needs it is answered 503, to retry, as any client does.
     var created = await caller.createAccount(
-      Credentials(username: "ann", password: "correct horse"))
+      Credentials(username: "ann", password: "correct horse battery"))
     for _ in 0..<600 where created.status == 503 {
       try await Task.sleep(for: .milliseconds(100))
-      created = await caller.createAccount(Credentials(username: "ann", password: "correct horse"))
+      created = await caller.createAccount(
+        Credentials(username: "ann", password: "correct horse battery"))
     }
     _ = try created.get()
     #expect(transport.problems.isEmpty, "\(transport.problems)")
@@ -214,7 +215,7 @@ struct OperationsTests {
     arguments: Backend.allCases)
   func gracefulShutdown(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
-      let body = #"{"username":"late","password":"correct horse"}"#
+      let body = #"{"username":"late","password":"correct horse battery"}"#
       let answer = try await server.serving { port in
         let connection = try RawConnection(port: port)
         connection.send(

@@ -12,7 +12,7 @@ import VLogTesting
 /// and exchanges exactly the events one side lacks.
 @Suite("Anti-entropy repair")
 struct RepairTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
 
   /// `count` events of notes made on a store of their own, as `vlog export` would give them.
   static func foreignEvents(
@@ -82,7 +82,7 @@ struct RepairTests {
         let restored = try SyncAccount(
           store: devices[1].store, transport: InProcessTransport(server: server),
           credentials: Self.ann, stateFile: SyncAccount.stateFile(for: devices[1].store),
-          now: { devices[1].clock.now })
+          now: { devices[1].clock.now }, encryption: .testingAsTheServerSays)
         let report = try await restored.sync()
         let held = try devices[0].store.lastSequence()
         #expect(UInt64(report.fetched) == held && report.repaired == 0, "\(report)")

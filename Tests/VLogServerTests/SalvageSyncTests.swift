@@ -12,7 +12,7 @@ import VLogTesting
 /// A device whose store the disk damaged: salvaged into a new store, which syncs.
 @Suite("Salvage through the server")
 struct SalvageSyncTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
 
   @Test(
     "A damaged store salvaged and synced: its unsynced notes reach the server, the events it lost come back, and it converges with the other device",
@@ -69,7 +69,8 @@ struct SalvageSyncTests {
         defer { store.close() }
         let account = try SyncAccount(
           store: store, transport: transport, credentials: Self.ann,
-          stateFile: SyncAccount.stateFile(for: store), now: { clock.now })
+          stateFile: SyncAccount.stateFile(for: store), now: { clock.now },
+          encryption: .testingAsTheServerSays)
         let synced = try await account.sync()
         #expect(synced.inSync, "\(synced)")
         #expect(try store.outboxCount() == 0)

@@ -122,7 +122,7 @@ struct ServerStorageTests {
       try await server.store.createAccount(
         named: "ann",
         password: try PasswordHash(
-          hashing: "correct horse", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
+          hashing: "correct horse battery", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
       _ = try await server.store.sync(
         account: 1, pushing: [created, canary, gone, deleted], after: 0, limit: 10)
       // Make it what format 3 wrote: account, object id, then sequence (0 for a marker).
@@ -171,7 +171,7 @@ struct ServerStorageTests {
       try await server.store.createAccount(
         named: "ann",
         password: try PasswordHash(
-          hashing: "correct horse", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
+          hashing: "correct horse battery", cost: .testing, salt: [UInt8](repeating: 1, count: 16)))
       _ = try await server.store.sync(
         account: 1,
         pushing: [
@@ -238,7 +238,7 @@ struct ServerStorageTests {
       let migrated = APICaller(transport: InProcessTransport(server: server))
       let sessions = try await migrated.sessions(token: token).get().sessions
       #expect(sessions.count == 1 && sessions[0].current)
-      _ = try await migrated.deleteAccount(password: "correct horse", token: token).get()
+      _ = try await migrated.deleteAccount(password: "correct horse battery", token: token).get()
       #expect(try await server.store.account(number: 1) == nil)
       #expect(try await server.store.tokens(of: 1).isEmpty)
       #expect(try await server.store.account(number: 2)?.name == "bob")

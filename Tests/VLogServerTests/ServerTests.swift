@@ -73,7 +73,8 @@ func errorBody(_ response: TransportResponse) throws -> ErrorBody {
 }
 
 /// Creates an account and signs in; returns the token.
-func signUp(_ caller: APICaller, _ name: String, password: String = "correct horse") async throws
+func signUp(_ caller: APICaller, _ name: String, password: String = "correct horse battery")
+  async throws
   -> String
 {
   let credentials = Credentials(username: name, password: password)
@@ -141,7 +142,8 @@ struct ServerTests {
         // Accounts.
         let token = try await signUp(caller, "ann")
         _ = await caller.createAccount(Credentials(username: "ann", password: "other password"))
-        _ = await caller.createAccount(Credentials(username: "a n", password: "correct horse"))
+        _ = await caller.createAccount(
+          Credentials(username: "a n", password: "correct horse battery"))
         _ = try await post(transport, "/v1/accounts", big)
         // Sessions.
         _ = await caller.signIn(Credentials(username: "ann", password: "wrong password"))
@@ -162,11 +164,11 @@ struct ServerTests {
         var malformed = encrypted.serverKeys
         malformed.sealedForPassword = "AAAA"
         let refused = await caller.createAccount(
-          Credentials(username: "malformed", password: "correct horse"), keys: malformed)
+          Credentials(username: "malformed", password: "correct horse battery"), keys: malformed)
         #expect(refused.status == 400 && refused.error?.body?.field == "keys.sealedForPassword")
         let nullKeys = try await post(
           transport, "/v1/accounts",
-          #"{"username":"nullkeys","password":"correct horse","keys":null}"#)
+          #"{"username":"nullkeys","password":"correct horse battery","keys":null}"#)
         #expect(try nullKeys.status == 400 && errorBody(nullKeys).field == "keys")
         // A key derivation of null is not one left out: refused, as the document says.
         var keysObject = try #require(
@@ -178,7 +180,8 @@ struct ServerTests {
           String(
             decoding: try JSONSerialization.data(
               withJSONObject: [
-                "username": "nullderivation", "password": "correct horse", "keys": keysObject,
+                "username": "nullderivation", "password": "correct horse battery",
+                "keys": keysObject,
               ]), as: UTF8.self))
         #expect(nullDerivation.status == 400, "\(nullDerivation)")
         _ = await caller.send(
@@ -450,7 +453,7 @@ struct ServerTests {
             for index in 0..<4 {
               group.addTask {
                 await caller.createAccount(
-                  Credentials(username: "many\(round)x\(index)", password: "correct horse")
+                  Credentials(username: "many\(round)x\(index)", password: "correct horse battery")
                 ).status
               }
             }
@@ -465,7 +468,7 @@ struct ServerTests {
         // five wrong passwords in a row (429).
         let dave = try await signUp(caller, "dave")
         let daveOther = try await caller.signIn(
-          Credentials(username: "dave", password: "correct horse")
+          Credentials(username: "dave", password: "correct horse battery")
         ).get().token
         let sessions = try await caller.sessions(token: dave).get().sessions
         #expect(sessions.count == 2 && sessions.filter(\.current).count == 1)
@@ -477,28 +480,31 @@ struct ServerTests {
         _ = await caller.revokeSession(id: otherID, token: "nonsense")
         #expect(await caller.sessions(token: daveOther).status == 401)
         let wrongChange = PasswordChange(
-          currentPassword: "wrong password", newPassword: "new password!")
+          currentPassword: "wrong password", newPassword: "a new mauve ladder")
         _ = await caller.changePassword(wrongChange, token: dave)
         _ = await caller.changePassword(wrongChange, token: "nonsense")
         _ = try await post(
-          transport, "/v1/accounts/current/password", #"{"currentPassword":"correct horse"}"#,
+          transport, "/v1/accounts/current/password",
+          #"{"currentPassword":"correct horse battery"}"#,
           token: dave, method: "PUT")
         _ = try await post(
           transport, "/v1/accounts/current/password", big, token: dave, method: "PUT")
         _ = try await caller.changePassword(
-          PasswordChange(currentPassword: "correct horse", newPassword: "new password!"),
+          PasswordChange(
+            currentPassword: "correct horse battery", newPassword: "a new mauve ladder"),
           token: dave
         ).get()
         _ = await caller.deleteAccount(password: "wrong password", token: dave)
-        _ = await caller.deleteAccount(password: "new password!", token: "nonsense")
+        _ = await caller.deleteAccount(password: "a new mauve ladder", token: "nonsense")
         _ = try await post(
           transport, "/v1/accounts/current", #"{"pass":"x"}"#, token: dave, method: "DELETE")
         _ = try await post(transport, "/v1/accounts/current", big, token: dave, method: "DELETE")
         for _ in 0..<4 { _ = await caller.deleteAccount(password: "wrong password", token: dave) }
-        #expect(await caller.deleteAccount(password: "new password!", token: dave).status == 429)
+        #expect(
+          await caller.deleteAccount(password: "a new mauve ladder", token: dave).status == 429)
         #expect(await caller.changePassword(wrongChange, token: dave).status == 429)
         let erin = try await signUp(caller, "erin")
-        _ = try await caller.deleteAccount(password: "correct horse", token: erin).get()
+        _ = try await caller.deleteAccount(password: "correct horse battery", token: erin).get()
         #expect(await caller.sessions(token: erin).status == 401)
         // Sign out, then the token is refused at once.
         _ = try await caller.signOut(token: token).get()
@@ -540,7 +546,8 @@ struct ServerTests {
       #expect(wrong.error?.body?.code == .invalidCredentials)
       // The right password, in another case of the user name, works.
       #expect(
-        await caller.signIn(Credentials(username: "ANN", password: "correct horse")).status == 200)
+        await caller.signIn(Credentials(username: "ANN", password: "correct horse battery")).status
+          == 200)
     }
   }
 
@@ -556,12 +563,14 @@ struct ServerTests {
       let after = await caller.sync(SyncPush(cursor: 0, events: []), token: token)
       #expect(after.status == 401 && after.error?.body?.code == .unauthorized)
       // The data never holds the token itself.
-      let token2 = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
-        .get().token
+      let token2 = try await caller.signIn(
+        Credentials(username: "ann", password: "correct horse battery")
+      )
+      .get().token
       let file = try await storedBytes(of: server)
       #expect(file.range(of: Data("ann".utf8)) != nil, "the search can find what is stored")
       #expect(file.range(of: Data(token2.utf8)) == nil)
-      #expect(file.range(of: Data("correct horse".utf8)) == nil)
+      #expect(file.range(of: Data("correct horse battery".utf8)) == nil)
     }
   }
 
@@ -624,7 +633,7 @@ struct ServerTests {
         let transport = try CheckedTransport(InProcessTransport(server: server))
         let device = try openDevice(
           0, root: root, transport: transport,
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: 1,
           clock: serverClock)
         defer { device.store.close() }
         try await device.account.createAccount()
@@ -723,7 +732,7 @@ struct ServerTests {
       let transport = InProcessTransport(server: server)
       _ = try await signUp(APICaller(transport: transport), "ann")
       let wrong = #"{"username":"ann","password":"wrong horse"}"#
-      let right = #"{"username":"ann","password":"correct horse"}"#
+      let right = #"{"username":"ann","password":"correct horse battery"}"#
       for _ in 0..<5 { #expect(try await post(transport, "/v1/sessions", wrong).status == 401) }
       let refused = try await post(transport, "/v1/sessions", right)
       #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
@@ -749,13 +758,13 @@ struct ServerTests {
       _ = try await signUp(APICaller(transport: transport), "ann")
       let long = String(repeating: "a", count: 600)
       let cases: [(String, Int)] = [
-        (#"{"username":"","password":"correct horse"}"#, 400),
-        (#"{"username":"   ","password":"correct horse"}"#, 400),
-        (#"{"username":"\#(long)","password":"correct horse"}"#, 400),
-        (#"{"username":"ann\u0000","password":"correct horse"}"#, 400),
+        (#"{"username":"","password":"correct horse battery"}"#, 400),
+        (#"{"username":"   ","password":"correct horse battery"}"#, 400),
+        (#"{"username":"\#(long)","password":"correct horse battery"}"#, 400),
+        (#"{"username":"ann\u0000","password":"correct horse battery"}"#, 400),
         (#"{"username":"ann","password":""}"#, 400),
         (#"{"username":"ann","password":"\#(String(repeating: "p", count: 2000))"}"#, 400),
-        (#"{"username":"bob","password":"correct horse"}"#, 401),
+        (#"{"username":"bob","password":"correct horse battery"}"#, 401),
         (#"{"username":"ann","password":"wrong horse"}"#, 401),
       ]
       for (body, status) in cases {
@@ -824,7 +833,7 @@ struct ServerTests {
         let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
         let device = try openDevice(
           0, root: root, transport: InProcessTransport(server: server),
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: 1,
           clock: deviceClock)
         defer { device.store.close() }
         try await device.account.createAccount()
@@ -849,7 +858,7 @@ struct ServerTests {
     let serverClock = ManualClock()
     try await withServer(backend: backend, clock: serverClock) { server in
       try await withTemporaryDirectory { root in
-        let credentials = Credentials(username: "ann", password: "correct horse")
+        let credentials = Credentials(username: "ann", password: "correct horse battery")
         let deviceClock = ManualClock(start: serverClock.now.addingTimeInterval(86400))
         let device = try openDevice(
           0, root: root, transport: InProcessTransport(server: server), credentials: credentials,
@@ -1049,11 +1058,12 @@ struct ServerTests {
         #expect(response.status == (valid ? 200 : 400), "server: \(event.suffix(120))")
       }
       let credentials: [(String, Bool)] = [
-        (#"{"username":"Ann.B+1@x","password":"correct horse"}"#, true),
-        (#"{"username":" ann","password":"correct horse"}"#, false),
-        (#"{"username":"ann!","password":"correct horse"}"#, false),
+        (#"{"username":"Ann.B+1@x","password":"correct horse battery"}"#, true),
+        (#"{"username":" ann","password":"correct horse battery"}"#, false),
+        (#"{"username":"ann!","password":"correct horse battery"}"#, false),
         (
-          #"{"username":"\#(String(repeating: "a", count: 65))","password":"correct horse"}"#, false
+          #"{"username":"\#(String(repeating: "a", count: 65))","password":"correct horse battery"}"#,
+          false
         ),
         (#"{"username":"eve","password":"short"}"#, false),
         (#"{"username":"eve","password":"ééééééé"}"#, false),

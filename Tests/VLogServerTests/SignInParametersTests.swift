@@ -32,7 +32,7 @@ struct SignInParametersTests {
       let bea = try await caller.createEncryptedAccount(
         username: "bea", password: EncryptedSyncTests.password, options: Self.encryption)
       _ = try await caller.createAccount(
-        Credentials(username: "cid", password: "correct horse")
+        Credentials(username: "cid", password: "correct horse battery")
       ).get()
 
       let annParameters = try await caller.signInParameters(username: "ann").get()

@@ -109,6 +109,16 @@ extension APICaller {
   }
 }
 
+extension APICaller {
+  /// Signs in as a device of this version does — with the secret drawn from the password as
+  /// the server says, at no less than the tests' cost — and answers the token.
+  func token(signingInAs credentials: Credentials) async throws -> String {
+    try await signIn(
+      username: credentials.username, password: credentials.password, floor: .testing
+    ).token
+  }
+}
+
 /// One device: a store with its own clock, and its account on the server.
 struct Device: Sendable {
   let store: NoteStore
@@ -133,7 +143,7 @@ func openDevices(
 func openDevice(
   _ index: Int, root: String, transport: any Transport, credentials: Credentials, seed: UInt64,
   clock: ManualClock, mergePolicy: any MergePolicy = StandardMerge(), pageSize: Int = 1000,
-  encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = .asTheServerSays
+  encoding: SyncEncoding = .binary, encryption: EncryptionOptions? = .testingAsTheServerSays
 ) throws -> Device {
   var options = NoteStore.Options(
     durability: .noSync,
@@ -256,4 +266,11 @@ func createAccounts(_ names: [String], in store: any ServerStorage) async throws
   let password = try PasswordHash(
     hashing: "pw", cost: .testing, salt: [UInt8](repeating: 1, count: 16))
   for name in names { try await store.createAccount(named: name, password: password) }
+}
+
+extension EncryptionOptions {
+  /// An account as the server says, stretching passwords at the tests' cost: what the tests'
+  /// devices use, against servers that hash at the tests' cost too.
+  static let testingAsTheServerSays = EncryptionOptions(
+    cost: .testing, random: systemRandomBytes, isRequired: false)
 }

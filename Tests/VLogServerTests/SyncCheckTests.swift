@@ -12,7 +12,7 @@ import VLogTesting
 /// two sides hold, read independently of it.
 @Suite("A check of sync names what differs")
 struct SyncCheckTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
 
   /// Every id a store holds.
   static func ids(of store: NoteStore) throws -> Set<Stamp> {

@@ -55,7 +55,7 @@ struct SyncPipelineTests {
       transport: HookedTransport(base: HTTPTransport(baseURL: baseURL), hook: hook),
       credentials: Credentials(username: "ann", password: "correct horse battery"),
       pageSize: pageSize, pushSize: pushSize,
-      encryption: encrypted ? EncryptedSyncTests.encryption : nil)
+      encryption: encrypted ? EncryptedSyncTests.encryption : .testingAsTheServerSays)
     return (store, account)
   }
 

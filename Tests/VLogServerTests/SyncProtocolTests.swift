@@ -80,7 +80,7 @@ struct SlowSyncCalls: Transport {
 
 @Suite("Sync protocol")
 struct SyncProtocolTests {
-  static let ann = Credentials(username: "ann", password: "correct horse")
+  static let ann = Credentials(username: "ann", password: "correct horse battery")
 
   @Test(
     "A push whose response is lost after the server committed is applied once when retried",
@@ -244,7 +244,7 @@ struct SyncProtocolTests {
         let total = try sender.store.lastSequence()
 
         let caller = APICaller(transport: transport)
-        let token = try await caller.signIn(Self.ann).get().token
+        let token = try await caller.token(signingInAs: Self.ann)
         let receiver = try NoteStore.open(
           at: root + "/receiver", options: .init(durability: .noSync))
         defer { receiver.close() }

@@ -28,7 +28,7 @@ struct TagFormSyncTests {
         var generator = SeededGenerator(seed: seed)
         let devices = try openDevices(
           3, root: root, transport: { _ in InProcessTransport(server: server) },
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: seed)
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: seed)
         defer { for device in devices { device.store.close() } }
         try await devices[0].account.createAccount()
         for round in 0..<3 {

@@ -96,17 +96,20 @@ struct ThrottleTests {
       }
       // Five failures, three of them on the other server: the name waits, even with the right
       // password.
-      let refused = await caller.signIn(Credentials(username: "ann", password: "correct horse"))
+      let refused = await caller.signIn(
+        Credentials(username: "ann", password: "correct horse battery"))
       #expect(refused.status == 429, "\(refused)")
       #expect(refused.error?.retryAfter == .seconds(1))
       if backend == .postgres {
         #expect(
-          await firstCaller.signIn(Credentials(username: "ann", password: "correct horse")).status
+          await firstCaller.signIn(Credentials(username: "ann", password: "correct horse battery"))
+            .status
             == 429)
         first.close()
       }
       storage.clock.advance(by: 1)
-      _ = try await caller.signIn(Credentials(username: "ann", password: "correct horse")).get()
+      _ = try await caller.signIn(Credentials(username: "ann", password: "correct horse battery"))
+        .get()
     }
   }
 
@@ -123,7 +126,8 @@ struct ThrottleTests {
         _ = await caller.signIn(Credentials(username: "ann", password: Self.wrong))
       }
       #expect(
-        await caller.signIn(Credentials(username: "ann", password: "correct horse")).status == 429)
+        await caller.signIn(Credentials(username: "ann", password: "correct horse battery")).status
+          == 429)
       // Made-up names, eight at a time.
       try await withThrowingTaskGroup(of: Void.self) { group in
         for worker in 0..<8 {
@@ -138,7 +142,8 @@ struct ThrottleTests {
         }
         try await group.waitForAll()
       }
-      let locked = await caller.signIn(Credentials(username: "ann", password: "correct horse"))
+      let locked = await caller.signIn(
+        Credentials(username: "ann", password: "correct horse battery"))
       #expect(locked.status == 429, "\(locked)")
       // The counters of the made-up names are in the storage, until their window ends.
       storage.clock.advance(by: 24 * 3600 + 1)
@@ -156,23 +161,27 @@ struct ThrottleTests {
       let caller = APICaller(transport: InProcessTransport(server: server))
       _ = try await signUp(caller, "ann")
       _ = try await signUp(caller, "bob")
-      let session = try await caller.signIn(Credentials(username: "ann", password: "correct horse"))
-        .get()
+      let session = try await caller.signIn(
+        Credentials(username: "ann", password: "correct horse battery")
+      )
+      .get()
       let device = try #require(session.device)
       // Someone else fails at the name: a sign-in without the credential waits.
       for _ in 0..<6 {
         _ = await caller.signIn(Credentials(username: "ann", password: Self.wrong))
       }
       #expect(
-        await caller.signIn(Credentials(username: "ann", password: "correct horse")).status == 429)
+        await caller.signIn(Credentials(username: "ann", password: "correct horse battery")).status
+          == 429)
       // The device signs in, and keeps its credential.
       let again = try await caller.signIn(
-        Credentials(username: "ann", password: "correct horse", device: device)
+        Credentials(username: "ann", password: "correct horse battery", device: device)
       ).get()
       #expect(again.device == device)
       // A credential made for another name, a changed one, or made up is no credential.
       let bobs = try #require(
-        try await caller.signIn(Credentials(username: "bob", password: "correct horse")).get()
+        try await caller.signIn(Credentials(username: "bob", password: "correct horse battery"))
+          .get()
           .device)
       var flipped = Array(device.utf8)
       flipped[30] = flipped[30] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
@@ -180,7 +189,7 @@ struct ThrottleTests {
         bobs, String(decoding: flipped, as: UTF8.self), String(repeating: "A", count: 43),
       ] {
         let refused = await caller.signIn(
-          Credentials(username: "ann", password: "correct horse", device: forged))
+          Credentials(username: "ann", password: "correct horse battery", device: forged))
         #expect(refused.status == 429, "\(forged)")
       }
       // The device's own failures count for it: five, then it waits too.
@@ -190,16 +199,18 @@ struct ThrottleTests {
         #expect(failed.status == 401)
       }
       #expect(
-        await caller.signIn(Credentials(username: "ann", password: "correct horse", device: device))
-          .status == 429)
+        await caller.signIn(
+          Credentials(username: "ann", password: "correct horse battery", device: device)
+        )
+        .status == 429)
       storage.clock.advance(by: 1)
       let token = try await caller.signIn(
-        Credentials(username: "ann", password: "correct horse", device: device)
+        Credentials(username: "ann", password: "correct horse battery", device: device)
       ).get().token
       // A password change ends every credential made before it: the old one is no credential,
       // and the sign-in is judged by the name's failures.
       _ = try await caller.changePassword(
-        PasswordChange(currentPassword: "correct horse", newPassword: "a new password"),
+        PasswordChange(currentPassword: "correct horse battery", newPassword: "a new password"),
         token: token
       ).get()
       // (A credential the server takes comes back as it is; any other is replaced.)
@@ -222,7 +233,7 @@ struct ThrottleTests {
       try await withTemporaryDirectory { root in
         let device = try openDevice(
           0, root: root, transport: InProcessTransport(server: server),
-          credentials: Credentials(username: "ann", password: "correct horse"), seed: 1,
+          credentials: Credentials(username: "ann", password: "correct horse battery"), seed: 1,
           clock: storage.clock)
         try await device.account.signIn()
         let kept = try #require(await device.account.state.deviceCredential)
@@ -230,7 +241,8 @@ struct ThrottleTests {
           _ = await caller.signIn(Credentials(username: "ann", password: Self.wrong))
         }
         #expect(
-          await caller.signIn(Credentials(username: "ann", password: "correct horse")).status
+          await caller.signIn(Credentials(username: "ann", password: "correct horse battery"))
+            .status
             == 429)
         try await device.account.signIn()
         _ = try await device.store.write { $0.createNote(text: "still here") }
@@ -285,7 +297,8 @@ struct ThrottleTests {
           ).status
           #expect(status == 401)
         }
-        let refused = await caller.signIn(Credentials(username: "a1", password: "correct horse"))
+        let refused = await caller.signIn(
+          Credentials(username: "a1", password: "correct horse battery"))
         #expect(refused.status == 429, "\(refused)")
       }
       if backend == .lmdb { server.close() }
@@ -294,10 +307,12 @@ struct ThrottleTests {
       if backend == .postgres { server.close() }
       try await withLiveServer(next) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
-        _ = try await caller.createAccount(Credentials(username: "a3", password: "correct horse"))
-          .get()
+        _ = try await caller.createAccount(
+          Credentials(username: "a3", password: "correct horse battery")
+        )
+        .get()
         let refused = await caller.createAccount(
-          Credentials(username: "a4", password: "correct horse"))
+          Credentials(username: "a4", password: "correct horse battery"))
         #expect(refused.status == 429, "\(refused)")
         #expect(refused.error?.retryAfter == .seconds(3600))
       }

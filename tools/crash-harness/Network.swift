@@ -156,7 +156,7 @@ struct NetworkRound {
   var tally = NetworkTally()
 
   var user: String { "net\(round)x\(seed % 100_000)" }
-  let password = "correct horse"
+  let password = "correct horse battery"
 
   func say(_ line: String) { if narrate { print("  " + line) } }
 
@@ -206,7 +206,7 @@ struct NetworkRound {
     defer { proxy.stop() }
     proxy.serverPort = port
     let caller = APICaller(transport: HTTPTransport(baseURL: "http://127.0.0.1:\(port)"))
-    _ = try await caller.createAccount(Credentials(username: user, password: password)).get()
+    _ = try await caller.createClearAccount(username: user, password: password, cost: .testing)
     // Every device, the offline one too, signs in and syncs once on a good network.
     for index in 0...devices {
       let child = try Child(tools.harness, device(index, "sync", proxy: proxy))

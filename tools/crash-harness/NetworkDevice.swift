@@ -89,7 +89,8 @@ struct NetworkDevice: AsyncParsableCommand {
       store: store, transport: transport,
       credentials: Credentials(username: user, password: password),
       credentialStore: FileCredentialStore.file(for: store),
-      stateFile: SyncAccount.stateFile(for: store))
+      stateFile: SyncAccount.stateFile(for: store),
+      encryption: EncryptionOptions(cost: .testing, isRequired: false))
   }
 
   /// One user change: a new note, or an edit of the text, the tags or the archive flag of a

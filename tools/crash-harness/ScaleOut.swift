@@ -74,12 +74,16 @@ func crashScaleOut(
   let transport = RandomServerTransport(urls)
   let caller = APICaller(transport: transport)
   let accounts = (0..<2).map {
-    Credentials(username: "scale\(round)x\($0)", password: "correct horse")
+    Credentials(username: "scale\(round)x\($0)", password: "correct horse battery")
   }
   var tokens: [String] = []
   for credentials in accounts {
-    _ = try await caller.createAccount(credentials).get()
-    tokens.append(try await caller.signIn(credentials).get().token)
+    _ = try await caller.createClearAccount(
+      username: credentials.username, password: credentials.password, cost: .testing)
+    tokens.append(
+      try await caller.signIn(
+        username: credentials.username, password: credentials.password, floor: .testing
+      ).token)
   }
   // Devices of the first account, editing and syncing through random instances.
   let devices = try (0..<3).map { index in
@@ -88,7 +92,8 @@ func crashScaleOut(
     return (
       store,
       try SyncAccount(
-        store: store, transport: transport, credentials: accounts[0], pageSize: 50)
+        store: store, transport: transport, credentials: accounts[0], pageSize: 50,
+        encryption: EncryptionOptions(cost: .testing, isRequired: false))
     )
   }
   defer { for (store, _) in devices { store.close() } }
@@ -104,7 +109,8 @@ func crashScaleOut(
     let store = try NoteStore.open(
       at: "\(root)/watcher-\(index)", options: .init(durability: .noSync))
     let account = try SyncAccount(
-      store: store, transport: transport, credentials: accounts[0], pageSize: 50)
+      store: store, transport: transport, credentials: accounts[0], pageSize: 50,
+      encryption: EncryptionOptions(cost: .testing, isRequired: false))
     // A sync that hits the killed instance fails (this transport keeps choosing it, as no
     // load balancer would): retried within a second, not after the app's minutes of back-off.
     let sync = AutomaticSync(
@@ -195,7 +201,9 @@ func crashScaleOut(
   let local = APICaller(transport: InProcessTransport(server: server))
   var serverDigest: EventSetDigest?
   for (index, credentials) in accounts.enumerated() {
-    let again = try await local.signIn(credentials).get().token
+    let again = try await local.signIn(
+      username: credentials.username, password: credentials.password, floor: .testing
+    ).token
     var texts: [String] = []
     var cursor: UInt64 = 0
     while true {

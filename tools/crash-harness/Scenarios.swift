@@ -190,11 +190,17 @@ func crashServer(
   }
   let caller = APICaller(transport: HTTPTransport(baseURL: url, timeout: .seconds(5)))
   // Two accounts, pushed to in turn, so that their logs interleave in the server's database.
-  let accounts = (0..<2).map { Credentials(username: "crash\($0)", password: "correct horse") }
+  let accounts = (0..<2).map {
+    Credentials(username: "crash\($0)", password: "correct horse battery")
+  }
   var tokens: [String] = []
   for credentials in accounts {
-    _ = try await caller.createAccount(credentials).get()
-    tokens.append(try await caller.signIn(credentials).get().token)
+    _ = try await caller.createClearAccount(
+      username: credentials.username, password: credentials.password, cost: .testing)
+    tokens.append(
+      try await caller.signIn(
+        username: credentials.username, password: credentials.password, floor: .testing
+      ).token)
   }
   let acknowledged = Acknowledged()
   let pushers = (0..<4).map { pusher in
@@ -237,7 +243,9 @@ func crashServer(
   guard verification.faults.isEmpty else { throw Failure("verify: \(verification.faults)") }
   let local = APICaller(transport: InProcessTransport(server: server))
   for (index, credentials) in accounts.enumerated() {
-    let again = try await local.signIn(credentials).get().token
+    let again = try await local.signIn(
+      username: credentials.username, password: credentials.password, floor: .testing
+    ).token
     var texts: [String] = []
     var cursor: UInt64 = 0
     while true {

@@ -95,9 +95,10 @@ extension Load {
       .appendingPathComponent("vlog-live-\(UUID().uuidString)").path
     // Clean-up of the temporary directory: one left behind is only clutter.
     defer { try? FileManager.default.removeItem(atPath: root) }
-    let credentials = Credentials(username: name, password: "correct horse")
+    let credentials = Credentials(username: name, password: "correct horse battery")
     let transports = urls.map { HTTPTransport(baseURL: $0, client: http) }
-    _ = try await APICaller(transport: transports[0]).createAccount(credentials).get()
+    _ = try await APICaller(transport: transports[0]).createClearAccount(
+      username: credentials.username, password: credentials.password, cost: .testing)
     var devices: [(store: NoteStore, account: SyncAccount)] = []
     var automatics: [AutomaticSync<ContinuousClock>] = []
     defer { for device in devices { device.store.close() } }
@@ -106,7 +107,8 @@ extension Load {
       let store = try NoteStore.open(at: "\(root)/device-\(index)")
       let account = try SyncAccount(
         store: store, transport: transports[(index + 1) % transports.count],
-        credentials: credentials)
+        credentials: credentials,
+        encryption: EncryptionOptions(cost: .testing, isRequired: false))
       try await account.signIn()
       devices.append((store, account))
       // The writer syncs by hand, so that its push is what the clock starts at.
@@ -142,9 +144,14 @@ extension Load {
     let perAccount = 100
     var tokens: [String] = []
     for account in 0..<(liveChannels + perAccount - 1) / perAccount {
-      let credentials = Credentials(username: "idle\(run)x\(account)", password: "correct horse")
-      _ = try await caller.createAccount(credentials).get()
-      tokens.append(try await caller.signIn(credentials).get().token)
+      let credentials = Credentials(
+        username: "idle\(run)x\(account)", password: "correct horse battery")
+      _ = try await caller.createClearAccount(
+        username: credentials.username, password: credentials.password, cost: .testing)
+      tokens.append(
+        try await caller.signIn(
+          username: credentials.username, password: credentials.password, floor: .testing
+        ).token)
     }
     // The channels of the measurements before have ended (their devices stopped): how long
     // that took is how long a stopped device's channel holds a place.

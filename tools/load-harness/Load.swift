@@ -198,9 +198,14 @@ struct Load: AsyncParsableCommand {
     let caller = callers[0]
     var tokens: [String] = []
     for account in 0..<accounts {
-      let credentials = Credentials(username: "load\(run)x\(account)", password: "correct horse")
-      _ = try await caller.createAccount(credentials).get()
-      tokens.append(try await caller.signIn(credentials).get().token)
+      let credentials = Credentials(
+        username: "load\(run)x\(account)", password: "correct horse battery")
+      _ = try await caller.createClearAccount(
+        username: credentials.username, password: credentials.password, cost: .testing)
+      tokens.append(
+        try await caller.signIn(
+          username: credentials.username, password: credentials.password, floor: .testing
+        ).token)
     }
     let readers = live ? try await holdChannels(callers: callers, tokens: tokens) : []
     defer { for reader in readers { reader.cancel() } }
@@ -357,9 +362,12 @@ struct Load: AsyncParsableCommand {
   /// One device alone, pushing one edit and pulling the page after its cursor, `roundTrips`
   /// times in a row: the latency of a sync call on an idle server.
   func roundTrip(callers: [APICaller], run: String) async throws {
-    let credentials = Credentials(username: "trip\(run)", password: "correct horse")
-    _ = try await callers[0].createAccount(credentials).get()
-    let token = try await callers[0].signIn(credentials).get().token
+    let credentials = Credentials(username: "trip\(run)", password: "correct horse battery")
+    _ = try await callers[0].createClearAccount(
+      username: credentials.username, password: credentials.password, cost: .testing)
+    let token = try await callers[0].signIn(
+      username: credentials.username, password: credentials.password, floor: .testing
+    ).token
     let replica = ReplicaID(Identifier(high: 0x7819, low: 1))
     let note = NoteID(Identifier(high: 0x7819, low: 2))
     var latencies: [Double] = []
@@ -390,9 +398,12 @@ struct Load: AsyncParsableCommand {
   /// An account of `initialEvents` events (pushed 1,000 at a time), then a new device pulling
   /// all of it in pages of 5,000: the time of the pull.
   func initialSync(callers: [APICaller], run: String) async throws {
-    let credentials = Credentials(username: "initial\(run)", password: "correct horse")
-    _ = try await callers[0].createAccount(credentials).get()
-    let token = try await callers[0].signIn(credentials).get().token
+    let credentials = Credentials(username: "initial\(run)", password: "correct horse battery")
+    _ = try await callers[0].createClearAccount(
+      username: credentials.username, password: credentials.password, cost: .testing)
+    let token = try await callers[0].signIn(
+      username: credentials.username, password: credentials.password, floor: .testing
+    ).token
     let replica = ReplicaID(Identifier(high: 0x1417, low: 1))
     let base = UInt64(Date().timeIntervalSince1970 * 1000) - 600_000
     var pushed = 0

@@ -4,26 +4,21 @@ import VLog
 import VLogSync
 import VLogWire
 
-/// What the server knows as `password`: itself, or for an end-to-end encrypted account the
-/// sign-in secret drawn from it, as the server says the account is (`POST
-/// /v1/sessions/parameters`). `encryption` is the least key derivation cost accepted; given,
-/// the account must be encrypted: a server that says otherwise is not sent the password.
+/// What the server knows as `password`: the secret drawn from it as the server says the
+/// account's password is stretched (`POST /v1/sessions/parameters`), for every account — no
+/// password leaves this machine. `encryption` is the least key derivation cost accepted;
+/// given, the account must be encrypted: a server that says otherwise is refused.
 private func serverPassword(
   _ password: String, user: String, caller: APICaller, encryption: KeyDerivationCost?
 ) async throws -> (secret: String, encrypted: Bool) {
-  let name = Credentials(username: user, password: "").normalizedUsername
-  let parameters = try await caller.signInParameters(of: name, floor: encryption ?? .standard)
-  guard parameters.encrypted else {
-    if encryption != nil {
-      throw CLIError(
-        "the server says '\(name)' is not an end-to-end encrypted account (or there is no such "
-          + "account): the password is not sent")
-    }
-    return (password, false)
+  do {
+    let (keys, encrypted) = try await caller.passwordKeys(
+      username: user, password: password, floor: encryption ?? .standard,
+      encrypted: encryption != nil)
+    return (keys.signInSecret, encrypted)
+  } catch let error as AccountKeyError {
+    throw CLIError(error.description)
   }
-  let keys = try await PasswordKeys.stretching(
-    username: name, password: password, derivation: parameters.keyDerivation)
-  return (keys.signInSecret, true)
 }
 
 /// Signs in as `user`, runs `body` with the token and what the server knows as the password,
@@ -169,8 +164,8 @@ struct ChangePassword: AsyncParsableCommand {
     ) { caller, token, _, encrypted -> RecoveryKey? in
       guard encrypted else {
         if rekey { throw CLIError("--rekey: only an end-to-end encrypted account has keys") }
-        let change = PasswordChange(currentPassword: current, newPassword: new)
-        _ = try await caller.changePassword(change, token: token).get()
+        try await caller.changeClearPassword(
+          username: user, from: current, to: new, floor: encryption ?? .standard, token: token)
         return nil
       }
       let cost = encryption ?? .standard
@@ -315,9 +310,7 @@ struct CreateAccount: AsyncParsableCommand {
       let recoveryKey: String?
     }
     guard let encryption else {
-      let created = try await caller.createAccount(
-        Credentials(username: user, password: password)
-      ).get()
+      let created = try await caller.createClearAccount(username: user, password: password)
       return CommandOutput(
         text: "created account '\(created.username)' on \(server)",
         json: JSON(

@@ -43,7 +43,7 @@ struct Demo: AsyncParsableCommand {
       phone.close()
       laptop.close()
     }
-    let credentials = Credentials(username: "demo", password: "demo password")
+    let credentials = Credentials(username: "demo", password: "a demo of quiet ledgers")
     func account(_ store: NoteStore) throws -> SyncAccount {
       try SyncAccount(
         store: store, transport: HTTPTransport(baseURL: server), credentials: credentials,

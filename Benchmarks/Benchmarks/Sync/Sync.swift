@@ -16,7 +16,7 @@ import VLogSync
 let syncEvents =
   ProcessInfo.processInfo.environment["VLOG_SYNC_EVENTS"].flatMap(Int.init) ?? 100_000
 
-let credentials = Credentials(username: "bench", password: "benchmark password")
+let credentials = Credentials(username: "bench", password: "benchmark password for quiet ledgers")
 
 /// The servers' logger: critical messages only.
 let quietLogger = {
@@ -200,6 +200,51 @@ let benchmarks: @Sendable () -> Void = {
     }
   }
 
+  // A clear account's sign-in on loopback, the server hashing at its standard cost (N = 2¹⁷):
+  // before, the password itself, which the server hashed; now, the parameters asked, the
+  // password stretched on the device (N = 2¹⁸) and the secret hashed by the server. Each run
+  // makes its account on a new server (the sign-in of the earlier form moves nothing).
+  for form in ["1 before: the password itself", "2 now: a secret stretched on the device"] {
+    Benchmark(
+      "clear account's sign-in · \(form)",
+      configuration: .init(
+        metrics: [.wallClock, .cpuTotal], timeUnits: .milliseconds, warmupIterations: 1,
+        maxIterations: 5)
+    ) { benchmark in
+      let directory = temporaryPath("sign-in-server")
+      let server = try SyncServer.open(
+        dataDirectory: directory, configuration: .init(passwordCost: .standard),
+        logger: quietLogger)
+      defer {
+        server.close()
+        removeTemporaryItem(atPath: directory)
+      }
+      let measured = Measured(benchmark)
+      let before = form.hasPrefix("1")
+      try await server.serving { port in
+        let benchmark = measured.benchmark
+        let caller = APICaller(transport: HTTPTransport(baseURL: "http://127.0.0.1:\(port)"))
+        let credentials = Credentials(
+          username: "sign-in", password: "benchmark password for sign-ins")
+        if before {
+          _ = try await caller.createAccount(credentials).get()
+        } else {
+          try await caller.createClearAccount(
+            username: credentials.username, password: credentials.password)
+        }
+        benchmark.startMeasurement()
+        if before {
+          blackHole(try await caller.signIn(credentials).get())
+        } else {
+          blackHole(
+            try await caller.signIn(
+              username: credentials.username, password: credentials.password))
+        }
+        benchmark.stopMeasurement()
+      }
+    }
+  }
+
   Benchmark(
     "one edit's round trip · 1 empty HTTP round trip",
     configuration: .init(timeUnits: .microseconds, maxDuration: .seconds(10), maxIterations: 300)
@@ -242,7 +287,8 @@ final class RoundTripDevice: Sendable {
     let store = try NoteStore.open(at: temporaryPath("sync-device"))
     let account = try SyncAccount(
       store: store, transport: HTTPTransport(baseURL: url),
-      credentials: Credentials(username: "roundtrip", password: "benchmark password"))
+      credentials: Credentials(
+        username: "roundtrip", password: "benchmark password for quiet ledgers"))
     let note = try await store.write { $0.createNote(text: "round trip") }
     try await account.createAccount()
     try await account.sync()

@@ -139,7 +139,8 @@ func measure(retention: NoteStore.Retention, label: String) async throws -> Resu
     fatalError("the server did not start")
   }
   let url = "http://127.0.0.1:\(port)"
-  let credentials = Credentials(username: "history", password: "benchmark password")
+  let credentials = Credentials(
+    username: "history", password: "benchmark password for quiet ledgers")
   let uploader = try SyncAccount(
     store: source, transport: HTTPTransport(baseURL: url), credentials: credentials)
   try await uploader.createAccount()

@@ -44,7 +44,7 @@ let server = try SyncServer.open(
   dataDirectory: root + "/server",
   configuration: .init(passwordCost: .testing, durability: .noSync))
 defer { server.close() }
-let credentials = Credentials(username: "ann", password: "correct horse")
+let credentials = Credentials(username: "ann", password: "correct horse battery")
 
 try await server.serving { port in
   let url = "http://127.0.0.1:\(port)"
@@ -96,7 +96,9 @@ try await server.serving { port in
 
   // One event the device lacks: pushed by another device, not pulled here.
   let caller = APICaller(transport: HTTPTransport(baseURL: url))
-  let token = try await caller.signIn(credentials).get().token
+  let token = try await caller.signIn(
+    username: credentials.username, password: credentials.password
+  ).token
   _ = try await caller.sync(
     SyncPush(cursor: 0, events: Array(imported.suffix(1)), limit: 1), token: token
   ).get()

@@ -25,7 +25,9 @@ struct AccountsController: ServerController {
     let account = try checked { () throws(WireError) in try body.validated() }
     let valid = account.credentials
     try await passwords.throttle.admitSignUp(from: context.channel.remoteAddress?.ipAddress)
-    let hash = try await passwords.hash(valid.password)
+    // The hash of the secret a device drew from the password, and for a clear account how it
+    // drew it; from a device of an earlier version, of a clear account's password itself.
+    let hash = try await passwords.hash(valid.password, derivation: account.keyDerivation)
     var encryption: EncryptionRecord?
     if let keys = account.keys {
       let recoverySecret = try await passwords.hash(keys.recoverySecret)
@@ -47,7 +49,7 @@ struct AccountsController: ServerController {
     let change = try checked { () throws(WireError) in try body.validated() }
     let seal = try await passwordSeal(change.keys, of: account)
     try await passwords.confirm(change.currentPassword, of: account, context)
-    let hash = try await passwords.hash(change.newPassword)
+    let hash = try await passwords.hash(change.newPassword, derivation: change.keyDerivation)
     try await accounts.setPassword(
       account: account, password: hash, keeping: tokenHash, seal: seal)
     context.logger.info("password changed", metadata: ["account": "\(account)"])

@@ -34,9 +34,11 @@ struct SessionsController: ServerController {
   ///
   /// The answer for a name no account has is of the same kind as for one that has: drawn from
   /// the server's secret and the name, the same every time — encrypted or not, a salt, the
-  /// cost devices use for new passwords. A clear account's is drawn the same way, marked
-  /// clear. Nothing here tells whether a name exists; the sign-up limit guards the one place
-  /// that must (a name taken).
+  /// cost devices use for new passwords. A clear account's is the derivation its devices made
+  /// (version 2), or for one made before devices stretched passwords, the one that reproduces
+  /// the server's hash of its password (version 3). Nothing here tells whether a name made by
+  /// a device of this version exists; the sign-up limit guards the one place that must (a
+  /// name taken).
   func signInParameters(_ request: Request, _ context: ServerContext) async throws -> Response {
     let body = try await reader.decode(SignInParametersRequest.self, from: request)
     let name = try checked { () throws(WireError) in
@@ -48,10 +50,15 @@ struct SessionsController: ServerController {
       return try json(
         SignInParameters(encrypted: true, keyDerivation: record.keyDerivation), status: .ok)
     }
-    let drawn = Self.drawnParameters(for: name, secret: try await secret.value())
-    let parameters = SignInParameters(
-      encrypted: account == nil ? drawn.encrypted : false, keyDerivation: drawn.keyDerivation)
-    return try json(parameters, status: .ok)
+    if let account {
+      // A clear account: the derivation its devices made, or the one that reproduces the
+      // hash of its password the server kept before devices stretched passwords.
+      let derivation = account.password.derivation ?? account.password.passwordDerivation
+      return try json(
+        SignInParameters(encrypted: false, keyDerivation: derivation), status: .ok)
+    }
+    return try json(
+      Self.drawnParameters(for: name, secret: try await secret.value()), status: .ok)
   }
 
   /// What a name no account has is answered with: whether encrypted (one bit) and a salt,
@@ -97,12 +104,12 @@ struct SessionsController: ServerController {
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
     let password = credentials.password
-    guard
-      try await passwords.check(password, against: account?.password, subjects: subjects),
-      let account
+    guard let stored = try await passwords.signIn(password, to: account, subjects: subjects),
+      var account
     else {
       throw ServerError.invalidCredentials
     }
+    account.password = stored
     // A password hashed again has a new salt: device credentials are made under it.
     let salt =
       try await rehashIfWeaker(account, password: password, context)?.salt
@@ -138,7 +145,7 @@ struct SessionsController: ServerController {
     _ account: AccountRecord, password: String, _ context: ServerContext
   ) async throws -> PasswordHash? {
     guard account.password.cost.work < passwords.cost.work else { return nil }
-    let rehashed = try await passwords.hash(password)
+    let rehashed = try await passwords.hash(password, derivation: account.password.derivation)
     guard
       try await accounts.rehashPassword(
         account: account.number, from: account.password, to: rehashed)

@@ -4,12 +4,16 @@ internal import LMDB
 internal import NIOCore
 internal import NIOPosix
 internal import VLog
+internal import VLogWire
 
 /// What every check of a password (or a recovery key's secret) goes through: hashed off the
 /// event loops, at most as many at once as the throttle allows, its failures counted, and an
 /// unknown name checked against a decoy so the answer's timing tells nothing.
 struct PasswordChecks: Sendable {
   let accounts: any AccountStorage
+  /// Tells an encrypted account, whose record hashes a secret, from a clear account made
+  /// before devices stretched passwords, whose record hashes the password itself.
+  let keys: any KeyStorage
   let throttle: PasswordThrottle
   /// The cost new passwords are hashed at.
   let cost: PasswordCost
@@ -21,12 +25,54 @@ struct PasswordChecks: Sendable {
 
   /// The scrypt hash of a password (or a sign-in secret), under a new salt, at the server's
   /// cost: one of the password checks the throttle allows at once.
-  func hash(_ secret: String) async throws -> PasswordHash {
+  func hash(_ secret: String, derivation: KeyDerivation? = nil) async throws -> PasswordHash {
     let salt = randomBytes(PasswordHash.saltCount)
     let cost = self.cost
     return try await throttle.hash(for: []) {
-      try await Self.offLoop { try PasswordHash(hashing: secret, cost: cost, salt: salt) }
+      try await Self.offLoop {
+        try PasswordHash(hashing: secret, cost: cost, salt: salt, derivation: derivation)
+      }
     }
+  }
+
+  /// Checks what a device sent to sign in to `account` (nil: a name no account has, checked
+  /// against the decoy), throttled by `subjects` as ``check(_:against:subjects:)`` is.
+  ///
+  /// What a device sends is the secret drawn from the password, which the record hashes. A
+  /// clear account made before devices stretched passwords has the hash of the password
+  /// itself: it takes the secret drawn from that hash (key derivation version 3, which the
+  /// server names for it), and the first time it does, the record is replaced by the hash of
+  /// that secret. Until then it also takes the password itself, which devices of earlier
+  /// versions send; from then on, only the secret.
+  ///
+  /// - Returns: The account's hash after the check (the new one when it was replaced); nil
+  ///   when the check failed.
+  func signIn(_ secret: String, to account: AccountRecord?, subjects: [PasswordThrottle.Subject])
+    async throws -> PasswordHash?
+  {
+    var hashesPassword = false
+    if let account, account.password.derivation == nil {
+      hashesPassword = try await keys.encryption(of: account.number) == nil
+    }
+    let hash = account?.password ?? decoy
+    let (matches, drawn) = try await throttle.hash(for: subjects) { [hashesPassword] in
+      try await Self.offLoop {
+        let drawn =
+          hashesPassword && SignInSecret.equalInConstantTime(hash.signInSecretOfPassword, secret)
+        return (try hash.matches(secret) || drawn, drawn)
+      }
+    }
+    let succeeded = account != nil && matches
+    try await throttle.record(subjects, succeeded: succeeded, clearing: [subjects[0].key])
+    guard let account, succeeded else {
+      metrics.signInFailures.increment()
+      return nil
+    }
+    guard drawn else { return account.password }
+    let replaced = try await self.hash(secret, derivation: account.password.passwordDerivation)
+    return try await accounts.rehashPassword(
+      account: account.number, from: account.password, to: replaced)
+      ? replaced : account.password
   }
 
   /// Checks `secret` against `stored` (the decoy when there is nothing to check against),
@@ -61,7 +107,7 @@ struct PasswordChecks: Sendable {
     let subjects =
       [(ThrottleKey(kind: .account, value: String(account)), ThrottleBudget.name)]
       + Self.addressSubject(context, .address)
-    guard try await check(password, against: stored.password, subjects: subjects) else {
+    guard try await signIn(password, to: stored, subjects: subjects) != nil else {
       throw ServerError.wrongPassword
     }
   }

@@ -34,39 +34,82 @@ public struct PasswordCost: Sendable, Hashable {
   public static let testing = PasswordCost(logRounds: 4)
 }
 
-/// A password's scrypt hash with its salt and cost, as stored in an account record.
+/// The scrypt hash of what signs in to an account, with its salt and cost, as stored in an
+/// account record: the hash of a sign-in secret a device drew from the password — or, for a
+/// clear account made before devices stretched passwords (no ``derivation``, no keys), of the
+/// password itself, which the account's next sign-in replaces (``signInSecretOfPassword``).
 struct PasswordHash: Sendable, Hashable {
   var cost: PasswordCost
   var salt: [UInt8]
   var hash: [UInt8]
+  /// How a clear account's devices stretch its password into the secret hashed here, which
+  /// the server tells them before they sign in; nil for an encrypted account (its keys' record
+  /// names it), a recovery key's secret, and a clear account whose password itself is hashed.
+  var derivation: KeyDerivation?
 
   static let saltCount = 16
   static let hashCount = 32
 
-  /// Hashes `password` with a new salt.
-  init(hashing password: String, cost: PasswordCost, salt: [UInt8]) throws {
+  /// Hashes `secret` with a new salt.
+  init(
+    hashing secret: String, cost: PasswordCost, salt: [UInt8], derivation: KeyDerivation? = nil
+  ) throws {
     self.cost = cost
     self.salt = salt
-    self.hash = try Self.derive(password, salt: salt, cost: cost)
+    self.hash = try Self.derive(secret, salt: salt, cost: cost)
+    self.derivation = derivation
   }
 
+  /// Reads what ``encoded`` wrote; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard bytes.count == 3 + Self.saltCount + Self.hashCount else { return nil }
+    let fixed = 3 + Self.saltCount + Self.hashCount
+    guard bytes.count >= fixed else { return nil }
     cost = PasswordCost(logRounds: bytes[0], blockSize: bytes[1], parallelism: bytes[2])
     salt = Array(bytes[3..<(3 + Self.saltCount)])
-    hash = Array(bytes[(3 + Self.saltCount)...])
+    hash = Array(bytes[(3 + Self.saltCount)..<fixed])
+    derivation = nil
+    guard bytes.count > fixed else { return }
+    let fields = Array(bytes[fixed...])
+    guard fields.count >= 5, fields.count == 5 + Int(fields[4]) else { return nil }
+    let derivation = KeyDerivation(
+      version: Int(fields[0]), logRounds: Int(fields[1]), blockSize: Int(fields[2]),
+      parallelism: Int(fields[3]), salt: Array(fields[5...]))
+    guard let valid = try? derivation.validated() else { return nil }
+    self.derivation = valid
   }
 
+  /// The cost (3 bytes), the salt and the hash; then, for a clear account's secret, its key
+  /// derivation: version, log₂ N, r, p and the salt's length, a byte each, then the salt.
   var encoded: [UInt8] {
-    [cost.logRounds, cost.blockSize, cost.parallelism] + salt + hash
+    var bytes = [cost.logRounds, cost.blockSize, cost.parallelism] + salt + hash
+    if let derivation {
+      let salt = derivation.saltBytes
+      bytes += [derivation.version, derivation.logRounds, derivation.blockSize]
+        .map { UInt8(clamping: $0) }
+      bytes += [UInt8(clamping: derivation.parallelism), UInt8(clamping: salt.count)] + salt
+    }
+    return bytes
   }
 
-  /// Whether `password` hashes to this hash, compared in constant time.
-  func matches(_ password: String) throws -> Bool {
-    let candidate = try Self.derive(password, salt: salt, cost: cost)
+  /// Whether `secret` hashes to this hash, compared in constant time.
+  func matches(_ secret: String) throws -> Bool {
+    let candidate = try Self.derive(secret, salt: salt, cost: cost)
     return zip(candidate, hash).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
       && candidate.count == hash.count
+  }
+
+  /// For the hash of a clear account's password itself: the sign-in secret a device draws from
+  /// the password as key derivation version 3 says — the same master secret, this hash, so the
+  /// server draws it without the password.
+  var signInSecretOfPassword: String { SignInSecret.drawn(from: hash, purpose: "password") }
+
+  /// For the hash of a clear account's password itself: the key derivation that reproduces it
+  /// on a device (version 3: its salt and cost).
+  var passwordDerivation: KeyDerivation {
+    KeyDerivation(
+      version: KeyDerivation.serverHashVersion, logRounds: Int(cost.logRounds),
+      blockSize: Int(cost.blockSize), parallelism: Int(cost.parallelism), salt: salt)
   }
 
   private static func derive(_ password: String, salt: [UInt8], cost: PasswordCost) throws
