@@ -232,6 +232,32 @@ public actor AccountKeyring {
     return opened
   }
 
+  /// ``open(_:remembering:)``, setting aside the events the device refuses instead of
+  /// throwing: each with why. Keys that changed meanwhile are no verdict on an event, and are
+  /// thrown as ``open(_:remembering:)`` throws them.
+  ///
+  /// - Returns: The events opened, in order, and those refused.
+  public func openSettingAside(_ events: [Event]) async throws -> (
+    opened: [Event], refused: [(Event, String)]
+  ) {
+    try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
+    let keys = objectKeys
+    let sealer = EventSealer(keys: self.keys)
+    let refusals = Mutex<[Int: String]>([:])
+    let opened = try await Self.inParallel(events, sparingACore: false) { index, event in
+      do {
+        return try sealer.open(event, heldKey: { keys[$0] })
+      } catch let error as AccountKeyError where !error.keysReplaced && !error.changedMeanwhile {
+        refusals.withLock { $0[index] = error.description }
+        return event
+      }
+    }
+    let refused = refusals.withLock { $0 }
+    let kept = opened.indices.filter { refused[$0] == nil }.map { opened[$0] }
+    noteSealed(kept)
+    return (kept, refused.keys.sorted().map { (events[$0], refused[$0] ?? "") })
+  }
+
   /// Makes keys of `objects` the keyring does not hold yet, new ones (a note's creation, an
   /// attachment's addition), and stores them on the server; an object that holds a key there
   /// already (made before a restart) keeps it.

@@ -31,16 +31,16 @@ extension SyncAccount {
   public func checkSync() async throws -> SyncCheck {
     try store.checkAccount(binding)
     let keyring = try await openKeys()
-    let local = try store.eventSetBuckets()
+    let local = try bucketsCountingQuarantine()
     // What a server may list is bounded by what a device could lack: a lying one cannot make
     // the check hold more.
     let bound = try store.eventCount() + Self.checkedDifferencesLimit
     let listed = try await serverIDs(differingFrom: local, bound: bound)
     var check = SyncCheck(
       deviceDigest: local.total, serverDigest: listed.digest, differences: [],
-      isComplete: listed.isComplete)
+      isComplete: listed.isComplete, quarantined: state.quarantined ?? [])
     guard !check.inSync else { return check }
-    let ours = Set(try store.eventIDs(inBuckets: listed.ids.keys))
+    let ours = try idsCountingQuarantine(inBuckets: listed.ids.keys)
     var plan = RepairPlan(
       ours: ours, theirs: Set(listed.ids.values.joined()), deviceTime: now().milliseconds,
       skew: state.clockSkewMilliseconds ?? 0,

@@ -71,7 +71,9 @@ extension SyncAccount {
       let epoch = await keyring.keys.epoch
       try await keyring.follow(
         try await call { caller, token in await caller.accountKeys(since: epoch, token: token) })
+      try await retryQuarantine(by: keyring)
     }
+    quarantinedInSync = 0
     var machine = SyncMachine(
       cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
@@ -130,7 +132,7 @@ extension SyncAccount {
           continue
         }
         try bindStore()
-        if let keyring { page.events = try await keyring.open(page.events) }
+        if let keyring { page.events = try await openedOrQuarantined(page.events, by: keyring) }
         action = machine.pageReceived(page)
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
@@ -140,7 +142,9 @@ extension SyncAccount {
             var page = try await call { caller, token in
               await caller.sync(ahead.push, encoding: ahead.encoding, token: token)
             }
-            if let keyring { page.events = try await keyring.open(page.events) }
+            if let keyring {
+              page.events = try await self.openedOrQuarantined(page.events, by: keyring)
+            }
             return page
           }
         }
@@ -156,9 +160,9 @@ extension SyncAccount {
         // Progress survives an interruption; the last page's is saved by the caller.
         if case .readOutbox = action { try saveState() }
       case .readDigest:
-        action = machine.digestRead(try store.eventSetDigest())
+        action = machine.digestRead(try bucketsCountingQuarantine().total)
       case .compare:
-        let local = try store.eventSetBuckets()
+        let local = try bucketsCountingQuarantine()
         let comparison = try await call { caller, token in
           await caller.compare(local, token: token)
         }
@@ -166,15 +170,20 @@ extension SyncAccount {
         action = machine.compared(
           comparison, deviceTime: now().milliseconds, skew: state.clockSkewMilliseconds ?? 0)
       case .readIDs(let buckets):
-        action = machine.idsRead(Set(try store.eventIDs(inBuckets: buckets)))
+        action = machine.idsRead(try idsCountingQuarantine(inBuckets: buckets))
       case .readEvents(let ids):
         action = machine.eventsRead(try store.events(withIDs: ids))
       case .fetch(let ids):
         let fetched = try await call { caller, token in await caller.fetch(ids, token: token) }
-        action = machine.fetched(try await keyring?.open(fetched) ?? fetched)
+        if let keyring {
+          action = machine.fetched(try await openedOrQuarantined(fetched, by: keyring))
+        } else {
+          action = machine.fetched(fetched)
+        }
       case .ingest(let events):
         action = machine.ingested(events, appended: try await store.ingest(events).appended)
-      case .finish(let report):
+      case .finish(var report):
+        report.quarantined = quarantinedInSync
         // A deletion stored since the last rotation: the content key that wrapped the
         // deleted notes' keys is replaced, so that copies of the server's data made before
         // cannot open them.

@@ -27,8 +27,12 @@ public struct SyncReport: Sendable, Hashable {
   public var deferred = 0
   /// The server's event-set digest after the sync.
   public var serverEventSetDigest = EventSetDigest.empty
-  /// Whether the store's event-set digest equals the server's: both hold exactly the same events.
+  /// Whether the store's event-set digest equals the server's: both hold exactly the same events
+  /// (counting those the device quarantined as held).
   public var inSync = false
+  /// Events the server served that this device refused and set aside (``QuarantinedEvent``,
+  /// listed in ``SyncState/quarantined``): no device of the account vouched for them.
+  public var quarantined = 0
 }
 
 /// A store's account on a sync server: owns the credentials, the token, the cursor and the sync
@@ -81,6 +85,8 @@ public actor SyncAccount {
   /// The password's keys, with the password they were drawn from (scrypt is slow: drawn once
   /// per password and derivation).
   var passwordKeys: (password: String, keys: PasswordKeys)?
+  /// Events this sync put in quarantine so far.
+  var quarantinedInSync = 0
   /// The key derivation the server named before any sign-in pinned one
   /// (``currentDerivation()``), asked once per account object.
   var askedDerivation: KeyDerivation?

@@ -8,7 +8,7 @@ public import VLog
 /// event one side holds and the other lacks, the note it is about, and what the next sync does
 /// about it.
 public struct SyncCheck: Sendable, Hashable {
-  /// The store's event-set digest.
+  /// The store's event-set digest, with the ids of the events it quarantined.
   public var deviceDigest: EventSetDigest
   /// The server's event-set digest.
   public var serverDigest: EventSetDigest
@@ -18,16 +18,20 @@ public struct SyncCheck: Sendable, Hashable {
   /// than ``SyncAccount/checkedDifferencesLimit``, or the server stopped listing the buckets
   /// that differ before the last.
   public var isComplete: Bool
+  /// The events the device refused and set aside (``QuarantinedEvent``): the server holds
+  /// them, and ``deviceDigest`` counts them as held, so that they are no difference.
+  public var quarantined: [QuarantinedEvent]
 
   /// Creates a check's outcome.
   public init(
     deviceDigest: EventSetDigest, serverDigest: EventSetDigest,
-    differences: [SyncDifference], isComplete: Bool
+    differences: [SyncDifference], isComplete: Bool, quarantined: [QuarantinedEvent] = []
   ) {
     self.deviceDigest = deviceDigest
     self.serverDigest = serverDigest
     self.differences = differences
     self.isComplete = isComplete
+    self.quarantined = quarantined
   }
 
   /// Whether the store and the server hold exactly the same events.

@@ -40,6 +40,9 @@ public struct SyncState: Codable, Sendable, Hashable {
   /// (`SessionBody.device`), sent with the next: the server then judges that sign-in by this
   /// device's failed attempts, not by everyone's at the user name. Nil before the first.
   public var deviceCredential: String?
+  /// Events the server served that this device refused and set aside, the first
+  /// ``QuarantinedEvent/limit`` of them; nil if none ever was.
+  public var quarantined: [QuarantinedEvent]?
   /// The last time the server refused this store's outbox as stamped too far ahead of its
   /// clock and the events were given new stamps; nil if that never happened.
   public var restamped: Restamp?

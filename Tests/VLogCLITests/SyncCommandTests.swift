@@ -61,8 +61,10 @@ struct SyncCommandTests {
         #expect(try laptop.note(note)?.text == "CanaryCommandLine")
         // The kept keys say the account is encrypted: no flag, no password.
         try await laptop.write { $0.setArchived(true, of: note) }
-        _ = try await SyncCommand.execute(on: laptop, server: url, user: "eve", password: nil)
-        _ = try await SyncCommand.execute(on: phone, server: url, user: "eve", password: nil)
+        _ = try await SyncCommand.execute(
+          on: laptop, server: url, user: "eve", password: nil, cost: .testing)
+        _ = try await SyncCommand.execute(
+          on: phone, server: url, user: "eve", password: nil, cost: .testing)
         #expect(try phone.note(note)?.isArchived == true)
 
         _ = try await ChangePassword.execute(
@@ -114,7 +116,8 @@ struct SyncCommandTests {
         #expect(newRecoveryKey.count == 69 && newRecoveryKey != recoveryKey)
         #expect(try rekeyed.jsonText().contains(newRecoveryKey))
         let stale = await #expect(throws: (any Error).self) {
-          try await SyncCommand.execute(on: laptop, server: url, user: "eve", password: nil)
+          try await SyncCommand.execute(
+            on: laptop, server: url, user: "eve", password: nil, cost: .testing)
         }
         #expect(
           "\(stale.map { "\($0)" } ?? "")".contains("sign in"), "\(String(describing: stale))")
@@ -139,7 +142,7 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         let created = try await CreateAccount.execute(
-          server: url, user: "Ann", password: "correct horse battery")
+          server: url, user: "Ann", password: "correct horse battery", cost: .testing)
         #expect(created.text == "created account 'ann' on \(url)")
         let phone = try NoteStore.open(at: root + "/phone")
         let laptop = try NoteStore.open(at: root + "/laptop")
@@ -152,14 +155,14 @@ struct SyncCommandTests {
         try await phone.write { $0.createNote(text: "from the phone") }
         try await laptop.write { $0.createNote(text: "from the laptop") }
         let first = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse battery")
+          on: phone, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(first.text.contains("pushed 2 events"))
         let second = try await SyncCommand.execute(
-          on: laptop, server: url, user: "ann", password: "correct horse battery")
+          on: laptop, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(second.text.contains("pushed 2 events, pulled 2 (2 new)"))
         #expect(second.text.contains("in sync"))
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse battery")
+          on: phone, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(try phone.eventSetDigest() == laptop.eventSetDigest())
         let status = try Status().execute(on: phone)
         #expect(status.text.contains("account: ann on \(url)"))
@@ -171,7 +174,7 @@ struct SyncCommandTests {
 
         await #expect(throws: APIError.self) {
           try await SyncCommand.execute(
-            on: phone, server: url, user: "ann", password: "wrong password")
+            on: phone, server: url, user: "ann", password: "wrong password", cost: .testing)
         }
 
         // The token kept in the store's credentials file (mode 0600, no password in it)
@@ -183,12 +186,13 @@ struct SyncCommandTests {
           !(try String(contentsOfFile: file, encoding: .utf8)).contains("correct horse battery"))
         try await phone.write { $0.createNote(text: "no password needed") }
         let kept = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: nil)
+          on: phone, server: url, user: "ann", password: nil, cost: .testing)
         #expect(kept.text.contains("pushed 2 events"))
         // Without a kept token, it says what to do.
         try FileCredentialStore(path: file).setToken(nil, for: "ann")
         let error = await #expect(throws: CLIError.self) {
-          try await SyncCommand.execute(on: phone, server: url, user: "ann", password: nil)
+          try await SyncCommand.execute(
+            on: phone, server: url, user: "ann", password: nil, cost: .testing)
         }
         #expect(error?.description.contains("sign in with the password") == true)
       }
@@ -202,7 +206,7 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         _ = try await CreateAccount.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         let phone = try NoteStore.open(at: root + "/phone")
         let laptop = try NoteStore.open(at: root + "/laptop")
         defer {
@@ -211,10 +215,11 @@ struct SyncCommandTests {
         }
         for store in [phone, laptop] {
           _ = try await SyncCommand.execute(
-            on: store, server: url, user: "ann", password: "correct horse battery")
+            on: store, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         }
         let pulled = try await phone.write { $0.createNote(text: "from the phone") }
-        _ = try await SyncCommand.execute(on: phone, server: url, user: "ann", password: nil)
+        _ = try await SyncCommand.execute(
+          on: phone, server: url, user: "ann", password: nil, cost: .testing)
         let pending = try await laptop.write { $0.createNote(text: "not pushed yet") }
         let account = try SyncCommand.account(
           for: laptop, server: url, user: "ann", password: nil)
@@ -233,7 +238,8 @@ struct SyncCommandTests {
         #expect(try laptop.outboxCount() == 2 && (try laptop.note(pulled)) == nil)
         #expect(try FileManager.default.attributesOfItem(atPath: before)[.size] as? Int == size)
 
-        _ = try await SyncCommand.execute(on: laptop, server: url, user: "ann", password: nil)
+        _ = try await SyncCommand.execute(
+          on: laptop, server: url, user: "ann", password: nil, cost: .testing)
         let after = try await SyncCommand.check(on: laptop, account: account, signIn: false)
         #expect(after.inSync && after.output.text.hasPrefix("in sync with \(url)"))
         #expect(throws: (any Error).self) { try SyncCommand.parse(["--check", "--watch"]) }
@@ -246,48 +252,52 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         _ = try await CreateAccount.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         let phone = try NoteStore.open(at: root + "/phone")
         defer { phone.close() }
         try await phone.write { $0.createNote(text: "on the phone") }
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse battery")
+          on: phone, server: url, user: "ann", password: "correct horse battery", cost: .testing)
 
         // The phone's session is listed; the command's own is not, and ends with it.
         let listed = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         let sessions = listed.text.split(separator: "\n")
         #expect(sessions.count == 1 && listed.text.contains("expires"))
         let id = String(try #require(sessions.first?.prefix(16)))
         let revoked = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse battery", revoke: id)
+          server: url, user: "ann", password: "correct horse battery", revoke: id, cost: .testing)
         #expect(revoked.text == "signed out session \(id)")
         let none = try await SessionsCommand.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(none.text == "no sessions of 'ann' on \(url)")
 
         await #expect(throws: APIError.self) {
           try await ChangePassword.execute(
-            server: url, user: "ann", current: "wrong password", new: "a new mauve ladder")
+            server: url, user: "ann", current: "wrong password", new: "a new mauve ladder",
+            cost: .testing)
         }
         let changed = try await ChangePassword.execute(
-          server: url, user: "ann", current: "correct horse battery", new: "a new mauve ladder")
+          server: url, user: "ann", current: "correct horse battery", new: "a new mauve ladder",
+          cost: .testing)
         #expect(changed.text.contains("changed the password of 'ann'"))
         await #expect(throws: APIError.self) {
           try await SessionsCommand.execute(
-            server: url, user: "ann", password: "correct horse battery")
+            server: url, user: "ann", password: "correct horse battery", cost: .testing)
         }
 
         let deleted = try await DeleteAccount.execute(
-          server: url, user: "ann", password: "a new mauve ladder")
+          server: url, user: "ann", password: "a new mauve ladder", cost: .testing)
         #expect(deleted.text == "deleted account 'ann' and everything of it on \(url)")
-        await #expect(throws: APIError.self) {
+        // A name no account has: the server's answer names the standard cost, which a device
+        // at the tests' cost refuses before it signs in.
+        await #expect(throws: (any Error).self) {
           try await SessionsCommand.execute(
-            server: url, user: "ann", password: "a new mauve ladder")
+            server: url, user: "ann", password: "a new mauve ladder", cost: .testing)
         }
         // The name is free again.
         _ = try await CreateAccount.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
       }
     }
   }
@@ -299,16 +309,16 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         _ = try await CreateAccount.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         _ = try await CreateAccount.execute(
-          server: url, user: "bob", password: "battery staple orchid")
+          server: url, user: "bob", password: "battery staple orchid", cost: .testing)
 
         // A failed first sign-in leaves no trace: no state, no token file, no account.
         let fresh = try NoteStore.open(at: root + "/fresh")
         try await fresh.write { $0.createNote(text: "never synced") }
         await #expect(throws: APIError.self) {
           try await SyncCommand.execute(
-            on: fresh, server: url, user: "ann", password: "wrong password")
+            on: fresh, server: url, user: "ann", password: "wrong password", cost: .testing)
         }
         #expect(!FileManager.default.fileExists(atPath: fresh.path + "/sync-state.json"))
         #expect(!FileManager.default.fileExists(atPath: fresh.path + "/credentials.json"))
@@ -319,7 +329,7 @@ struct SyncCommandTests {
         let phone = try NoteStore.open(at: root + "/phone")
         try await phone.write { $0.createNote(text: "ann's secret note") }
         _ = try await SyncCommand.execute(
-          on: phone, server: url, user: "ann", password: "correct horse battery")
+          on: phone, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(try phone.account() == AccountBinding(server: url, username: "ann"))
         let stateBefore = try Data(
           contentsOf: URL(fileURLWithPath: phone.path + "/sync-state.json"))
@@ -330,7 +340,8 @@ struct SyncCommandTests {
           ("http://127.0.0.1:1", "ann", "correct horse battery"),
         ] {
           let refused = await #expect(throws: CLIError.self) {
-            try await SyncCommand.execute(on: phone, server: server, user: user, password: password)
+            try await SyncCommand.execute(
+              on: phone, server: server, user: user, password: password, cost: .testing)
           }
           let message = refused?.description ?? ""
           #expect(message.contains("belongs to 'ann' on \(url)"), "\(message)")
@@ -342,12 +353,14 @@ struct SyncCommandTests {
         // Bob's account holds nothing of ann's.
         let bobsStore = try NoteStore.open(at: root + "/bob")
         let bobs = try await SyncCommand.execute(
-          on: bobsStore, server: url, user: "bob", password: "battery staple orchid")
+          on: bobsStore, server: url, user: "bob", password: "battery staple orchid", cost: .testing
+        )
         #expect(bobs.text.contains("pulled 0 (0 new)"))
         bobsStore.close()
         // The same account and server, spelled differently, is the same.
         let again = try await SyncCommand.execute(
-          on: phone, server: url + "/", user: "Ann", password: "correct horse battery")
+          on: phone, server: url + "/", user: "Ann", password: "correct horse battery",
+          cost: .testing)
         #expect(again.text.contains("in sync"))
         let path = phone.path
         phone.close()
@@ -366,7 +379,8 @@ struct SyncCommandTests {
         defer { restarted.close() }
         #expect(try restarted.noteCount() == 0 && restarted.account() == nil)
         let asBob = try await SyncCommand.execute(
-          on: restarted, server: url, user: "bob", password: "battery staple orchid")
+          on: restarted, server: url, user: "bob", password: "battery staple orchid", cost: .testing
+        )
         #expect(asBob.text.contains("pushed 0 events, pulled 0"))
       }
     }
@@ -386,7 +400,7 @@ struct SyncCommandTests {
     try await withTemporaryDirectory { root in
       try await withTestServer(root) { url in
         _ = try await CreateAccount.execute(
-          server: url, user: "ann", password: "correct horse battery")
+          server: url, user: "ann", password: "correct horse battery", cost: .testing)
         let clock = ManualClock(start: Date().addingTimeInterval(86400))
         let store = try NoteStore.open(
           at: root + "/ahead", options: .init(dependencies: .testing(clock: clock, seed: 1)))
@@ -394,7 +408,7 @@ struct SyncCommandTests {
         try await store.write { $0.createNote(text: "tomorrow") }
         await #expect(throws: APIError.self) {
           try await SyncCommand.execute(
-            on: store, server: url, user: "ann", password: "correct horse battery")
+            on: store, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         }
         let status = try Status().execute(on: store).text
         #expect(status.contains("clock: this device is 24 h ahead of the server — WARNING"))
@@ -404,7 +418,7 @@ struct SyncCommandTests {
         // The clock is set right: the next sync restamps the refused events, and says so.
         clock.set(Date())
         let synced = try await SyncCommand.execute(
-          on: store, server: url, user: "ann", password: "correct horse battery")
+          on: store, server: url, user: "ann", password: "correct horse battery", cost: .testing)
         #expect(synced.text.contains("restamped: the server refused 2 outbox events"))
         #expect(synced.text.contains("— in sync"))
         let after = try Status().execute(on: store).text

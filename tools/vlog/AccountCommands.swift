@@ -7,13 +7,15 @@ import VLogWire
 /// What the server knows as `password`: the secret drawn from it as the server says the
 /// account's password is stretched (`POST /v1/sessions/parameters`), for every account — no
 /// password leaves this machine. `encryption` is the least key derivation cost accepted;
-/// given, the account must be encrypted: a server that says otherwise is refused.
+/// given, the account must be encrypted: a server that says otherwise is refused; else `cost`
+/// is (the standard cost, but in tests).
 private func serverPassword(
-  _ password: String, user: String, caller: APICaller, encryption: KeyDerivationCost?
+  _ password: String, user: String, caller: APICaller, encryption: KeyDerivationCost?,
+  cost: KeyDerivationCost
 ) async throws -> (secret: String, encrypted: Bool) {
   do {
     let (keys, encrypted) = try await caller.passwordKeys(
-      username: user, password: password, floor: encryption ?? .standard,
+      username: user, password: password, floor: encryption ?? cost,
       encrypted: encryption != nil)
     return (keys.signInSecret, encrypted)
   } catch let error as AccountKeyError {
@@ -25,12 +27,12 @@ private func serverPassword(
 /// then signs that session out again, so a command leaves no session behind.
 private func withSession<R>(
   server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
-  transport: (any Transport)?,
+  cost: KeyDerivationCost, transport: (any Transport)?,
   _ body: (APICaller, String, _ secret: String, _ encrypted: Bool) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
   let (secret, encrypted) = try await serverPassword(
-    password, user: user, caller: caller, encryption: encryption)
+    password, user: user, caller: caller, encryption: encryption, cost: cost)
   let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
     .token
   let result = try await body(caller, token, secret, encrypted)
@@ -99,10 +101,10 @@ struct DeleteAccount: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
-    transport: (any Transport)? = nil
+    cost: KeyDerivationCost = .standard, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     try await withSession(
-      server: server, user: user, password: password, encryption: encryption,
+      server: server, user: user, password: password, encryption: encryption, cost: cost,
       transport: transport
     ) { caller, token, secret, _ in
       _ = try await caller.deleteAccount(password: secret, token: token).get()
@@ -156,16 +158,17 @@ struct ChangePassword: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, current: String, new: String,
-    encryption: KeyDerivationCost? = nil, rekey: Bool = false, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, cost: KeyDerivationCost = .standard, rekey: Bool = false,
+    transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let recoveryKey = try await withSession(
-      server: server, user: user, password: current, encryption: encryption,
+      server: server, user: user, password: current, encryption: encryption, cost: cost,
       transport: transport
     ) { caller, token, _, encrypted -> RecoveryKey? in
       guard encrypted else {
         if rekey { throw CLIError("--rekey: only an end-to-end encrypted account has keys") }
         try await caller.changeClearPassword(
-          username: user, from: current, to: new, floor: encryption ?? .standard, token: token)
+          username: user, from: current, to: new, floor: encryption ?? cost, token: token)
         return nil
       }
       let cost = encryption ?? .standard
@@ -227,10 +230,11 @@ struct SessionsCommand: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, password: String, revoke: String? = nil,
-    encryption: KeyDerivationCost? = nil, rekey: Bool = false, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, cost: KeyDerivationCost = .standard, rekey: Bool = false,
+    transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     try await withSession(
-      server: server, user: user, password: password, encryption: encryption,
+      server: server, user: user, password: password, encryption: encryption, cost: cost,
       transport: transport
     ) { caller, token, _, encrypted in
       if let revoke {
@@ -300,7 +304,8 @@ struct CreateAccount: AsyncParsableCommand {
   }
 
   static func execute(
-    server: String, user: String, password: String, encryption: KeyDerivationCost? = nil
+    server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
+    cost: KeyDerivationCost = .standard
   ) async throws -> CommandOutput {
     let caller = APICaller(transport: HTTPTransport(baseURL: server))
     struct JSON: Encodable {
@@ -310,7 +315,8 @@ struct CreateAccount: AsyncParsableCommand {
       let recoveryKey: String?
     }
     guard let encryption else {
-      let created = try await caller.createClearAccount(username: user, password: password)
+      let created = try await caller.createClearAccount(
+        username: user, password: password, cost: cost)
       return CommandOutput(
         text: "created account '\(created.username)' on \(server)",
         json: JSON(
@@ -379,7 +385,8 @@ struct RecoverAccount: AsyncParsableCommand {
     var newRecoveryKey: RecoveryKey?
     if rekey {
       newRecoveryKey = try await withSession(
-        server: server, user: user, password: new, encryption: cost, transport: transport
+        server: server, user: user, password: new, encryption: cost, cost: cost,
+        transport: transport
       ) { caller, token, _, _ in
         try await caller.rekeyEncryptedAccount(
           username: user, password: new, cost: cost, token: token)

@@ -33,6 +33,7 @@ extension SyncCommand {
       let nextSyncRepairs: Bool
       let notes: [String]
       let differences: [Difference]
+      let quarantined: [QuarantinedEvent]
     }
     let differences = check.differences.map { difference in
       let (repair, reason) = describe(difference.repair)
@@ -45,10 +46,19 @@ extension SyncCommand {
       server: server, inSync: check.inSync, eventSetDigest: check.deviceDigest.description,
       serverEventSetDigest: check.serverDigest.description, complete: check.isComplete,
       nextSyncRepairs: check.nextSyncRepairs, notes: check.notes.map(\.description),
-      differences: differences)
+      differences: differences, quarantined: check.quarantined)
+    // Events set aside are counted as held: the server holds them, this store refused them.
+    let quarantine =
+      check.quarantined.isEmpty
+      ? []
+      : [
+        "quarantined: \(check.quarantined.count) events the server holds were set aside here: "
+          + "no device of the account vouched for them ('vlog status' lists them)"
+      ]
     guard !check.inSync else {
       return CommandOutput(
-        text: "in sync with \(server): both hold the same events (\(check.deviceDigest))",
+        text: (["in sync with \(server): both hold the same events (\(check.deviceDigest))"]
+          + quarantine).joined(separator: "\n"),
         json: json)
     }
     let notes = check.notes.count
@@ -71,6 +81,7 @@ extension SyncCommand {
       check.nextSyncRepairs
         ? "the next sync repairs every difference"
         : "the next sync does not repair every difference: see NEXT SYNC")
+    lines += quarantine
     return CommandOutput(text: lines.joined(separator: "\n"), json: json)
   }
 

@@ -164,14 +164,15 @@ struct SyncCommand: AsyncParsableCommand {
   /// credentials file.
   static func account(
     for store: NoteStore, server: String, user: String, password: String?,
-    encryption cost: KeyDerivationCost? = nil, transport: (any Transport)? = nil
+    encryption cost: KeyDerivationCost? = nil, clearCost: KeyDerivationCost = .standard,
+    transport: (any Transport)? = nil
   ) throws -> SyncAccount {
     let stateFile = SyncAccount.stateFile(for: store)
     let transport = transport ?? HTTPTransport(baseURL: server)
     let tokens = FileCredentialStore.file(for: store)
     // Encrypted for certain with --encrypted; otherwise as the account's keys kept with the
     // token, its state file, or the server before the first sign-in say.
-    let encryption = EncryptionOptions(cost: cost ?? .standard, isRequired: cost != nil)
+    let encryption = EncryptionOptions(cost: cost ?? clearCost, isRequired: cost != nil)
     // The account ignores a state file of another account or server, and refuses a store
     // bound to another before it sends anything; it writes only once the server accepts it.
     return if let password {
@@ -190,11 +191,12 @@ struct SyncCommand: AsyncParsableCommand {
   /// file.
   static func execute(
     on store: NoteStore, server: String, user: String, password: String?,
-    encryption: KeyDerivationCost? = nil, transport: (any Transport)? = nil
+    encryption: KeyDerivationCost? = nil, cost: KeyDerivationCost = .standard,
+    transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let account = try account(
       for: store, server: server, user: user, password: password, encryption: encryption,
-      transport: transport)
+      clearCost: cost, transport: transport)
     return try await execute(on: store, account: account, signIn: password != nil)
   }
 
@@ -232,8 +234,9 @@ struct SyncCommand: AsyncParsableCommand {
       let serverEventSetDigest: String
       let inSync: Bool
       let clockSkewMilliseconds: Int64?
+      let quarantined: Int
     }
-    let local = try store.eventSetDigest()
+    let local = after.digest(counting: try store.eventSetDigest())
     var lines = [
       "synced with \(server) as \(after.username): pushed \(report.pushed) events, pulled "
         + "\(report.pulled) (\(report.applied) new) in \(report.calls) calls"
@@ -254,6 +257,11 @@ struct SyncCommand: AsyncParsableCommand {
         "repaired: the event sets differed; pushed \(report.repaired) events the server "
           + "lacked and fetched \(report.fetched) this store lacked", at: 1)
     }
+    if report.quarantined > 0 {
+      lines.insert(
+        "quarantined: \(report.quarantined) events the server served were set aside: no device "
+          + "of the account vouched for them ('vlog status' lists them)", at: 1)
+    }
     if let skew = after.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
     return CommandOutput(
       text: lines.joined(separator: "\n"),
@@ -263,7 +271,7 @@ struct SyncCommand: AsyncParsableCommand {
         repaired: report.repaired, fetched: report.fetched, deferred: report.deferred,
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
-        clockSkewMilliseconds: after.clockSkewMilliseconds))
+        clockSkewMilliseconds: after.clockSkewMilliseconds, quarantined: report.quarantined))
   }
 }
 
@@ -401,7 +409,8 @@ struct Status: StoreCommand {
     }
     let outbox = try store.outboxCount()
     let pending = try store.pendingNotes()
-    let local = try store.eventSetDigest()
+    let stored = try store.eventSetDigest()
+    let local = state?.digest(counting: stored) ?? stored
     struct JSON: Encodable {
       let server: String?
       let username: String?
@@ -416,6 +425,8 @@ struct Status: StoreCommand {
       let restamped: SyncState.Restamp?
       /// The notes with changes the server has not stored yet.
       let pendingNotes: [String]
+      /// The events the server served that this device refused and set aside.
+      let quarantined: [QuarantinedEvent]
     }
     let inSync = outbox == 0 && state?.serverEventSetDigest == local.description
     var lines = ["outbox: \(outbox) events not yet acknowledged by the server"]
@@ -435,6 +446,15 @@ struct Status: StoreCommand {
       if let skew = state.clockSkewMilliseconds { lines.append(describeSkew(skew)) }
       if let error = state.lastError { lines.append("last error: \(error)") }
       if let restamp = state.restamped { lines.append(describe(restamp)) }
+      if let quarantined = state.quarantined, !quarantined.isEmpty {
+        lines.append(
+          "quarantined: \(quarantined.count) events the server served were set aside: no "
+            + "device of the account vouched for them; none of them is applied")
+        lines += quarantined.prefix(20).map { "  \($0.id) \($0.kind): \($0.reason)" }
+        if quarantined.count > 20 {
+          lines.append("  … and \(quarantined.count - 20) more (--json lists all)")
+        }
+      }
       lines.append(
         "event sets: this store \(local), server \(state.serverEventSetDigest ?? "unknown") at the last sync — "
           + (inSync ? "in sync" : "not in sync"))
@@ -453,7 +473,8 @@ struct Status: StoreCommand {
         cursor: state?.cursor ?? 0, lastSync: state?.lastSync.map(format),
         clockSkewMilliseconds: state?.clockSkewMilliseconds, lastError: state?.lastError,
         eventSetDigest: local.description, serverEventSetDigest: state?.serverEventSetDigest,
-        inSync: inSync, restamped: state?.restamped, pendingNotes: pending.map(\.description)))
+        inSync: inSync, restamped: state?.restamped, pendingNotes: pending.map(\.description),
+        quarantined: state?.quarantined ?? []))
   }
 }
 

@@ -1,0 +1,119 @@
+public import Foundation
+public import VLog
+
+/// An event the server served that fails this device's check — no device of the account
+/// vouched for it (its authenticator is missing or wrong), or its sealed values do not open
+/// as its own: made up or changed by the server, or pushed by someone who holds a token and
+/// not the account's keys. The device sets it aside instead of stopping: it stores and applies
+/// none of it, syncs on, and counts its id as held when it compares event sets with the
+/// server, so that the event is not fetched again and again. `vlog status` and
+/// `vlog sync --check` list it. Each sync asks for it again once, and takes it if it then
+/// passes (``SyncAccount/retryQuarantine(by:)``).
+public struct QuarantinedEvent: Codable, Sendable, Hashable {
+  /// The event's id, as 48 hexadecimal digits (`Stamp.hex`).
+  public var id: String
+  /// Its kind, as the server named it.
+  public var kind: String
+  /// Why the device refused it.
+  public var reason: String
+  /// When the device first refused it.
+  public var date: Date
+
+  /// Creates an entry.
+  public init(id: Stamp, kind: EventKind, reason: String, date: Date) {
+    self.id = id.hex
+    self.kind = "\(kind)"
+    self.reason = reason
+    self.date = date
+  }
+
+  /// The event's id; nil for an entry a state file holds malformed.
+  public var stamp: Stamp? { Stamp(hex: id) }
+
+  /// How many entries a state file keeps: the first ones refused. Past it, a refused event is
+  /// still neither stored nor applied, but counted only in the sync's report, and fetched again
+  /// by the next comparison of event sets.
+  public static let limit = 1000
+}
+
+extension SyncState {
+  /// `storeDigest`, a store's event-set digest, with the ids of the events this device
+  /// quarantined added: what it compares with the server's (``SyncReport/inSync``).
+  public func digest(counting storeDigest: EventSetDigest) -> EventSetDigest {
+    var digest = storeDigest
+    for id in quarantinedIDs { digest.add(id) }
+    return digest
+  }
+
+  /// The ids of the events this device quarantined.
+  var quarantinedIDs: [Stamp] { (quarantined ?? []).compactMap(\.stamp) }
+
+  /// Adds `events`, refused for the reasons given, to the quarantine, each once, up to
+  /// ``QuarantinedEvent/limit``.
+  ///
+  /// - Returns: How many were new.
+  mutating func quarantine(_ events: [(Event, String)], at date: Date) -> Int {
+    var list = quarantined ?? []
+    var known = Set(list.map(\.id))
+    var added = 0
+    for (event, reason) in events where known.insert(event.stamp.hex).inserted {
+      added += 1
+      guard list.count < QuarantinedEvent.limit else { continue }
+      list.append(
+        QuarantinedEvent(id: event.stamp, kind: event.change.kind, reason: reason, date: date))
+    }
+    quarantined = list
+    return added
+  }
+}
+
+extension SyncAccount {
+  /// `events` from the server, checked and opened by `keyring`: those it refuses are put in
+  /// quarantine (``QuarantinedEvent``) — unless the store holds their ids already, as its own
+  /// or from an earlier page — and left out.
+  ///
+  /// - Throws: What ``AccountKeyring/open(_:remembering:)`` throws but a refusal of an event:
+  ///   keys that changed meanwhile, a server that does not answer.
+  func openedOrQuarantined(_ events: [Event], by keyring: AccountKeyring) async throws
+    -> [Event]
+  {
+    let (opened, refused) = try await keyring.openSettingAside(events)
+    guard !refused.isEmpty else { return opened }
+    let held = Set(try store.events(withIDs: refused.map(\.0.stamp)).map(\.stamp))
+    quarantinedInSync += state.quarantine(
+      refused.filter { !held.contains($0.0.stamp) }, at: now())
+    return opened
+  }
+
+  /// Asks the server again for the events in quarantine, and takes those that now pass the
+  /// check (a man in the middle that changed a page has gone, say) out of it, into the store.
+  /// Once per sync, before it compares event sets: one call while anything is in quarantine.
+  func retryQuarantine(by keyring: AccountKeyring) async throws {
+    let ids = state.quarantinedIDs
+    guard !ids.isEmpty else { return }
+    let fetched = try await call { caller, token in await caller.fetch(ids, token: token) }
+    let (opened, _) = try await keyring.openSettingAside(fetched)
+    guard !opened.isEmpty else { return }
+    _ = try await store.ingest(opened)
+    let released = Set(opened.map(\.stamp.hex))
+    state.quarantined?.removeAll { released.contains($0.id) }
+  }
+
+  /// The store's bucket digests with the quarantined ids added: what the device compares with
+  /// the server's.
+  func bucketsCountingQuarantine() throws -> EventSetBuckets {
+    var buckets = try store.eventSetBuckets()
+    for id in state.quarantinedIDs { buckets.add(id) }
+    return buckets
+  }
+
+  /// The store's ids in `buckets`, with the quarantined ones that fall in them.
+  func idsCountingQuarantine(inBuckets buckets: some Collection<Int>) throws -> Set<Stamp> {
+    let wanted = Set(buckets)
+    var ids = Set(try store.eventIDs(inBuckets: wanted))
+    for id in state.quarantinedIDs where wanted.contains(EventSetBuckets.bucket(of: id)) {
+      ids.insert(id)
+    }
+    return ids
+  }
+}
