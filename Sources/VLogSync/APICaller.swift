@@ -63,7 +63,7 @@ public struct APICaller: Sendable {
   }
 
   /// `POST /v1/sessions/parameters`: whether the account `username` is encrypted and how its
-  /// password is stretched. Untrusted: see `KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`.
+  /// password is stretched. Untrusted: see `KeyDerivation/checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`.
   public func signInParameters(username: String) async -> APIResult<SignInParameters> {
     await send(Endpoints.SignInParametersCall(username: username), token: nil)
   }

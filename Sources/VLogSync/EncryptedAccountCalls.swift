@@ -155,27 +155,32 @@ extension APICaller {
 extension APICaller {
   /// The sign-in parameters of `username`, with its key derivation checked against the
   /// device's own cost `floor` and what it signed in with before
-  /// (`KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`).
+  /// (`KeyDerivation/checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`).
   ///
   /// - Throws: ``APIError`` when the server cannot be asked; ``AccountKeyError`` for a
   ///   derivation the device refuses.
   public func signInParameters(
     of username: String, floor: KeyDerivationCost, pinned: KeyDerivation? = nil,
-    allowingVersionOne: Bool = false
+    seenVersion: Int? = nil, allowingVersionOne: Bool = false
   ) async throws -> SignInParameters {
     var parameters = try await signInParameters(username: username).get()
     parameters.keyDerivation = try parameters.keyDerivation.checked(
-      own: floor, encrypted: parameters.encrypted, pinned: pinned,
+      own: floor, encrypted: parameters.encrypted, pinned: pinned, seenVersion: seenVersion,
       allowingVersionOne: allowingVersionOne)
     return parameters
   }
 
   /// The secret that signs in as `username` with `password`, stretched as the server says
-  /// (``signInParameters(of:floor:pinned:allowingVersionOne:)``), whatever the account's kind:
+  /// (``signInParameters(of:floor:pinned:seenVersion:allowingVersionOne:)``), whatever the account's kind:
   /// no password leaves the device.
   ///
-  /// - Parameter encrypted: Whether the caller knows the account is end-to-end encrypted: an
-  ///   answer that says it is clear is then refused.
+  /// - Parameters:
+  ///   - username: The account's user name.
+  ///   - password: The password, which never leaves the device.
+  ///   - floor: The device's own cost: the least it accepts, and the base of what is too
+  ///     costly (`KeyDerivation.checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`).
+  ///   - encrypted: Whether the caller knows the account is end-to-end encrypted: an answer
+  ///     that says it is clear is then refused.
   /// - Returns: The password's keys (their ``PasswordKeys/signInSecret`` signs in) and whether
   ///   the server says the account is encrypted.
   /// - Throws: ``APIError`` when the server cannot be asked; ``AccountKeyError`` for a
@@ -197,19 +202,45 @@ extension APICaller {
 
   /// Signs in as `username` as a device of this version does: with the secret drawn from
   /// `password` as the server says (``passwordKeys(username:password:floor:encrypted:)``),
-  /// never the password.
+  /// never the password; a clear account whose server kept the hash of the password itself
+  /// (version 3) moves to a new version 2 derivation at `floor` in the same call
+  /// (``signInCredentials(username:keys:password:cost:device:random:)``).
   ///
-  /// - Returns: The session: its token and this device's credential.
+  /// - Returns: The session (its token and this device's credential), and the keys the
+  ///   account signs in with from now on (their secret confirms the password to the server).
   /// - Throws: ``APIError`` from the server (`invalidCredentials`); ``AccountKeyError`` for a
   ///   derivation the device refuses.
   public func signIn(
     username: String, password: String, floor: KeyDerivationCost = .standard,
     device: String? = nil
-  ) async throws -> SessionBody {
+  ) async throws -> (session: SessionBody, keys: PasswordKeys) {
     let keys = try await passwordKeys(username: username, password: password, floor: floor).keys
-    return try await signIn(
-      Credentials(username: username, password: keys.signInSecret, device: device)
-    ).get()
+    let (credentials, kept) = try await Self.signInCredentials(
+      username: username, keys: keys, password: password, cost: floor, device: device)
+    return (try await signIn(credentials).get(), kept)
+  }
+
+  /// The credentials that sign in as `username` with `keys`, drawn from `password`: their
+  /// secret — and for keys of version 3 (the server's hash of a clear account's password,
+  /// reproduced), the upgrade to a new version 2 derivation at `cost`, which the server then
+  /// keeps in place of the hash it held (`Credentials.upgrade`).
+  ///
+  /// - Returns: The credentials, and the keys the account signs in with once they are taken.
+  public static func signInCredentials(
+    username: String, keys: PasswordKeys, password: String, cost: KeyDerivationCost,
+    device: String? = nil, random: @escaping @Sendable (Int) -> [UInt8] = systemRandomBytes
+  ) async throws -> (credentials: Credentials, keys: PasswordKeys) {
+    guard keys.derivation.version == KeyDerivation.serverHashVersion else {
+      return (Credentials(username: username, password: keys.signInSecret, device: device), keys)
+    }
+    let upgraded = try await PasswordKeys.stretching(
+      username: username, password: password, derivation: .new(cost: cost, random: random))
+    let upgrade = SecretUpgrade(secret: upgraded.signInSecret, keyDerivation: upgraded.derivation)
+    return (
+      Credentials(
+        username: username, password: keys.signInSecret, device: device, upgrade: upgrade),
+      upgraded
+    )
   }
 
   /// Changes the password of an account whose notes the server reads, with a token of it: a

@@ -219,18 +219,30 @@ extension KeyDerivation {
   /// - version 3 only for an account the answer says is clear;
   /// - once the device signed in with a derivation (`pinned`), the same salt and version at
   ///   no less memory and work; only a move from version 3 or 1 to version 2 (a password
-  ///   changed on another device) is accepted with a new salt.
+  ///   changed on another device) is accepted with a new salt; a device that saw version 2
+  ///   (`seenVersion`, from a state file older than pins) takes only version 2.
   ///
   /// Version 1 names no cost: the device uses `own`, as such accounts' devices did.
   ///
   /// - Throws: ``AccountKeyError`` saying what is refused.
   public func checked(
     own: KeyDerivationCost, encrypted: Bool, pinned: KeyDerivation? = nil,
-    allowingVersionOne: Bool = false
+    seenVersion: Int? = nil, allowingVersionOne: Bool = false
   ) throws(AccountKeyError) -> KeyDerivation {
     let valid: KeyDerivation
     do { valid = try validated() } catch {
       throw AccountKeyError("the server's key derivation is malformed: \(error)")
+    }
+    // A pin of version 3 or 1 takes the same version and salt, or a move to version 2.
+    if let pinned, pinned.version != Self.currentVersion, valid.version != Self.currentVersion {
+      guard valid.version == pinned.version, valid.salt == pinned.salt,
+        valid.cost.memory >= pinned.cost.memory, valid.cost.work >= pinned.cost.work
+      else {
+        throw AccountKeyError(
+          "the server names another key derivation (version \(valid.version), \(valid.cost)) "
+            + "than the one this device signed in to the account with (version "
+            + "\(pinned.version), \(pinned.cost)): refusing to stretch the password with it")
+      }
     }
     if let pinned, pinned.version == Self.currentVersion {
       guard valid.version == pinned.version, valid.salt == pinned.salt else {
@@ -245,6 +257,13 @@ extension KeyDerivation {
             + "signed in to the account with (\(pinned.cost)): refusing to stretch the password "
             + "with it")
       }
+    }
+    // A device that saw version 2 for the account (a state file from before pins) takes no
+    // other.
+    if let seenVersion, seenVersion >= Self.currentVersion, valid.version != Self.currentVersion {
+      throw AccountKeyError(
+        "the server names key derivation version \(valid.version), but this device saw "
+          + "version \(seenVersion) for the account: refusing to stretch the password with it")
     }
     switch valid.version {
     case 1:

@@ -8,7 +8,7 @@ public import VLog
 /// none of it, syncs on, and counts its id as held when it compares event sets with the
 /// server, so that the event is not fetched again and again. `vlog status` and
 /// `vlog sync --check` list it. Each sync asks for it again once, and takes it if it then
-/// passes (``SyncAccount/retryQuarantine(by:)``).
+/// passes.
 public struct QuarantinedEvent: Codable, Sendable, Hashable {
   /// The event's id, as 48 hexadecimal digits (`Stamp.hex`).
   public var id: String
@@ -87,21 +87,66 @@ extension SyncAccount {
 
   /// Asks the server again for the events in quarantine, and takes those that now pass the
   /// check (a man in the middle that changed a page has gone, say) out of it, into the store.
-  /// Once per sync, before it compares event sets: one call while anything is in quarantine.
+  /// Once per sync, before it compares event sets, in batches a server takes (at most
+  /// ``retryBatch`` ids a call). A server that refuses a batch (4xx) leaves the rest for the
+  /// next sync: a retry never stops a sync that would otherwise go on.
   func retryQuarantine(by keyring: AccountKeyring) async throws {
     let ids = state.quarantinedIDs
     guard !ids.isEmpty else { return }
-    let fetched = try await call { caller, token in await caller.fetch(ids, token: token) }
-    let (opened, _) = try await keyring.openSettingAside(fetched)
-    guard !opened.isEmpty else { return }
-    _ = try await store.ingest(opened)
-    let released = Set(opened.map(\.stamp.hex))
+    var released = Set<String>()
+    var start = 0
+    while start < ids.count {
+      let batch = Array(ids[start..<min(start + Self.retryBatch, ids.count)])
+      start += Self.retryBatch
+      let answer = await fetchForRetry(batch)
+      if let refusal = answer.refusal {
+        state.lastError = "the server refused to serve quarantined events again: \(refusal)"
+        break
+      }
+      let (opened, _) = try await keyring.openSettingAside(try answer.events.get())
+      guard !opened.isEmpty else { continue }
+      _ = try await store.ingest(opened)
+      released.formUnion(opened.map(\.stamp.hex))
+    }
     state.quarantined?.removeAll { released.contains($0.id) }
+  }
+
+  /// `ids` fetched from the server: the events, or the server's refusal (4xx), which ends the
+  /// retry for this sync; another failure is the sync's.
+  private func fetchForRetry(_ ids: [Stamp]) async -> (
+    events: Result<[Event], APIError>, refusal: APIError?
+  ) {
+    let result: Result<[Event], APIError>
+    do {
+      result = .success(
+        try await call { caller, token in await caller.fetch(ids, token: token) })
+    } catch {
+      result = .failure(error)
+    }
+    if case .failure(let error) = result, (400..<500).contains(error.status ?? 0) {
+      return (result, error)
+    }
+    return (result, nil)
+  }
+
+  /// The most quarantined ids asked for again in one call: a tenth of a server's default
+  /// page of events, well under any push or fetch limit a server sets.
+  static let retryBatch = 100
+
+  /// Takes out of quarantine the ids the store now holds (the true event arrived after a
+  /// forged one was set aside), so that no id counts twice in the digests.
+  func pruneQuarantine() throws {
+    let ids = state.quarantinedIDs
+    guard !ids.isEmpty else { return }
+    let held = Set(try store.events(withIDs: ids).map(\.stamp.hex))
+    guard !held.isEmpty else { return }
+    state.quarantined?.removeAll { held.contains($0.id) }
   }
 
   /// The store's bucket digests with the quarantined ids added: what the device compares with
   /// the server's.
   func bucketsCountingQuarantine() throws -> EventSetBuckets {
+    try pruneQuarantine()
     var buckets = try store.eventSetBuckets()
     for id in state.quarantinedIDs { buckets.add(id) }
     return buckets
@@ -109,6 +154,7 @@ extension SyncAccount {
 
   /// The store's ids in `buckets`, with the quarantined ones that fall in them.
   func idsCountingQuarantine(inBuckets buckets: some Collection<Int>) throws -> Set<Stamp> {
+    try pruneQuarantine()
     let wanted = Set(buckets)
     var ids = Set(try store.eventIDs(inBuckets: wanted))
     for id in state.quarantinedIDs where wanted.contains(EventSetBuckets.bucket(of: id)) {

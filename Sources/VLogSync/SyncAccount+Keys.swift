@@ -34,27 +34,44 @@ extension SyncAccount {
     do throws(APIError) {
       let askedNow = state.keyDerivation == nil && askedDerivation == nil
       let used = try await currentDerivation()
-      let result = await signInCall(
-        Credentials(
-          username: username,
-          password: try await passwordKeys(for: password, derivation: used).signInSecret))
+      let result = try await signIn(withPassword: password, derivation: used)
       guard !askedNow, result.error?.body?.code == .invalidCredentials else { return result }
       askedDerivation = nil
       let asked = try await signInParameters().keyDerivation
       askedDerivation = asked
       guard asked != used else { return result }
-      return await signInCall(
-        Credentials(
-          username: username,
-          password: try await passwordKeys(for: password, derivation: asked).signInSecret))
+      return try await signIn(withPassword: password, derivation: asked)
     } catch {
       return APIResult(request: request, response: nil, error: error, value: nil)
     }
   }
 
+  /// One sign-in with the secret `derivation` draws from `password`; a derivation of version
+  /// 3 (a clear account whose server kept the hash of the password itself) moves the account
+  /// to a new version 2 derivation in the same call, which the device then pins.
+  private func signIn(withPassword password: String, derivation: KeyDerivation)
+    async throws(APIError) -> APIResult<SessionBody>
+  {
+    let keys = try await passwordKeys(for: password, derivation: derivation)
+    guard derivation.version == KeyDerivation.serverHashVersion else {
+      return await signInCall(Credentials(username: username, password: keys.signInSecret))
+    }
+    let upgraded = try await passwordKeys(for: password, derivation: derivationForNewPassword())
+    let result = await signInCall(
+      Credentials(
+        username: username, password: keys.signInSecret,
+        upgrade: SecretUpgrade(
+          secret: upgraded.signInSecret, keyDerivation: upgraded.derivation)))
+    if result.value != nil {
+      pin(upgraded.derivation)
+      askedDerivation = nil
+    }
+    return result
+  }
+
   /// Asks the server whether the account is encrypted and how its password is stretched, and
   /// checks the answer against what this device knows
-  /// (`KeyDerivation/checked(own:encrypted:pinned:allowingVersionOne:)`): a device that knows
+  /// (`KeyDerivation/checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`): a device that knows
   /// the account is encrypted refuses to be told it is not, one made without encryption
   /// options refuses an encrypted account, and a derivation outside the device's bounds, or
   /// other than the one it signed in with, is refused.
@@ -63,6 +80,7 @@ extension SyncAccount {
     do {
       parameters = try await caller.signInParameters(
         of: username, floor: encryptionCost ?? .standard, pinned: state.keyDerivation,
+        seenVersion: state.keyDerivationVersion,
         allowingVersionOne: encryption?.migratesVersionOne == true)
     } catch let error as APIError {
       throw error

@@ -23,6 +23,7 @@ extension SyncAccount {
   public func changePassword(from current: String, to new: String, rekeying: Bool = false)
     async throws -> RecoveryKey?
   {
+    var newDerivation: KeyDerivation?
     for attempt in 0..<2 {
       let change: PasswordChange
       if let keyring = try await openKeys() {
@@ -33,6 +34,7 @@ extension SyncAccount {
         try PasswordStrength.checkNew(new, username: username, field: "newPassword")
         let currentSecret = try await serverPassword(current)
         let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
+        newDerivation = newKeys.derivation
         change = PasswordChange(
           currentPassword: currentSecret, newPassword: newKeys.signInSecret,
           keys: try keys.passwordSeal(
@@ -42,6 +44,7 @@ extension SyncAccount {
         try PasswordStrength.checkNew(new, username: username, field: "newPassword")
         let currentSecret = try await serverPassword(current)
         let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
+        newDerivation = newKeys.derivation
         change = PasswordChange(
           currentPassword: currentSecret, newPassword: newKeys.signInSecret,
           keyDerivation: newKeys.derivation)
@@ -55,9 +58,11 @@ extension SyncAccount {
       }
     }
     password = new
-    if let derivation = passwordKeys?.keys.derivation {
-      if isEncrypted { remember(derivation.version) }
-      pin(derivation)
+    // The derivation the server took the new secret with, not the cache's (another task may
+    // have drawn keys meanwhile).
+    if let newDerivation {
+      if isEncrypted { remember(newDerivation.version) }
+      pin(newDerivation)
     }
     try saveToken()
     return rekeying ? try await rekey() : nil

@@ -26,7 +26,7 @@ public struct SyncState: Codable, Sendable, Hashable {
   public var keyDerivationVersion: Int?
   /// The key derivation the server last accepted a secret of this device's drawn with: the
   /// device takes no other salt for the account from the server, nor less memory or work
-  /// (`KeyDerivation.checked(own:encrypted:pinned:allowingVersionOne:)`). Nil until it signs
+  /// (`KeyDerivation.checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`). Nil until it signs
   /// in.
   public var keyDerivation: KeyDerivation?
   /// The epoch of the newest re-keying (``AccountKeys/rekeyedAt``) whose keys this device has

@@ -17,36 +17,48 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
   /// guesses at the name do not lock it out. Nil for a device that has none, and for a
   /// sign-up.
   public var device: String?
+  /// For a sign-in with a secret drawn as key derivation version 3 (a clear account whose
+  /// server kept the hash of the password itself): the secret drawn from the same password
+  /// under a new version 2 derivation, which the server keeps in its place once the first
+  /// checks — so that the hash it kept signs in no more. Nil otherwise.
+  public var upgrade: SecretUpgrade?
 
   /// The allowed lengths of a password, in Unicode scalars.
   public static let passwordLengths = 8...1024
 
-  enum CodingKeys: String, CodingKey { case username, password, device }
+  enum CodingKeys: String, CodingKey { case username, password, device, upgrade }
 
   /// Creates credentials.
-  public init(username: String, password: String, device: String? = nil) {
+  public init(
+    username: String, password: String, device: String? = nil, upgrade: SecretUpgrade? = nil
+  ) {
     self.username = username
     self.password = password
     self.device = device
+    self.upgrade = upgrade
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
   public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "device"])
+    try refuseUnknownKeys(in: decoder, allowed: ["username", "password", "device", "upgrade"])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     username = try container.decode(String.self, forKey: .username)
     password = try container.decode(String.self, forKey: .password)
     // Absent from a device that has none; `null` is not a string, and is refused.
     device =
       container.contains(.device) ? try container.decode(String.self, forKey: .device) : nil
+    upgrade =
+      container.contains(.upgrade)
+      ? try container.decode(SecretUpgrade.self, forKey: .upgrade) : nil
   }
 
-  /// Encodes the JSON types, leaving out a device credential there is none of.
+  /// Encodes the JSON types, leaving out a device credential and an upgrade there are none of.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(username, forKey: .username)
     try container.encode(password, forKey: .password)
     try container.encodeIfPresent(device, forKey: .device)
+    try container.encodeIfPresent(upgrade, forKey: .upgrade)
   }
 
   /// The user name in the form accounts are stored under: lowercased.
@@ -71,11 +83,43 @@ public struct Credentials: Codable, Sendable, Hashable, CustomStringConvertible 
     if let device, device.utf8.count > 256 {
       throw WireError("device", "a device credential is at most 256 characters")
     }
-    return Credentials(username: normalizedUsername, password: password, device: device)
+    if let upgrade {
+      guard Self.passwordLengths.contains(upgrade.secret.unicodeScalars.count) else {
+        throw WireError("upgrade.secret", "a secret is 8 to 1024 characters long")
+      }
+      _ = try upgrade.keyDerivation.validatedAsNew(encrypted: false, "upgrade.keyDerivation")
+    }
+    return Credentials(
+      username: normalizedUsername, password: password, device: device, upgrade: upgrade)
   }
 
   /// The user name; the password is not shown.
   public var description: String { "\(username) (password hidden)" }
+}
+
+/// A clear account's move from key derivation version 3 to version 2, carried by the sign-in
+/// that proves the version 3 secret (``Credentials/upgrade``).
+public struct SecretUpgrade: Codable, Sendable, Hashable {
+  /// The secret drawn from the password under ``keyDerivation``.
+  public var secret: String
+  /// The new derivation: version 2, made by the device.
+  public var keyDerivation: KeyDerivation
+
+  /// Creates an upgrade.
+  public init(secret: String, keyDerivation: KeyDerivation) {
+    self.secret = secret
+    self.keyDerivation = keyDerivation
+  }
+
+  enum CodingKeys: String, CodingKey { case secret, keyDerivation }
+
+  /// Decodes the JSON types, refusing keys this version does not know.
+  public init(from decoder: any Decoder) throws {
+    try refuseUnknownKeys(in: decoder, allowed: ["secret", "keyDerivation"])
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    secret = try container.decode(String.self, forKey: .secret)
+    keyDerivation = try container.decode(KeyDerivation.self, forKey: .keyDerivation)
+  }
 }
 
 /// The answer to `POST /v1/accounts`.

@@ -68,7 +68,7 @@ struct SignInSecretTests {
   }
 
   @Test(
-    "A clear account an earlier version made signs in from a device of this version without its password; the password itself works until then and never after, and the server keeps only the secret's hash",
+    "A clear account an earlier version made signs in from a device of this version without its password and moves to a salt of its own; the password itself, and the hash the server kept of it, work until then and never after",
     arguments: Backend.allCases)
   func legacyClearAccountMigrates(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
@@ -99,13 +99,23 @@ struct SignInSecretTests {
         #expect(try await account.sync().inSync)
         #expect(!Self.carried(transport, Self.password))
 
-        // The record now hashes the secret, under the same derivation: the password itself is
-        // refused, the device signs in again as before.
+        // The record now hashes a secret of a new version 2 derivation the device sent with
+        // the sign-in: neither the password itself nor the secret drawn from the hash the
+        // server kept before (which a backup still holds) signs in any more.
         let migrated = try #require(try await server.store.account(named: "dee")).password
-        #expect(migrated.derivation == parameters.keyDerivation)
-        #expect(migrated.hash != legacy.hash)
+        let derivation = try #require(migrated.derivation)
+        #expect(derivation.version == KeyDerivation.currentVersion)
+        #expect(derivation.saltBytes != legacy.salt)
         #expect(try !migrated.matches(Self.password))
+        #expect(try !migrated.matches(legacy.signInSecretOfPassword))
         #expect(await caller.signIn(old).status == 401)
+        #expect(
+          await caller.signIn(
+            Credentials(username: "dee", password: legacy.signInSecretOfPassword)
+          ).status == 401)
+        #expect(
+          try await caller.signInParameters(username: "dee").get().keyDerivation == derivation)
+        #expect(await account.state.keyDerivation == derivation)
         await account.useToken(nil)
         #expect(try await account.sync().inSync)
         #expect(!Self.carried(transport, Self.password))

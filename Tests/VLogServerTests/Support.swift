@@ -115,7 +115,7 @@ extension APICaller {
   func token(signingInAs credentials: Credentials) async throws -> String {
     try await signIn(
       username: credentials.username, password: credentials.password, floor: .testing
-    ).token
+    ).session.token
   }
 }
 

@@ -4,7 +4,7 @@ import VLogSync
 import VLogWire
 
 /// What a device takes from a server as the way to stretch a password
-/// (`KeyDerivation.checked(own:encrypted:pinned:allowingVersionOne:)`): a pure rule, tested
+/// (`KeyDerivation.checked(own:encrypted:pinned:seenVersion:allowingVersionOne:)`): a pure rule, tested
 /// here by every case it refuses and the ones it takes.
 @Suite("The key derivations a device takes from a server")
 struct KeyDerivationCheckTests {
@@ -22,10 +22,11 @@ struct KeyDerivationCheckTests {
 
   static func takes(
     _ derivation: KeyDerivation, encrypted: Bool = true, pinned: KeyDerivation? = nil,
-    allowingVersionOne: Bool = false
+    seenVersion: Int? = nil, allowingVersionOne: Bool = false
   ) -> Bool {
     (try? derivation.checked(
-      own: own, encrypted: encrypted, pinned: pinned, allowingVersionOne: allowingVersionOne))
+      own: own, encrypted: encrypted, pinned: pinned, seenVersion: seenVersion,
+      allowingVersionOne: allowingVersionOne))
       != nil
   }
 
@@ -86,6 +87,25 @@ struct KeyDerivationCheckTests {
     #expect(
       Self.takes(
         Self.derivation(salt: [UInt8](repeating: 5, count: 16)), encrypted: false, pinned: legacy))
+  }
+
+  @Test(
+    "A pin of version 3 or 1 takes its own salt at no less cost, or a move to version 2; a device that saw version 2 takes no other"
+  )
+  func otherPins() {
+    let legacy = Self.derivation(version: 3, logRounds: 17)
+    #expect(Self.takes(legacy, encrypted: false, pinned: legacy))
+    let otherSalt = Self.derivation(
+      version: 3, logRounds: 17, salt: [UInt8](repeating: 9, count: 16))
+    #expect(!Self.takes(otherSalt, encrypted: false, pinned: legacy))
+    #expect(
+      !Self.takes(Self.derivation(version: 3, logRounds: 16), encrypted: false, pinned: legacy))
+    let one = Self.derivation(version: 1)
+    #expect(Self.takes(one, pinned: one, allowingVersionOne: true))
+    #expect(Self.takes(Self.derivation(), pinned: one))
+    #expect(!Self.takes(one, seenVersion: 2, allowingVersionOne: true))
+    #expect(!Self.takes(legacy, encrypted: false, seenVersion: 2))
+    #expect(Self.takes(Self.derivation(), seenVersion: 2))
   }
 
   @Test("A new password keeps the account's salt, at the device's cost where that is more")

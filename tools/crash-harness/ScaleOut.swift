@@ -83,7 +83,7 @@ func crashScaleOut(
     tokens.append(
       try await caller.signIn(
         username: credentials.username, password: credentials.password, floor: .testing
-      ).token)
+      ).session.token)
   }
   // Devices of the first account, editing and syncing through random instances.
   let devices = try (0..<3).map { index in
@@ -203,7 +203,7 @@ func crashScaleOut(
   for (index, credentials) in accounts.enumerated() {
     let again = try await local.signIn(
       username: credentials.username, password: credentials.password, floor: .testing
-    ).token
+    ).session.token
     var texts: [String] = []
     var cursor: UInt64 = 0
     while true {

@@ -200,7 +200,7 @@ func crashServer(
     tokens.append(
       try await caller.signIn(
         username: credentials.username, password: credentials.password, floor: .testing
-      ).token)
+      ).session.token)
   }
   let acknowledged = Acknowledged()
   let pushers = (0..<4).map { pusher in
@@ -245,7 +245,7 @@ func crashServer(
   for (index, credentials) in accounts.enumerated() {
     let again = try await local.signIn(
       username: credentials.username, password: credentials.password, floor: .testing
-    ).token
+    ).session.token
     var texts: [String] = []
     var cursor: UInt64 = 0
     while true {

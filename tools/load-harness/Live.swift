@@ -151,7 +151,7 @@ extension Load {
       tokens.append(
         try await caller.signIn(
           username: credentials.username, password: credentials.password, floor: .testing
-        ).token)
+        ).session.token)
     }
     // The channels of the measurements before have ended (their devices stopped): how long
     // that took is how long a stopped device's channel holds a place.

@@ -205,7 +205,7 @@ struct Load: AsyncParsableCommand {
       tokens.append(
         try await caller.signIn(
           username: credentials.username, password: credentials.password, floor: .testing
-        ).token)
+        ).session.token)
     }
     let readers = live ? try await holdChannels(callers: callers, tokens: tokens) : []
     defer { for reader in readers { reader.cancel() } }
@@ -367,7 +367,7 @@ struct Load: AsyncParsableCommand {
       username: credentials.username, password: credentials.password, cost: .testing)
     let token = try await callers[0].signIn(
       username: credentials.username, password: credentials.password, floor: .testing
-    ).token
+    ).session.token
     let replica = ReplicaID(Identifier(high: 0x7819, low: 1))
     let note = NoteID(Identifier(high: 0x7819, low: 2))
     var latencies: [Double] = []
@@ -403,7 +403,7 @@ struct Load: AsyncParsableCommand {
       username: credentials.username, password: credentials.password, cost: .testing)
     let token = try await callers[0].signIn(
       username: credentials.username, password: credentials.password, floor: .testing
-    ).token
+    ).session.token
     let replica = ReplicaID(Identifier(high: 0x1417, low: 1))
     let base = UInt64(Date().timeIntervalSince1970 * 1000) - 600_000
     var pushed = 0

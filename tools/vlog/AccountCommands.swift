@@ -4,38 +4,40 @@ import VLog
 import VLogSync
 import VLogWire
 
-/// What the server knows as `password`: the secret drawn from it as the server says the
-/// account's password is stretched (`POST /v1/sessions/parameters`), for every account — no
-/// password leaves this machine. `encryption` is the least key derivation cost accepted;
-/// given, the account must be encrypted: a server that says otherwise is refused; else `cost`
-/// is (the standard cost, but in tests).
-private func serverPassword(
+/// The keys drawn from `password` as the server says the account's password is stretched
+/// (`POST /v1/sessions/parameters`), for every account — no password leaves this machine.
+/// `encryption` is the least key derivation cost accepted; given, the account must be
+/// encrypted: a server that says otherwise is refused; else `cost` is (the standard cost, but
+/// in tests).
+private func passwordKeys(
   _ password: String, user: String, caller: APICaller, encryption: KeyDerivationCost?,
   cost: KeyDerivationCost
-) async throws -> (secret: String, encrypted: Bool) {
+) async throws -> (keys: PasswordKeys, encrypted: Bool) {
   do {
-    let (keys, encrypted) = try await caller.passwordKeys(
+    return try await caller.passwordKeys(
       username: user, password: password, floor: encryption ?? cost,
       encrypted: encryption != nil)
-    return (keys.signInSecret, encrypted)
   } catch let error as AccountKeyError {
     throw CLIError(error.description)
   }
 }
 
-/// Signs in as `user`, runs `body` with the token and what the server knows as the password,
-/// then signs that session out again, so a command leaves no session behind.
+/// Signs in as `user`, runs `body` with the token and what the server knows as the password
+/// (the secret drawn from it), then signs that session out again, so a command leaves no
+/// session behind.
 private func withSession<R>(
   server: String, user: String, password: String, encryption: KeyDerivationCost? = nil,
   cost: KeyDerivationCost, transport: (any Transport)?,
   _ body: (APICaller, String, _ secret: String, _ encrypted: Bool) async throws -> R
 ) async throws -> R {
   let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
-  let (secret, encrypted) = try await serverPassword(
-    password, user: user, caller: caller, encryption: encryption, cost: cost)
-  let token = try await caller.signIn(Credentials(username: user, password: secret)).get()
-    .token
-  let result = try await body(caller, token, secret, encrypted)
+  let name = Credentials(username: user, password: "").normalizedUsername
+  let (keys, encrypted) = try await passwordKeys(
+    password, user: name, caller: caller, encryption: encryption, cost: cost)
+  let (credentials, kept) = try await APICaller.signInCredentials(
+    username: name, keys: keys, password: password, cost: encryption ?? cost)
+  let token = try await caller.signIn(credentials).get().token
+  let result = try await body(caller, token, kept.signInSecret, encrypted)
   // After a deletion or a revocation of this very session the token is already gone: the
   // answer (401) says nothing the command did not already report.
   _ = await caller.signOut(token: token)

@@ -98,7 +98,7 @@ try await server.serving { port in
   let caller = APICaller(transport: HTTPTransport(baseURL: url))
   let token = try await caller.signIn(
     username: credentials.username, password: credentials.password
-  ).token
+  ).session.token
   _ = try await caller.sync(
     SyncPush(cursor: 0, events: Array(imported.suffix(1)), limit: 1), token: token
   ).get()

@@ -104,11 +104,16 @@ struct SessionsController: ServerController {
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
     let password = credentials.password
-    guard let stored = try await passwords.signIn(password, to: account, subjects: subjects),
+    guard
+      let stored = try await passwords.signIn(
+        password, to: account, upgrade: credentials.upgrade, subjects: subjects),
       var account
     else {
       throw ServerError.invalidCredentials
     }
+    // A record replaced at this sign-in (a clear account's password hash moved to the hash of
+    // its secret) has a new salt: the credential presented was made under the old one.
+    let presented = stored.salt == account.password.salt ? device : nil
     account.password = stored
     // A password hashed again has a new salt: device credentials are made under it.
     let salt =
@@ -126,7 +131,7 @@ struct SessionsController: ServerController {
     }
     context.logger.info("signed in", metadata: ["account": "\(account.number)"])
     let issued =
-      (salt == account.password.salt ? device : nil)
+      (salt == account.password.salt ? presented : nil)
       ?? DeviceCredential(
         name: name, account: account.number, passwordSalt: salt,
         nonce: dependencies.randomBytes(16), secret: secret)

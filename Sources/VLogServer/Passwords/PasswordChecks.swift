@@ -41,15 +41,18 @@ struct PasswordChecks: Sendable {
   /// What a device sends is the secret drawn from the password, which the record hashes. A
   /// clear account made before devices stretched passwords has the hash of the password
   /// itself: it takes the secret drawn from that hash (key derivation version 3, which the
-  /// server names for it), and the first time it does, the record is replaced by the hash of
-  /// that secret. Until then it also takes the password itself, which devices of earlier
-  /// versions send; from then on, only the secret.
+  /// server names for it), and the first time it does, the record is replaced — by the hash
+  /// of `upgrade`'s secret under its version 2 derivation, which the device sends with it, so
+  /// that the hash kept before (and any copy of it in a backup) signs in no more; without one,
+  /// by the hash of the version 3 secret. Until then it also takes the password itself, which
+  /// devices of earlier versions send; from then on, only a secret.
   ///
   /// - Returns: The account's hash after the check (the new one when it was replaced); nil
   ///   when the check failed.
-  func signIn(_ secret: String, to account: AccountRecord?, subjects: [PasswordThrottle.Subject])
-    async throws -> PasswordHash?
-  {
+  func signIn(
+    _ secret: String, to account: AccountRecord?, upgrade: SecretUpgrade? = nil,
+    subjects: [PasswordThrottle.Subject]
+  ) async throws -> PasswordHash? {
     var hashesPassword = false
     if let account, account.password.derivation == nil {
       hashesPassword = try await keys.encryption(of: account.number) == nil
@@ -69,7 +72,12 @@ struct PasswordChecks: Sendable {
       return nil
     }
     guard drawn else { return account.password }
-    let replaced = try await self.hash(secret, derivation: account.password.passwordDerivation)
+    let replaced =
+      if let upgrade {
+        try await self.hash(upgrade.secret, derivation: upgrade.keyDerivation)
+      } else {
+        try await self.hash(secret, derivation: account.password.passwordDerivation)
+      }
     return try await accounts.rehashPassword(
       account: account.number, from: account.password, to: replaced)
       ? replaced : account.password
