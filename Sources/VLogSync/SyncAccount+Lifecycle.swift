@@ -23,7 +23,11 @@ extension SyncAccount {
   public func changePassword(from current: String, to new: String, rekeying: Bool = false)
     async throws -> RecoveryKey?
   {
-    var newDerivation: KeyDerivation?
+    // Secrets drawn from both passwords, never the passwords; the new one under the account's
+    // salt.
+    try PasswordStrength.checkNew(new, username: username, field: "newPassword")
+    let currentSecret = try await serverPassword(current)
+    let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
     for attempt in 0..<2 {
       let change: PasswordChange
       if let keyring = try await openKeys() {
@@ -31,20 +35,11 @@ extension SyncAccount {
         let body = try await keyring.refresh()
         let keys = await keyring.keys
         let recovery = try keys.vouchedPublicKeys(of: body, username: username).recovery
-        try PasswordStrength.checkNew(new, username: username, field: "newPassword")
-        let currentSecret = try await serverPassword(current)
-        let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
-        newDerivation = newKeys.derivation
         change = PasswordChange(
           currentPassword: currentSecret, newPassword: newKeys.signInSecret,
           keys: try keys.passwordSeal(
             to: newKeys, recoveryPublicKey: recovery, username: username))
       } else {
-        // A clear account: secrets drawn from both passwords, never the passwords.
-        try PasswordStrength.checkNew(new, username: username, field: "newPassword")
-        let currentSecret = try await serverPassword(current)
-        let newKeys = try await passwordKeys(for: new, derivation: derivationForNewPassword())
-        newDerivation = newKeys.derivation
         change = PasswordChange(
           currentPassword: currentSecret, newPassword: newKeys.signInSecret,
           keyDerivation: newKeys.derivation)
@@ -60,10 +55,8 @@ extension SyncAccount {
     password = new
     // The derivation the server took the new secret with, not the cache's (another task may
     // have drawn keys meanwhile).
-    if let newDerivation {
-      if isEncrypted { remember(newDerivation.version) }
-      pin(newDerivation)
-    }
+    if isEncrypted { remember(newKeys.derivation.version) }
+    pin(newKeys.derivation)
     try saveToken()
     return rekeying ? try await rekey() : nil
   }
