@@ -75,6 +75,8 @@ struct PasswordHash: Sendable, Hashable {
     let derivation = KeyDerivation(
       version: Int(fields[0]), logRounds: Int(fields[1]), blockSize: Int(fields[2]),
       parallelism: Int(fields[3]), salt: Array(fields[5...]))
+    // Stored bytes of another form are no record (as `EncryptionRecord(decoding:)` answers):
+    // the caller reports the account's record as damaged; the reason adds nothing to that.
     guard let valid = try? derivation.validated() else { return nil }
     self.derivation = valid
   }
