@@ -22,9 +22,10 @@ struct ServerOptions: ParsableArguments {
   @Flag(
     name: .long,
     help: """
-      The account is end-to-end encrypted: the password never leaves this machine, the server \
-      gets a secret drawn from it. Without it, a new account is clear, and an existing one is \
-      as the server says; with it, a server that says otherwise is not sent the password.
+      The account is end-to-end encrypted: the server stores its notes sealed. Without it, a \
+      new account is clear, and an existing one is as the server says; with it, a server that \
+      says otherwise is refused. No account's password leaves this machine: the server gets \
+      a secret drawn from it.
       """)
   var encrypted = false
 
