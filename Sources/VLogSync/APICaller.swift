@@ -33,10 +33,22 @@ public struct APIResult<Value: Sendable>: Sendable {
 public struct APICaller: Sendable {
   /// How requests reach the server.
   public let transport: any Transport
+  /// The seed of the key an encrypted account's devices sign their writes with
+  /// (`RequestSignature`, `AccountKeys/requestSigningKey`); nil to sign nothing.
+  public var requestSigningKey: [UInt8]?
 
   /// Creates a caller over a transport.
   public init(transport: any Transport) {
     self.transport = transport
+  }
+
+  /// This caller signing the writes it sends to an encrypted account's log and keys (pushes of
+  /// events, rotations, object keys) with `key`, a seed of `RequestSignature`; with nil,
+  /// signing nothing.
+  public func signingWrites(with key: [UInt8]?) -> APICaller {
+    var caller = self
+    caller.requestSigningKey = key
+    return caller
   }
 
   /// `POST /v1/accounts`: an account whose notes the server reads, or with `keys` an end-to-end
@@ -233,6 +245,13 @@ public struct APICaller: Sendable {
     if let contentType = request.contentType { outgoing.headers["content-type"] = contentType }
     if let accept = request.accept { outgoing.headers["accept"] = accept }
     if request.requiresToken, let token { outgoing.headers["authorization"] = "Bearer \(token)" }
+    // A key of the wrong size signs nothing, and the server refuses the write.
+    if request.isSignedWrite, let key = requestSigningKey,
+      let signature = try? RequestSignature.signature(
+        method: request.method, route: request.path, body: body, privateKey: key)
+    {
+      outgoing.headers[RequestSignature.headerName.lowercased()] = signature
+    }
     return outgoing
   }
 

@@ -21,6 +21,9 @@ package protocol APIRequest: Sendable {
   /// Other header fields, by lowercase name: the protocol version, for requests answered with
   /// events.
   var headers: [String: String] { get }
+  /// Whether an encrypted account's devices sign the request (`RequestSignature`): a write
+  /// to its log or its keys, which its server takes only signed.
+  var isSignedWrite: Bool { get }
   /// The encoded body.
   func body() throws -> [UInt8]
   /// Reads a successful (2xx) response body.
@@ -41,6 +44,8 @@ extension APIRequest {
   package var accept: String? { nil }
   /// None, the default.
   package var headers: [String: String] { [:] }
+  /// No, the default.
+  package var isSignedWrite: Bool { false }
   /// The body's value.
   package func value(from response: TransportResponse) throws -> Value {
     try value(from: response.body)
@@ -269,6 +274,8 @@ package enum Endpoints {
     package var path: String { "/v1/accounts/current/keys" }
     /// Yes.
     package var requiresToken: Bool { true }
+    /// Yes.
+    package var isSignedWrite: Bool { true }
     /// The rotation as JSON.
     package func body() throws -> [UInt8] { Array(try JSONEncoder().encode(rotation)) }
     /// Reads the keys after the rotation.
@@ -289,6 +296,8 @@ package enum Endpoints {
     package var path: String { "/v1/object-keys" }
     /// Yes.
     package var requiresToken: Bool { true }
+    /// Yes.
+    package var isSignedWrite: Bool { true }
     /// The keys as JSON.
     package func body() throws -> [UInt8] { Array(try JSONEncoder().encode(keys)) }
     /// Reads how many were stored.
@@ -380,6 +389,8 @@ package enum Endpoints {
     package var path: String { "/v1/sync" }
     /// Yes.
     package var requiresToken: Bool { true }
+    /// When it pushes events.
+    package var isSignedWrite: Bool { !push.events.isEmpty }
     /// The encoding's media type.
     package var contentType: String? { encoding.mediaType }
     /// The encoding's media type, and JSON (which a server may answer with).

@@ -25,6 +25,23 @@ extension AccountKeys {
   /// every device of the account holds and the server never sees.
   private var authenticationKey: SymmetricKey { SymmetricKey(data: authenticationBytes) }
 
+  /// The seed of the Ed25519 key the account's devices sign their writes with
+  /// (`RequestSignature`): HKDF-SHA-256 of the vouching key, so that a re-keying draws a new
+  /// one and a lost device's keys sign nothing the server takes after it.
+  public var requestSigningKey: [UInt8] {
+    HKDF<SHA256>.expand(
+      pseudoRandomKey: vouchingKey, info: Array("vlog request signing".utf8),
+      outputByteCount: RequestSignature.privateKeyBytes
+    ).bytes
+  }
+
+  /// The public half of ``requestSigningKey``: what the server checks the account's writes
+  /// against, given at the account's creation and at each re-keying.
+  public var requestPublicKey: [UInt8] {
+    // A seed of the right size always makes a key.
+    (try? RequestSignature.publicKey(of: requestSigningKey)) ?? []
+  }
+
   /// What the account's devices vouch for `epoch` and the two public keys with, for the
   /// account `username`: 32 bytes.
   public func keysAuthenticator(

@@ -510,8 +510,11 @@ public actor AccountKeyring {
       keys: rewrapped,
       keysAuthenticator: next.keysAuthenticator(
         epoch: next.epoch, passwordPublicKey: passwordPublicKey,
-        recoveryPublicKey: recoveryPublicKey, username: username))
-    let result = await caller.rotateKeys(rotation, token: try await token())
+        recoveryPublicKey: recoveryPublicKey, username: username),
+      requestKey: rekeying == nil ? nil : next.requestPublicKey)
+    // Signed with the keys rotated from: the server takes it only from the account's devices.
+    let result = await caller.signingWrites(with: keys.requestSigningKey).rotateKeys(
+      rotation, token: try await token())
     if result.error?.body?.code == .keysChanged { return false }
     _ = try result.get()
     keys = next
@@ -533,7 +536,7 @@ public actor AccountKeyring {
     for attempt in 0..<3 {
       var wrapped: [Identifier: [UInt8]] = [:]
       for (object, key) in created { wrapped[object] = try keys.wrap(key, of: object) }
-      let result = await caller.storeObjectKeys(
+      let result = await caller.signingWrites(with: keys.requestSigningKey).storeObjectKeys(
         ObjectKeys(epoch: keys.epoch, keys: wrapped), token: try await token())
       if result.error?.body?.code == .keysChanged, attempt < 2 {
         try await refresh()

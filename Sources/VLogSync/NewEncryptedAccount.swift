@@ -47,7 +47,7 @@ public struct NewEncryptedAccount: Sendable {
       keysAuthenticator: keys.keysAuthenticator(
         epoch: keys.epoch, passwordPublicKey: passwordKeys.publicKey,
         recoveryPublicKey: recoveryKeys.publicKey, username: username),
-      keyDerivation: passwordKeys.derivation)
+      keyDerivation: passwordKeys.derivation, requestKey: keys.requestPublicKey)
   }
 }
 

@@ -117,10 +117,13 @@ extension SyncAccount {
           sealer = outboxSealer
         }
         let sent = push
+        // An encrypted account's server takes its events only signed by its devices' keys.
+        let signingKey = await keyring?.keys.requestSigningKey
         var page: SyncPage
         do {
           page = try await call { caller, token in
-            await caller.sync(sent, encoding: encoding, token: token)
+            await caller.signingWrites(with: signingKey).sync(
+              sent, encoding: encoding, token: token)
           }
         } catch {
           // A refusal other than of the credentials (a clock too far ahead, say) comes from a

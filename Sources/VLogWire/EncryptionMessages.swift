@@ -134,14 +134,20 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   /// How the password was stretched; absent from a device of an older version, which used
   /// version 1 (``KeyDerivation``).
   public var keyDerivation: KeyDerivation?
+  /// The public key the account's devices sign their writes with (32 bytes,
+  /// ``RequestSignature``); absent from a device of an older version, whose account then
+  /// takes writes a token alone makes until it is re-keyed.
+  public var requestKey: String?
 
   /// Creates the keys from their bytes.
   public init(
     passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8], sealedForPassword: [UInt8],
     sealedForRecovery: [UInt8], passwordAnchor: [UInt8], recoveryAnchor: [UInt8],
-    recoverySecret: String, keysAuthenticator: [UInt8], keyDerivation: KeyDerivation?
+    recoverySecret: String, keysAuthenticator: [UInt8], keyDerivation: KeyDerivation?,
+    requestKey: [UInt8]? = nil
   ) {
     self.keyDerivation = keyDerivation
+    self.requestKey = requestKey.map { Data($0).base64EncodedString() }
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
@@ -155,6 +161,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   enum CodingKeys: String, CodingKey {
     case passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
     case passwordAnchor, recoveryAnchor, recoverySecret, keysAuthenticator, keyDerivation
+    case requestKey
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -164,7 +171,7 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
       allowed: [
         "passwordPublicKey", "recoveryPublicKey", "sealedForPassword", "sealedForRecovery",
         "passwordAnchor", "recoveryAnchor", "recoverySecret", "keysAuthenticator",
-        "keyDerivation",
+        "keyDerivation", "requestKey",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     passwordPublicKey = try container.decode(String.self, forKey: .passwordPublicKey)
@@ -179,6 +186,9 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     keyDerivation =
       container.contains(.keyDerivation)
       ? try container.decode(KeyDerivation.self, forKey: .keyDerivation) : nil
+    requestKey =
+      container.contains(.requestKey)
+      ? try container.decode(String.self, forKey: .requestKey) : nil
   }
 
   /// The sizes of the binary values: public keys, then seals.
@@ -211,6 +221,9 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
       throw WireError("keys.recoverySecret", "a recovery secret is 8 to 1024 characters long")
     }
     _ = try keyDerivation?.validatedForKeys("keys.keyDerivation")
+    _ = try requestKey.map { key throws(WireError) in
+      try Self.bytes(key, "keys.requestKey", count: RequestSignature.publicKeyBytes)
+    }
     return self
   }
 
@@ -281,14 +294,18 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   /// What the account's devices vouch for ``epoch`` and the two public keys with (32 bytes);
   /// absent for an account whose keys an older version made, until it is recovered.
   public var keysAuthenticator: String?
+  /// The public key the server checks the account's writes against (32 bytes,
+  /// ``RequestSignature``); absent for an account an older version made, until it is re-keyed.
+  public var requestKey: String?
 
   /// Creates the body from the keys' bytes.
   public init(
     epoch: UInt64, passwordPublicKey: [UInt8], recoveryPublicKey: [UInt8],
     sealedForPassword: [UInt8], sealedForRecovery: [UInt8], passwordAnchor: [UInt8],
     recoveryAnchor: [UInt8], rotationDue: Bool = false, links: [[UInt8]] = [],
-    keysAuthenticator: [UInt8]?
+    keysAuthenticator: [UInt8]?, requestKey: [UInt8]? = nil
   ) {
+    self.requestKey = requestKey.map { Data($0).base64EncodedString() }
     self.epoch = epoch
     self.passwordPublicKey = Data(passwordPublicKey).base64EncodedString()
     self.recoveryPublicKey = Data(recoveryPublicKey).base64EncodedString()
@@ -303,7 +320,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
 
   enum CodingKeys: String, CodingKey {
     case epoch, passwordPublicKey, recoveryPublicKey, sealedForPassword, sealedForRecovery
-    case passwordAnchor, recoveryAnchor, rotationDue, links, keysAuthenticator
+    case passwordAnchor, recoveryAnchor, rotationDue, links, keysAuthenticator, requestKey
   }
 
   /// Decodes the JSON types, refusing keys this version does not know.
@@ -313,7 +330,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
       allowed: [
         "epoch", "passwordPublicKey", "recoveryPublicKey", "sealedForPassword",
         "sealedForRecovery", "passwordAnchor", "recoveryAnchor", "rotationDue", "links",
-        "keysAuthenticator",
+        "keysAuthenticator", "requestKey",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -326,6 +343,7 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
     rotationDue = try container.decode(Bool.self, forKey: .rotationDue)
     links = try container.decode([String].self, forKey: .links)
     keysAuthenticator = try container.decodeIfPresent(String.self, forKey: .keysAuthenticator)
+    requestKey = try container.decodeIfPresent(String.self, forKey: .requestKey)
   }
 
   /// The links' bytes, checked.

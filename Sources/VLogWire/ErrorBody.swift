@@ -39,6 +39,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   public static let unauthorized = ErrorCode(rawValue: "unauthorized")
   /// 401: the token has expired; sign in again.
   public static let tokenExpired = ErrorCode(rawValue: "tokenExpired")
+  /// 403: a write to an end-to-end encrypted account's log or keys without the signature of
+  /// its devices (``RequestSignature``), or with a wrong one: made with a token alone.
+  public static let unsignedWrite = ErrorCode(rawValue: "unsignedWrite")
   /// 404: the account has no blob of that hash.
   public static let blobNotFound = ErrorCode(rawValue: "blobNotFound")
   /// 404: no such endpoint.

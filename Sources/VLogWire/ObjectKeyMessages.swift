@@ -192,6 +192,10 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// What the account's devices vouch for the new epoch and the two public keys with (32
   /// bytes, base64).
   public var keysAuthenticator: String
+  /// The public key the account's devices sign their writes with from now on (32 bytes,
+  /// base64, ``RequestSignature``), replacing the account's: a re-keying draws a new one. Nil
+  /// to keep it; only with ``password``.
+  public var requestKey: String?
 
   /// The size of a link.
   public static let linkBytes = 60
@@ -200,9 +204,10 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   public init(
     epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8]?,
     recovery: NewRecoveryKey? = nil, passwordAnchor: [UInt8]? = nil, password: String? = nil,
-    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8]
+    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8], requestKey: [UInt8]? = nil
   ) {
     self.epoch = epoch
+    self.requestKey = requestKey.map { Data($0).base64EncodedString() }
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
     self.link = link.map { Data($0).base64EncodedString() }
@@ -215,7 +220,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
 
   enum CodingKeys: String, CodingKey {
     case epoch, sealedForPassword, sealedForRecovery, link, recovery, passwordAnchor, password
-    case keys, keysAuthenticator
+    case keys, keysAuthenticator, requestKey
   }
 
   /// Decodes the JSON types, refusing keys this version does not know; `link` and `recovery`
@@ -225,7 +230,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       in: decoder,
       allowed: [
         "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "passwordAnchor",
-        "password", "keys", "keysAuthenticator",
+        "password", "keys", "keysAuthenticator", "requestKey",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
@@ -242,6 +247,9 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       container.contains(.password) ? try container.decode(String.self, forKey: .password) : nil
     keys = try container.decode([String: String].self, forKey: .keys)
     keysAuthenticator = try container.decode(String.self, forKey: .keysAuthenticator)
+    requestKey =
+      container.contains(.requestKey)
+      ? try container.decode(String.self, forKey: .requestKey) : nil
   }
 
   /// Encodes the JSON types, leaving out what is nil.
@@ -256,6 +264,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try container.encodeIfPresent(password, forKey: .password)
     try container.encode(keys, forKey: .keys)
     try container.encode(keysAuthenticator, forKey: .keysAuthenticator)
+    try container.encodeIfPresent(requestKey, forKey: .requestKey)
   }
 
   /// A rotation, checked: its bytes decoded and their sizes right.
@@ -278,6 +287,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     public var keys: [Identifier: [UInt8]]
     /// What vouches for the new epoch and the public keys.
     public var keysAuthenticator: [UInt8]
+    /// The devices' new request key; nil to keep it.
+    public var requestKey: [UInt8]?
   }
 
   /// The rotation, checked.
@@ -289,10 +300,11 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       guard Credentials.passwordLengths.contains(password.unicodeScalars.count) else {
         throw WireError("password", "a password is 8 to 1024 characters long")
       }
-    } else if link == nil || recovery != nil || passwordAnchor != nil {
+    } else if link == nil || recovery != nil || passwordAnchor != nil || requestKey != nil {
       throw WireError(
         "password",
-        "a re-keying (no link), a new recovery key or a new anchor needs the account's password")
+        "a re-keying (no link), a new recovery key, a new anchor or a new request key needs the "
+          + "account's password")
     }
     let seals = try NewAccountKeys.seals(
       sealedForPassword, sealedForRecovery, "sealedForPassword", "sealedForRecovery")
@@ -308,7 +320,10 @@ public struct KeyRotation: Codable, Sendable, Hashable {
       password: password,
       keys: try ObjectKeys.validate(keys, field: "keys", maximum: .max),
       keysAuthenticator: try NewAccountKeys.bytes(
-        keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes))
+        keysAuthenticator, "keysAuthenticator", count: NewAccountKeys.authenticatorBytes),
+      requestKey: try requestKey.map { key throws(WireError) in
+        try NewAccountKeys.bytes(key, "requestKey", count: RequestSignature.publicKeyBytes)
+      })
   }
 }
 

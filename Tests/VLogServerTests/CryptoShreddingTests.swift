@@ -112,8 +112,10 @@ struct CryptoShreddingTests {
       let server = try await openServer(backend: backend, directory: root + "/server")
       defer { server.close() }
       try await withLiveServer(server) { baseURL in
-        let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
-        let (account, tokenA) = try await ObjectKeyTests.encryptedAccount(caller, "ann")
+        let unsigned = APICaller(transport: HTTPTransport(baseURL: baseURL))
+        let (account, tokenA) = try await ObjectKeyTests.encryptedAccount(unsigned, "ann")
+        // The account's writes, signed as its devices sign them.
+        let caller = unsigned.signingWrites(with: account.keys.requestSigningKey)
         let ringA = AccountKeyring(
           keys: account.keys, caller: caller, token: { tokenA }, random: SystemRandom.bytes)
         let canary = NoteID(Identifier(high: 3, low: 1))

@@ -301,8 +301,12 @@ struct LyingServerTests {
           ).get().token
           let pushed = await caller.sync(
             SyncPush(cursor: 0, events: [forged]), token: token)
+          // Without an authenticator it is no sealed event; with one, the push lacks the
+          // devices' signature.
           if forged.authenticator == nil {
             #expect(pushed.status == 400, "\(what): \(pushed)")
+          } else {
+            #expect(pushed.status == 403 && pushed.error?.body?.code == .unsignedWrite, "\(what)")
           }
           // …and a lying one stores it anyway: every device sets it aside, applies none of it,
           // and syncs on, in sync with the server's event set.

@@ -48,7 +48,8 @@ struct ObjectKeyTests {
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
         let (account, token) = try await encryptedAccount(caller, "ann")
-        try await body(caller, account, token)
+        // The account's writes, signed as its devices sign them.
+        try await body(caller.signingWrites(with: account.keys.requestSigningKey), account, token)
       }
     }
   }
@@ -65,7 +66,8 @@ struct ObjectKeyTests {
     )
     let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
     #expect(EncryptionRecord(decoding: record.encoded) == record)
-    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 5)
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 6)
+    #expect(record.requestKey == account.keys.requestPublicKey && record.requestKey.count == 32)
     #expect(record.keysAuthenticator.count == 32 && record.sealedForPassword.count == 160)
     // Records of accounts made before keys had a vouching key: seals of 120 bytes.
     let head = Array(record.encoded[1..<(1 + 8 + 64)])
@@ -86,6 +88,7 @@ struct ObjectKeyTests {
     four += hash.encoded
     var legacy = record
     (legacy.sealedForPassword, legacy.sealedForRecovery) = (sealP, sealR)
+    legacy.requestKey = []
     #expect(EncryptionRecord(decoding: four) == legacy)
     // Written again, in format 5, it reads back the same, and so do seals of two sizes (a
     // client may send them; a device sealing one account's keys never does).
@@ -96,6 +99,18 @@ struct ObjectKeyTests {
     var odd = record.encoded
     odd[1 + 8 + 64] = 121
     #expect(EncryptionRecord(decoding: odd) == nil)
+    // Format 5, before request keys: the same bytes without the key's length and bytes. It
+    // reads with none, and a record written with none reads back so.
+    var keyless = record
+    keyless.requestKey = []
+    var five = record.encoded
+    five[0] = 5
+    five.removeSubrange((five.count - hash.encoded.count - 33)..<(five.count - hash.encoded.count))
+    #expect(EncryptionRecord(decoding: five) == keyless)
+    #expect(EncryptionRecord(decoding: keyless.encoded) == keyless)
+    var short = record.encoded
+    short[short.count - hash.encoded.count - 33] = 31
+    #expect(EncryptionRecord(decoding: short) == nil)
   }
 
   @Test(

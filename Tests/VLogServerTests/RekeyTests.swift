@@ -315,9 +315,11 @@ struct RekeyTests {
     arguments: Backend.allCases)
   func tokenAlone(backend: Backend) async throws {
     try await withServer(backend: backend) { server in
-      let caller = APICaller(transport: InProcessTransport(server: server))
       let account = try NewEncryptedAccount(
         username: "ann", password: Self.password, cost: .testing, random: SystemRandom.bytes)
+      // A lost device's holder: the token and the keys, which sign; not the password.
+      let caller = APICaller(transport: InProcessTransport(server: server))
+        .signingWrites(with: account.keys.requestSigningKey)
       _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
       let token = try await caller.signIn(account.credentials).get().token
       let bytes = { (count: Int) in [UInt8](repeating: 7, count: count) }

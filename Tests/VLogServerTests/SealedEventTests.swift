@@ -73,6 +73,7 @@ struct SealedEventTests {
       defer { server.close() }
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
+          .signingWrites(with: account.keys.requestSigningKey)
         _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
         let token = try await caller.signIn(account.credentials).get().token
         // A new device: the password opens the keys the server keeps, and so does the

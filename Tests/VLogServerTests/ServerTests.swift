@@ -193,10 +193,14 @@ struct ServerTests {
         let wrapped = try encrypted.keys.wrap(
           try ObjectKey(random: SystemRandom.bytes), of: keyedNote)
         let objectKeys = ObjectKeys(epoch: 1, keys: [keyedNote: wrapped])
+        // Unsigned by the account's devices, a write to its keys is refused.
+        let unsigned = await caller.storeObjectKeys(objectKeys, token: encryptedToken)
+        #expect(unsigned.status == 403 && unsigned.error?.body?.code == .unsignedWrite)
+        let signed = caller.signingWrites(with: encrypted.keys.requestSigningKey)
         #expect(
-          try await caller.storeObjectKeys(objectKeys, token: encryptedToken).get().stored == 1)
+          try await signed.storeObjectKeys(objectKeys, token: encryptedToken).get().stored == 1)
         #expect(
-          await caller.storeObjectKeys(ObjectKeys(epoch: 2, keys: [:]), token: encryptedToken)
+          await signed.storeObjectKeys(ObjectKeys(epoch: 2, keys: [:]), token: encryptedToken)
             .status == 409)
         for failing in [token, "nonsense"] {
           _ = await caller.storeObjectKeys(objectKeys, token: failing)
@@ -234,7 +238,8 @@ struct ServerTests {
             ], keysAuthenticator: [UInt8](repeating: 0, count: 32))
         }
         let stale = try rotation(from: 2)
-        #expect(await caller.rotateKeys(stale, token: encryptedToken).status == 409)
+        #expect(await signed.rotateKeys(stale, token: encryptedToken).status == 409)
+        #expect(await caller.rotateKeys(try rotation(from: 1), token: encryptedToken).status == 403)
         _ = await caller.rotateKeys(stale, token: token)
         _ = await caller.rotateKeys(stale, token: "nonsense")
         _ = try await post(
@@ -243,13 +248,19 @@ struct ServerTests {
         _ = try await post(
           transport, "/v1/accounts/current/keys", big, token: encryptedToken, method: "PUT")
         #expect(
-          try await caller.rotateKeys(try rotation(from: 1), token: encryptedToken).get().epoch
+          try await signed.rotateKeys(try rotation(from: 1), token: encryptedToken).get().epoch
             == 2)
         let event = Event(
           stamp: Stamp(
             time: HybridTime(milliseconds: 1_767_225_600_000, counter: 0),
             replica: ReplicaID(Identifier(high: 1, low: 2))),
           change: .textSet(NoteID(Identifier(high: 3, low: 4)), text: "hello"))
+        // A sealed event pushed to the encrypted account without its devices' signature.
+        let sealed = try EventSealer(keys: nextKeys).seal(
+          event, objectKey: { _ in try ObjectKey(random: SystemRandom.bytes) })
+        let unsignedPush = await caller.sync(
+          SyncPush(cursor: 0, events: [sealed]), token: encryptedToken)
+        #expect(unsignedPush.status == 403 && unsignedPush.error?.body?.code == .unsignedWrite)
         let pushed = try await caller.sync(SyncPush(cursor: 0, events: []), token: token).get()
         #expect(pushed.events.isEmpty)
         let response = try await caller.sync(SyncPush(cursor: 0, events: [event]), token: token)
@@ -434,9 +445,9 @@ struct ServerTests {
         var rekeying = try rotation(from: 2)
         rekeying.link = nil
         rekeying.password = "not the password"
-        #expect(await caller.rotateKeys(rekeying, token: encryptedToken).status == 403)
+        #expect(await signed.rotateKeys(rekeying, token: encryptedToken).status == 403)
         var tooMany = 0
-        for _ in 0..<6 where await caller.rotateKeys(rekeying, token: encryptedToken).status == 429
+        for _ in 0..<6 where await signed.rotateKeys(rekeying, token: encryptedToken).status == 429
         {
           tooMany += 1
         }

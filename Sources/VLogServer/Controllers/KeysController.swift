@@ -44,6 +44,25 @@ struct KeysController: ServerController {
     return (account, record)
   }
 
+  /// The JSON body of a write to the account's keys, checked by `check`, once its signature
+  /// shows that a device of the account made it
+  /// (``EncryptionRecord/admits(signature:method:route:body:)``): a token alone changes none
+  /// of an encrypted account's keys.
+  private func signedBody<T: Decodable, Checked>(
+    _ type: T.Type, of request: Request, route: String, record: EncryptionRecord,
+    checking check: (T) throws(WireError) -> Checked
+  ) async throws -> Checked {
+    let bytes = try await reader.collect(request, upTo: reader.maximumBodyBytes)
+    let body = try reader.decode(type, from: bytes)
+    let checked = try checked { () throws(WireError) in try check(body) }
+    guard
+      record.admits(
+        signature: request.headers[.requestSignature], method: request.method.rawValue,
+        route: route, body: bytes)
+    else { throw ServerError.unsignedWrite }
+    return checked
+  }
+
   /// What a device of an encrypted account needs to open its keys, and with `since`, the
   /// links from that epoch to the current one.
   func accountKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
@@ -113,9 +132,12 @@ struct KeysController: ServerController {
   /// needs the password, and signs out every other session.
   func rotateKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
     let (account, tokenHash) = try await auth.authenticate(request)
-    guard try await keys.encryption(of: account) != nil else { throw ServerError.notEncrypted }
-    let body = try await reader.decode(KeyRotation.self, from: request)
-    let rotation = try checked { () throws(WireError) in try body.validated() }
+    guard let current = try await keys.encryption(of: account) else {
+      throw ServerError.notEncrypted
+    }
+    let rotation = try await signedBody(
+      KeyRotation.self, of: request, route: "/v1/accounts/current/keys", record: current
+    ) { body throws(WireError) in try body.validated() }
     // A re-keying, or a new recovery key, is the account holder's act, not a token's: the
     // password is checked again, as for a password change.
     if let password = rotation.password {
@@ -141,12 +163,11 @@ struct KeysController: ServerController {
   /// Stores keys of notes and attachments: 409 `keysChanged` if they are not wrapped by the
   /// current epoch's content key.
   func storeObjectKeys(_ request: Request, _ context: ServerContext) async throws -> Response {
-    let (account, _) = try await encryptedAccount(request)
-    let body = try await reader.decode(ObjectKeys.self, from: request)
-    let objectKeys = try checked { () throws(WireError) in
-      try body.validated(maximum: maximumObjects)
-    }
-    let stored = try await keys.storeObjectKeys(objectKeys, account: account, epoch: body.epoch)
+    let (account, record) = try await encryptedAccount(request)
+    let (epoch, objectKeys) = try await signedBody(
+      ObjectKeys.self, of: request, route: "/v1/object-keys", record: record
+    ) { body throws(WireError) in (body.epoch, try body.validated(maximum: maximumObjects)) }
+    let stored = try await keys.storeObjectKeys(objectKeys, account: account, epoch: epoch)
     return try json(StoredObjectKeys(stored: stored), status: .ok)
   }
 

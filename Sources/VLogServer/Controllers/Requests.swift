@@ -40,7 +40,13 @@ struct RequestReader: Sendable {
   ///
   /// - Throws: ``ServerError`` 400 naming the field at fault.
   func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
-    let bytes = try await collect(request, upTo: maximumBodyBytes)
+    try decode(type, from: try await collect(request, upTo: maximumBodyBytes))
+  }
+
+  /// `bytes`, a JSON body, decoded.
+  ///
+  /// - Throws: ``ServerError`` 400 naming the field at fault.
+  func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(ServerError) -> T {
     do throws(WireError) {
       return try WireJSON.decode(type, from: bytes)
     } catch {

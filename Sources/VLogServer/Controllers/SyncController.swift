@@ -58,6 +58,12 @@ struct SyncController: ServerController {
           throw ServerError.invalid(WireError("events[\(index)]", error.message))
         }
       }
+      // A token alone must not store, nor erase, anything of an encrypted account.
+      guard let record = try await keys.encryption(of: account),
+        record.admits(
+          signature: request.headers[.requestSignature], method: "POST", route: "/v1/sync",
+          body: bytes)
+      else { throw ServerError.unsignedWrite }
     }
     let wall = Milliseconds(now())
     let serverTime = Int64(clamping: wall.rawValue)

@@ -89,6 +89,16 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       message: "this call needs 'Authorization: Bearer <token>' with a token from POST /v1/sessions"
     ))
 
+  static let unsignedWrite = ServerError(
+    .forbidden,
+    ErrorBody(
+      code: .unsignedWrite,
+      message:
+        "this end-to-end encrypted account takes writes to its log and keys only signed by its "
+        + "devices (the 'VLog-Signature' header); the signature is missing or wrong, and nothing "
+        + "was stored",
+      field: RequestSignature.headerName))
+
   static let tokenExpired = ServerError(
     .unauthorized,
     ErrorBody(code: .tokenExpired, message: "the token has expired; sign in again"))

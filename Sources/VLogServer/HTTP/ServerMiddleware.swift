@@ -132,4 +132,7 @@ extension HTTPField.Name {
   static let requestID = HTTPField.Name("X-Request-ID")!
   /// `VLog-Protocol`: the protocol version a client reads (`WireProtocol`).
   static let wireProtocol = HTTPField.Name(WireProtocol.headerName)!
+  /// `VLog-Signature`: an encrypted account's devices' signature of a write
+  /// (`RequestSignature`).
+  static let requestSignature = HTTPField.Name(RequestSignature.headerName)!
 }

@@ -30,6 +30,10 @@ struct EncryptionRecord: Sendable, Equatable {
   var keyDerivation: KeyDerivation
   /// The recovery key's sign-in secret's scrypt hash.
   var recoverySecret: PasswordHash
+  /// The public key the account's devices sign their writes with (32 bytes,
+  /// `RequestSignature`); empty for an account an older device made, until it is re-keyed,
+  /// whose writes a token alone then makes.
+  var requestKey: [UInt8] = []
   /// Whether a note's or attachment's key was erased since the last rotation. Kept beside the
   /// record (``encoded`` leaves it out): a push sets it, a rotation clears it.
   var rotationDue = false
@@ -53,6 +57,10 @@ struct EncryptionRecord: Sendable, Equatable {
       count: NewAccountKeys.authenticatorBytes)
     keyDerivation = try keys.keyDerivation?.validated("keys.keyDerivation") ?? .versionOne
     self.recoverySecret = recoverySecret
+    requestKey =
+      try keys.requestKey.map { key throws(WireError) in
+        try NewAccountKeys.bytes(key, "keys.requestKey", count: RequestSignature.publicKeyBytes)
+      } ?? []
   }
 
   /// The answer to `GET /v1/accounts/current/keys`, with the links a device asked for.
@@ -61,7 +69,17 @@ struct EncryptionRecord: Sendable, Equatable {
       epoch: epoch, passwordPublicKey: passwordPublicKey, recoveryPublicKey: recoveryPublicKey,
       sealedForPassword: sealedForPassword, sealedForRecovery: sealedForRecovery,
       passwordAnchor: passwordAnchor, recoveryAnchor: recoveryAnchor, rotationDue: rotationDue,
-      links: links, keysAuthenticator: keysAuthenticator.isEmpty ? nil : keysAuthenticator)
+      links: links, keysAuthenticator: keysAuthenticator.isEmpty ? nil : keysAuthenticator,
+      requestKey: requestKey.isEmpty ? nil : requestKey)
+  }
+
+  /// Whether a write to the account (`method` on `route`, with `body`) is one of its
+  /// devices': signed, in `signature` (the `VLog-Signature` header), by the private half of
+  /// ``requestKey`` — or the account has no request key yet.
+  func admits(signature: String?, method: String, route: String, body: [UInt8]) -> Bool {
+    requestKey.isEmpty
+      || RequestSignature.isValid(
+        signature, method: method, route: route, body: body, publicKey: requestKey)
   }
 
   /// The record with the keys sealed to a new password.
@@ -85,6 +103,7 @@ struct EncryptionRecord: Sendable, Equatable {
     next.sealedForRecovery = rotation.sealedForRecovery
     next.keysAuthenticator = rotation.keysAuthenticator
     if let anchor = rotation.passwordAnchor { next.passwordAnchor = anchor }
+    if let key = rotation.requestKey { next.requestKey = key }
     if let recovery = rotation.recovery, let recoverySecret {
       next.recoveryPublicKey = recovery.recoveryPublicKey
       next.recoveryAnchor = recovery.recoveryAnchor
@@ -94,14 +113,15 @@ struct EncryptionRecord: Sendable, Equatable {
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (5), the epoch (8 bytes,
+  /// The stored form, the same on both backends: a format byte (6), the epoch (8 bytes,
   /// big-endian), the two public keys, the two seals (each after its length, a byte), the two
   /// anchors, the keys' authenticator's length (a byte: 0 or 32) and bytes, the key derivation
-  /// (version, log₂ N, r, p, the salt's length: a byte each, then the salt), then the recovery
-  /// secret's hash. Format 4 had seals of 120 bytes and no lengths; format 3 no key
+  /// (version, log₂ N, r, p, the salt's length: a byte each, then the salt), the request key's
+  /// length (a byte: 0 or 32) and bytes, then the recovery secret's hash. Format 5 had no
+  /// request key; format 4 seals of 120 bytes and no lengths; format 3 no key
   /// derivation; format 2 no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [5]
+    var bytes: [UInt8] = [6]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey
     for seal in [sealedForPassword, sealedForRecovery] {
@@ -115,14 +135,16 @@ struct EncryptionRecord: Sendable, Equatable {
     bytes += [keyDerivation.version, keyDerivation.logRounds, keyDerivation.blockSize]
       .map { UInt8(clamping: $0) }
     bytes += [UInt8(clamping: keyDerivation.parallelism), UInt8(clamping: salt.count)] + salt
+    bytes.append(UInt8(clamping: requestKey.count))
+    bytes += requestKey
     bytes += recoverySecret.encoded
     return bytes
   }
 
-  /// Reads what ``encoded`` wrote, in format 5 to 1; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 6 to 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard let format = bytes.first, (1...5).contains(format),
+    guard let format = bytes.first, (1...6).contains(format),
       let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1)
     else { return nil }
     var offset = 9
@@ -154,6 +176,10 @@ struct EncryptionRecord: Sendable, Equatable {
       guard let valid = try? derivation.validated() else { return nil }
       keyDerivation = valid
     }
+    guard let requestKey = format >= 6 ? sized([0, RequestSignature.publicKeyBytes]) : [] else {
+      return nil
+    }
+    self.requestKey = requestKey
     guard offset < bytes.count, let hash = PasswordHash(decoding: bytes[offset...]) else {
       return nil
     }
