@@ -1,4 +1,5 @@
 internal import Crypto
+internal import Foundation
 public import VLog
 public import VLogWire
 
@@ -16,12 +17,47 @@ public import VLogWire
 //   by every device before it seals to them. A lost device's keys vouch for nothing after a
 //   re-keying;
 // - each event's *authenticator* (`Event.authenticator`), a truncated HMAC-SHA-256 over its
-//   stamp, kind and ids (`Event.authenticatedBytes`) under a key drawn from the tag key,
-//   which never changes (events keep their authenticators for good), made when the event is
-//   sealed and checked before a pulled event is stored, redacted events included.
+//   stamp, kind and ids (`Event.authenticatedBytes`) under a key drawn from the vouching key
+//   (from the tag key in keys made before this version), made when the event is sealed and
+//   checked before a pulled event is stored, redacted events included. Events keep their
+//   authenticators for good, so a re-keying retires the key it replaces rather than forget
+//   it (`RetiredEventKey`): the retired key still vouches for events stamped before the
+//   re-keying, and for none after, so a lost device's keys make no event a device applies
+//   that is stamped after the re-keying.
+
+/// A key an account's events were authenticated with before a re-keying: it vouches only for
+/// events stamped before ``before``, so that the keys a lost device kept make nothing a device
+/// applies that is stamped after the re-keying that retired them.
+struct RetiredEventKey: Sendable, Equatable {
+  /// Milliseconds since 1970: the events it vouches for are stamped before.
+  let before: UInt64
+  /// The key: 32 bytes.
+  let key: [UInt8]
+
+  /// Its size in the keys' raw representation: 8 bytes of time, 32 of key.
+  static let bytes = NewAccountKeys.retiredEventKeyBytes
+
+  /// How long after the re-keying device's clock (set by the server's, as far as the device
+  /// measured it and at most an hour) events made before the re-keying may still be stamped:
+  /// the clock skew a server allows by default, as another device's clock may run that far
+  /// ahead of the server's.
+  static let margin: UInt64 = 10 * 60 * 1000
+
+  /// When a key retired now stops vouching, in milliseconds since 1970: the device's time
+  /// `deviceTime`, moved by the skew it measured to the server's clock
+  /// (`serverSkewMilliseconds`, at most an hour either way, so that a server cannot move it
+  /// far), and ``margin`` after.
+  static func cutoff(deviceTime: Date, serverSkewMilliseconds: Int64 = 0) -> UInt64 {
+    let hour: Int64 = 60 * 60 * 1000
+    let skew = min(max(serverSkewMilliseconds, -hour), hour)
+    let now = Int64(clamping: Int64((deviceTime.timeIntervalSince1970 * 1000).rounded(.down)))
+    return UInt64(clamping: now.addingReportingOverflow(skew).partialValue) + margin
+  }
+}
 
 extension AccountKeys {
-  /// The key the account's devices vouch for events with: HKDF-SHA-256 of the tag key, which
+  /// The key the account's devices vouch for events with: HKDF-SHA-256 of the vouching key (of
+  /// the tag key, in keys made before this version), which
   /// every device of the account holds and the server never sees.
   private var authenticationKey: SymmetricKey { SymmetricKey(data: authenticationBytes) }
 
@@ -99,11 +135,14 @@ extension AccountKeys {
   /// stamp, kind and ids (`Event.authenticatedBytes`), which every form a log stores of it
   /// keeps.
   public func authenticator(of event: Event) -> [UInt8] {
+    Self.authenticator(of: event, key: authenticationKey)
+  }
+
+  private static func authenticator(of event: Event, key: SymmetricKey) -> [UInt8] {
     var message = Self.eventPrefix
     message += event.authenticatedBytes
     return Array(
-      HMAC<SHA256>.authenticationCode(for: message, using: authenticationKey)
-        .prefix(Event.authenticatorBytes))
+      HMAC<SHA256>.authenticationCode(for: message, using: key).prefix(Event.authenticatorBytes))
   }
 
   /// Checks that a device of the account made `event`: that it carries the authenticator
@@ -117,11 +156,17 @@ extension AccountKeys {
         "event \(event.stamp) (\(event.change.kind)) carries no authenticator: no device of the "
           + "account vouched for it, and it is not applied")
     }
-    guard Self.equalInConstantTime(authenticator(of: event), carried) else {
-      throw AccountKeyError(
-        "event \(event.stamp) (\(event.change.kind)) is not one a device of the account made: "
-          + "its authenticator does not match its stamp, kind and ids, and it is not applied")
+    if Self.equalInConstantTime(authenticator(of: event), carried) { return }
+    // A key a re-keying retired vouches only for what was stamped before it.
+    let time = event.stamp.time.milliseconds
+    for retired in retiredEventKeys where time < retired.before {
+      let code = Self.authenticator(of: event, key: SymmetricKey(data: retired.key))
+      if Self.equalInConstantTime(code, carried) { return }
     }
+    throw AccountKeyError(
+      "event \(event.stamp) (\(event.change.kind)) is not one a device of the account made: "
+        + "its authenticator does not match its stamp, kind and ids under the account's keys "
+        + "of its time, and it is not applied")
   }
 
   private static let eventPrefix = Array("vlog event authenticator\u{0}".utf8)

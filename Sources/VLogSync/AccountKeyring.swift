@@ -425,21 +425,26 @@ public actor AccountKeyring {
   /// nothing sealed later, even with every byte the server holds: no link leads from them to
   /// the new content key, and no key they unwrap seals anything new. The account's other
   /// devices open the new keys with the password at their next sync. The tag key stays: tags
-  /// keep their names, and events their authenticators (see the article on end-to-end
+  /// keep their names. Events keep their authenticators: the key they were made with is
+  /// retired, good for events stamped before `cutoff` only (see the article on end-to-end
   /// encryption for what that leaves a lost device's holder).
   ///
   /// - Parameters:
   ///   - username: The account's user name, which the new keys' seals are bound to.
   ///   - passwordKeys: The keys drawn from the account's password.
   ///   - recoveryKey: The recovery key from now on.
-  public func rekey(username: String, passwordKeys: PasswordKeys, recoveryKey: RecoveryKey)
-    async throws
-  {
+  ///   - cutoff: When the key events were authenticated with until now stops vouching for
+  ///     them, in milliseconds since 1970: events stamped from then on that it authenticated
+  ///     are set aside (`RetiredEventKey.cutoff(deviceTime:serverSkewMilliseconds:)`).
+  public func rekey(
+    username: String, passwordKeys: PasswordKeys, recoveryKey: RecoveryKey,
+    retiringBefore cutoff: UInt64
+  ) async throws {
     for _ in 0..<3 {
       let body = try await refresh()
       if try await rotate(
         from: body, username: username,
-        rekeying: (password: passwordKeys, recovery: recoveryKey))
+        rekeying: (password: passwordKeys, recovery: recoveryKey, cutoff: cutoff))
       {
         return
       }
@@ -452,7 +457,7 @@ public actor AccountKeyring {
   /// meanwhile (another device's rotation): refresh and try again.
   private func rotate(
     from body: AccountKeysBody, username: String,
-    rekeying: (password: PasswordKeys, recovery: RecoveryKey)?
+    rekeying: (password: PasswordKeys, recovery: RecoveryKey, cutoff: UInt64)?
   ) async throws -> Bool {
     let next: AccountKeys
     let link: [UInt8]?
@@ -469,7 +474,7 @@ public actor AccountKeyring {
           "the server's record of the account names another password's public key than this "
             + "password's: the account is not re-keyed")
       }
-      (next, link) = (try keys.rekeyed(random: random), nil)
+      (next, link) = (try keys.rekeyed(random: random, retiringBefore: rekeying.cutoff), nil)
       let recoveryKeys = try rekeying.recovery.keys()
       recoveryPublicKey = recoveryKeys.publicKey
       recovery = NewRecoveryKey(

@@ -15,8 +15,8 @@ internal import _CryptoExtras
 /// synced, and the old one is forgotten everywhere: a copy of the server's files taken before
 /// the deletion then holds the deleted note's key wrapped by a key nobody has. The tag key
 /// never changes: it only names tags, which must keep their ids. The vouching key is drawn
-/// anew at each re-keying (``rekeyed(random:)``), so that a lost device's keys can vouch for
-/// nothing after it.
+/// anew at each re-keying (``rekeyed(random:retiringBefore:)``), and with it the key events
+/// are authenticated with, so that a lost device's keys can vouch for nothing after it.
 public struct AccountKeys: Sendable, Equatable {
   /// Which content key this is: 1 for the account's first, one more at each rotation.
   public let epoch: UInt64
@@ -33,7 +33,14 @@ public struct AccountKeys: Sendable, Equatable {
   /// before they had one. A device that held keys refuses, in their place, keys of an earlier
   /// re-keying: a server with a lost device's keys could make those up.
   public let rekeyedAt: UInt64
-  /// The key the devices vouch for events with, drawn from the tag key.
+  /// Whether the key events are authenticated with is drawn from the vouching key, as in
+  /// keys made or re-keyed by this version, or from the tag key, as in keys made before.
+  private let eventKeyFromVouching: Bool
+  /// The keys events were authenticated with before each re-keying since the account's keys
+  /// had their own, oldest first, each good only for events stamped before its re-keying.
+  let retiredEventKeys: [RetiredEventKey]
+  /// The key the devices vouch for events with: drawn from the vouching key (or, in keys made
+  /// before this version, from the tag key).
   let authenticationBytes: [UInt8]
 
   var contentKey: SymmetricKey { SymmetricKey(data: contentBytes) }
@@ -51,29 +58,55 @@ public struct AccountKeys: Sendable, Equatable {
     }
     self.init(
       epoch: 1, contentBytes: Array(bytes[0..<32]), tagBytes: Array(bytes[32..<64]),
-      vouchingBytes: Array(bytes[64..<96]), rekeyedAt: 1)
+      vouchingBytes: Array(bytes[64..<96]), rekeyedAt: 1, eventKeyFromVouching: true,
+      retiredEventKeys: [])
   }
 
   /// The keys as a device keeps them between launches (in a ``CredentialStore``) and as they
   /// are sealed: the epoch (8 bytes, big-endian), the content key and the tag key, then the
-  /// epoch of the last re-keying and the vouching key — 112 bytes; 72 for keys made before
-  /// they had a vouching key. Whoever holds them reads every note of the account.
+  /// epoch of the last re-keying and the vouching key, then the count of retired event keys
+  /// (a byte) and each (8 bytes of the time before which it vouches, 32 of key) — 113 bytes and 40
+  /// for each retired key. Keys made before their event key was drawn from the vouching key
+  /// end before the count (112 bytes), and keys made before they had a vouching key after the
+  /// tag key (72). Whoever holds them reads every note of the account.
   public var rawRepresentation: [UInt8] {
     var bytes = BigEndianBytes.of(epoch) + contentBytes + tagBytes
     if !vouchingBytes.isEmpty { bytes += BigEndianBytes.of(rekeyedAt) + vouchingBytes }
+    if eventKeyFromVouching {
+      bytes.append(UInt8(clamping: retiredEventKeys.count))
+      for retired in retiredEventKeys { bytes += BigEndianBytes.of(retired.before) + retired.key }
+    }
     return bytes
   }
 
   /// Keys read back from ``rawRepresentation``.
   ///
-  /// - Throws: ``AccountKeyError`` for bytes that are not 112 (or 72) of them.
+  /// - Throws: ``AccountKeyError`` for bytes that are not keys: not 113 and 40 for each
+  ///   retired key (at most `NewAccountKeys.maximumRetiredEventKeys`), nor 112 or 72.
   public init(rawRepresentation bytes: [UInt8]) throws(AccountKeyError) {
-    guard bytes.count == Self.plainBytes || bytes.count == Self.plainBytesBeforeVouching else {
+    guard Self.isPlainSize(bytes.count) else {
       throw AccountKeyError(
-        "account keys are \(Self.plainBytes) bytes (or \(Self.plainBytesBeforeVouching)), "
+        "account keys are \(Self.plainBytes + 1) bytes and \(RetiredEventKey.bytes) for each "
+          + "retired event key (or \(Self.plainBytes), or \(Self.plainBytesBeforeVouching)), "
           + "these are \(bytes.count)")
     }
-    let vouching = bytes.count == Self.plainBytes
+    let eventKeyFromVouching = bytes.count > Self.plainBytes
+    var retired: [RetiredEventKey] = []
+    if eventKeyFromVouching {
+      let count = Int(bytes[Self.plainBytes])
+      guard bytes.count == Self.plainBytes + 1 + count * RetiredEventKey.bytes else {
+        throw AccountKeyError(
+          "account keys name \(count) retired event keys, and are \(bytes.count) bytes")
+      }
+      for index in 0..<count {
+        let start = Self.plainBytes + 1 + index * RetiredEventKey.bytes
+        retired.append(
+          RetiredEventKey(
+            before: BigEndianBytes.uint64(bytes[start..<(start + 8)]),
+            key: Array(bytes[(start + 8)..<(start + RetiredEventKey.bytes)])))
+      }
+    }
+    let vouching = bytes.count >= Self.plainBytes
     let epoch = BigEndianBytes.uint64(bytes.prefix(8))
     let rekeyedAt = vouching ? BigEndianBytes.uint64(bytes[72..<80]) : 0
     // Whatever sealed them, no epoch is past what a count of rotations reaches, and no
@@ -86,7 +119,16 @@ public struct AccountKeys: Sendable, Equatable {
     }
     self.init(
       epoch: epoch, contentBytes: Array(bytes[8..<40]), tagBytes: Array(bytes[40..<72]),
-      vouchingBytes: vouching ? Array(bytes[80..<112]) : [], rekeyedAt: rekeyedAt)
+      vouchingBytes: vouching ? Array(bytes[80..<112]) : [], rekeyedAt: rekeyedAt,
+      eventKeyFromVouching: eventKeyFromVouching, retiredEventKeys: retired)
+  }
+
+  /// Whether `count` bytes can be keys' ``rawRepresentation``.
+  static func isPlainSize(_ count: Int) -> Bool {
+    if count == plainBytes || count == plainBytesBeforeVouching { return true }
+    let retired = count - plainBytes - 1
+    return retired >= 0 && retired % RetiredEventKey.bytes == 0
+      && retired / RetiredEventKey.bytes <= NewAccountKeys.maximumRetiredEventKeys
   }
 
   /// The highest epoch keys may have: far past any number of rotations, and far from the
@@ -100,16 +142,23 @@ public struct AccountKeys: Sendable, Equatable {
 
   private init(
     epoch: UInt64, contentBytes: [UInt8], tagBytes: [UInt8], vouchingBytes: [UInt8],
-    rekeyedAt: UInt64
+    rekeyedAt: UInt64, eventKeyFromVouching: Bool, retiredEventKeys: [RetiredEventKey]
   ) {
     self.epoch = epoch
     self.contentBytes = contentBytes
     self.tagBytes = tagBytes
     self.vouchingBytes = vouchingBytes
     self.rekeyedAt = rekeyedAt
+    self.eventKeyFromVouching = eventKeyFromVouching
+    self.retiredEventKeys = retiredEventKeys
     // Drawn once: every event sealed or opened is authenticated with it.
     authenticationBytes =
-      HKDF<SHA256>.expand(
+      eventKeyFromVouching
+      ? HKDF<SHA256>.expand(
+        pseudoRandomKey: SymmetricKey(data: vouchingBytes),
+        info: Array("vlog event authentication".utf8), outputByteCount: 32
+      ).bytes
+      : HKDF<SHA256>.expand(
         pseudoRandomKey: SymmetricKey(data: tagBytes),
         info: Array("vlog account authentication".utf8), outputByteCount: 32
       ).bytes
@@ -119,7 +168,8 @@ public struct AccountKeys: Sendable, Equatable {
   private func with(epoch: UInt64, contentBytes: [UInt8]) -> AccountKeys {
     AccountKeys(
       epoch: epoch, contentBytes: contentBytes, tagBytes: tagBytes, vouchingBytes: vouchingBytes,
-      rekeyedAt: rekeyedAt)
+      rekeyedAt: rekeyedAt, eventKeyFromVouching: eventKeyFromVouching,
+      retiredEventKeys: retiredEventKeys)
   }
 
   /// The HPKE suite of the keys' seals: X25519, HKDF-SHA256, ChaCha20-Poly1305.
@@ -129,7 +179,7 @@ public struct AccountKeys: Sendable, Equatable {
 
   /// The keys sealed to `publicKey` (a password's or a recovery key's) for the account
   /// `username`: what the server stores, 32 bytes of encapsulated key then the ciphertext of
-  /// ``rawRepresentation`` (160 bytes in all; 120 for keys made before they had a vouching
+  /// ``rawRepresentation``, 48 bytes more than it (161 bytes and 40 for each retired event
   /// key). Only the private half of `publicKey` opens it, and only for that account name.
   public func sealed(to publicKey: [UInt8], username: String) throws -> [UInt8] {
     let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
@@ -145,9 +195,11 @@ public struct AccountKeys: Sendable, Equatable {
   public init(opening sealed: [UInt8], with keys: PasswordKeys, username: String)
     throws(AccountKeyError)
   {
-    guard NewAccountKeys.sealedSizes.contains(sealed.count) else {
+    guard NewAccountKeys.isSealedSize(sealed.count) else {
       throw AccountKeyError(
-        "sealed account keys are \(NewAccountKeys.sealedBytes) bytes (or "
+        "sealed account keys are \(NewAccountKeys.sealedBytes) bytes and "
+          + "\(NewAccountKeys.retiredEventKeyBytes) for each retired event key (or "
+          + "\(NewAccountKeys.sealedBytesBeforeRetiring), or "
           + "\(NewAccountKeys.sealedBytesBeforeVouching)), these are \(sealed.count)")
     }
     let plain: [UInt8]
@@ -192,15 +244,29 @@ public struct AccountKeys: Sendable, Equatable {
   /// phone's) cannot follow: it opens nothing wrapped by the new content key, and every note's
   /// and attachment's key is renewed under it (``ObjectKey/renewed(random:)``), so that nothing
   /// sealed later opens with a key these unwrap. Nor can it vouch for public keys any more,
-  /// nor make the anchors of keys a device would take in place of these.
-  public func rekeyed(random: (Int) -> [UInt8]) throws -> AccountKeys {
+  /// nor make the anchors of keys a device would take in place of these, nor authenticate
+  /// an event stamped from `cutoff` on: the new keys authenticate events with a key drawn
+  /// from the new vouching key, and keep this one, retired, for events stamped before
+  /// `cutoff` (the device's time at the re-keying, with a margin for clocks).
+  ///
+  /// - Throws: ``AccountKeyError`` past `NewAccountKeys.maximumRetiredEventKeys` re-keyings,
+  ///   or without the random bytes.
+  public func rekeyed(random: (Int) -> [UInt8], retiringBefore cutoff: UInt64) throws
+    -> AccountKeys
+  {
     let bytes = random(64)
     guard bytes.count == 64 else {
       throw AccountKeyError("a re-keying needs 64 random bytes, got \(bytes.count)")
     }
+    guard retiredEventKeys.count < NewAccountKeys.maximumRetiredEventKeys else {
+      throw AccountKeyError(
+        "the account was re-keyed \(retiredEventKeys.count) times, as often as its keys hold")
+    }
     return AccountKeys(
       epoch: epoch + 1, contentBytes: Array(bytes.prefix(32)), tagBytes: tagBytes,
-      vouchingBytes: Array(bytes.suffix(32)), rekeyedAt: epoch + 1)
+      vouchingBytes: Array(bytes.suffix(32)), rekeyedAt: epoch + 1, eventKeyFromVouching: true,
+      retiredEventKeys: retiredEventKeys
+        + [RetiredEventKey(before: cutoff, key: authenticationBytes)])
   }
 
   /// The next epoch's keys, from the link ``rotated(random:)`` made from these.
@@ -301,200 +367,12 @@ public struct AccountKeys: Sendable, Equatable {
   }
 }
 
-/// The key of one note or attachment: random, made on the device that creates the object,
-/// wrapped by the account's content key on the server, and erased with the object. A note's
-/// key seals the values of its events; an attachment's seals its metadata and its bytes.
-public struct ObjectKey: @unchecked Sendable, Equatable {
-  /// 32 bytes, kept as the key itself: made once, not at each use. (`SymmetricKey` is not
-  /// declared `Sendable`, but it is an immutable value: nothing mutates its bytes once made,
-  /// so sharing it between threads is safe.)
-  let key: SymmetricKey
-  /// The keys it had before, newest first: each re-keying of the account
-  /// (``AccountKeys/rekeyed(random:)``) gives every note and attachment a new key for what is
-  /// sealed from then on, and keeps the old ones to open what they sealed.
-  let older: [SymmetricKey]
-
-  /// The most keys one object has: one, and one for each re-keying.
-  public static let maximumGenerations = 64
-
-  init(_ key: SymmetricKey, older: [SymmetricKey] = []) {
-    self.key = key
-    self.older = older
-  }
-
-  /// This object's key after a re-keying: a new random one seals from now on, and this one,
-  /// with those before it, opens what they sealed.
-  ///
-  /// - Throws: ``AccountKeyError`` past ``maximumGenerations``.
-  public func renewed(random: (Int) -> [UInt8]) throws(AccountKeyError) -> ObjectKey {
-    guard older.count + 2 <= Self.maximumGenerations else {
-      throw AccountKeyError(
-        "a key has been renewed \(older.count + 1) times; at most \(Self.maximumGenerations - 1)")
-    }
-    return ObjectKey(try ObjectKey(random: random).key, older: [key] + older)
-  }
-
-  /// A new key from 32 bytes of `random`.
-  public init(random: (Int) -> [UInt8]) throws(AccountKeyError) {
-    let bytes = random(32)
-    guard bytes.count == 32 else {
-      throw AccountKeyError("an object key needs 32 random bytes, got \(bytes.count)")
-    }
-    key = SymmetricKey(data: bytes)
-    older = []
-  }
-
-  /// `plain` sealed (ChaCha20-Poly1305, a random nonce) and bound to `context` — the event's
-  /// stamp, kind and ids — so that it opens only there: 28 bytes more than `plain`.
-  public func seal(_ plain: [UInt8], context: [UInt8]) throws -> [UInt8] {
-    Array(try seal(plain, context: context, nonce: nil))
-  }
-
-  /// `plain` sealed as ``seal(_:context:)`` seals it, with `nonce`: 12 bytes from a
-  /// cryptographically secure generator, drawn with others at once rather than one call to
-  /// the system's generator for each seal, and used for nothing else.
-  func seal(_ plain: [UInt8], context: some DataProtocol, nonce: ArraySlice<UInt8>?) throws
-    -> Data
-  {
-    try ChaChaPoly.seal(
-      plain, using: key, nonce: nonce.map { try ChaChaPoly.Nonce(data: $0) },
-      authenticating: context
-    ).combined
-  }
-
-  /// What ``seal(_:context:)`` sealed with this key in `context`.
-  ///
-  /// - Throws: ``AccountKeyError`` when it does not open: another key or context, or bytes
-  ///   changed.
-  public func open(_ sealed: [UInt8], context: [UInt8]) throws(AccountKeyError) -> [UInt8] {
-    Array(try open(sealed[...], context: context))
-  }
-
-  /// What ``seal(_:context:)`` sealed with this key in `context`, from `sealed`, a part of a
-  /// larger buffer.
-  func open(_ sealed: ArraySlice<UInt8>, context: some DataProtocol) throws(AccountKeyError)
-    -> Data
-  {
-    do {
-      let box = try ChaChaPoly.SealedBox(combined: sealed)
-      do {
-        return try ChaChaPoly.open(box, using: key, authenticating: context)
-      } catch {
-        // Sealed before a re-keying: by a key this object had then.
-        for older in older {
-          if let opened = try? ChaChaPoly.open(box, using: older, authenticating: context) {
-            return opened
-          }
-        }
-        throw error
-      }
-    } catch {
-      throw AccountKeyError("a sealed value does not open with its object's key")
-    }
-  }
-
-  /// The bytes of `attachment` (this key's attachment), sealed as the server stores them:
-  /// padded (``Padding``), then ChaCha20-Poly1305 under a key drawn from this one, bound to the
-  /// attachment's id: at most ``SealedBlob/overhead`` bytes more than a Padmé size of `bytes`.
-  ///
-  /// The seal is deterministic: its nonce is a keyed hash of the clear bytes' SHA-256
-  /// (`attachment.blobHash`), so sealing the same bytes again — a retried upload, a restart
-  /// between the upload and the push — gives the same ciphertext and the same hash, and one
-  /// key never seals two different plaintexts under one nonce.
-  ///
-  /// - Parameters:
-  ///   - bytes: The attachment's bytes, whose SHA-256 is `attachment.blobHash`.
-  ///   - attachment: The attachment whose key this is.
-  public func sealBlob(_ bytes: [UInt8], of attachment: Attachment) throws -> [UInt8] {
-    // Padded bytes draw their nonce apart from the unpadded ones versions before sealed: the
-    // same bytes sealed both ways must not share a nonce under one key.
-    let nonce = HMAC<SHA256>.authenticationCode(
-      for: attachment.blobHash.bytes, using: subkey("vlog blob nonce, padded"))
-    return Array(
-      try ChaChaPoly.seal(
-        Padding.paddedBlob(bytes), using: subkey("vlog blob"),
-        nonce: ChaChaPoly.Nonce(data: Array(nonce)[..<12]),
-        authenticating: Self.blobContext(attachment.id)
-      ).combined)
-  }
-
-  /// The bytes of `attachment` that ``sealBlob(_:of:)`` sealed, checked against the
-  /// attachment's clear hash.
-  ///
-  /// - Throws: ``AccountKeyError`` when they do not open with this key as that attachment's,
-  ///   or are not the bytes the attachment names.
-  public func openBlob(_ sealed: [UInt8], of attachment: Attachment) throws(AccountKeyError)
-    -> [UInt8]
-  {
-    var opened: [UInt8]?
-    if let box = try? ChaChaPoly.SealedBox(combined: sealed) {
-      // With the key the attachment has, or one it had before a re-keying.
-      for key in [key] + older where opened == nil {
-        opened = try? Array(
-          ChaChaPoly.open(
-            box, using: Self.subkey("vlog blob", of: key),
-            authenticating: Self.blobContext(attachment.id)))
-      }
-    }
-    guard let opened else {
-      throw AccountKeyError("the bytes of attachment \(attachment.id) do not open with its key")
-    }
-    // Bytes sealed before padding are the attachment's as they are; others, once unpadded.
-    let names = { (bytes: ArraySlice<UInt8>) in
-      Array(SHA256.hash(data: bytes)) == attachment.blobHash.bytes
-    }
-    if names(opened[...]) { return opened }
-    guard let bytes = Padding.blobBytes(opened), names(bytes) else {
-      throw AccountKeyError(
-        "the bytes of attachment \(attachment.id) open, but are not the bytes it names")
-    }
-    return Array(bytes)
-  }
-
-  private func subkey(_ purpose: String) -> SymmetricKey {
-    Self.subkey(purpose, of: key)
-  }
-
-  private static func subkey(_ purpose: String, of key: SymmetricKey) -> SymmetricKey {
-    HKDF<SHA256>.expand(pseudoRandomKey: key, info: Array(purpose.utf8), outputByteCount: 32)
-  }
-
-  private static func blobContext(_ attachment: AttachmentID) -> [UInt8] {
-    Array("vlog blob\u{0}".utf8) + attachment.identifier.bytes
-  }
-}
-
-/// The name under which a server stores an encrypted account's attachment bytes: the SHA-256
-/// and size of the bytes as ``ObjectKey/sealBlob(_:of:)`` sealed them, which the attachment's
-/// sealed addition carries in clear in place of the clear bytes' own.
-public struct SealedBlob: Sendable, Hashable {
-  /// The SHA-256 of the sealed bytes.
-  public let hash: BlobHash
-  /// The number of sealed bytes: the clear ones padded, and the nonce and tag.
-  public let byteCount: Int
-
-  /// A name of sealed bytes.
-  public init(hash: BlobHash, byteCount: Int) {
-    self.hash = hash
-    self.byteCount = byteCount
-  }
-
-  /// The name of `sealed`, the bytes ``ObjectKey/sealBlob(_:of:)`` returned.
-  public init(naming sealed: [UInt8]) {
-    hash = BlobHash(bytes: Array(SHA256.hash(data: sealed)))!
-    byteCount = sealed.count
-  }
-
-  /// What sealing adds to the padded bytes: a nonce (12) and a tag (16).
-  public static let overhead = 28
-}
-
 /// Why an encrypted account's key could not be made, read or opened.
 public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What is wrong.
   public let description: String
   /// Whether the account was re-keyed since the epoch this device holds
-  /// (``AccountKeys/rekeyed(random:)``): no link leads to its keys, which open with the
+  /// (``AccountKeys/rekeyed(random:retiringBefore:)``): no link leads to its keys, which open with the
   /// password (or the recovery key) alone.
   public let keysReplaced: Bool
   /// Whether the keys changed while this device used them: a later attempt may succeed. Not

@@ -1,3 +1,4 @@
+internal import Foundation
 internal import VLogWire
 
 /// The calls that manage an end-to-end encrypted account without a store: what ``SyncAccount``
@@ -127,7 +128,7 @@ extension APICaller {
 
 extension APICaller {
   /// Re-keys an end-to-end encrypted account with a token of it
-  /// (``AccountKeyring/rekey(username:passwordKeys:recoveryKey:)``): opens the account's keys
+  /// (``AccountKeyring/rekey(username:passwordKeys:recoveryKey:retiringBefore:)``): opens the account's keys
   /// with `password`, then replaces them with keys no link leads to, every note's and
   /// attachment's key renewed, and a new recovery key. Keys a lost device kept open nothing
   /// written afterwards; the account's devices open the new ones with the password.
@@ -147,7 +148,9 @@ extension APICaller {
       opening: try await accountKeys(token: token).get(), with: passwordKeys, username: name)
     let keyring = AccountKeyring(keys: keys, caller: self, token: { token }, random: random)
     let recoveryKey = try RecoveryKey(random: random)
-    try await keyring.rekey(username: name, passwordKeys: passwordKeys, recoveryKey: recoveryKey)
+    try await keyring.rekey(
+      username: name, passwordKeys: passwordKeys, recoveryKey: recoveryKey,
+      retiringBefore: RetiredEventKey.cutoff(deviceTime: Date()))
     return recoveryKey
   }
 }

@@ -14,13 +14,16 @@ extension SyncAccount {
   /// For an encrypted account, the account's keys are sealed to the new password in the same
   /// change: the old password opens them no more, and no note is encrypted again.
   ///
-  /// With `rekeying`, the account is then re-keyed (``rekey()``): keys a
-  /// lost device kept open nothing written from now on, and a new recovery key replaces the
-  /// account's.
+  /// Unless `rekeying` is false, an encrypted account is then re-keyed (``rekey()``): a
+  /// password is changed most often because it, or a device, was lost, so by default keys a
+  /// lost device kept open nothing written from now on and make no event the account's
+  /// devices apply, and a new recovery key replaces the account's. A clear account has no
+  /// keys: `rekeying` changes nothing for it.
   ///
-  /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
+  /// - Returns: For an encrypted account re-keyed, the new recovery key, to show the user
+  ///   once; else nil.
   @discardableResult
-  public func changePassword(from current: String, to new: String, rekeying: Bool = false)
+  public func changePassword(from current: String, to new: String, rekeying: Bool = true)
     async throws -> RecoveryKey?
   {
     // Secrets drawn from both passwords, never the passwords; the new one under the account's
@@ -58,7 +61,7 @@ extension SyncAccount {
     if isEncrypted { remember(newKeys.derivation.version) }
     pin(newKeys.derivation)
     try saveToken()
-    return rekeying ? try await rekey() : nil
+    return rekeying && isEncrypted ? try await rekey() : nil
   }
 
   /// Recovers an end-to-end encrypted account whose password is lost, with its recovery key:
@@ -68,15 +71,15 @@ extension SyncAccount {
   /// - Parameters:
   ///   - recoveryKey: The recovery key as shown at sign-up (dashes and case do not matter).
   ///   - newPassword: The account's password from now on.
-  ///   - rekeying: Whether to re-key the account once recovered
-  ///     (``rekey()``): keys a lost device kept open nothing written
-  ///     from now on, and a new recovery key replaces the one used.
+  ///   - rekeying: Whether to re-key the account once recovered (``rekey()``), as it is by
+  ///     default: keys a lost device kept open nothing written from now on and make no event
+  ///     the account's devices apply, and a new recovery key replaces the one used.
   /// - Returns: With `rekeying`, the new recovery key, to show the user once; else nil.
   /// - Throws: ``AccountKeyError`` for a recovery key that is not one (a typo: its checksum
   ///   fails); ``APIError`` `invalidCredentials` (401) for one that is not the account's, or
   ///   `invalidRequest` for an account that is not encrypted.
   @discardableResult
-  public func recover(recoveryKey: String, newPassword: String, rekeying: Bool = false)
+  public func recover(recoveryKey: String, newPassword: String, rekeying: Bool = true)
     async throws -> RecoveryKey?
   {
     guard encryption != nil else {

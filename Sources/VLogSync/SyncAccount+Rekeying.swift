@@ -11,10 +11,10 @@ extension SyncAccount {
   /// public key drawn from it here, never to one the server names, and the server takes a
   /// re-keying only with it. The account's other devices open the new keys with the password
   /// at their next sync; one that does not know it (it kept its keys, and was not signed in
-  /// with the password) is told to sign in (``APIError/Code/signedOut``). Offered with a
-  /// password change (``changePassword(from:to:rekeying:)``), a recovery
-  /// (``recover(recoveryKey:newPassword:rekeying:)``) and a session's revocation
-  /// (``revokeSession(id:rekeying:)``).
+  /// with the password) is told to sign in (``APIError/Code/signedOut``). Done by default
+  /// with a password change (``changePassword(from:to:rekeying:)``) and a recovery
+  /// (``recover(recoveryKey:newPassword:rekeying:)``), and offered with a session's
+  /// revocation (``revokeSession(id:rekeying:)``).
   ///
   /// - Returns: The new recovery key, to show the user once (also in ``recoveryKey``).
   /// - Throws: ``APIError`` `invalidRequest` for an account that is not encrypted,
@@ -41,7 +41,9 @@ extension SyncAccount {
       for: try knownPassword(), derivation: try await currentDerivation())
     let recoveryKey = try RecoveryKey(random: encryption?.random ?? systemRandomBytes)
     try await keyring.rekey(
-      username: username, passwordKeys: passwordKeys, recoveryKey: recoveryKey)
+      username: username, passwordKeys: passwordKeys, recoveryKey: recoveryKey,
+      retiringBefore: RetiredEventKey.cutoff(
+        deviceTime: now(), serverSkewMilliseconds: state.clockSkewMilliseconds ?? 0))
     try await keepKeys()
     try saveState()
     self.recoveryKey = recoveryKey

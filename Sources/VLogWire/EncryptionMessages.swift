@@ -116,9 +116,9 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
   public var passwordPublicKey: String
   /// The public key of the recovery key's key pair (32 bytes).
   public var recoveryPublicKey: String
-  /// The account's keys sealed to the password's public key (120 bytes).
+  /// The account's keys sealed to the password's public key (``NewAccountKeys/isSealedSize(_:)``).
   public var sealedForPassword: String
-  /// The account's keys sealed to the recovery key's public key (120 bytes).
+  /// The account's keys sealed to the recovery key's public key (``NewAccountKeys/isSealedSize(_:)``).
   public var sealedForRecovery: String
   /// What the password vouches for the account's keys with (32 bytes): a device that opens
   /// keys the server gives checks it.
@@ -193,13 +193,31 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
 
   /// The sizes of the binary values: public keys, then seals.
   public static let publicKeyBytes = 32
-  /// The size of a seal of an account's keys.
-  public static let sealedBytes = 160
-  /// The size of a seal of keys made before they had a vouching key, which a server keeps
-  /// until the account is re-keyed.
+  /// The size of a seal of an account's keys that have retired no event key: 161, and
+  /// ``retiredEventKeyBytes`` more for each they retired (one at each re-keying).
+  public static let sealedBytes = 161
+  /// The bytes each retired event key adds to the seal: 40.
+  public static let retiredEventKeyBytes = 40
+  /// The most event keys an account's keys retire: one at each re-keying.
+  public static let maximumRetiredEventKeys = 64
+  /// The size of a seal of keys made before their event key was drawn from the vouching key,
+  /// which a server keeps until the account is re-keyed.
+  public static let sealedBytesBeforeRetiring = 160
+  /// The size of a seal of keys made before they had a vouching key.
   public static let sealedBytesBeforeVouching = 120
-  /// The sizes a seal of an account's keys has.
-  public static let sealedSizes = [sealedBytes, sealedBytesBeforeVouching]
+  /// The largest seal of an account's keys.
+  public static let maximumSealedBytes =
+    sealedBytes + maximumRetiredEventKeys * retiredEventKeyBytes
+
+  /// Whether `count` is the size of a seal of an account's keys: ``sealedBytes`` and
+  /// ``retiredEventKeyBytes`` for each retired event key, or ``sealedBytesBeforeRetiring``, or
+  /// ``sealedBytesBeforeVouching``.
+  public static func isSealedSize(_ count: Int) -> Bool {
+    if count == sealedBytesBeforeRetiring || count == sealedBytesBeforeVouching { return true }
+    let retired = count - sealedBytes
+    return retired >= 0 && retired % retiredEventKeyBytes == 0
+      && retired / retiredEventKeyBytes <= maximumRetiredEventKeys
+  }
   /// The size of an anchor.
   public static let anchorBytes = 32
   /// The size of what the account's devices vouch for its public keys with.
@@ -227,7 +245,8 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     return self
   }
 
-  /// The bytes of two seals of one account's keys, base64: one of ``sealedSizes`` each.
+  /// The bytes of two seals of one account's keys, base64: each of a size of a seal
+  /// (``isSealedSize(_:)``).
   /// (A device seals both from the same keys, so they are of one size; the server, which
   /// opens neither, does not hold it to that.)
   ///
@@ -238,16 +257,20 @@ public struct NewAccountKeys: Codable, Sendable, Hashable {
     (try sealed(first, firstField), try sealed(second, secondField))
   }
 
-  /// The bytes of the base64 seal of an account's keys `text`: one of ``sealedSizes``.
+  /// The bytes of the base64 seal of an account's keys `text`, of a size of a seal
+  /// (``isSealedSize(_:)``).
   ///
   /// - Throws: ``WireError`` naming `field`.
   public static func sealed(_ text: String, _ field: @autoclosure () -> String)
     throws(WireError) -> [UInt8]
   {
     guard let data = Data(base64Encoded: text) else { throw WireError(field(), "not base64") }
-    guard sealedSizes.contains(data.count) else {
+    guard isSealedSize(data.count) else {
       throw WireError(
-        field(), "\(data.count) bytes, expected \(sealedBytes) (or \(sealedBytesBeforeVouching))")
+        field(),
+        "\(data.count) bytes, expected \(sealedBytes) and \(retiredEventKeyBytes) for each retired "
+          + "event key (at most \(maximumSealedBytes)), or \(sealedBytesBeforeRetiring), or "
+          + "\(sealedBytesBeforeVouching)")
     }
     return Array(data)
   }
@@ -276,9 +299,9 @@ public struct AccountKeysBody: Codable, Sendable, Hashable {
   public var passwordPublicKey: String
   /// The public key of the recovery key's key pair (32 bytes).
   public var recoveryPublicKey: String
-  /// The account's current keys sealed to the password's public key (120 bytes).
+  /// The account's current keys sealed to the password's public key (``NewAccountKeys/isSealedSize(_:)``).
   public var sealedForPassword: String
-  /// The account's current keys sealed to the recovery key's public key (120 bytes).
+  /// The account's current keys sealed to the recovery key's public key (``NewAccountKeys/isSealedSize(_:)``).
   public var sealedForRecovery: String
   /// What the password vouches for the account's keys with (32 bytes): a device checks it.
   public var passwordAnchor: String
@@ -367,7 +390,7 @@ public struct PasswordSeal: Codable, Sendable, Hashable {
   public var epoch: UInt64
   /// The public key of the new password's key pair (32 bytes).
   public var passwordPublicKey: String
-  /// The account's keys sealed to it (120 bytes).
+  /// The account's keys sealed to it (``NewAccountKeys/isSealedSize(_:)``).
   public var sealedForPassword: String
   /// What the new password vouches for the keys with (32 bytes).
   public var passwordAnchor: String
@@ -454,90 +477,4 @@ extension KeyDerivation {
   /// device was configured with (the standard one named here).
   public static let versionOne = KeyDerivation(
     version: 1, logRounds: 17, blockSize: 8, parallelism: 1, salt: [])
-}
-
-/// The body of `POST /v1/accounts/recovery-keys`: an encrypted account's user name and its
-/// recovery key's sign-in secret, which the server checks before it answers with the account's
-/// sealed keys — for a device that lost the password to open them with the recovery key.
-public struct RecoveryCredentials: Codable, Sendable, Hashable, CustomStringConvertible {
-  /// The user name.
-  public var username: String
-  /// The recovery key's sign-in secret (``NewAccountKeys/recoverySecret``).
-  public var recoverySecret: String
-
-  /// Creates the body.
-  public init(username: String, recoverySecret: String) {
-    self.username = username
-    self.recoverySecret = recoverySecret
-  }
-
-  enum CodingKeys: String, CodingKey { case username, recoverySecret }
-
-  /// Decodes the JSON types, refusing keys this version does not know.
-  public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(in: decoder, allowed: ["username", "recoverySecret"])
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    username = try container.decode(String.self, forKey: .username)
-    recoverySecret = try container.decode(String.self, forKey: .recoverySecret)
-  }
-
-  /// The user name normalised and checked, and the secret's length.
-  ///
-  /// - Throws: ``WireError`` naming `username` or `recoverySecret`.
-  public func validated() throws(WireError) -> RecoveryCredentials {
-    let checked = try Credentials(username: username, password: recoverySecret).validated(
-      checkingPassword: false)
-    guard Credentials.passwordLengths.contains(recoverySecret.unicodeScalars.count) else {
-      throw WireError("recoverySecret", "a recovery secret is 8 to 1024 characters long")
-    }
-    return RecoveryCredentials(username: checked.username, recoverySecret: recoverySecret)
-  }
-
-  /// The user name; the secret is not shown.
-  public var description: String { "\(username) (recovery secret hidden)" }
-}
-
-/// The body of `POST /v1/accounts/recover`: an encrypted account recovered with its recovery
-/// key — a new password (its sign-in secret), and the account's keys sealed to it. Every session
-/// of the account is signed out.
-public struct AccountRecovery: Codable, Sendable, Hashable, CustomStringConvertible {
-  /// The user name and the recovery key's sign-in secret.
-  public var credentials: RecoveryCredentials
-  /// The new password's sign-in secret, 8 to 1024 characters.
-  public var newPassword: String
-  /// The account's keys sealed to the new password.
-  public var keys: PasswordSeal
-
-  /// Creates the body.
-  public init(credentials: RecoveryCredentials, newPassword: String, keys: PasswordSeal) {
-    self.credentials = credentials
-    self.newPassword = newPassword
-    self.keys = keys
-  }
-
-  enum CodingKeys: String, CodingKey { case username, recoverySecret, newPassword, keys }
-
-  /// Decodes the JSON types, refusing keys this version does not know.
-  public init(from decoder: any Decoder) throws {
-    try refuseUnknownKeys(
-      in: decoder, allowed: ["username", "recoverySecret", "newPassword", "keys"])
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    credentials = RecoveryCredentials(
-      username: try container.decode(String.self, forKey: .username),
-      recoverySecret: try container.decode(String.self, forKey: .recoverySecret))
-    newPassword = try container.decode(String.self, forKey: .newPassword)
-    keys = try container.decode(PasswordSeal.self, forKey: .keys)
-  }
-
-  /// Encodes the body's fields flat.
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(credentials.username, forKey: .username)
-    try container.encode(credentials.recoverySecret, forKey: .recoverySecret)
-    try container.encode(newPassword, forKey: .newPassword)
-    try container.encode(keys, forKey: .keys)
-  }
-
-  /// The user name, no secret.
-  public var description: String { "recovery of \(credentials.username) (secrets hidden)" }
 }

@@ -167,8 +167,8 @@ public struct ObjectKeysPage: Codable, Sendable, Hashable {
 public struct KeyRotation: Codable, Sendable, Hashable {
   /// The epoch rotated from: the account's current one.
   public var epoch: UInt64
-  /// The new keys sealed to the password's public key (160 bytes, base64; 120 for keys made
-  /// before they had a vouching key).
+  /// The new keys sealed to the password's public key (base64, of a size
+  /// ``NewAccountKeys/isSealedSize(_:)`` takes).
   public var sealedForPassword: String
   /// The new keys sealed to the recovery key's public key (as large, base64): the new
   /// recovery key's, if ``recovery`` replaces it.

@@ -67,9 +67,10 @@ struct SyncCommandTests {
           on: phone, server: url, user: "eve", password: nil, cost: .testing)
         #expect(try phone.note(note)?.isArchived == true)
 
+        // --no-rekey: the keys are sealed to the new password, the recovery key stays.
         _ = try await ChangePassword.execute(
           server: url, user: "eve", current: "correct horse battery", new: "a second password",
-          encryption: .testing)
+          encryption: .testing, rekey: false)
         await #expect(throws: APIError.self) {
           try await SessionsCommand.execute(
             server: url, user: "eve", password: "correct horse battery", encryption: .testing)
@@ -104,12 +105,12 @@ struct SyncCommandTests {
         }
         #expect("\(weaker.map { "\($0)" } ?? "")".contains("weaker than this device accepts"))
 
-        // A password change that re-keys prints a new recovery key, which recovers the
-        // account; the one before does not. The laptop, which kept only its keys, is told to
-        // sign in; signed in with the password, it reads the notes again.
+        // A password change re-keys by default, and prints a new recovery key, which recovers
+        // the account; the one before does not. The laptop, which kept only its keys, is told
+        // to sign in; signed in with the password, it reads the notes again.
         let rekeyed = try await ChangePassword.execute(
           server: url, user: "eve", current: "a third password", new: "a fourth password",
-          encryption: .testing, rekey: true)
+          encryption: .testing)
         let newLine = try #require(
           rekeyed.text.split(separator: "\n").first { $0.hasPrefix("new recovery key: ") })
         let newRecoveryKey = String(newLine.dropFirst("new recovery key: ".count))

@@ -68,7 +68,7 @@ struct ObjectKeyTests {
     #expect(EncryptionRecord(decoding: record.encoded) == record)
     #expect(record.passwordAnchor.count == 32 && record.encoded.first == 6)
     #expect(record.requestKey == account.keys.requestPublicKey && record.requestKey.count == 32)
-    #expect(record.keysAuthenticator.count == 32 && record.sealedForPassword.count == 160)
+    #expect(record.keysAuthenticator.count == 32 && record.sealedForPassword.count == 161)
     // Records of accounts made before keys had a vouching key: seals of 120 bytes.
     let head = Array(record.encoded[1..<(1 + 8 + 64)])
     let (sealP, sealR) = ([UInt8](repeating: 1, count: 120), [UInt8](repeating: 2, count: 120))
@@ -90,24 +90,34 @@ struct ObjectKeyTests {
     (legacy.sealedForPassword, legacy.sealedForRecovery) = (sealP, sealR)
     legacy.requestKey = []
     #expect(EncryptionRecord(decoding: four) == legacy)
-    // Written again, in format 5, it reads back the same, and so do seals of two sizes (a
+    // Written again, in format 6, it reads back the same, and so do seals of two sizes (a
     // client may send them; a device sealing one account's keys never does).
     #expect(EncryptionRecord(decoding: legacy.encoded) == legacy)
     var mixed = record
     mixed.sealedForPassword = sealP
     #expect(EncryptionRecord(decoding: mixed.encoded) == mixed)
     var odd = record.encoded
-    odd[1 + 8 + 64] = 121
+    #expect(odd[(1 + 8 + 64)...].starts(with: [0, 161]))
+    odd[1 + 8 + 64 + 1] = 162
     #expect(EncryptionRecord(decoding: odd) == nil)
-    // Format 5, before request keys: the same bytes without the key's length and bytes. It
-    // reads with none, and a record written with none reads back so.
+    // Format 5, before request keys: seals of 160 bytes after a length byte, no request key.
+    // It reads with none, and a record written with none reads back so.
+    let (sealP5, sealR5) = ([UInt8](repeating: 3, count: 160), [UInt8](repeating: 4, count: 160))
+    var five: [UInt8] = [5] + head + [160] + sealP5 + [160] + sealR5
+    five += record.passwordAnchor + record.recoveryAnchor + [32] + record.keysAuthenticator
+    five +=
+      [derivation.version, derivation.logRounds, derivation.blockSize, derivation.parallelism]
+      .map { UInt8($0) } + [UInt8(derivation.saltBytes.count)] + derivation.saltBytes
+    five += hash.encoded
     var keyless = record
     keyless.requestKey = []
-    var five = record.encoded
-    five[0] = 5
-    five.removeSubrange((five.count - hash.encoded.count - 33)..<(five.count - hash.encoded.count))
+    (keyless.sealedForPassword, keyless.sealedForRecovery) = (sealP5, sealR5)
     #expect(EncryptionRecord(decoding: five) == keyless)
     #expect(EncryptionRecord(decoding: keyless.encoded) == keyless)
+    // Seals of keys that retired event keys: longer than a length byte holds.
+    var retiring = record
+    retiring.sealedForPassword = [UInt8](repeating: 5, count: NewAccountKeys.maximumSealedBytes)
+    #expect(EncryptionRecord(decoding: retiring.encoded) == retiring)
     var short = record.encoded
     short[short.count - hash.encoded.count - 33] = 31
     #expect(EncryptionRecord(decoding: short) == nil)

@@ -129,4 +129,61 @@ struct SignedWriteTests {
       }
     }
   }
+
+  @Test(
+    "After a re-keying, a lying server with a lost device's keys makes no event the account's devices apply that is stamped after it: such an edit is set aside by every device; the events the devices authenticated before it still check on a new device",
+    arguments: Backend.allCases)
+  func retiredKeys(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await withServer(backend: backend, clock: ManualClock(start: Date())) { server in
+        try await withLiveServer(server) { baseURL in
+          let kept = FileCredentialStore(path: root + "/lost.json")
+          let lost = try EncryptedSyncTests.device(
+            "lost", root: root, baseURL: baseURL, credentialStore: kept)
+          try await lost.account.createAccount()
+          try await lost.account.signIn()
+          let note = try await lost.store.write { $0.createNote(text: "CanaryKept") }
+          try await lost.account.sync()
+          let lostKeys = try AccountKeys(
+            rawRepresentation: try #require(try kept.accountKeys(for: "ann")))
+          let account = try await EncryptedSyncTests.number(of: server)
+          // The note's key as the lost device held it.
+          let wrapped = try #require(
+            try await server.store.objectKeys(of: [note.identifier], account: account)
+              .keys[note.identifier])
+          let noteKey = try lostKeys.unwrap(wrapped, of: note.identifier)
+
+          let laptop = try EncryptedSyncTests.device("laptop", root: root, baseURL: baseURL)
+          try await laptop.account.signIn()
+          try await laptop.account.sync()
+          _ = try await laptop.account.rekey()
+
+          // The server stores an edit the lost keys sealed and authenticated, stamped after
+          // the re-keying (and past the margin it leaves for clocks).
+          let later = UInt64(Date().timeIntervalSince1970 * 1000) + 30 * 60 * 1000
+          let forged = try EventSealer(keys: lostKeys).seal(
+            Event(
+              stamp: Stamp(
+                time: HybridTime(milliseconds: later, counter: 0),
+                replica: ReplicaID(Identifier(high: 0xBAD, low: 3))),
+              change: .textSet(note, text: "ForgedText")),
+            objectKey: { _ in noteKey })
+          _ = try await server.store.sync(
+            account: account, pushing: [forged], after: 0, limit: 1, maximumBytes: 1 << 20,
+            retention: (nil, 0))
+          let report = try await laptop.account.sync()
+          #expect(report.quarantined == 1 && report.inSync, "\(report)")
+          #expect(try laptop.store.note(note)?.text == "CanaryKept")
+          // A new device checks every event made before the re-keying with the retired key,
+          // and sets the forgery aside.
+          let phone = try EncryptedSyncTests.device("phone", root: root, baseURL: baseURL)
+          try await phone.account.signIn()
+          let first = try await phone.account.sync()
+          #expect(first.quarantined == 1 && first.inSync, "\(first)")
+          let seen = try phone.store.note(note)
+          #expect(seen?.text == "CanaryKept", "\(String(describing: seen)) \(first)")
+        }
+      }
+    }
+  }
 }

@@ -114,7 +114,7 @@ struct AccountKeysTests {
         passwordPublicKey: try NewAccountKeys.bytes(server.passwordPublicKey, "", count: 32),
         recoveryPublicKey: try NewAccountKeys.bytes(server.recoveryPublicKey, "", count: 32),
         sealedForPassword: sealedForPassword,
-        sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 160),
+        sealedForRecovery: try NewAccountKeys.bytes(server.sealedForRecovery, "", count: 161),
         passwordAnchor: [], recoveryAnchor: [], keysAuthenticator: nil)
       body.passwordAnchor = passwordAnchor
       body.keysAuthenticator = server.keysAuthenticator
@@ -122,7 +122,7 @@ struct AccountKeysTests {
       return body
     }
     let genuine = try body(
-      sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 160),
+      sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 161),
       passwordAnchor: server.passwordAnchor)
     #expect(try AccountKeys(opening: genuine, with: password, username: "ann") == account.keys)
     #expect(try AccountKeys(opening: genuine, with: recovery, username: "ann") == account.keys)
@@ -138,7 +138,7 @@ struct AccountKeysTests {
     #expect(throws: AccountKeyError.self) {
       try AccountKeys(
         opening: try body(
-          sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 160),
+          sealedForPassword: try NewAccountKeys.bytes(server.sealedForPassword, "", count: 161),
           passwordAnchor: ""), with: password, username: "ann")
     }
     #expect(account.keys.anchor(for: password) != forged.anchor(for: password))
@@ -154,7 +154,7 @@ struct AccountKeysTests {
     let keys = try AccountKeys(random: counting(from: 100))
     let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
     let sealed = try keys.sealed(to: password.publicKey, username: "ann")
-    #expect(sealed.count == 160)
+    #expect(sealed.count == 161)
     #expect(try AccountKeys(opening: sealed, with: password, username: "ANN") == keys)
     // Sealing twice gives other bytes (a new ephemeral key each time).
     #expect(try keys.sealed(to: password.publicKey, username: "ann") != sealed)
@@ -167,7 +167,7 @@ struct AccountKeysTests {
       try AccountKeys(opening: sealed, with: password, username: "bob")
     }
     // Any byte changed: refused.
-    for index in [0, 31, 32, 60, 119, 159] {
+    for index in [0, 31, 32, 60, 119, 160] {
       var tampered = sealed
       tampered[index] ^= 1
       #expect(throws: AccountKeyError.self) {
@@ -192,9 +192,9 @@ struct AccountKeysTests {
   func vouching() throws {
     let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
     let first = try AccountKeys(random: counting(from: 1))
-    #expect(first.rekeyedAt == 1 && first.rawRepresentation.count == 112)
+    #expect(first.rekeyedAt == 1 && first.rawRepresentation.count == 113)
     let (rotated, _) = try first.rotated(random: counting(from: 90))
-    let rekeyed = try rotated.rekeyed(random: counting(from: 150))
+    let rekeyed = try rotated.rekeyed(random: counting(from: 150), retiringBefore: 1000)
     #expect(rotated.rekeyedAt == 1 && rekeyed.rekeyedAt == 3 && rekeyed.epoch == 3)
     let publicKeys = (
       password: [UInt8](repeating: 4, count: 32), recovery: [UInt8](repeating: 5, count: 32)
@@ -209,9 +209,13 @@ struct AccountKeysTests {
     #expect(vouch(rekeyed, epoch: 3) != vouch(first, epoch: 3))
     #expect(rotated.anchor(for: password) == first.anchor(for: password))
     #expect(rekeyed.anchor(for: password) != first.anchor(for: password))
-    // Events keep their authenticators: the tag key draws those.
+    // Tags keep their names; events are authenticated with a new key, the old one retired.
     #expect(rekeyed.tagName("Paris") == first.tagName("Paris"))
-    #expect(rekeyed.authenticationBytes == first.authenticationBytes)
+    #expect(rotated.authenticationBytes == first.authenticationBytes)
+    #expect(rekeyed.authenticationBytes != first.authenticationBytes)
+    #expect(
+      rekeyed.retiredEventKeys == [RetiredEventKey(before: 1000, key: first.authenticationBytes)])
+    #expect(rekeyed.rawRepresentation.count == 153)
     #expect(try AccountKeys(rawRepresentation: rekeyed.rawRepresentation) == rekeyed)
 
     // Keys made before vouching keys: 72 bytes, sealed in 120, vouched for with the tag key,
@@ -223,8 +227,16 @@ struct AccountKeysTests {
     #expect(try AccountKeys(opening: sealed, with: password, username: "ann") == legacy)
     #expect(legacy.anchor(for: password) != first.anchor(for: password))
     #expect(vouch(legacy, epoch: 1) != vouch(first, epoch: 1))
-    let upgraded = try legacy.rekeyed(random: counting(from: 30))
-    #expect(upgraded.rekeyedAt == 2 && upgraded.rawRepresentation.count == 112)
+    let upgraded = try legacy.rekeyed(random: counting(from: 30), retiringBefore: 1000)
+    #expect(upgraded.rekeyedAt == 2 && upgraded.rawRepresentation.count == 153)
+    #expect(upgraded.retiredEventKeys.map(\.key) == [legacy.authenticationBytes])
+    // Keys made before events were authenticated with a key of the vouching key's: 112 bytes,
+    // sealed in 160, authenticating with the tag key's, as every device of then did.
+    let beforeRetiring = try AccountKeys(
+      rawRepresentation: Array(first.rawRepresentation.prefix(112)))
+    #expect(beforeRetiring.rawRepresentation.count == 112)
+    #expect(beforeRetiring.authenticationBytes == legacy.authenticationBytes)
+    #expect(try beforeRetiring.sealed(to: password.publicKey, username: "ann").count == 160)
     #expect(try legacy.rotated(random: counting(from: 30)).keys.rekeyedAt == 0)
     #expect(throws: AccountKeyError.self) {
       try AccountKeys(rawRepresentation: Array(first.rawRepresentation.prefix(100)))
@@ -298,5 +310,59 @@ struct AccountKeysTests {
     tampered[tampered.count - 1] ^= 0x80
     #expect(throws: AccountKeyError.self) { try key.open(tampered, context: context) }
     #expect(throws: AccountKeyError.self) { try key.open([1, 2, 3], context: context) }
+  }
+}
+
+extension AccountKeysTests {
+  @Test(
+    "A re-keying retires the key events were authenticated with: it still vouches for events stamped before the cutoff, and for none from it on, so the keys a lost device kept make nothing a device applies that is stamped after; every retired key is kept through later re-keyings and rotations, and keys that name more retired keys than they hold are refused"
+  )
+  func retiredEventKeys() throws {
+    let first = try AccountKeys(random: counting(from: 1))
+    let cutoff: UInt64 = 1_800_000_000_000
+    func event(_ milliseconds: UInt64, _ keys: AccountKeys) -> Event {
+      let event = Event(
+        stamp: Stamp(
+          time: HybridTime(milliseconds: milliseconds, counter: 0),
+          replica: ReplicaID(Identifier(high: 1, low: 1))),
+        change: .noteDeleted(NoteID(Identifier(high: 2, low: 2))))
+      return event.withAuthenticator(keys.authenticator(of: event))
+    }
+    let second = try first.rekeyed(random: counting(from: 40), retiringBefore: cutoff)
+    // What the account's devices authenticated before the re-keying still checks…
+    try second.checkAuthenticator(of: event(cutoff - 1, first))
+    // …but the lost keys vouch for nothing stamped from the cutoff on.
+    #expect(throws: AccountKeyError.self) {
+      try second.checkAuthenticator(of: event(cutoff, first))
+    }
+    try second.checkAuthenticator(of: event(cutoff + 1, second))
+    try second.checkAuthenticator(of: event(1, second))
+    // A second re-keying keeps both retired keys, each with its own cutoff; a rotation keeps
+    // them all.
+    let (rotated, _) = try second.rotated(random: counting(from: 70))
+    let third = try rotated.rekeyed(random: counting(from: 80), retiringBefore: cutoff + 100)
+    #expect(third.retiredEventKeys.map(\.before) == [cutoff, cutoff + 100])
+    try third.checkAuthenticator(of: event(cutoff - 1, first))
+    try third.checkAuthenticator(of: event(cutoff + 99, second))
+    #expect(throws: AccountKeyError.self) {
+      try third.checkAuthenticator(of: event(cutoff + 100, second))
+    }
+    #expect(throws: AccountKeyError.self) {
+      try third.checkAuthenticator(of: event(cutoff + 1, first))
+    }
+    #expect(try AccountKeys(rawRepresentation: third.rawRepresentation) == third)
+    // Sealed, they open with the password, at 161 bytes and 40 for each retired key.
+    let password = try PasswordKeys(username: "ann", password: "correct horse", cost: .testing)
+    let sealed = try third.sealed(to: password.publicKey, username: "ann")
+    #expect(sealed.count == 161 + 2 * 40 && NewAccountKeys.isSealedSize(sealed.count))
+    #expect(try AccountKeys(opening: sealed, with: password, username: "ann") == third)
+    // A count that disagrees with the bytes, and one past the most, are refused.
+    var miscounted = third.rawRepresentation
+    miscounted[112] = 3
+    #expect(throws: AccountKeyError.self) { try AccountKeys(rawRepresentation: miscounted) }
+    let tooMany =
+      first.rawRepresentation.prefix(112) + [65] + [UInt8](repeating: 1, count: 65 * 40)
+    #expect(throws: AccountKeyError.self) { try AccountKeys(rawRepresentation: Array(tooMany)) }
+    #expect(!NewAccountKeys.isSealedSize(161 + 65 * 40) && !NewAccountKeys.isSealedSize(162))
   }
 }

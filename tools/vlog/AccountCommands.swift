@@ -132,18 +132,22 @@ struct ChangePassword: AsyncParsableCommand {
       The password now comes from VLOG_PASSWORD or a prompt, the new one from \
       VLOG_NEW_PASSWORD or a second prompt. Every session of the account is signed out: \
       devices sign in again with the new password. An end-to-end encrypted account's keys \
-      are sealed to the new password in the same change; no note is encrypted again.
+      are sealed to the new password in the same change; no note is encrypted again. Then, \
+      unless --no-rekey, the account is re-keyed: a lost device's keys open nothing written \
+      afterwards and make no change the account's devices apply, and a new recovery key \
+      replaces the old one, printed once.
       """)
 
   @OptionGroup var server: ServerOptions
 
   @Flag(
-    name: .long,
+    inversion: .prefixedNo,
     help: """
-      Re-key an end-to-end encrypted account too: a lost device's keys open nothing written \
-      afterwards, and a new recovery key is printed once.
+      Re-key an end-to-end encrypted account too (the default): a lost device's keys open \
+      nothing written afterwards, and a new recovery key is printed once. A clear account \
+      has no keys to re-key.
       """)
-  var rekey = false
+  var rekey = true
 
   @Flag(name: .long, help: "Print JSON instead of text.")
   var json = false
@@ -160,7 +164,7 @@ struct ChangePassword: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, current: String, new: String,
-    encryption: KeyDerivationCost? = nil, cost: KeyDerivationCost = .standard, rekey: Bool = false,
+    encryption: KeyDerivationCost? = nil, cost: KeyDerivationCost = .standard, rekey: Bool = true,
     transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let recoveryKey = try await withSession(
@@ -168,7 +172,6 @@ struct ChangePassword: AsyncParsableCommand {
       transport: transport
     ) { caller, token, _, encrypted -> RecoveryKey? in
       guard encrypted else {
-        if rekey { throw CLIError("--rekey: only an end-to-end encrypted account has keys") }
         try await caller.changeClearPassword(
           username: user, from: current, to: new, floor: encryption ?? cost, token: token)
         return nil
@@ -348,18 +351,21 @@ struct RecoverAccount: AsyncParsableCommand {
     discussion: """
       The recovery key comes from VLOG_RECOVERY_KEY or a prompt, the new password from \
       VLOG_NEW_PASSWORD or a second prompt. The account's keys are opened with the recovery \
-      key here and sealed to the new password; every session of the account is signed out.
+      key here and sealed to the new password; every session of the account is signed out. \
+      Then, unless --no-rekey, the account is re-keyed: a lost device's keys open nothing \
+      written afterwards and make no change the account's devices apply, and a new recovery \
+      key replaces the one used, printed once.
       """)
 
   @OptionGroup var server: ServerOptions
 
   @Flag(
-    name: .long,
+    inversion: .prefixedNo,
     help: """
-      Re-key the account too: a lost device's keys open nothing written afterwards, and a \
-      new recovery key replaces the one used, printed once.
+      Re-key the account too (the default): a lost device's keys open nothing written \
+      afterwards, and a new recovery key replaces the one used, printed once.
       """)
-  var rekey = false
+  var rekey = true
 
   @Flag(name: .long, help: "Print JSON instead of text.")
   var json = false
@@ -375,7 +381,7 @@ struct RecoverAccount: AsyncParsableCommand {
 
   static func execute(
     server: String, user: String, recoveryKey: String, new: String,
-    cost: KeyDerivationCost = .standard, rekey: Bool = false, transport: (any Transport)? = nil
+    cost: KeyDerivationCost = .standard, rekey: Bool = true, transport: (any Transport)? = nil
   ) async throws -> CommandOutput {
     let caller = APICaller(transport: transport ?? HTTPTransport(baseURL: server))
     do {

@@ -12,8 +12,8 @@ struct EncryptionRecord: Sendable, Equatable {
   var passwordPublicKey: [UInt8]
   /// The public key of the recovery key's key pair (32 bytes).
   var recoveryPublicKey: [UInt8]
-  /// The account's current keys sealed to the password's public key (160 bytes; 120 for keys
-  /// made before they had a vouching key).
+  /// The account's current keys sealed to the password's public key (of a size
+  /// `NewAccountKeys.isSealedSize(_:)` takes: 161 bytes and 40 for each retired event key).
   var sealedForPassword: [UInt8]
   /// The account's current keys sealed to the recovery key's public key (as large).
   var sealedForRecovery: [UInt8]
@@ -114,18 +114,19 @@ struct EncryptionRecord: Sendable, Equatable {
   }
 
   /// The stored form, the same on both backends: a format byte (6), the epoch (8 bytes,
-  /// big-endian), the two public keys, the two seals (each after its length, a byte), the two
+  /// big-endian), the two public keys, the two seals (each after its length, two bytes,
+  /// big-endian), the two
   /// anchors, the keys' authenticator's length (a byte: 0 or 32) and bytes, the key derivation
   /// (version, log₂ N, r, p, the salt's length: a byte each, then the salt), the request key's
   /// length (a byte: 0 or 32) and bytes, then the recovery secret's hash. Format 5 had no
-  /// request key; format 4 seals of 120 bytes and no lengths; format 3 no key
+  /// request key and a byte for each seal's length; format 4 seals of 120 bytes and no lengths; format 3 no key
   /// derivation; format 2 no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
     var bytes: [UInt8] = [6]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey
     for seal in [sealedForPassword, sealedForRecovery] {
-      bytes.append(UInt8(clamping: seal.count))
+      BigEndian.append(UInt16(clamping: seal.count), to: &bytes)
       bytes += seal
     }
     bytes += passwordAnchor + recoveryAnchor
@@ -159,11 +160,23 @@ struct EncryptionRecord: Sendable, Equatable {
       guard let length = take(1)?.first, counts.contains(Int(length)) else { return nil }
       return take(Int(length))
     }
+    /// A seal after its length: a byte in format 5, two (big-endian) from format 6.
+    func seal() -> [UInt8]? {
+      guard format >= 6 else {
+        return sized([
+          NewAccountKeys.sealedBytesBeforeRetiring, NewAccountKeys.sealedBytesBeforeVouching,
+        ])
+      }
+      guard let length = take(2), case let count = Int(length[0]) << 8 | Int(length[1]),
+        NewAccountKeys.isSealedSize(count)
+      else { return nil }
+      return take(count)
+    }
     let before = NewAccountKeys.sealedBytesBeforeVouching
     guard let passwordKey = take(NewAccountKeys.publicKeyBytes),
       let recoveryKey = take(NewAccountKeys.publicKeyBytes),
-      let forPassword = format >= 5 ? sized(NewAccountKeys.sealedSizes) : take(before),
-      let forRecovery = format >= 5 ? sized(NewAccountKeys.sealedSizes) : take(before),
+      let forPassword = format >= 5 ? seal() : take(before),
+      let forRecovery = format >= 5 ? seal() : take(before),
       let anchors = take(format >= 2 ? 2 * NewAccountKeys.anchorBytes : 0),
       let authenticator = format >= 3 ? sized([0, NewAccountKeys.authenticatorBytes]) : []
     else { return nil }
