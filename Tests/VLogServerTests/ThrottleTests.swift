@@ -290,6 +290,9 @@ struct ThrottleTests {
       try await withLiveServer(server) { baseURL in
         let caller = APICaller(transport: HTTPTransport(baseURL: baseURL))
         for name in ["a1", "a2"] { _ = try await signUp(caller, name) }
+        let known = try #require(
+          try await caller.signIn(Credentials(username: "a2", password: "correct horse battery"))
+            .get().device)
         // 100 failures from 127.0.0.1, each under a new name: the 101st waits, whatever name.
         for index in 0..<100 {
           let status = await caller.signIn(
@@ -300,6 +303,17 @@ struct ThrottleTests {
         let refused = await caller.signIn(
           Credentials(username: "a1", password: "correct horse battery"))
         #expect(refused.status == 429, "\(refused)")
+        // A device the server knows (its credential) is not locked out by others' failures
+        // behind its address: it signs in; its own failures still count for the address.
+        let device = await caller.signIn(
+          Credentials(username: "a2", password: "correct horse battery", device: known))
+        #expect(device.status == 200, "\(device)")
+        let failed = await caller.signIn(
+          Credentials(username: "a2", password: Self.wrong, device: known))
+        #expect(failed.status == 401)
+        let stillRefused = await caller.signIn(
+          Credentials(username: "a1", password: "correct horse battery"))
+        #expect(stillRefused.status == 429)
       }
       if backend == .lmdb { server.close() }
       let next = try await storage.open(seed: 2)

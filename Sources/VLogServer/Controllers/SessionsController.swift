@@ -78,8 +78,8 @@ struct SessionsController: ServerController {
   /// `POST /v1/sessions`: a token for the right name and password, and a device credential.
   ///
   /// A sign-in that presents a device credential this server's storage made for the account is
-  /// throttled by that device's failures and the address's, not the name's; any other, by the
-  /// name's and the address's.
+  /// throttled by that device's failures, not the name's nor the address's (its failures
+  /// count for the address all the same); any other, by the name's and the address's.
   func signIn(_ request: Request, _ context: ServerContext) async throws -> Response {
     let decoded = try await reader.decode(Credentials.self, from: request)
     let credentials: Credentials
@@ -100,7 +100,7 @@ struct SessionsController: ServerController {
     let subjects: [PasswordThrottle.Subject] =
       (device.map { [($0.throttleKey, .device)] }
         ?? [(ThrottleKey(kind: .name, value: name), .name)])
-      + PasswordChecks.addressSubject(context, .address)
+      + PasswordChecks.addressSubject(context, device == nil ? .address : .addressOfKnownDevice)
     // An unknown name costs the same work as a wrong password, so the answer's timing does not
     // tell them apart.
     let password = credentials.password

@@ -126,7 +126,7 @@ struct PasswordChecks: Sendable {
     -> [PasswordThrottle.Subject]
   {
     guard let address = context.channel.remoteAddress?.ipAddress else { return [] }
-    let kind: ThrottleKey.Kind = budget == .address ? .address : .recoveryAddress
+    let kind: ThrottleKey.Kind = budget == .recoveryAddress ? .recoveryAddress : .address
     return [(ThrottleKey(kind: kind, value: ThrottleKey.addressPrefix(address)), budget)]
   }
 
