@@ -56,6 +56,15 @@ extension SyncServer {
     /// Behind a proxy every client has the proxy's address: set nil there, and limit at the
     /// proxy.
     public var maximumConnectionsPerAddress: Int?
+    /// The IP addresses of the proxies in front of the server whose `Forwarded` or
+    /// `X-Forwarded-For` header names the client a request came from, for the throttles of
+    /// failed sign-ins and sign-ups; empty by default, when the connection's peer is the
+    /// client. Behind a TLS-terminating proxy every client otherwise has its address, and one
+    /// client's failures would make them all wait.
+    public var trustedProxies: [String] = []
+
+    /// Whether `text` is an IPv4 or IPv6 address, as ``trustedProxies`` holds.
+    public static func isIPAddress(_ text: String) -> Bool { ClientAddress.isIPAddress(text) }
     /// How long a new connection may take to send its first complete request head before the
     /// server closes it.
     public var requestHeadTimeout: Duration

@@ -354,7 +354,10 @@ public final class SyncServer: Sendable {
     if !configuration.allowedOrigins.isEmpty {
       router.middlewares.add(AllowedOrigins(origins: configuration.allowedOrigins))
     }
-    router.middlewares.add(ServerMiddleware(logger: logger, metrics: metrics, routes: routes))
+    router.middlewares.add(
+      ServerMiddleware(
+        logger: logger, metrics: metrics, routes: routes,
+        trustedProxies: Set(configuration.trustedProxies)))
     routes.register(on: router)
     return router
   }

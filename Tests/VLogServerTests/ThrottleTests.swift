@@ -354,4 +354,70 @@ struct ThrottleTests {
     #expect(
       ThrottleKey.addressPrefix("2001:db8:1:2::1") != ThrottleKey.addressPrefix("2001:db8:1:3::1"))
   }
+
+  @Test(
+    "Behind a trusted proxy, failed sign-ins count for the client it forwarded for: one client's failures do not make the others behind it wait, and what a client writes into the header itself moves nothing",
+    arguments: Backend.allCases)
+  func trustedProxy(backend: Backend) async throws {
+    var configuration = SyncServer.Configuration.testing
+    configuration.trustedProxies = ["127.0.0.1"]
+    try await withStorage(backend, configuration: configuration) { storage in
+      let server = try await storage.open()
+      defer { server.close() }
+      try await withLiveServer(server) { baseURL in
+        // The proxy appends the client's address to what the client sent.
+        func client(_ address: String, claiming claim: String = "203.0.113.9") -> APICaller {
+          APICaller(
+            transport: ForwardingTransport(
+              base: HTTPTransport(baseURL: baseURL), forwardedFor: "\(claim), \(address)"))
+        }
+        _ = try await signUp(APICaller(transport: HTTPTransport(baseURL: baseURL)), "a1")
+        for index in 0..<100 {
+          let guess = await client("198.51.100.7", claiming: "192.0.2.\(index)").signIn(
+            Credentials(username: "guess-\(index)", password: Self.wrong))
+          #expect(guess.status == 401)
+        }
+        let right = Credentials(username: "a1", password: "correct horse battery")
+        #expect(await client("198.51.100.7").signIn(right).status == 429)
+        #expect(await client("198.51.100.8").signIn(right).status == 200)
+      }
+    }
+  }
+
+  @Test(
+    "The client's address: the peer unless it is a trusted proxy; then the rightmost forwarded address that is not a trusted proxy, from Forwarded before X-Forwarded-For; the proxy's own when that is no IP address"
+  )
+  func clientAddress() {
+    let trusted: Set<String> = ["10.0.0.1", "10.0.0.2"]
+    func of(_ peer: String?, forwarded: String? = nil, _ forwardedFor: String? = nil) -> String? {
+      ClientAddress.of(
+        peer: peer, forwarded: forwarded, forwardedFor: forwardedFor, trusted: trusted)
+    }
+    #expect(of("198.51.100.1", "203.0.113.5") == "198.51.100.1")
+    #expect(of(nil, "203.0.113.5") == nil)
+    #expect(of("10.0.0.1") == "10.0.0.1")
+    #expect(of("10.0.0.1", "203.0.113.5") == "203.0.113.5")
+    #expect(of("10.0.0.1", "1.1.1.1, 203.0.113.5 , 10.0.0.2") == "203.0.113.5")
+    #expect(of("10.0.0.1", "10.0.0.2") == "10.0.0.1")
+    #expect(of("10.0.0.1", "unknown") == "10.0.0.1")
+    #expect(of("10.0.0.1", "2001:db8::1") == "2001:db8::1")
+    #expect(
+      of("10.0.0.1", forwarded: #"for=192.0.2.60;proto=http, for="[2001:db8:cafe::17]:4711""#)
+        == "2001:db8:cafe::17")
+    #expect(of("10.0.0.1", forwarded: "for=192.0.2.43:80", "203.0.113.5") == "192.0.2.43")
+    #expect(of("10.0.0.1", forwarded: "For=_hidden") == "10.0.0.1")
+  }
+}
+
+/// A transport that adds the `X-Forwarded-For` header a proxy in front of the server would.
+struct ForwardingTransport: Transport {
+  let base: any Transport
+  let forwardedFor: String
+  var server: String { base.server }
+
+  func send(_ request: TransportRequest) async throws -> TransportResponse {
+    var request = request
+    request.headers["x-forwarded-for"] = forwardedFor
+    return try await base.send(request)
+  }
 }

@@ -103,6 +103,15 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     name: .long,
+    help: """
+      The IP address of a proxy in front of the server (repeatable): its Forwarded or \
+      X-Forwarded-For header names the client whose failed sign-ins and sign-ups count, not \
+      the proxy's address, which every client behind it shares.
+      """)
+  var trustedProxy: [String] = []
+
+  @Option(
+    name: .long,
     help:
       "Bytes per second a request body must arrive at after its first 10 seconds; slower, 408 and the connection closes."
   )
@@ -233,6 +242,9 @@ struct Serve: AsyncParsableCommand {
     guard signUpsPerAddress >= 1 else {
       throw ValidationError("--sign-ups-per-address: \(signUpsPerAddress) is not a number from 1")
     }
+    for proxy in trustedProxy where !SyncServer.Configuration.isIPAddress(proxy) {
+      throw ValidationError("--trusted-proxy: '\(proxy)' is not an IP address")
+    }
     guard maxConnectionsPerAddress >= 0 else {
       throw ValidationError(
         "--max-connections-per-address: \(maxConnectionsPerAddress) is not a number from 0")
@@ -276,6 +288,7 @@ struct Serve: AsyncParsableCommand {
     configuration.allowedOrigins = try allowedOrigins
     configuration.minimumBodyRate = minBodyRate
     configuration.signUpsPerAddressPerHour = signUpsPerAddress
+    configuration.trustedProxies = trustedProxy
     let server: SyncServer
     if let database {
       server = try await SyncServer.open(

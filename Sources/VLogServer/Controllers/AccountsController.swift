@@ -24,7 +24,7 @@ struct AccountsController: ServerController {
     let body = try await reader.decode(NewAccount.self, from: request)
     let account = try checked { () throws(WireError) in try body.validated() }
     let valid = account.credentials
-    try await passwords.throttle.admitSignUp(from: context.channel.remoteAddress?.ipAddress)
+    try await passwords.throttle.admitSignUp(from: context.clientAddress)
     // The hash of the secret a device drew from the password, and for a clear account how it
     // drew it; from a device of an earlier version, of a clear account's password itself.
     let hash = try await passwords.hash(valid.password, derivation: account.keyDerivation)

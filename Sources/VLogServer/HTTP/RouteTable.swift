@@ -9,11 +9,15 @@ public struct ServerContext: RequestContext {
 
   /// The connection the request arrived on.
   let channel: any Channel
+  /// The address the request came from, as the throttles judge it: the connection's peer, or
+  /// behind a trusted proxy the client it forwarded for (``ClientAddress``).
+  var clientAddress: String?
 
   /// Creates a context for a request arriving on a channel.
   public init(source: ApplicationRequestContextSource) {
     coreContext = .init(source: source)
     channel = source.channel
+    clientAddress = source.channel.remoteAddress?.ipAddress
   }
 }
 

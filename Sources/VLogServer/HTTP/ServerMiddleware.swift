@@ -13,6 +13,9 @@ struct ServerMiddleware: RouterMiddleware {
   let metrics: ServerMetrics
   /// The API's routes, for the methods a path allows.
   let routes: RouteTable
+  /// The proxies whose `Forwarded` and `X-Forwarded-For` headers name the client
+  /// (``ClientAddress``).
+  let trustedProxies: Set<String>
 
   func handle(
     _ request: Request, context: ServerContext,
@@ -20,7 +23,12 @@ struct ServerMiddleware: RouterMiddleware {
   ) async throws -> Response {
     // Only what the wait below needs lives across it; the rest is synchronous.
     let start = ContinuousClock.now
-    let (context, requestID) = Self.identify(request, context)
+    var (context, requestID) = Self.identify(request, context)
+    if !trustedProxies.isEmpty {
+      context.clientAddress = ClientAddress.of(
+        peer: context.clientAddress, forwarded: request.headers[.forwarded],
+        forwardedFor: request.headers[.xForwardedFor], trusted: trustedProxies)
+    }
     let outcome: Result<Response, any Error>
     do {
       outcome = .success(try await next(request, context))
@@ -132,6 +140,10 @@ extension HTTPField.Name {
   static let requestID = HTTPField.Name("X-Request-ID")!
   /// `VLog-Protocol`: the protocol version a client reads (`WireProtocol`).
   static let wireProtocol = HTTPField.Name(WireProtocol.headerName)!
+  /// `Forwarded` (RFC 7239): the client a proxy forwarded for.
+  static let forwarded = HTTPField.Name("Forwarded")!
+  /// `X-Forwarded-For`: the clients a chain of proxies forwarded for, nearest last.
+  static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
   /// `VLog-Signature`: an encrypted account's devices' signature of a write
   /// (`RequestSignature`).
   static let requestSignature = HTTPField.Name(RequestSignature.headerName)!

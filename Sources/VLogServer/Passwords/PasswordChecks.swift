@@ -125,7 +125,7 @@ struct PasswordChecks: Sendable {
   static func addressSubject(_ context: ServerContext, _ budget: ThrottleBudget)
     -> [PasswordThrottle.Subject]
   {
-    guard let address = context.channel.remoteAddress?.ipAddress else { return [] }
+    guard let address = context.clientAddress else { return [] }
     let kind: ThrottleKey.Kind = budget == .recoveryAddress ? .recoveryAddress : .address
     return [(ThrottleKey(kind: kind, value: ThrottleKey.addressPrefix(address)), budget)]
   }

@@ -49,11 +49,13 @@ struct ThrottleBudget: Sendable, Hashable {
   static let address = ThrottleBudget(
     free: 100, firstWait: second, maximumWait: 300 * second, window: day)
   /// The address of a sign-in with a device credential the server made for the account: its
-  /// failures count against the address, as any, but it does not wait for the address's
-  /// failures — others' behind the same address (an office, a carrier's NAT, a proxy) do not
-  /// lock a known device out; its own failures make it wait (``device``).
+  /// failures count against the address, as any, but it waits for the address's failures
+  /// only past ten times the address's budget — others' behind the same address (an office,
+  /// a carrier's NAT, a proxy) do not lock a known device out, while many credentials from
+  /// one address still do not guess without bound; its own failures make it wait
+  /// (``device``).
   static let addressOfKnownDevice = ThrottleBudget(
-    free: .max, firstWait: second, maximumWait: 300 * second, window: day)
+    free: 1000, firstWait: second, maximumWait: 300 * second, window: day)
   /// A user name's failed recovery attempts: 3 free, then 1 min doubling to 1 h.
   static let recoveryName = ThrottleBudget(
     free: 3, firstWait: 60 * second, maximumWait: 3600 * second, window: day)
