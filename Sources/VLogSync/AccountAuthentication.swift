@@ -50,8 +50,10 @@ struct RetiredEventKey: Sendable, Equatable {
   static func cutoff(deviceTime: Date, serverSkewMilliseconds: Int64 = 0) -> UInt64 {
     let hour: Int64 = 60 * 60 * 1000
     let skew = min(max(serverSkewMilliseconds, -hour), hour)
-    let now = Int64(clamping: Int64((deviceTime.timeIntervalSince1970 * 1000).rounded(.down)))
-    return UInt64(clamping: now.addingReportingOverflow(skew).partialValue) + margin
+    let milliseconds = (deviceTime.timeIntervalSince1970 * 1000).rounded(.down)
+    // A clock far off either way gives a time far off, never one that wraps around.
+    let now = milliseconds.isFinite ? Int64(max(min(milliseconds, 1e15), -1e15)) : 0
+    return UInt64(clamping: now + skew) + margin
   }
 }
 

@@ -262,11 +262,15 @@ public struct AccountKeys: Sendable, Equatable {
       throw AccountKeyError(
         "the account was re-keyed \(retiredEventKeys.count) times, as often as its keys hold")
     }
+    // No key retired before vouches past this re-keying, whatever cutoff it came with: keys
+    // a device held before (a lost one's) could have named any.
+    let inherited = retiredEventKeys.map {
+      RetiredEventKey(before: min($0.before, cutoff), key: $0.key)
+    }
     return AccountKeys(
       epoch: epoch + 1, contentBytes: Array(bytes.prefix(32)), tagBytes: tagBytes,
       vouchingBytes: Array(bytes.suffix(32)), rekeyedAt: epoch + 1, eventKeyFromVouching: true,
-      retiredEventKeys: retiredEventKeys
-        + [RetiredEventKey(before: cutoff, key: authenticationBytes)])
+      retiredEventKeys: inherited + [RetiredEventKey(before: cutoff, key: authenticationBytes)])
   }
 
   /// The next epoch's keys, from the link ``rotated(random:)`` made from these.

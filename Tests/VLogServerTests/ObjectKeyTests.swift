@@ -66,7 +66,7 @@ struct ObjectKeyTests {
     )
     let record = try EncryptionRecord(account.serverKeys, recoverySecret: hash)
     #expect(EncryptionRecord(decoding: record.encoded) == record)
-    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 6)
+    #expect(record.passwordAnchor.count == 32 && record.encoded.first == 7)
     #expect(record.requestKey == account.keys.requestPublicKey && record.requestKey.count == 32)
     #expect(record.keysAuthenticator.count == 32 && record.sealedForPassword.count == 161)
     // Records of accounts made before keys had a vouching key: seals of 120 bytes.
@@ -90,7 +90,7 @@ struct ObjectKeyTests {
     (legacy.sealedForPassword, legacy.sealedForRecovery) = (sealP, sealR)
     legacy.requestKey = []
     #expect(EncryptionRecord(decoding: four) == legacy)
-    // Written again, in format 6, it reads back the same, and so do seals of two sizes (a
+    // Written again, in format 7, it reads back the same, and so do seals of two sizes (a
     // client may send them; a device sealing one account's keys never does).
     #expect(EncryptionRecord(decoding: legacy.encoded) == legacy)
     var mixed = record
@@ -114,6 +114,12 @@ struct ObjectKeyTests {
     (keyless.sealedForPassword, keyless.sealedForRecovery) = (sealP5, sealR5)
     #expect(EncryptionRecord(decoding: five) == keyless)
     #expect(EncryptionRecord(decoding: keyless.encoded) == keyless)
+    // Format 6: as 5, with the request key after the key derivation.
+    var six: [UInt8] = [6] + five.dropFirst()
+    six.insert(contentsOf: [32] + record.requestKey, at: six.count - hash.encoded.count)
+    var keyed = keyless
+    keyed.requestKey = record.requestKey
+    #expect(EncryptionRecord(decoding: six) == keyed)
     // Seals of keys that retired event keys: longer than a length byte holds.
     var retiring = record
     retiring.sealedForPassword = [UInt8](repeating: 5, count: NewAccountKeys.maximumSealedBytes)

@@ -342,6 +342,21 @@ extension AccountKeysTests {
     let (rotated, _) = try second.rotated(random: counting(from: 70))
     let third = try rotated.rekeyed(random: counting(from: 80), retiringBefore: cutoff + 100)
     #expect(third.retiredEventKeys.map(\.before) == [cutoff, cutoff + 100])
+    // A retired key that names a later cutoff than a re-keying's (keys a lost device made up)
+    // vouches for nothing after that re-keying.
+    let planted = try AccountKeys(
+      rawRepresentation: Array(first.rawRepresentation.prefix(112)) + [1]
+        + withUnsafeBytes(of: UInt64.max.bigEndian, Array.init) + [UInt8](repeating: 9, count: 32))
+    let fourth = try planted.rekeyed(random: counting(from: 90), retiringBefore: cutoff)
+    #expect(fourth.retiredEventKeys.map(\.before) == [cutoff, cutoff])
+    // A clock far off gives a cutoff far off, never one that wraps around.
+    #expect(
+      RetiredEventKey.cutoff(deviceTime: Date(timeIntervalSince1970: -1e12))
+        == RetiredEventKey.margin)
+    #expect(
+      RetiredEventKey.cutoff(
+        deviceTime: Date(timeIntervalSince1970: 1e300), serverSkewMilliseconds: .max)
+        > cutoff)
     try third.checkAuthenticator(of: event(cutoff - 1, first))
     try third.checkAuthenticator(of: event(cutoff + 99, second))
     #expect(throws: AccountKeyError.self) {

@@ -113,16 +113,16 @@ struct EncryptionRecord: Sendable, Equatable {
     return next
   }
 
-  /// The stored form, the same on both backends: a format byte (6), the epoch (8 bytes,
+  /// The stored form, the same on both backends: a format byte (7), the epoch (8 bytes,
   /// big-endian), the two public keys, the two seals (each after its length, two bytes,
   /// big-endian), the two
   /// anchors, the keys' authenticator's length (a byte: 0 or 32) and bytes, the key derivation
   /// (version, log₂ N, r, p, the salt's length: a byte each, then the salt), the request key's
-  /// length (a byte: 0 or 32) and bytes, then the recovery secret's hash. Format 5 had no
-  /// request key and a byte for each seal's length; format 4 seals of 120 bytes and no lengths; format 3 no key
+  /// length (a byte: 0 or 32) and bytes, then the recovery secret's hash. Format 6 had a byte
+  /// for each seal's length; format 5 no request key either; format 4 seals of 120 bytes and no lengths; format 3 no key
   /// derivation; format 2 no authenticator; format 1 no anchors either.
   var encoded: [UInt8] {
-    var bytes: [UInt8] = [6]
+    var bytes: [UInt8] = [7]
     BigEndian.append(epoch, to: &bytes)
     bytes += passwordPublicKey + recoveryPublicKey
     for seal in [sealedForPassword, sealedForRecovery] {
@@ -142,10 +142,10 @@ struct EncryptionRecord: Sendable, Equatable {
     return bytes
   }
 
-  /// Reads what ``encoded`` wrote, in format 6 to 1; nil for bytes of another form.
+  /// Reads what ``encoded`` wrote, in format 7 to 1; nil for bytes of another form.
   init?(decoding bytes: some Collection<UInt8>) {
     let bytes = Array(bytes)
-    guard let format = bytes.first, (1...6).contains(format),
+    guard let format = bytes.first, (1...7).contains(format),
       let epoch = BigEndian.read(UInt64.self, from: bytes, at: 1)
     else { return nil }
     var offset = 9
@@ -160,9 +160,9 @@ struct EncryptionRecord: Sendable, Equatable {
       guard let length = take(1)?.first, counts.contains(Int(length)) else { return nil }
       return take(Int(length))
     }
-    /// A seal after its length: a byte in format 5, two (big-endian) from format 6.
+    /// A seal after its length: a byte in formats 5 and 6, two (big-endian) from format 7.
     func seal() -> [UInt8]? {
-      guard format >= 6 else {
+      guard format >= 7 else {
         return sized([
           NewAccountKeys.sealedBytesBeforeRetiring, NewAccountKeys.sealedBytesBeforeVouching,
         ])
