@@ -386,7 +386,7 @@ public final class SyncServer: Sendable {
         logs: store, keys: store, auth: auth, reader: reader, configuration: configuration,
         metrics: metrics, encryptedAccounts: encryptedAccounts, now: dependencies.now),
       BlobsController(
-        blobs: store, auth: auth, reader: reader,
+        blobs: store, keys: store, auth: auth, reader: reader,
         maximumHashes: configuration.maximumEventsPerPush,
         maximumBlobBytes: configuration.maximumBlobBytes,
         gracePeriod: configuration.blobGracePeriod, now: dependencies.now),

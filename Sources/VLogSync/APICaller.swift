@@ -43,7 +43,7 @@ public struct APICaller: Sendable {
   }
 
   /// This caller signing the writes it sends to an encrypted account's log and keys (pushes of
-  /// events, rotations, object keys) with `key`, a seed of `RequestSignature`; with nil,
+  /// events, rotations, object keys, bytes) with `key`, a seed of `RequestSignature`; with nil,
   /// signing nothing.
   public func signingWrites(with key: [UInt8]?) -> APICaller {
     var caller = self

@@ -509,6 +509,8 @@ package enum Endpoints {
     package var path: String { "/v1/blobs/\(hash)" }
     /// Yes.
     package var requiresToken: Bool { true }
+    /// Yes: an encrypted account's uploads take its room on the server.
+    package var isSignedWrite: Bool { true }
     /// `application/octet-stream`.
     package var contentType: String? { "application/octet-stream" }
     /// The bytes.

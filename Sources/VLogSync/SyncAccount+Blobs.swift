@@ -42,9 +42,13 @@ extension SyncAccount {
       }
     }
     var uploaded = 0
+    // An encrypted account's server takes its uploads only signed by its devices' keys.
+    let signingKey = await keyring?.keys.requestSigningKey
     for (hash, read) in uploads where missing.contains(hash) {
       guard let bytes = try await read() else { continue }
-      _ = try await call { caller, token in await caller.putBlob(bytes, hash: hash, token: token) }
+      _ = try await call { caller, token in
+        await caller.signingWrites(with: signingKey).putBlob(bytes, hash: hash, token: token)
+      }
       uploaded += 1
     }
     return uploaded

@@ -7,7 +7,7 @@ internal import Foundation
 /// A device of the account draws an Ed25519 key pair from the keys only the account's devices
 /// hold (`AccountKeys` in VLogSync: from the vouching key, so a re-keying draws a new pair);
 /// the account's creation, and each re-keying, give the server the public half. Each push of
-/// events, rotation of keys and store of object keys then carries, in the `VLog-Signature`
+/// events, rotation of keys, store of object keys and upload of bytes then carries, in the `VLog-Signature`
 /// header, the signature of the request's method, route and body, which the server checks
 /// before it stores or erases anything. One rule for the devices, which sign, and the server,
 /// which checks.

@@ -333,6 +333,9 @@ struct ServerTests {
         _ = try await caller.putBlob(bytes, hash: hash, token: token).get()
         _ = await caller.putBlob(Array("other".utf8), hash: hash, token: token)
         _ = await caller.putBlob(bytes, hash: hash, token: "nonsense")
+        // An encrypted account's upload without its devices' signature (403).
+        let unsignedUpload = await caller.putBlob(bytes, hash: hash, token: encryptedToken)
+        #expect(unsignedUpload.status == 403 && unsignedUpload.error?.body?.code == .unsignedWrite)
         _ = await caller.putBlob(Array(repeating: 1, count: 70 << 10), hash: hash, token: token)
         #expect(try await caller.blob(hash, token: token).get() == bytes)
         _ = try await transport.send(

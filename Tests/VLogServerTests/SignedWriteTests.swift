@@ -14,7 +14,7 @@ import VLogWire
 @Suite("Writes an encrypted account's devices sign")
 struct SignedWriteTests {
   @Test(
-    "A token alone writes nothing to an encrypted account: a push of a deletion, a rotation and object keys, unsigned, signed with a key of its own, or with the devices' signature of another body, are refused 403 and change nothing; after a re-keying, a lost device's keys sign nothing either; the devices' own writes pass, and a clear account's take no signature",
+    "A token alone writes nothing to an encrypted account: a push of a deletion, a rotation, object keys and an upload of bytes, unsigned, signed with a key of its own, or with the devices' signature of another body, are refused 403 and change nothing; after a re-keying, a lost device's keys sign nothing either; the devices' own writes pass, and a clear account's take no signature",
     arguments: Backend.allCases)
   func tokenAlone(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
@@ -61,6 +61,9 @@ struct SignedWriteTests {
             sealedForRecovery: record.sealedForRecovery,
             link: SystemRandom.bytes(KeyRotation.linkBytes), keys: [:],
             keysAuthenticator: record.keysAuthenticator)
+          // Bytes no event names, which would take the account's room on the server.
+          let blob = [UInt8](repeating: 0xAB, count: 4096)
+          let blobHash = SealedBlob(naming: blob).hash
           for (what, signer) in [("unsigned", nil), ("signed with a key of its own", otherKey)] {
             let signed = caller.signingWrites(with: signer)
             let pushed = await signed.sync(push, token: token)
@@ -69,11 +72,14 @@ struct SignedWriteTests {
             #expect(stored.status == 403, "\(what): \(stored)")
             let rotated = await signed.rotateKeys(rotation, token: token)
             #expect(rotated.status == 403, "\(what): \(rotated)")
+            let uploaded = await signed.putBlob(blob, hash: blobHash, token: token)
+            #expect(uploaded.status == 403, "\(what): \(uploaded)")
           }
           // The devices' signature of one body does not carry another.
           let devices = caller.signingWrites(with: keys.requestSigningKey)
           let signedEmpty = await devices.sync(SyncPush(cursor: 0, events: []), token: token)
           #expect(signedEmpty.status == 200)
+          #expect(await devices.putBlob(blob, hash: blobHash, token: token).status == 201)
           var replayed = TransportRequest(
             method: "POST", path: "/v1/sync",
             headers: [

@@ -9,6 +9,7 @@ internal import VLogWire
 /// Attachment bytes: which of them the server lacks, uploads and downloads by hash.
 struct BlobsController: ServerController {
   let blobs: any BlobStorage
+  let keys: any KeyStorage
   let auth: Authenticator
   let reader: RequestReader
   /// The most hashes one request asks about.
@@ -53,6 +54,14 @@ struct BlobsController: ServerController {
     let actual = sha256(bytes)
     guard actual == hash.bytes else {
       throw ServerError.blobMismatch(expected: hash, actual: actual)
+    }
+    // A token alone takes none of an encrypted account's room.
+    if let record = try await keys.encryption(of: account),
+      !record.admits(
+        signature: request.headers[.requestSignature], method: "PUT", route: "/v1/blobs/\(hash)",
+        body: bytes)
+    {
+      throw ServerError.unsignedWrite
     }
     let stored = try await blobs.storeBlob(
       bytes, hash: hash, account: account, now: Milliseconds(now()))
