@@ -382,3 +382,28 @@ extension NoteStore {
     try VLogError.wrapping { try environment.read(body) }
   }
 }
+
+extension NoteStore {
+  /// The redacted events among `events` that neither the batch nor the log vouches for
+  /// (``RedactionEvidence``): a device takes a redaction a server serves only with evidence
+  /// that the log's rules made it.
+  ///
+  /// - Parameter events: Events from a server, checked otherwise, about to be ingested.
+  /// - Returns: The ids of the redacted events with no deletion of their object and, for a
+  ///   superseded one, no newer change to their field, held or in `events`.
+  public func redactionsLackingEvidence(in events: [Event]) throws -> Set<Stamp> {
+    guard events.contains(where: \.isRedacted) else { return [] }
+    let evidence = RedactionEvidence(batch: events)
+    let log = eventLog
+    return try read { transaction in
+      var lacking = Set<Stamp>()
+      for event in events where event.isRedacted {
+        let vouched = try evidence.vouches(
+          for: event, isDeleted: { try log.deletion(of: $0, in: transaction) != nil },
+          newestChange: { try log.newestChange(to: $0, field: $1, in: transaction)?.stamp })
+        if !vouched { lacking.insert(event.stamp) }
+      }
+      return lacking
+    }
+  }
+}

@@ -70,7 +70,8 @@ extension SyncState {
 extension SyncAccount {
   /// `events` from the server, checked and opened by `keyring`: those it refuses are put in
   /// quarantine (``QuarantinedEvent``) — unless the store holds their ids already, as its own
-  /// or from an earlier page — and left out.
+  /// or from an earlier page — and left out. A redaction that neither the store nor `events`
+  /// vouches for is held back until the pull ends (``settleRedactions()``).
   ///
   /// - Throws: What ``AccountKeyring/open(_:remembering:)`` throws but a refusal of an event:
   ///   keys that changed meanwhile, a server that does not answer.
@@ -78,11 +79,42 @@ extension SyncAccount {
     -> [Event]
   {
     let (opened, refused) = try await keyring.openSettingAside(events)
-    guard !refused.isEmpty else { return opened }
-    let held = Set(try store.events(withIDs: refused.map(\.0.stamp)).map(\.stamp))
-    quarantinedInSync += state.quarantine(
-      refused.filter { !held.contains($0.0.stamp) }, at: now())
-    return opened
+    if !refused.isEmpty {
+      let held = Set(try store.events(withIDs: refused.map(\.0.stamp)).map(\.stamp))
+      quarantinedInSync += state.quarantine(
+        refused.filter { !held.contains($0.0.stamp) }, at: now())
+    }
+    var lacking = try store.redactionsLackingEvidence(in: opened)
+    guard !lacking.isEmpty else { return opened }
+    // One the store holds already is skipped by the ingest as it is.
+    lacking.subtract(try store.events(withIDs: Array(lacking)).map(\.stamp))
+    pendingRedactions += opened.filter { lacking.contains($0.stamp) }
+    return opened.filter { !lacking.contains($0.stamp) }
+  }
+
+  /// Judges the redactions held back during the pull, now that all its pages are in: those the
+  /// store or the others vouch for are ingested, the rest put in quarantine — the device keeps
+  /// what it shows rather than take a server's word that a value was erased, and asks again
+  /// at the next sync. Before the event sets are compared and when the sync ends.
+  func settleRedactions() async throws {
+    guard !pendingRedactions.isEmpty else { return }
+    let pending = pendingRedactions
+    pendingRedactions = []
+    let lacking = try store.redactionsLackingEvidence(in: pending)
+    let vouched = pending.filter { !lacking.contains($0.stamp) }
+    if !vouched.isEmpty { _ = try await store.ingest(vouched) }
+    let unvouched = pending.filter { lacking.contains($0.stamp) }.map { event in
+      (event, Self.unvouchedRedaction(event))
+    }
+    quarantinedInSync += state.quarantine(unvouched, at: now())
+  }
+
+  /// Why a redaction was refused.
+  static func unvouchedRedaction(_ event: Event) -> String {
+    let reason = event.redaction.map { "\($0)" } ?? "redacted"
+    return
+      "served redacted (\(reason)), but this device holds no deletion of its object"
+      + (event.redaction == .superseded ? " and no newer change to its field" : "")
   }
 
   /// Asks the server again for the events in quarantine, and takes those that now pass the
@@ -103,7 +135,10 @@ extension SyncAccount {
         state.lastError = "the server refused to serve quarantined events again: \(refusal)"
         break
       }
-      let (opened, _) = try await keyring.openSettingAside(try answer.events.get())
+      var (opened, _) = try await keyring.openSettingAside(try answer.events.get())
+      // A redaction still needs evidence, however often the server serves it.
+      let lacking = try store.redactionsLackingEvidence(in: opened)
+      opened.removeAll { lacking.contains($0.stamp) }
       guard !opened.isEmpty else { continue }
       _ = try await store.ingest(opened)
       released.formUnion(opened.map(\.stamp.hex))

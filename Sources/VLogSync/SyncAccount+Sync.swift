@@ -74,6 +74,7 @@ extension SyncAccount {
       try await retryQuarantine(by: keyring)
     }
     quarantinedInSync = 0
+    pendingRedactions = []
     var machine = SyncMachine(
       cursor: state.cursor, encoding: encoding, pageSize: pageSize, pushSize: pushSize,
       pushBytes: pushBytes, maximumClockSkew: store.maximumClockSkew)
@@ -89,6 +90,12 @@ extension SyncAccount {
     }
     var action = machine.start()
     while true {
+      switch action {
+      case .readDigest, .compare, .readIDs, .finish:
+        // The pull is over: the redactions held back are judged before anything counts ids.
+        try await settleRedactions()
+      default: break
+      }
       switch action {
       case .readOutbox(let limit):
         action = machine.outboxRead(try store.outbox(limit: limit))

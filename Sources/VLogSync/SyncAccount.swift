@@ -87,6 +87,10 @@ public actor SyncAccount {
   var passwordKeys: (password: String, keys: PasswordKeys)?
   /// Events this sync put in quarantine so far.
   var quarantinedInSync = 0
+  /// Redacted events this sync pulled with no evidence yet of why (``RedactionEvidence``):
+  /// judged when the pull ends, since a later page may bring the deletion or the newer change
+  /// that vouches for them.
+  var pendingRedactions: [Event] = []
   /// The key derivation the server named before any sign-in pinned one
   /// (``currentDerivation()``), asked once per account object.
   var askedDerivation: KeyDerivation?

@@ -1,0 +1,115 @@
+import Foundation
+import ServerTestSupport
+import Synchronization
+import Testing
+import VLog
+import VLogSync
+import VLogTesting
+import VLogWire
+
+@testable import VLogServer
+
+extension LyingServerTests {
+  /// `event`, a JSON event of an encrypted account, as a server would serve it redacted for
+  /// `reason`: its ids and its authenticator, nothing else.
+  static func redacted(_ event: [String: Any], _ reason: String) -> [String: Any] {
+    var kept = event.filter { ["time", "counter", "replica", "kind", "note"].contains($0.key) }
+    if event["kind"] as? String == "textSet" { kept["replaces"] = event["replaces"] }
+    if let extra = event["extra"] as? String, let bytes = Data(base64Encoded: extra) {
+      kept["extra"] = Data(bytes.suffix(authenticatorFieldBytes)).base64EncodedString()
+    }
+    kept["redacted"] = reason
+    return kept
+  }
+
+  /// The id of a JSON event, as `key(of:)` gives a stamp's.
+  static func key(ofJSON event: [String: Any]) -> String {
+    "\(event["time"] ?? "")/\(event["counter"] ?? "")/\(event["replica"] ?? "")"
+  }
+
+  static func key(of stamp: Stamp) -> String {
+    let time = ISO8601.format(milliseconds: Int64(stamp.time.milliseconds))
+    return "\(time)/\(stamp.time.counter)/\(stamp.replica)"
+  }
+
+  @Test(
+    "A server that serves a note's current text as superseded, or a note no one deleted as deleted, has those events set aside and reported by a new device, which takes them once they are served as they are; the redactions the log's rules made — of a deleted note, of a replaced text — it takes, with their evidence on a later page",
+    arguments: Backend.allCases)
+  func forgedRedactions(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      try await Self.withServer(backend, root: root) { _, baseURL in
+        let a = try Self.device("a", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await a.account.createAccount()
+        try await a.account.signIn()
+        let edited = try await a.store.write { $0.createNote(text: "first") }
+        try await a.store.write { $0.setText("second", of: edited) }
+        try await a.store.write { $0.setText("third", of: edited) }
+        let erased = try await a.store.write { $0.createNote(text: "Erased by a lie") }
+        let deleted = try await a.store.write { $0.createNote(text: "Deleted for real") }
+        try await a.store.write { $0.deleteNote(deleted) }
+        try await a.account.sync()
+
+        let events = try a.store.events(after: 0).map(\.event)
+        let texts = events.filter { $0.change.kind == .textSet && $0.change.noteID == edited }
+        #expect(texts.count == 3)
+        // The lies: the current text as superseded (its predecessor too, which is true), and
+        // every event of a note no one deleted as deleted.
+        var lies = [
+          Self.key(of: texts[2].stamp): "superseded", Self.key(of: texts[0].stamp): "superseded",
+        ]
+        let erasedEvents = events.filter { $0.change.noteID == erased }
+        for event in erasedEvents { lies[Self.key(of: event.stamp)] = "deleted" }
+        let lying = lies
+
+        let honest = Mutex(false)
+        let transport = TamperingTransport(baseURL: baseURL) { _, response in
+          guard response.status == 200, !honest.withLock({ $0 }) else { return response }
+          var response = response
+          response.body = Self.rewritten(response.body) { answer in
+            guard let events = answer["events"] as? [[String: Any]] else { return }
+            answer["events"] = events.map { event in
+              lying[Self.key(ofJSON: event)].map { Self.redacted(event, $0) } ?? event
+            }
+          }
+          return response
+        }
+        // One event a page: the deletion that vouches for the deleted note's redacted events,
+        // and the texts that replaced the first, come pages after them.
+        let store = try NoteStore.open(
+          at: root + "/c", options: NoteStore.Options(durability: .noSync))
+        defer { store.close() }
+        let c = try SyncAccount(
+          store: store, transport: transport,
+          credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+          stateFile: SyncAccount.stateFile(for: store), pageSize: 1, encoding: .json,
+          encryption: Self.encryption)
+        try await c.signIn()
+        let report = try await c.sync()
+        #expect(report.quarantined == 1 + erasedEvents.count && report.inSync, "\(report)")
+        let held = Set(try store.events(after: 0).map(\.event.stamp))
+        // Set aside: the current text and the note no one deleted.
+        #expect(!held.contains(texts[2].stamp))
+        #expect(erasedEvents.allSatisfy { !held.contains($0.stamp) })
+        #expect(try store.note(erased) == nil)
+        // Taken: the replaced text, redacted, and the deleted note's events, redacted.
+        #expect(try store.events(withIDs: [texts[0].stamp]).first?.isRedacted == true)
+        #expect(try store.note(deleted) == nil)
+        #expect(
+          events.filter { $0.change.noteID == deleted }.allSatisfy { held.contains($0.stamp) })
+        let listed = try #require(await c.state.quarantined)
+        #expect(listed.count == report.quarantined)
+        #expect(listed.allSatisfy { $0.reason.contains("served redacted") }, "\(listed)")
+        #expect(try await c.checkSync().quarantined.count == report.quarantined)
+
+        // Served as they are, the next sync takes them.
+        honest.withLock { $0 = true }
+        let again = try await c.sync()
+        #expect(again.inSync, "\(again)")
+        #expect(await c.state.quarantined?.isEmpty != false)
+        #expect(try store.note(edited)?.text == "third")
+        #expect(try store.note(erased)?.text == "Erased by a lie")
+        #expect(try Digests(store).state == Digests(a.store).state)
+      }
+    }
+  }
+}
