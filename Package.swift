@@ -207,6 +207,8 @@ let package = Package(
         "ServerTestSupport",
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
       ],
       swiftSettings: swiftSettings

@@ -379,7 +379,7 @@ struct IdleSocketTests {
     }
   }
 
-  @Test("Past the limit per address, a new connection from it is closed at once")
+  @Test("Past the limit per address, its connection idle longest is closed for a new one")
   func perAddress() async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.maximumConnectionsPerAddress = 2

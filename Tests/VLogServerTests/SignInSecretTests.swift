@@ -140,3 +140,23 @@ struct SignInSecretTests {
     }
   }
 }
+
+extension SignInSecretTests {
+  @Test(
+    "After the operator raises the cost, a check of a hash made at the old cost is padded to the work of the decoy's, so a wrong password for an existing account takes as long as one for a made-up name"
+  )
+  func paddedChecks() {
+    let raised = PasswordCost(logRounds: 18)
+    for old in [
+      PasswordCost(logRounds: 14), PasswordCost(logRounds: 16), PasswordCost(logRounds: 17),
+      PasswordCost(logRounds: 16, blockSize: 8, parallelism: 2),
+    ] {
+      let padding = old.padding(upTo: raised)
+      #expect(old.work + (padding?.work ?? 0) == raised.work, "\(old)")
+    }
+    #expect(raised.padding(upTo: raised) == nil)
+    #expect(PasswordCost(logRounds: 19).padding(upTo: raised) == nil)
+    // Past 255 times the old work, as close as a parallelism of 255 comes.
+    #expect(PasswordCost(logRounds: 4).padding(upTo: raised)?.parallelism == 255)
+  }
+}

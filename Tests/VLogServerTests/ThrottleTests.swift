@@ -254,28 +254,50 @@ struct ThrottleTests {
   }
 
   @Test(
-    "Recovery has its own, stricter budget: three failures make it wait a minute, and sign-ins are not touched",
+    "Recovery is limited per address: wrong recovery secrets from other addresses do not lock the owner out, ten from one make it wait a minute, sign-ins are not touched, and the secret is kept as a plain hash",
     arguments: Backend.allCases)
   func recovery(backend: Backend) async throws {
-    try await withStorage(backend) { storage in
+    var configuration = SyncServer.Configuration.testing
+    configuration.trustedProxies = ["127.0.0.1"]
+    try await withStorage(backend, configuration: configuration) { storage in
       let server = try await storage.open()
       defer { server.close() }
-      let caller = APICaller(transport: InProcessTransport(server: server))
-      let account = try NewEncryptedAccount(
-        username: "lost", password: "correct horse battery", cost: .testing,
-        random: SystemRandom.bytes)
-      _ = try await caller.createAccount(account.credentials, keys: account.serverKeys).get()
-      let right = RecoveryCredentials(
-        username: "lost", recoverySecret: try account.recoveryKey.keys().signInSecret)
-      let wrong = RecoveryCredentials(username: "lost", recoverySecret: "not the secret")
-      for _ in 0..<3 { #expect(await caller.recoveryKeys(wrong).status == 401) }
-      let refused = await caller.recoveryKeys(right)
-      #expect(refused.status == 429, "\(refused)")
-      #expect(refused.error?.retryAfter == .seconds(60))
-      // Sign-ins count apart: the account's device still signs in.
-      _ = try await caller.signIn(account.credentials).get()
-      storage.clock.advance(by: 60)
-      _ = try await caller.recoveryKeys(right).get()
+      try await withLiveServer(server) { baseURL in
+        func client(_ address: String) -> APICaller {
+          APICaller(
+            transport: ForwardingTransport(
+              base: HTTPTransport(baseURL: baseURL), forwardedFor: address))
+        }
+        let account = try NewEncryptedAccount(
+          username: "lost", password: "correct horse battery", cost: .testing,
+          random: SystemRandom.bytes)
+        _ = try await client("192.0.2.1").createAccount(
+          account.credentials, keys: account.serverKeys
+        ).get()
+        let number = try #require(try await server.store.account(named: "lost")).number
+        let record = try #require(try await server.store.encryption(of: number))
+        #expect(record.recoverySecret.cost == PasswordHash.plain)
+        let right = RecoveryCredentials(
+          username: "lost", recoverySecret: try account.recoveryKey.keys().signInSecret)
+        let wrong = RecoveryCredentials(username: "lost", recoverySecret: "not the secret")
+        // Anyone's failures, from addresses of their own, leave the owner's recovery open.
+        for index in 0..<20 {
+          #expect(await client("198.51.100.\(index)").recoveryKeys(wrong).status == 401)
+        }
+        _ = try await client("192.0.2.1").recoveryKeys(right).get()
+        // One address's eleventh try waits, right or wrong; another's does not.
+        for _ in 0..<10 {
+          #expect(await client("203.0.113.5").recoveryKeys(wrong).status == 401)
+        }
+        let refused = await client("203.0.113.5").recoveryKeys(right)
+        #expect(refused.status == 429, "\(refused)")
+        #expect(refused.error?.retryAfter == .seconds(60))
+        _ = try await client("192.0.2.1").recoveryKeys(right).get()
+        // Sign-ins count apart: the account's device still signs in from there.
+        _ = try await client("203.0.113.5").signIn(account.credentials).get()
+        storage.clock.advance(by: 60)
+        _ = try await client("203.0.113.5").recoveryKeys(right).get()
+      }
     }
   }
 

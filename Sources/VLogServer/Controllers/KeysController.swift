@@ -101,9 +101,15 @@ struct KeysController: ServerController {
     return Response(status: .noContent)
   }
 
-  /// The encrypted account `credentials` name, if its recovery secret matches: checked as a
-  /// sign-in's password, against a decoy for an unknown name or a clear account, so the
-  /// answer's timing tells none of them apart.
+  /// The encrypted account `credentials` name, if its recovery secret matches: checked against
+  /// a decoy for an unknown name or a clear account, so the answer's timing tells none of them
+  /// apart.
+  ///
+  /// A recovery key's secret is 256 random bits, kept as a plain hash
+  /// (``PasswordChecks/hashRecoverySecret(_:)``): no number of guesses reaches it, so recovery
+  /// is limited by the address's failures only. Counting the name's as well let anyone lock the
+  /// owner out of recovery with three wrong secrets. A record made before kept a scrypt hash,
+  /// which is checked as it is until the account's recovery key is replaced.
   ///
   /// - Throws: ``ServerError`` 401 `invalidCredentials`, or 429 from the throttle.
   private func checkRecovery(_ credentials: RecoveryCredentials, _ context: ServerContext)
@@ -113,13 +119,12 @@ struct KeysController: ServerController {
     let account = try await accounts.account(named: name)
     var record: EncryptionRecord?
     if let account { record = try await keys.encryption(of: account.number) }
-    // Recovery has its own budgets, stricter than a sign-in's and apart from them.
-    let subjects =
-      [(ThrottleKey(kind: .recoveryName, value: name), ThrottleBudget.recoveryName)]
-      + PasswordChecks.addressSubject(context, .recoveryAddress)
+    // Recovery has its own budget per address, apart from sign-ins'.
+    let subjects = PasswordChecks.addressSubject(context, .recoveryAddress)
     guard
       try await passwords.check(
-        credentials.recoverySecret, against: record?.recoverySecret, subjects: subjects),
+        credentials.recoverySecret, against: record?.recoverySecret,
+        decoy: PasswordChecks.recoveryDecoy, subjects: subjects),
       let account, let record
     else {
       throw ServerError.wrongRecoveryKey
@@ -143,10 +148,10 @@ struct KeysController: ServerController {
     if let password = rotation.password {
       try await passwords.confirm(password, of: account, context)
     }
-    // A new recovery key's secret is kept as a password is: hashed.
+    // A new recovery key's secret is kept as a plain hash.
     var recoverySecret: PasswordHash?
     if let recovery = rotation.recovery {
-      recoverySecret = try await passwords.hash(recovery.recoverySecret)
+      recoverySecret = try passwords.hashRecoverySecret(recovery.recoverySecret)
     }
     // A re-keying signs out every other session: a lost device's token must not outlive it.
     let record = try await keys.rotateKeys(

@@ -7,15 +7,21 @@ internal import NIOHTTPTypes
 internal import NIOHTTPTypesHTTP1
 internal import VLogWire
 
-/// The server's open connections, counted against a cap and per peer address, and known by
-/// whether each is inside a request or between requests.
+/// The server's open connections, counted against a cap and per peer address (an IPv6 peer by
+/// its /64, as the throttles count it: `ThrottleKey.addressPrefix(_:)`), and known by whether each is inside a request or
+/// between requests.
 ///
-/// At the cap, the connection that has been idle longest (between requests, or open without
-/// having sent a request head yet) is closed to admit the new one; failing that, the one whose
-/// request body lags furthest behind the minimum rate; a new connection is refused only when
-/// every open one is inside a request that keeps pace. So clients that open connections and
-/// send nothing, or send their bodies a byte at a time, cannot keep anyone else out: each new
-/// client takes their place.
+/// At the cap, a connection of the address that holds the most is closed to admit the new one:
+/// the one of them idle longest (between requests, or open without having sent a request head
+/// yet), else the one whose request body lags furthest behind the minimum rate, else the one
+/// reading a body longest. Failing that (every connection of the busiest addresses is waiting
+/// for its answer), the connection idle longest or lagging furthest of any address goes. At an
+/// address's own cap, its connection idle longest or lagging furthest gives way the same way.
+/// A new connection is refused only when every candidate is inside a request that keeps pace.
+/// So clients that open connections and send nothing, or send their bodies a byte at a time,
+/// cannot keep anyone else out, many addresses of them cannot push out the idle keep-alive
+/// connections of clients that hold one or two, and the 257th client behind a NAT takes the
+/// place of the NAT's idle connection rather than wait.
 final class ConnectionRegistry: Sendable {
   /// The most connections open at once.
   let limit: Int
@@ -54,14 +60,20 @@ final class ConnectionRegistry: Sendable {
   /// connection idle longest to make room.
   func admit(_ channel: any Channel) -> Bool {
     let id = ObjectIdentifier(channel)
-    let address = channel.remoteAddress?.ipAddress
+    let address = channel.remoteAddress?.ipAddress.map(ThrottleKey.addressPrefix)
     let (admitted, evicted) = state.withLock { state -> (Bool, (any Channel)?) in
-      if let perAddress, let address, state.byAddress[address, default: 0] >= perAddress {
-        return (false, nil)
-      }
+      let now = NIODeadline.now()
       var evicted: (any Channel)?
+      if let perAddress, let address, state.byAddress[address, default: 0] >= perAddress {
+        guard
+          let victim = Self.victim(
+            in: state, rate: minimumBodyRate, now: now, among: address, readers: false),
+          let entry = Self.remove(victim, from: &state)
+        else { return (false, nil) }
+        evicted = entry.channel
+      }
       if state.entries.count >= limit {
-        guard let victim = Self.victim(in: state, rate: minimumBodyRate, now: .now()),
+        guard let victim = Self.victimAtCap(in: state, rate: minimumBodyRate, now: now),
           let entry = Self.remove(victim, from: &state)
         else {
           return (false, nil)
@@ -95,13 +107,36 @@ final class ConnectionRegistry: Sendable {
     state.withLock { state in state.entries[ObjectIdentifier(channel)]?.body?.bytes += count }
   }
 
-  /// The connection to close to admit a new one at the cap: the one idle longest, else the
-  /// one whose body lags furthest behind `rate` bytes per second since its head; nil when
-  /// every connection is inside a request that keeps pace.
-  private static func victim(in state: State, rate: Int, now: NIODeadline) -> ObjectIdentifier? {
+  /// The connection to close to admit a new one at the cap: one of the address holding the
+  /// most connections (the busiest addresses first, their readers of bodies included), else
+  /// any connection idle or lagging; nil when there is none to close.
+  private static func victimAtCap(in state: State, rate: Int, now: NIODeadline)
+    -> ObjectIdentifier?
+  {
+    let busiest = state.byAddress.values.max() ?? 0
+    // Only an address holding more than its fair share gives up a body being read.
+    let fair = state.entries.count / max(1, state.byAddress.count)
+    if busiest > 1, busiest > fair {
+      for (address, count) in state.byAddress where count == busiest {
+        if let victim = victim(in: state, rate: rate, now: now, among: address, readers: true) {
+          return victim
+        }
+      }
+    }
+    return victim(in: state, rate: rate, now: now, among: nil, readers: false)
+  }
+
+  /// The connection of `address` (of any, when nil) to close: the one idle longest, else the
+  /// one whose body lags furthest behind `rate` bytes per second since its head, else — with
+  /// `readers` — the one reading a body longest; nil when none is idle, lagging or (with
+  /// `readers`) reading.
+  private static func victim(
+    in state: State, rate: Int, now: NIODeadline, among address: String?, readers: Bool
+  ) -> ObjectIdentifier? {
     var idle: (ObjectIdentifier, NIODeadline)?
     var slow: (ObjectIdentifier, Int64)?
-    for (key, entry) in state.entries {
+    var reading: (ObjectIdentifier, NIODeadline)?
+    for (key, entry) in state.entries where address == nil || entry.address == address {
       if let since = entry.idleSince {
         if idle.map({ since < $0.1 }) ?? true { idle = (key, since) }
       } else if let body = entry.body {
@@ -109,9 +144,10 @@ final class ConnectionRegistry: Sendable {
         let lag =
           (now - body.since).nanoseconds - Int64(body.bytes) * 1_000_000_000 / Int64(rate)
         if lag > 0, slow.map({ lag > $0.1 }) ?? true { slow = (key, lag) }
+        if readers, reading.map({ body.since < $0.1 }) ?? true { reading = (key, body.since) }
       }
     }
-    return idle?.0 ?? slow?.0
+    return idle?.0 ?? slow?.0 ?? reading?.0
   }
 
   /// Gives back a connection's place; nothing if it has none (refused, or already evicted).

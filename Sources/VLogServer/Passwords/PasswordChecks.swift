@@ -18,7 +18,8 @@ struct PasswordChecks: Sendable {
   /// The cost new passwords are hashed at.
   let cost: PasswordCost
   /// A hash computed for unknown user names, so that signing in as one takes as long as a wrong
-  /// password.
+  /// password. It is at the server's cost: a check of a record hashed at a lower one (before
+  /// the operator raised it) is padded up to it.
   let decoy: PasswordHash
   let randomBytes: @Sendable (_ count: Int) -> [UInt8]
   let metrics: ServerMetrics
@@ -58,15 +59,17 @@ struct PasswordChecks: Sendable {
       hashesPassword = try await keys.encryption(of: account.number) == nil
     }
     let hash = account?.password ?? decoy
+    let padding = hash.cost.padding(upTo: decoy.cost)
     let (matches, drawn) = try await throttle.hash(for: subjects) { [hashesPassword] in
       try await Self.offLoop {
         let drawn =
           hashesPassword && SignInSecret.equalInConstantTime(hash.signInSecretOfPassword, secret)
-        return (try hash.matches(secret) || drawn, drawn)
+        return (try hash.matches(secret, padding: padding) || drawn, drawn)
       }
     }
     let succeeded = account != nil && matches
-    try await throttle.record(subjects, succeeded: succeeded, clearing: [subjects[0].key])
+    try await throttle.record(
+      subjects, succeeded: succeeded, clearing: subjects.prefix(1).map(\.key))
     guard let account, succeeded else {
       metrics.signInFailures.increment()
       return nil
@@ -83,21 +86,37 @@ struct PasswordChecks: Sendable {
       ? replaced : account.password
   }
 
-  /// Checks `secret` against `stored` (the decoy when there is nothing to check against),
-  /// throttled by `subjects`: a failure counts against each, a success forgets the first's.
+  /// The plain hash (``PasswordHash/plain``) of a recovery key's sign-in secret, under a new
+  /// salt: 256 random bits need no stretching.
+  func hashRecoverySecret(_ secret: String) throws -> PasswordHash {
+    try PasswordHash(
+      hashing: secret, cost: PasswordHash.plain, salt: randomBytes(PasswordHash.saltCount))
+  }
+
+  /// What a recovery secret is checked against for a name with no encrypted account: a plain
+  /// hash, as a recovery key's is.
+  static let recoveryDecoy = try? PasswordHash(
+    hashing: "decoy", cost: PasswordHash.plain,
+    salt: [UInt8](repeating: 0, count: PasswordHash.saltCount))
+
+  /// Checks `secret` against `stored` (`decoy` — by default the password decoy — when there is
+  /// nothing to check against), throttled by `subjects`: a failure counts against each, a
+  /// success forgets the first's.
   ///
-  /// - Parameter exists: Whether `stored` is real: false makes the check fail whatever it
-  ///   found, after the same work.
   /// - Returns: Whether it matched a real hash; a failure is counted in the metrics.
   func check(
-    _ secret: String, against stored: PasswordHash?, subjects: [PasswordThrottle.Subject]
+    _ secret: String, against stored: PasswordHash?, decoy: PasswordHash? = nil,
+    subjects: [PasswordThrottle.Subject]
   ) async throws -> Bool {
+    let decoy = decoy ?? self.decoy
     let hash = stored ?? decoy
+    let padding = hash.cost.padding(upTo: decoy.cost)
     let matches = try await throttle.hash(for: subjects) {
-      try await Self.offLoop { try hash.matches(secret) }
+      try await Self.offLoop { try hash.matches(secret, padding: padding) }
     }
     let succeeded = stored != nil && matches
-    try await throttle.record(subjects, succeeded: succeeded, clearing: [subjects[0].key])
+    try await throttle.record(
+      subjects, succeeded: succeeded, clearing: subjects.prefix(1).map(\.key))
     if !succeeded { metrics.signInFailures.increment() }
     return succeeded
   }

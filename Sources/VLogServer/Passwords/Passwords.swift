@@ -32,6 +32,20 @@ public struct PasswordCost: Sendable, Hashable {
 
   /// N = 2⁴: fast and weak, for tests only.
   public static let testing = PasswordCost(logRounds: 4)
+
+  /// The extra hashing that brings a check of a hash at this cost up to the work of one at
+  /// `target`: scrypt at this N and r, with the parallelism that makes up the difference (at
+  /// most 255); nil when this cost is not below the target's. After an operator raises the
+  /// cost, a wrong password for an account hashed at the old cost then takes as long as one
+  /// for a name no account has, which is checked against a decoy at the new cost.
+  func padding(upTo target: PasswordCost) -> PasswordCost? {
+    let missing = target.work - work
+    let unit = scryptWork(logRounds: logRounds, blockSize: blockSize, parallelism: 1)
+    guard missing > 0, unit > 0 else { return nil }
+    let parallelism = min(255, max(1, (missing / unit).rounded()))
+    return PasswordCost(
+      logRounds: logRounds, blockSize: blockSize, parallelism: UInt8(parallelism))
+  }
 }
 
 /// The scrypt hash of what signs in to an account, with its salt and cost, as stored in an
@@ -49,6 +63,10 @@ struct PasswordHash: Sendable, Hashable {
 
   static let saltCount = 16
   static let hashCount = 32
+
+  /// The cost that marks a plain hash: SHA-256 of the salt and the secret, no stretching —
+  /// for a recovery key's sign-in secret, 256 random bits that no guessing reaches.
+  static let plain = PasswordCost(logRounds: 0, blockSize: 0, parallelism: 0)
 
   /// Hashes `secret` with a new salt.
   init(
@@ -94,9 +112,11 @@ struct PasswordHash: Sendable, Hashable {
     return bytes
   }
 
-  /// Whether `secret` hashes to this hash, compared in constant time.
-  func matches(_ secret: String) throws -> Bool {
+  /// Whether `secret` hashes to this hash, compared in constant time; with `padding`, after
+  /// hashing it again at that cost too (``PasswordCost/padding(upTo:)``), whatever the match.
+  func matches(_ secret: String, padding: PasswordCost? = nil) throws -> Bool {
     let candidate = try Self.derive(secret, salt: salt, cost: cost)
+    if let padding { _ = try Self.derive(secret, salt: salt, cost: padding) }
     return zip(candidate, hash).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
       && candidate.count == hash.count
   }
@@ -117,6 +137,7 @@ struct PasswordHash: Sendable, Hashable {
   private static func derive(_ password: String, salt: [UInt8], cost: PasswordCost) throws
     -> [UInt8]
   {
+    if cost == plain { return sha256(salt + Array(password.utf8)) }
     let key = try KDF.Scrypt.deriveKey(
       from: Array(password.utf8), salt: salt, outputByteCount: hashCount,
       rounds: 1 << Int(cost.logRounds), blockSize: Int(cost.blockSize),

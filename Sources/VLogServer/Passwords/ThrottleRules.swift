@@ -56,9 +56,6 @@ struct ThrottleBudget: Sendable, Hashable {
   /// (``device``).
   static let addressOfKnownDevice = ThrottleBudget(
     free: 1000, firstWait: second, maximumWait: 300 * second, window: day)
-  /// A user name's failed recovery attempts: 3 free, then 1 min doubling to 1 h.
-  static let recoveryName = ThrottleBudget(
-    free: 3, firstWait: 60 * second, maximumWait: 3600 * second, window: day)
   /// An address's failed recovery attempts: 10 free, then 1 min doubling to 1 h.
   static let recoveryAddress = ThrottleBudget(
     free: 10, firstWait: 60 * second, maximumWait: 3600 * second, window: day)
@@ -97,7 +94,6 @@ struct ThrottleKey: Sendable, Hashable {
     case name, address, device
     /// An account's password checks made with a token of it.
     case account
-    case recoveryName = "recovery-name"
     case recoveryAddress = "recovery-address"
     case signUp = "sign-up"
   }
