@@ -144,14 +144,31 @@ extension APICaller {
     let passwordKeys = try await PasswordKeys.stretching(
       username: name, password: password,
       derivation: try await signInParameters(of: name, floor: cost).keyDerivation)
-    let keys = try AccountKeys(
-      opening: try await accountKeys(token: token).get(), with: passwordKeys, username: name)
+    let answer = await accountKeys(token: token)
+    let keys = try AccountKeys(opening: try answer.get(), with: passwordKeys, username: name)
     let keyring = AccountKeyring(keys: keys, caller: self, token: { token }, random: random)
     let recoveryKey = try RecoveryKey(random: random)
+    // The retired key's cutoff by the server's clock, as its answer's Date says (bounded by the
+    // cutoff's own clamp, as every answer of a server is untrusted).
+    let now = Date()
     try await keyring.rekey(
       username: name, passwordKeys: passwordKeys, recoveryKey: recoveryKey,
-      retiringBefore: RetiredEventKey.cutoff(deviceTime: Date()))
+      retiringBefore: RetiredEventKey.cutoff(
+        deviceTime: now,
+        serverSkewMilliseconds: Self.clockSkew(of: answer.response, at: now) ?? 0))
     return recoveryKey
+  }
+
+  /// The server's clock minus this device's, in milliseconds, from a response's `Date` header
+  /// (a second's precision); nil without one.
+  static func clockSkew(of response: TransportResponse?, at now: Date) -> Int64? {
+    guard let text = response?.headers["date"] else { return nil }
+    let format = DateFormatter()
+    format.locale = Locale(identifier: "en_US_POSIX")
+    format.timeZone = TimeZone(identifier: "GMT")
+    format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+    guard let date = format.date(from: text) else { return nil }
+    return Int64((date.timeIntervalSince(now) * 1000).rounded())
   }
 }
 

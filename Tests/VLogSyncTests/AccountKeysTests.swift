@@ -381,3 +381,26 @@ extension AccountKeysTests {
     #expect(!NewAccountKeys.isSealedSize(161 + 65 * 40) && !NewAccountKeys.isSealedSize(162))
   }
 }
+
+extension AccountKeysTests {
+  @Test(
+    "A re-keying by a tool takes the server's clock from its answer's Date header, within the cutoff's clamp"
+  )
+  func skewFromDateHeader() {
+    let now = Date(timeIntervalSince1970: 1_796_000_000)
+    let header = "Mon, 30 Nov 2026 00:53:20 GMT"
+    let response = TransportResponse(status: 200, headers: ["date": header])
+    let later = now.addingTimeInterval(-90)
+    #expect(APICaller.clockSkew(of: response, at: later) == 90_000)
+    #expect(APICaller.clockSkew(of: response, at: now) == 0)
+    #expect(APICaller.clockSkew(of: TransportResponse(status: 200), at: now) == nil)
+    #expect(
+      APICaller.clockSkew(of: TransportResponse(status: 200, headers: ["date": "soon"]), at: now)
+        == nil)
+    // A server that says it is a day ahead moves the cutoff by an hour at most.
+    let day: Int64 = 86_400_000
+    #expect(
+      RetiredEventKey.cutoff(deviceTime: now, serverSkewMilliseconds: day)
+        == RetiredEventKey.cutoff(deviceTime: now, serverSkewMilliseconds: 3_600_000))
+  }
+}
