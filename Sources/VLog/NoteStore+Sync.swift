@@ -390,20 +390,31 @@ extension NoteStore {
   ///
   /// - Parameter events: Events from a server, checked otherwise, about to be ingested.
   /// - Returns: The ids of the redacted events with no deletion of their object and, for a
-  ///   superseded one, no newer change to their field, held or in `events`.
+  ///   superseded one, no newer change that replaced it, held or in `events`.
   public func redactionsLackingEvidence(in events: [Event]) throws -> Set<Stamp> {
     guard events.contains(where: \.isRedacted) else { return [] }
-    let evidence = RedactionEvidence(batch: events)
+    let needs = RedactionEvidence.needs(events)
     let log = eventLog
-    return try read { transaction in
-      var lacking = Set<Stamp>()
-      for event in events where event.isRedacted {
-        let vouched = try evidence.vouches(
-          for: event, isDeleted: { try log.deletion(of: $0, in: transaction) != nil },
-          newestChange: { try log.newestChange(to: $0, field: $1, in: transaction)?.stamp })
-        if !vouched { lacking.insert(event.stamp) }
+    let held = try read { transaction in
+      var held = RedactionEvidence()
+      for object in needs.objects where try log.deletion(of: object, in: transaction) != nil {
+        held.deleted.insert(object)
       }
-      return lacking
+      for key in needs.fields {
+        held.newest[key] = try log.newestChange(to: key.note, field: key.field, in: transaction)?
+          .stamp
+      }
+      for note in needs.textsOf {
+        for sequence in try log.sequences(of: note.identifier, in: transaction) {
+          guard let logged = try log.event(at: sequence, in: transaction),
+            case .textSet(_, _, let replaces) = logged.event.change
+          else { continue }
+          held.texts[note, default: []].append((logged.event.stamp, replaces))
+        }
+      }
+      if needs.tagDeletion { held.tagDeletion = try log.latestTagDeletion(in: transaction) }
+      return held
     }
+    return Set(RedactionEvidence.unvouched(in: events, held: held).map(\.stamp))
   }
 }

@@ -103,9 +103,10 @@ extension SyncAccount {
     let lacking = try store.redactionsLackingEvidence(in: pending)
     let vouched = pending.filter { !lacking.contains($0.stamp) }
     if !vouched.isEmpty { _ = try await store.ingest(vouched) }
-    let unvouched = pending.filter { lacking.contains($0.stamp) }.map { event in
-      (event, Self.unvouchedRedaction(event))
-    }
+    // One a later page brought as it is is held already: nothing to set aside.
+    let held = Set(try store.events(withIDs: Array(lacking)).map(\.stamp))
+    let unvouched = pending.filter { lacking.contains($0.stamp) && !held.contains($0.stamp) }
+      .map { event in (event, Self.unvouchedRedaction(event)) }
     quarantinedInSync += state.quarantine(unvouched, at: now())
   }
 
@@ -114,7 +115,7 @@ extension SyncAccount {
     let reason = event.redaction.map { "\($0)" } ?? "redacted"
     return
       "served redacted (\(reason)), but this device holds no deletion of its object"
-      + (event.redaction == .superseded ? " and no newer change to its field" : "")
+      + (event.redaction == .superseded ? " and no newer change that replaced it" : "")
   }
 
   /// Asks the server again for the events in quarantine, and takes those that now pass the

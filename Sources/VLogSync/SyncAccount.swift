@@ -272,6 +272,13 @@ public actor SyncAccount {
     {
       state.clockSkewMilliseconds = milliseconds - now().milliseconds
     }
+    // Until a sync measures the server's clock to the millisecond, an answer's Date header
+    // tells it to the second: a re-keying before the first sync dates its cutoff by it.
+    if state.clockSkewMilliseconds == nil,
+      let skew = APICaller.clockSkew(of: result.response, at: now())
+    {
+      state.clockSkewMilliseconds = skew
+    }
     return try result.get()
   }
 

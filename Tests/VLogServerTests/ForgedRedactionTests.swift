@@ -47,7 +47,27 @@ extension LyingServerTests {
         let erased = try await a.store.write { $0.createNote(text: "Erased by a lie") }
         let deleted = try await a.store.write { $0.createNote(text: "Deleted for real") }
         try await a.store.write { $0.deleteNote(deleted) }
+        // A tag added, then deleted: its addition is redacted as deleted on the server.
+        let tagged = try await a.store.write { $0.createNote(text: "Tagged") }
+        try await a.store.write { $0.setTags(["Work"], of: tagged) }
+        try await a.store.write { $0.deleteTag(named: "Work") }
+        // A chain of texts, every one of which the lie serves as superseded.
+        let chain = try await a.store.write { $0.createNote(text: "c0") }
+        try await a.store.write { $0.setText("c1", of: chain) }
+        try await a.store.write { $0.setText("c2", of: chain) }
+        // Two texts made apart, both replacing the first: a kept conflict, which no newer text
+        // replaced.
+        let conflicted = try await a.store.write { $0.createNote(text: "base") }
         try await a.account.sync()
+        let b = try Self.device("b", root: root, transport: HTTPTransport(baseURL: baseURL))
+        try await b.account.signIn()
+        try await b.account.sync()
+        try await a.store.write { $0.setText("A", of: conflicted) }
+        try await b.store.write { $0.setText("B", of: conflicted) }
+        try await a.account.sync()
+        try await b.account.sync()
+        try await a.account.sync()
+        b.store.close()
 
         let events = try a.store.events(after: 0).map(\.event)
         let texts = events.filter { $0.change.kind == .textSet && $0.change.noteID == edited }
@@ -59,6 +79,17 @@ extension LyingServerTests {
         ]
         let erasedEvents = events.filter { $0.change.noteID == erased }
         for event in erasedEvents { lies[Self.key(of: event.stamp)] = "deleted" }
+        let chainTexts = events.filter { $0.change.kind == .textSet && $0.change.noteID == chain }
+        #expect(chainTexts.count == 3)
+        for event in chainTexts { lies[Self.key(of: event.stamp)] = "superseded" }
+        let conflict = try #require(
+          events.first {
+            if case .textSet(conflicted, "A", _) = $0.change { return true }
+            return false
+          })
+        lies[Self.key(of: conflict.stamp)] = "superseded"
+        let tagAddition = try #require(events.first { $0.change.kind == .tagAdded })
+        #expect(tagAddition.isRedacted)
         let lying = lies
 
         let honest = Mutex(false)
@@ -85,7 +116,9 @@ extension LyingServerTests {
           encryption: Self.encryption)
         try await c.signIn()
         let report = try await c.sync()
-        #expect(report.quarantined == 1 + erasedEvents.count && report.inSync, "\(report)")
+        #expect(
+          report.quarantined == 1 + erasedEvents.count + chainTexts.count + 1 && report.inSync,
+          "\(report)")
         let held = Set(try store.events(after: 0).map(\.event.stamp))
         // Set aside: the current text and the note no one deleted.
         #expect(!held.contains(texts[2].stamp))
@@ -94,6 +127,12 @@ extension LyingServerTests {
         // Taken: the replaced text, redacted, and the deleted note's events, redacted.
         #expect(try store.events(withIDs: [texts[0].stamp]).first?.isRedacted == true)
         #expect(try store.note(deleted) == nil)
+        // A tag's addition that a tag's deletion redacted, and the tag gone.
+        #expect(try store.events(withIDs: [tagAddition.stamp]).first?.isRedacted == true)
+        #expect(try store.note(tagged)?.tags.isEmpty == true)
+        // Neither a chain served redacted end to end, nor a kept conflict.
+        #expect(chainTexts.allSatisfy { !held.contains($0.stamp) })
+        #expect(!held.contains(conflict.stamp))
         #expect(
           events.filter { $0.change.noteID == deleted }.allSatisfy { held.contains($0.stamp) })
         let listed = try #require(await c.state.quarantined)
@@ -108,6 +147,8 @@ extension LyingServerTests {
         #expect(await c.state.quarantined?.isEmpty != false)
         #expect(try store.note(edited)?.text == "third")
         #expect(try store.note(erased)?.text == "Erased by a lie")
+        #expect(try store.note(chain)?.text == "c2")
+        #expect(try store.note(conflicted)?.conflicts.count == 1)
         #expect(try Digests(store).state == Digests(a.store).state)
       }
     }

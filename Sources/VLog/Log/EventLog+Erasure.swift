@@ -176,6 +176,24 @@ extension EventLog {
     try tagDeletion(ofObject: Self.tagObject(tag), in: transaction)
   }
 
+  /// The stamp of the latest deletion of any tag the log holds: what vouches for a tag's
+  /// addition or rename served redacted (``RedactionEvidence``). Reads every deletion marker.
+  package func latestTagDeletion(in transaction: borrowing some Transaction & ~Copyable) throws
+    -> Stamp?
+  {
+    var latest: Stamp?
+    let markers = prefix + [UInt8](repeating: 0xFF, count: 8)
+    try transaction.withEntries(in: objects, range: .prefix(markers)) { entries throws in
+      while let stamp = try entries.next({ _, value throws -> Stamp? in
+        // A tag's marker holds a stamp; a note's or an attachment's, a sequence number.
+        value.count == Stamp.byteCount ? Stamp(bytes: value) : nil
+      }) {
+        if let stamp, latest.map({ stamp > $0 }) ?? true { latest = stamp }
+      }
+    }
+    return latest
+  }
+
   /// The stamp of the latest deletion of the tag filed as `object`, if the log holds one.
   func tagDeletion(
     ofObject object: Identifier, in transaction: borrowing some Transaction & ~Copyable
