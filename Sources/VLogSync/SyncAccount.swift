@@ -33,6 +33,11 @@ public struct SyncReport: Sendable, Hashable {
   /// Events the server served that this device refused and set aside (``QuarantinedEvent``,
   /// listed in ``SyncState/quarantined``): no device of the account vouched for them.
   public var quarantined = 0
+  /// Whether the server did not know this device's cursor — its log is shorter than the
+  /// device last saw: restored from a backup, or replaced — so that the device pulled from
+  /// the start (skipping what it holds) and pushed back, by comparing digests, what the server
+  /// lost.
+  public var cursorReset = false
 }
 
 /// A store's account on a sync server: owns the credentials, the token, the cursor and the sync

@@ -112,6 +112,7 @@ struct SyncMachine {
   /// How far ahead of the server's clock it takes events, in milliseconds.
   private let skewBound: Int64
   private var restampedOnce = false
+  private var cursorResetOnce = false
   private var phase = Phase.idle
   /// The call asked ahead with the last commit, until the next push.
   private var prefetched: Call?
@@ -205,6 +206,16 @@ struct SyncMachine {
     if error.status == 415, encoding != .json {
       encoding = .json
       return push(events)
+    }
+    // A cursor past the end of the server's log: the server lost events this device saw
+    // (restored from a backup). Pulled again from the start, what the store holds is skipped,
+    // and the comparison of digests at the end pushes back what the server lost — from the
+    // store's log, not only its outbox — and fetches what it lacks.
+    if error.body?.code == .invalidCursor, !cursorResetOnce {
+      cursorResetOnce = true
+      cursor = 0
+      report.cursorReset = true
+      return again()
     }
     if error.status == 413, events.count > 1 {
       budget = Budget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))

@@ -425,6 +425,15 @@ struct SyncCommandTests {
         let after = try Status().execute(on: store).text
         #expect(after.contains("restamped: the server refused 2 outbox events stamped up to "))
         #expect(!after.contains("last error"))
+        // In JSON, when they were restamped is a date as every date the tool writes: ISO 8601.
+        let json = try Status().execute(on: store).jsonText()
+        let object = try #require(
+          try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let restamped = try #require(
+          (object["sync"] as? [String: Any])?["restamped"] as? [String: Any]
+            ?? object["restamped"] as? [String: Any], "\(json)")
+        let date = try #require(restamped["date"] as? String, "\(restamped)")
+        #expect(ISO8601.parse(date) != nil, "\(date)")
       }
     }
   }

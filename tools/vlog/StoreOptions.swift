@@ -71,6 +71,11 @@ struct CommandOutput {
   func jsonText() throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    // Every date as the rest of the tool writes it: ISO 8601, UTC, milliseconds.
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+      var container = encoder.singleValueContainer()
+      try container.encode(ISO8601.format(milliseconds: date.milliseconds))
+    }
     return String(decoding: try encoder.encode(json), as: UTF8.self)
   }
 }

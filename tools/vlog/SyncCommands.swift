@@ -236,6 +236,7 @@ struct SyncCommand: AsyncParsableCommand {
       let inSync: Bool
       let clockSkewMilliseconds: Int64?
       let quarantined: Int
+      let cursorReset: Bool
     }
     let local = after.digest(counting: try store.eventSetDigest())
     var lines = [
@@ -258,6 +259,11 @@ struct SyncCommand: AsyncParsableCommand {
         "repaired: the event sets differed; pushed \(report.repaired) events the server "
           + "lacked and fetched \(report.fetched) this store lacked", at: 1)
     }
+    if report.cursorReset {
+      lines.insert(
+        "the server's log is shorter than this store last saw (restored from a backup?): pulled "
+          + "from the start, and compared event sets to push back what the server lost", at: 1)
+    }
     if report.quarantined > 0 {
       lines.insert(
         "quarantined: \(report.quarantined) events the server served were set aside: no device "
@@ -272,7 +278,8 @@ struct SyncCommand: AsyncParsableCommand {
         repaired: report.repaired, fetched: report.fetched, deferred: report.deferred,
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
-        clockSkewMilliseconds: after.clockSkewMilliseconds, quarantined: report.quarantined))
+        clockSkewMilliseconds: after.clockSkewMilliseconds, quarantined: report.quarantined,
+        cursorReset: report.cursorReset))
   }
 }
 
