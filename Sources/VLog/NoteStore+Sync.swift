@@ -385,7 +385,7 @@ extension NoteStore {
 
 extension NoteStore {
   /// The redacted events among `events` that neither the batch nor the log vouches for
-  /// (``RedactionEvidence``): a device takes a redaction a server serves only with evidence
+  /// (`RedactionEvidence`): a device takes a redaction a server serves only with evidence
   /// that the log's rules made it.
   ///
   /// - Parameter events: Events from a server, checked otherwise, about to be ingested.

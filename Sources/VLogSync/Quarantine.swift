@@ -71,7 +71,7 @@ extension SyncAccount {
   /// `events` from the server, checked and opened by `keyring`: those it refuses are put in
   /// quarantine (``QuarantinedEvent``) — unless the store holds their ids already, as its own
   /// or from an earlier page — and left out. A redaction that neither the store nor `events`
-  /// vouches for is held back until the pull ends (``settleRedactions()``).
+  /// vouches for is held back until the pull ends (`settleRedactions()`).
   ///
   /// - Throws: What ``AccountKeyring/open(_:remembering:)`` throws but a refusal of an event:
   ///   keys that changed meanwhile, a server that does not answer.

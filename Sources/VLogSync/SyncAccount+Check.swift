@@ -148,18 +148,24 @@ extension SyncAccount {
   {
     var refusals: [Stamp: String] = [:]
     if let keyring {
+      var opened: [Event] = []
       do {
-        _ = try await keyring.open(events, remembering: false)
+        opened = try await keyring.open(events, remembering: false)
       } catch let error as AccountKeyError where !error.keysReplaced && !error.changedMeanwhile {
         for event in events {
           do {
-            _ = try await keyring.open([event], remembering: false)
+            opened += try await keyring.open([event], remembering: false)
           } catch let error as AccountKeyError
             where !error.keysReplaced && !error.changedMeanwhile
           {
             refusals[event.stamp] = "this device refuses it: \(error)"
           }
         }
+      }
+      // A redaction with nothing to show for it is set aside by a sync, as a refused event is.
+      let unvouched = try store.redactionsLackingEvidence(in: opened)
+      for event in opened where unvouched.contains(event.stamp) {
+        refusals[event.stamp] = Self.unvouchedRedaction(event)
       }
     }
     return events.map { event in

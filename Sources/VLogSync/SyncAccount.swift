@@ -92,7 +92,7 @@ public actor SyncAccount {
   var passwordKeys: (password: String, keys: PasswordKeys)?
   /// Events this sync put in quarantine so far.
   var quarantinedInSync = 0
-  /// Redacted events this sync pulled with no evidence yet of why (``RedactionEvidence``):
+  /// Redacted events this sync pulled with no evidence yet of why (`RedactionEvidence`):
   /// judged when the pull ends, since a later page may bring the deletion or the newer change
   /// that vouches for them.
   var pendingRedactions: [Event] = []

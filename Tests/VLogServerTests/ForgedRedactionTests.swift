@@ -32,6 +32,31 @@ extension LyingServerTests {
     return "\(time)/\(stamp.time.counter)/\(stamp.replica)"
   }
 
+  /// What `vlog sync --check` of a new device says a sync would do: whether it fetches
+  /// `fetched`, and why it would refuse `refused`.
+  static func predictedRepairs(
+    root: String, transport: TamperingTransport, fetched: Stamp, refused: Stamp
+  ) async throws -> (Bool, String?) {
+    let store = try NoteStore.open(at: root, options: NoteStore.Options(durability: .noSync))
+    defer { store.close() }
+    let account = try SyncAccount(
+      store: store, transport: transport,
+      credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+      stateFile: SyncAccount.stateFile(for: store), encoding: .json, encryption: encryption)
+    try await account.signIn()
+    let differences = try await account.checkSync().differences
+    var fetches = false
+    var refusal: String?
+    for difference in differences {
+      switch (difference.id, difference.repair) {
+      case (fetched, .fetch): fetches = true
+      case (refused, .never(let reason)): refusal = reason
+      default: break
+      }
+    }
+    return (fetches, refusal)
+  }
+
   @Test(
     "A server that serves a note's current text as superseded, or a note no one deleted as deleted, has those events set aside and reported by a new device, which takes them once they are served as they are; the redactions the log's rules made — of a deleted note, of a replaced text — it takes, with their evidence on a later page",
     arguments: Backend.allCases)
@@ -139,6 +164,14 @@ extension LyingServerTests {
         #expect(listed.count == report.quarantined)
         #expect(listed.allSatisfy { $0.reason.contains("served redacted") }, "\(listed)")
         #expect(try await c.checkSync().quarantined.count == report.quarantined)
+
+        // A device that has not synced yet is told as much by a check: a sync would set these
+        // aside, and take the true redactions.
+        let (replacedFetched, currentRefusal) = try await Self.predictedRepairs(
+          root: root + "/d", transport: transport, fetched: texts[0].stamp,
+          refused: texts[2].stamp)
+        #expect(replacedFetched)
+        #expect(currentRefusal?.contains("served redacted") == true, "\(currentRefusal ?? "")")
 
         // Served as they are, the next sync takes them.
         honest.withLock { $0 = true }

@@ -177,7 +177,7 @@ extension EventLog {
   }
 
   /// The stamp of the latest deletion of any tag the log holds: what vouches for a tag's
-  /// addition or rename served redacted (``RedactionEvidence``). Reads every deletion marker.
+  /// addition or rename served redacted (`RedactionEvidence`). Reads every deletion marker.
   package func latestTagDeletion(in transaction: borrowing some Transaction & ~Copyable) throws
     -> Stamp?
   {
