@@ -30,7 +30,7 @@ struct AccountsController: ServerController {
     let hash = try await passwords.hash(valid.password, derivation: account.keyDerivation)
     var encryption: EncryptionRecord?
     if let keys = account.keys {
-      let recoverySecret = try passwords.hashRecoverySecret(keys.recoverySecret)
+      let recoverySecret = passwords.hashRecoverySecret(keys.recoverySecret)
       encryption = try checked { () throws(WireError) in
         try EncryptionRecord(keys, recoverySecret: recoverySecret)
       }

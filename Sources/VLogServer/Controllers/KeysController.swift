@@ -151,7 +151,7 @@ struct KeysController: ServerController {
     // A new recovery key's secret is kept as a plain hash.
     var recoverySecret: PasswordHash?
     if let recovery = rotation.recovery {
-      recoverySecret = try passwords.hashRecoverySecret(recovery.recoverySecret)
+      recoverySecret = passwords.hashRecoverySecret(recovery.recoverySecret)
     }
     // A re-keying signs out every other session: a lost device's token must not outlive it.
     let record = try await keys.rotateKeys(

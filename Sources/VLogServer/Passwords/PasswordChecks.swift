@@ -88,16 +88,14 @@ struct PasswordChecks: Sendable {
 
   /// The plain hash (``PasswordHash/plain``) of a recovery key's sign-in secret, under a new
   /// salt: 256 random bits need no stretching.
-  func hashRecoverySecret(_ secret: String) throws -> PasswordHash {
-    try PasswordHash(
-      hashing: secret, cost: PasswordHash.plain, salt: randomBytes(PasswordHash.saltCount))
+  func hashRecoverySecret(_ secret: String) -> PasswordHash {
+    PasswordHash(plainHashing: secret, salt: randomBytes(PasswordHash.saltCount))
   }
 
   /// What a recovery secret is checked against for a name with no encrypted account: a plain
   /// hash, as a recovery key's is.
-  static let recoveryDecoy = try? PasswordHash(
-    hashing: "decoy", cost: PasswordHash.plain,
-    salt: [UInt8](repeating: 0, count: PasswordHash.saltCount))
+  static let recoveryDecoy = PasswordHash(
+    plainHashing: "decoy", salt: [UInt8](repeating: 0, count: PasswordHash.saltCount))
 
   /// Checks `secret` against `stored` (`decoy` — by default the password decoy — when there is
   /// nothing to check against), throttled by `subjects`: a failure counts against each, a

@@ -68,6 +68,14 @@ struct PasswordHash: Sendable, Hashable {
   /// for a recovery key's sign-in secret, 256 random bits that no guessing reaches.
   static let plain = PasswordCost(logRounds: 0, blockSize: 0, parallelism: 0)
 
+  /// The plain hash of `secret` (``plain``) under `salt`: no stretching, so nothing to fail.
+  init(plainHashing secret: String, salt: [UInt8]) {
+    cost = Self.plain
+    self.salt = salt
+    hash = sha256(salt + Array(secret.utf8))
+    derivation = nil
+  }
+
   /// Hashes `secret` with a new salt.
   init(
     hashing secret: String, cost: PasswordCost, salt: [UInt8], derivation: KeyDerivation? = nil
@@ -137,7 +145,7 @@ struct PasswordHash: Sendable, Hashable {
   private static func derive(_ password: String, salt: [UInt8], cost: PasswordCost) throws
     -> [UInt8]
   {
-    if cost == plain { return sha256(salt + Array(password.utf8)) }
+    if cost == plain { return PasswordHash(plainHashing: password, salt: salt).hash }
     let key = try KDF.Scrypt.deriveKey(
       from: Array(password.utf8), salt: salt, outputByteCount: hashCount,
       rounds: 1 << Int(cost.logRounds), blockSize: Int(cost.blockSize),
