@@ -257,47 +257,41 @@ struct ThrottleTests {
     "Recovery is limited per address: wrong recovery secrets from other addresses do not lock the owner out, ten from one make it wait a minute, sign-ins are not touched, and the secret is kept as a plain hash",
     arguments: Backend.allCases)
   func recovery(backend: Backend) async throws {
-    var configuration = SyncServer.Configuration.testing
-    configuration.trustedProxies = ["127.0.0.1"]
-    try await withStorage(backend, configuration: configuration) { storage in
-      let server = try await storage.open()
-      defer { server.close() }
-      try await withLiveServer(server) { baseURL in
-        func client(_ address: String) -> APICaller {
-          APICaller(
-            transport: ForwardingTransport(
-              base: HTTPTransport(baseURL: baseURL), forwardedFor: address))
-        }
-        let account = try NewEncryptedAccount(
-          username: "lost", password: "correct horse battery", cost: .testing,
-          random: SystemRandom.bytes)
-        _ = try await client("192.0.2.1").createAccount(
-          account.credentials, keys: account.serverKeys
-        ).get()
-        let number = try #require(try await server.store.account(named: "lost")).number
-        let record = try #require(try await server.store.encryption(of: number))
-        #expect(record.recoverySecret.cost == PasswordHash.plain)
-        let right = RecoveryCredentials(
-          username: "lost", recoverySecret: try account.recoveryKey.keys().signInSecret)
-        let wrong = RecoveryCredentials(username: "lost", recoverySecret: "not the secret")
-        // Anyone's failures, from addresses of their own, leave the owner's recovery open.
-        for index in 0..<20 {
-          #expect(await client("198.51.100.\(index)").recoveryKeys(wrong).status == 401)
-        }
-        _ = try await client("192.0.2.1").recoveryKeys(right).get()
-        // One address's eleventh try waits, right or wrong; another's does not.
-        for _ in 0..<10 {
-          #expect(await client("203.0.113.5").recoveryKeys(wrong).status == 401)
-        }
-        let refused = await client("203.0.113.5").recoveryKeys(right)
-        #expect(refused.status == 429, "\(refused)")
-        #expect(refused.error?.retryAfter == .seconds(60))
-        _ = try await client("192.0.2.1").recoveryKeys(right).get()
-        // Sign-ins count apart: the account's device still signs in from there.
-        _ = try await client("203.0.113.5").signIn(account.credentials).get()
-        storage.clock.advance(by: 60)
-        _ = try await client("203.0.113.5").recoveryKeys(right).get()
+    try await withServerBehindProxy(backend) { storage, server, baseURL in
+      func client(_ address: String) -> APICaller {
+        APICaller(
+          transport: ForwardingTransport(
+            base: HTTPTransport(baseURL: baseURL), forwardedFor: address))
       }
+      let account = try NewEncryptedAccount(
+        username: "lost", password: "correct horse battery", cost: .testing,
+        random: SystemRandom.bytes)
+      _ = try await client("192.0.2.1").createAccount(
+        account.credentials, keys: account.serverKeys
+      ).get()
+      let number = try #require(try await server.store.account(named: "lost")).number
+      let record = try #require(try await server.store.encryption(of: number))
+      #expect(record.recoverySecret.cost == PasswordHash.plain)
+      let right = RecoveryCredentials(
+        username: "lost", recoverySecret: try account.recoveryKey.keys().signInSecret)
+      let wrong = RecoveryCredentials(username: "lost", recoverySecret: "not the secret")
+      // Anyone's failures, from addresses of their own, leave the owner's recovery open.
+      for index in 0..<20 {
+        #expect(await client("198.51.100.\(index)").recoveryKeys(wrong).status == 401)
+      }
+      _ = try await client("192.0.2.1").recoveryKeys(right).get()
+      // One address's eleventh try waits, right or wrong; another's does not.
+      for _ in 0..<10 {
+        #expect(await client("203.0.113.5").recoveryKeys(wrong).status == 401)
+      }
+      let refused = await client("203.0.113.5").recoveryKeys(right)
+      #expect(refused.status == 429, "\(refused)")
+      #expect(refused.error?.retryAfter == .seconds(60))
+      _ = try await client("192.0.2.1").recoveryKeys(right).get()
+      // Sign-ins count apart: the account's device still signs in from there.
+      _ = try await client("203.0.113.5").signIn(account.credentials).get()
+      storage.clock.advance(by: 60)
+      _ = try await client("203.0.113.5").recoveryKeys(right).get()
     }
   }
 
@@ -381,28 +375,37 @@ struct ThrottleTests {
     "Behind a trusted proxy, failed sign-ins count for the client it forwarded for: one client's failures do not make the others behind it wait, and what a client writes into the header itself moves nothing",
     arguments: Backend.allCases)
   func trustedProxy(backend: Backend) async throws {
+    try await withServerBehindProxy(backend) { _, _, baseURL in
+      // The proxy appends the client's address to what the client sent.
+      func client(_ address: String, claiming claim: String = "203.0.113.9") -> APICaller {
+        APICaller(
+          transport: ForwardingTransport(
+            base: HTTPTransport(baseURL: baseURL), forwardedFor: "\(claim), \(address)"))
+      }
+      _ = try await signUp(APICaller(transport: HTTPTransport(baseURL: baseURL)), "a1")
+      for index in 0..<100 {
+        let guess = await client("198.51.100.7", claiming: "192.0.2.\(index)").signIn(
+          Credentials(username: "guess-\(index)", password: Self.wrong))
+        #expect(guess.status == 401)
+      }
+      let right = Credentials(username: "a1", password: "correct horse battery")
+      #expect(await client("198.51.100.7").signIn(right).status == 429)
+      #expect(await client("198.51.100.8").signIn(right).status == 200)
+    }
+  }
+
+  /// A server on `backend`, live on loopback, that trusts 127.0.0.1 as its proxy: each client
+  /// names its own address in `X-Forwarded-For` (``ForwardingTransport``).
+  func withServerBehindProxy(
+    _ backend: Backend,
+    _ body: @escaping @Sendable (Storage, SyncServer, String) async throws -> Void
+  ) async throws {
     var configuration = SyncServer.Configuration.testing
     configuration.trustedProxies = ["127.0.0.1"]
     try await withStorage(backend, configuration: configuration) { storage in
       let server = try await storage.open()
       defer { server.close() }
-      try await withLiveServer(server) { baseURL in
-        // The proxy appends the client's address to what the client sent.
-        func client(_ address: String, claiming claim: String = "203.0.113.9") -> APICaller {
-          APICaller(
-            transport: ForwardingTransport(
-              base: HTTPTransport(baseURL: baseURL), forwardedFor: "\(claim), \(address)"))
-        }
-        _ = try await signUp(APICaller(transport: HTTPTransport(baseURL: baseURL)), "a1")
-        for index in 0..<100 {
-          let guess = await client("198.51.100.7", claiming: "192.0.2.\(index)").signIn(
-            Credentials(username: "guess-\(index)", password: Self.wrong))
-          #expect(guess.status == 401)
-        }
-        let right = Credentials(username: "a1", password: "correct horse battery")
-        #expect(await client("198.51.100.7").signIn(right).status == 429)
-        #expect(await client("198.51.100.8").signIn(right).status == 200)
-      }
+      try await withLiveServer(server) { baseURL in try await body(storage, server, baseURL) }
     }
   }
 
