@@ -41,6 +41,8 @@ extension NoteStore {
           mapSize: options.mapSize, maximumMapSize: options.maximumMapSize,
           maximumDatabases: Schema.databaseCount + 4, durability: .durable))
     }
+    // The compacted file is the store's own, not a copy: it keeps its replica id.
+    try open(at: path, options: options, adoptingFile: true).close()
     return CompactionReport(bytesBefore: result.bytesBefore, bytesAfter: result.bytesAfter)
   }
 

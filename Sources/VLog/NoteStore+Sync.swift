@@ -171,7 +171,8 @@ extension NoteStore {
       store: self, projecting: projecting || erases, in: transaction)
     var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
     if let sequence {
-      _ = try session.log.acknowledge(through: sequence, replica: replicaID, in: transaction)
+      _ = try session.log.acknowledge(
+        through: sequence, replica: session.replicaID, in: transaction)
       confirmed = try PendingNotes.confirm(
         through: session.log.state.acknowledged, schema: schema, in: transaction)
     }
@@ -214,7 +215,8 @@ extension NoteStore {
   ///   - limit: The most events to return.
   public func outbox(after sequence: UInt64? = nil, limit: Int = .max) throws -> [LoggedEvent] {
     try read { transaction in
-      try eventLog.outbox(of: replicaID, after: sequence, limit: limit, in: transaction)
+      try eventLog.outbox(
+        of: try replica(in: transaction), after: sequence, limit: limit, in: transaction)
     }
   }
 
@@ -244,7 +246,7 @@ extension NoteStore {
       try environment.write { transaction throws -> (Int, (shown: Set<NoteID>, any: Bool)) in
         var log = try eventLog.appender(in: transaction)
         let removed = try log.acknowledge(
-          through: sequence, replica: replicaID, in: transaction)
+          through: sequence, replica: try replica(in: transaction), in: transaction)
         try log.commit(in: transaction)
         let confirmed = try PendingNotes.confirm(
           through: log.state.acknowledged, schema: schema, in: transaction)
@@ -276,15 +278,29 @@ extension NoteStore {
       milliseconds: UInt64(
         clamping: max(0, min(date.milliseconds, Int64(HybridTime.maximumMilliseconds)))),
       counter: 0)
+    let wall = Milliseconds(dependencies.now()).rawValue
+    return try restampingOutbox { log, replica, transaction in
+      try log.restampOutbox(of: replica, after: limit, wallMilliseconds: wall, in: transaction)
+    }
+  }
+
+  /// Gives outbox events new stamps with `restamp` (given the log, the store's replica id and
+  /// the transaction), then replays the projections: the new stamps may change which value
+  /// wins.
+  ///
+  /// - Returns: Each restamped event's old and new stamp, in log order.
+  func restampingOutbox(
+    _ restamp: (inout EventLog.Appender, ReplicaID, borrowing WriteTransaction) throws -> [(
+      old: Stamp, new: Event
+    )]
+  ) throws -> [RestampedEvent] {
     var caughtUp: ChangeSet?
     let (restamped, changeSet) = try VLogError.wrapping {
       try environment.write { transaction throws -> ([RestampedEvent], ChangeSet?) in
         // The replay below projects what a deferred ingest left: told apart, as from elsewhere.
         caughtUp = try catchUpProjections(in: transaction)
         var log = try eventLog.appender(in: transaction)
-        let wall = Milliseconds(dependencies.now()).rawValue
-        let pairs = try log.restampOutbox(
-          of: replicaID, after: limit, wallMilliseconds: wall, in: transaction)
+        let pairs = try restamp(&log, try replica(in: transaction), transaction)
         guard !pairs.isEmpty else { return ([], nil) }
         try log.commit(in: transaction)
         _ = try replayLog(into: transaction, progress: nil)

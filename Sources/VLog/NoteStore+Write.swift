@@ -150,7 +150,7 @@ struct WriteSession {
     store: NoteStore, projecting: Bool = true, in transaction: borrowing WriteTransaction
   ) throws {
     schema = store.schema
-    replicaID = store.replicaID
+    replicaID = try store.replica(in: transaction)
     retention = store.retention
     now = store.dependencies.now
     makeIdentifier = store.dependencies.makeIdentifier

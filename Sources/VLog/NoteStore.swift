@@ -140,8 +140,11 @@ public final class NoteStore: Sendable {
 
   /// The LMDB environment holding the store.
   package let environment: Environment
-  /// This replica's id: the tie-break in every stamp this store issues.
-  public let replicaID: ReplicaID
+  /// This replica's id: the tie-break in every stamp this store issues. A store takes a new one
+  /// when it finds it was copied (see ``renewReplica()``).
+  public var replicaID: ReplicaID { currentReplica.withLock { $0 } }
+  /// The replica id as last read from the store.
+  let currentReplica: Locked<ReplicaID>
   /// The store's directory.
   public var path: String { environment.path }
   /// The wall clock the store stamps events with (``Dependencies/now``): what a sync client
@@ -172,7 +175,7 @@ public final class NoteStore: Sendable {
   ) {
     self.environment = environment
     self.schema = schema
-    self.replicaID = replicaID
+    self.currentReplica = Locked(replicaID)
     self.dependencies = options.dependencies
     self.merge = NoteMerge(policy: options.mergePolicy)
     self.maximumClockSkew = options.maximumClockSkew
@@ -198,7 +201,13 @@ public final class NoteStore: Sendable {
   ///   ``VLogError/Code/storage`` when LMDB cannot open it.
   public static func open(at path: String, options: Options = Options()) throws -> NoteStore {
     if options.isReadOnly { return try openReadOnly(at: path, options: options) }
-    return try VLogError.wrapping {
+    return try open(at: path, options: options, adoptingFile: false)
+  }
+
+  /// Opens the store for writing; with `adoptingFile`, takes its file as its own, as after
+  /// compaction, rather than as a copy.
+  static func open(at path: String, options: Options, adoptingFile: Bool) throws -> NoteStore {
+    try VLogError.wrapping {
       let environment = try Environment.open(
         at: path,
         configuration: .init(
@@ -208,8 +217,11 @@ public final class NoteStore: Sendable {
       let schema = try Schema(environment: environment, create: true)
       let (replicaID, retention) = try environment.write {
         transaction throws -> (ReplicaID, Duration?) in
-        let (replicaID, migrated) = try initializeMeta(
+        let (stored, migrated) = try initializeMeta(
           schema: schema, dependencies: options.dependencies, in: transaction)
+        let replicaID = try checkedReplica(
+          stored, path: path, schema: schema, dependencies: options.dependencies,
+          adopting: adoptingFile, in: transaction)
         let retention = try Retention.setting(options.retention, in: schema, transaction)
         if migrated {
           // The note records now hold each field's newest change: the retention queue is

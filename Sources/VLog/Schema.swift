@@ -200,6 +200,9 @@ enum Keys {
   enum Meta {
     static let format = Array("format".utf8)
     static let replica = Array("replica".utf8)
+    /// The identity of the store's data file when it last opened for writing
+    /// (`NoteStore.fileIdentity(of:)`).
+    static let file = Array("file".utf8)
     /// The account the store belongs to (``AccountBinding``).
     static let account = Array("account".utf8)
   }

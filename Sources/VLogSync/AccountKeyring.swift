@@ -180,12 +180,7 @@ public actor AccountKeyring {
   private func sealHeld(_ events: [Event], background: Bool) async throws -> [Event] {
     let (keys, names, random) = (objectKeys, sealedBlobs, random)
     let sealer = EventSealer(keys: self.keys)
-    // Every event's nonce, drawn at once.
-    let nonces = random(Self.nonceBytes * events.count)
-    guard nonces.count == Self.nonceBytes * events.count else {
-      throw AccountKeyError("the generator gave \(nonces.count) random bytes for the nonces")
-    }
-    return try await Self.inParallel(events, sparingACore: background) { index, event in
+    return try await Self.inParallel(events, sparingACore: background) { _, event in
       try sealer.seal(
         event,
         objectKey: { object in
@@ -199,13 +194,9 @@ public actor AccountKeyring {
               "the bytes of attachment \(attachment.id) were not sealed before its addition")
           }
           return name
-        },
-        nonce: nonces[index * Self.nonceBytes..<(index + 1) * Self.nonceBytes])
+        })
     }
   }
-
-  /// The bytes of a ChaCha20-Poly1305 nonce.
-  static let nonceBytes = 12
 
   /// `events` pulled from the server, checked and opened. Every event must carry the
   /// authenticator of a device of the account (``AccountKeys/checkAuthenticator(of:)``). The

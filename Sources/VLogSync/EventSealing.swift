@@ -48,15 +48,6 @@ public struct EventSealer: Sendable {
     _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
     sealedBlob: ((Attachment) throws -> SealedBlob)? = nil
   ) throws -> Event {
-    try seal(event, objectKey: objectKey, sealedBlob: sealedBlob, nonce: nil)
-  }
-
-  /// `event` as ``seal(_:objectKey:sealedBlob:)`` seals it, with `nonce` (12 random bytes
-  /// used for nothing else) if given, else a nonce drawn for it.
-  func seal(
-    _ event: Event, objectKey: (Identifier) throws -> ObjectKey,
-    sealedBlob: ((Attachment) throws -> SealedBlob)?, nonce: ArraySlice<UInt8>?
-  ) throws -> Event {
     guard !event.isRedacted else { return authenticated(event) }
     func keyed(_ tag: TagKey) -> TagKey { TagKey(name: keys.tagName(of: tag)) }
     let clear: Event
@@ -104,7 +95,7 @@ public struct EventSealer: Sendable {
     }
     let key = try self.key(for: placeholder, objectKey: objectKey)
     let sealed = try Self.withContext(of: event.stamp, placeholder.kind) { context in
-      try key.seal(Padding.paddedValue(clear.fieldsToSeal), context: context, nonce: nonce)
+      try key.sealValue(Padding.paddedValue(clear.fieldsToSeal), context: context)
     }
     return authenticated(Event(stamp: event.stamp, change: placeholder).withSealedValues(sealed))
   }

@@ -63,6 +63,20 @@ public struct ObjectKey: @unchecked Sendable, Equatable {
     ).combined
   }
 
+  /// `plain` sealed as ``seal(_:context:)`` seals it, under a nonce that is a keyed hash of
+  /// `context` and `plain`: the same value sealed in the same context gives the same bytes
+  /// (a retried push is the same push, and a server tells it from another event under the
+  /// same id), and different values or contexts never share a nonce. `context` names the
+  /// event (its stamp), so equal bytes say only that an event was sent again.
+  func sealValue(_ plain: [UInt8], context: some DataProtocol) throws -> Data {
+    var hash = HMAC<SHA256>(key: subkey("vlog value nonce"))
+    withUnsafeBytes(of: UInt64(context.count).bigEndian) { hash.update(data: $0) }
+    hash.update(data: context)
+    hash.update(data: plain)
+    let nonce = Array(hash.finalize())[..<12]
+    return try seal(plain, context: context, nonce: nonce)
+  }
+
   /// What ``seal(_:context:)`` sealed with this key in `context`.
   ///
   /// - Throws: ``AccountKeyError`` when it does not open: another key or context, or bytes

@@ -146,6 +146,8 @@ extension SyncAccount {
         action = machine.pageReceived(page)
       case .restamp(let time):
         action = machine.restamped(try await restampOutbox(after: time))
+      case .renewReplica:
+        action = machine.replicaRenewed(try await store.renewReplica().count)
       case .commit(let page, let sequence, let ahead):
         if let ahead {
           prefetch = Task {

@@ -38,6 +38,10 @@ public struct SyncReport: Sendable, Hashable {
   /// the start (skipping what it holds) and pushed back, by comparing digests, what the server
   /// lost.
   public var cursorReset = false
+  /// Outbox events given a new replica id because the server held other events under their
+  /// ids (`eventCollision`): another device shares this store's replica id — a copied or
+  /// restored store (`NoteStore.renewReplica()`).
+  public var movedToNewReplica = 0
 }
 
 /// A store's account on a sync server: owns the credentials, the token, the cursor and the sync

@@ -15,12 +15,15 @@ internal import VLogWire
 ///    to one event; a server that refuses the binary encoding (415) gets JSON from then on.
 /// 4. An outbox refused for clock skew is restamped at most once a sync, and only when the
 ///    device's clock agrees with the server's within half the skew bound.
-/// 5. When the outbox is empty and no page remains but the digests differ, repair compares
+/// 5. An outbox the server refuses because it holds other events under some of its ids
+///    (`eventCollision`) is pushed up to the first of them, then given a new replica id, at
+///    most once a sync.
+/// 6. When the outbox is empty and no page remains but the digests differ, repair compares
 ///    buckets (at most ``repairRounds`` rounds), pushes what the server lacks that it would
 ///    take (not stamped past its skew bound) and fetches what the store lacks.
-/// 6. Every push of the outbox or of repair carries at least one event (halving stops at one),
+/// 7. Every push of the outbox or of repair carries at least one event (halving stops at one),
 ///    so a sync always progresses or fails; a pull carries none.
-/// 7. It says when work may run ahead, and the driver only performs it: a pull that pushed
+/// 8. It says when work may run ahead, and the driver only performs it: a pull that pushed
 ///    nothing and has more pages asks for the next page while the store commits this one
 ///    (``Action/commit(_:acknowledgingThrough:prefetch:)``), taken only if the next call is
 ///    that one; a push of the outbox names where it ends, so that the events after it may be
@@ -46,6 +49,8 @@ struct SyncMachine {
     /// Give the outbox events stamped after this time (milliseconds) new stamps; report with
     /// ``restamped(_:)``.
     case restamp(after: Int64)
+    /// Give the outbox a new replica id; report with ``replicaRenewed(_:)``.
+    case renewReplica
     /// Ingest the page, acknowledging the local events through this sequence number in the same
     /// commit, and move the cursor; report with ``committed(page:appended:outbox:)``. With
     /// `prefetch`, make that call (and open its page) meanwhile: the pull likely to come next.
@@ -91,6 +96,8 @@ struct SyncMachine {
     case outbox(batch: [LoggedEvent])
     /// Restamping after the server refused the outbox for clock skew with this error.
     case restamping(refusal: APIError)
+    /// Renewing the replica id after the server refused the outbox with this error.
+    case renewing(refusal: APIError)
     /// Comparing the digests: after the outbox and the pages, or (`final`) after repair.
     case checkingDigest(final: Bool)
     /// Repair: comparing, reading ids, pushing what the server lacks, fetching what it has.
@@ -113,6 +120,7 @@ struct SyncMachine {
   private let skewBound: Int64
   private var restampedOnce = false
   private var cursorResetOnce = false
+  private var renewedOnce = false
   private var phase = Phase.idle
   /// The call asked ahead with the last commit, until the next push.
   private var prefetched: Call?
@@ -217,6 +225,20 @@ struct SyncMachine {
       report.cursorReset = true
       return again()
     }
+    if case .outbox(let batch) = phase, error.body?.code == .eventCollision {
+      // Under ids another device used: the events before the first go as they are, then
+      // the rest under a new replica id.
+      let first = error.body?.events?.first.flatMap { Stamp(hex: $0) }
+      if let first, let index = batch.firstIndex(where: { $0.event.stamp == first }), index > 0 {
+        budget = Budget(events: index, bytes: budget.bytes)
+        return again()
+      }
+      if !renewedOnce {
+        renewedOnce = true
+        phase = .renewing(refusal: error)
+        return .renewReplica
+      }
+    }
     if error.status == 413, events.count > 1 {
       budget = Budget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
       return again()
@@ -250,6 +272,16 @@ struct SyncMachine {
     // Nothing to restamp: the refusal stands.
     guard count > 0 else { return .fail(refusal) }
     report.restamped = count
+    phase = .outbox(batch: [])
+    return .readOutbox(limit: budget.events)
+  }
+
+  /// The outbox was given a new replica id: `count` events moved (0 if there were none).
+  mutating func replicaRenewed(_ count: Int) -> Action {
+    guard case .renewing(let refusal) = phase else { return unexpected("a new replica id") }
+    guard count > 0 else { return .fail(refusal) }
+    report.movedToNewReplica += count
+    budget = initialBudget
     phase = .outbox(batch: [])
     return .readOutbox(limit: budget.events)
   }

@@ -53,6 +53,11 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
   /// 409: an encrypted account's keys changed since the device read them (another epoch, or
   /// keys a rotation does not cover): read them again and retry.
   public static let keysChanged = ErrorCode(rawValue: "keysChanged")
+  /// 409: pushed events under ids the account's log holds with other changes
+  /// (``ErrorBody/events`` lists them): another device shares the pushing device's replica id,
+  /// as a copied or restored store does. The device stamps its unacknowledged changes under a
+  /// new replica id and pushes them again.
+  public static let eventCollision = ErrorCode(rawValue: "eventCollision")
   /// 413: the body is larger than the server accepts.
   public static let bodyTooLarge = ErrorCode(rawValue: "bodyTooLarge")
   /// 429: too many password checks at once, or too many failed sign-ins for one user name;
@@ -87,15 +92,20 @@ public struct ErrorBody: Codable, Sendable, Hashable, CustomStringConvertible {
   public var field: String?
   /// The server's clock, ISO 8601 with milliseconds, on errors about time (`clockSkew`).
   public var serverTime: String?
+  /// The ids of the events at fault, 48 hexadecimal digits each, on `eventCollision`: at most
+  /// 100, in the order pushed.
+  public var events: [String]?
 
   /// Creates an error body.
   public init(
-    code: ErrorCode, message: String, field: String? = nil, serverTime: String? = nil
+    code: ErrorCode, message: String, field: String? = nil, serverTime: String? = nil,
+    events: [String]? = nil
   ) {
     self.code = code
     self.message = message
     self.field = field
     self.serverTime = serverTime
+    self.events = events
   }
 
   /// The error body for a wire object that cannot be accepted.

@@ -13,6 +13,7 @@ public import VLog
 /// | 2 | what a text change replaced: `replaces` in JSON, field 16 in the binary encoding |
 /// | 3 | tags one by one: the kinds `tagAdded`, `tagRemoved` and `tagErased` (12 to 14), `tag` in JSON, field 17 in the binary encoding |
 /// | 4 | a redacted event that keeps its authenticator (field 19, `extra` in JSON), and a redacted `tagRemoved` |
+/// | 5 | nothing new to read: a client of this version seals an event the same way each time, so that the server refuses a pushed event held under its id with other sealed values (`eventCollision`) |
 ///
 /// To a version 1 client, what a text change replaced travels as a field it does not know —
 /// in `extra`, or as an unknown field of the binary encoding — which it keeps and forwards
@@ -36,8 +37,12 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   public static let textBases = WireProtocol(2)
   /// Version 3: tags one by one.
   public static let tagsOneByOne = WireProtocol(3)
-  /// Version 4: this version's.
-  public static let current = WireProtocol(4)
+  /// Version 4: redacted events that keep their authenticators.
+  public static let redactedAuthenticators = WireProtocol(4)
+  /// Version 5: events sealed the same way each time.
+  public static let repeatableSeals = WireProtocol(5)
+  /// This version's: ``repeatableSeals``.
+  public static let current = repeatableSeals
 
   /// The request header that names the version: `VLog-Protocol`.
   public static let headerName = "VLog-Protocol"
@@ -70,7 +75,7 @@ public struct WireProtocol: Sendable, Hashable, Comparable, CustomStringConverti
   /// The event as a client of this version reads it: what it does not know moved to the
   /// event's unknown fields, or left out of a redacted event.
   public func form(of event: Event) -> Event {
-    guard self < .current else { return event }
+    guard self < .redactedAuthenticators else { return event }
     var event = event
     if let redaction = event.redaction {
       if case .tagRemoved(let note, let tag) = event.change {

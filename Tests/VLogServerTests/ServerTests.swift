@@ -278,6 +278,13 @@ struct ServerTests {
         ).get()
         #expect(binaryOther.events == other.events && binaryOther.cursor == other.cursor)
         #expect(binaryOther.eventSetDigest == other.eventSetDigest && !binaryOther.more)
+        // Another event under the id held: 409, naming it.
+        let twin = Event(
+          stamp: event.stamp,
+          change: .archivedSet(NoteID(Identifier(high: 1, low: 1)), archived: true))
+        let collision = await caller.sync(SyncPush(cursor: 0, events: [twin]), token: token)
+        #expect(collision.status == 409)
+        #expect(collision.error?.body?.events == [event.stamp.hex], "\(collision)")
         _ = try await transport.send(
           TransportRequest(
             method: "POST", path: "/v1/sync",
@@ -1064,7 +1071,11 @@ struct ServerTests {
       let transport = InProcessTransport(server: server)
       let token = try await signUp(APICaller(transport: transport), "ann")
       let validator = try OpenAPIValidator()
-      for (event, valid) in Self.eventCases {
+      for (index, (event, valid)) in Self.eventCases.enumerated() {
+        // Each case under an id of its own: another event under an id held is refused (409).
+        let replica = String(format: "%012x", index + 1)
+        let event = event.replacingOccurrences(
+          of: #"0000-000000000001""#, with: #"0000-\#(replica)""#)
         let body = #"{"cursor":0,"events":[\#(event)]}"#
         let problems = validator.requestProblems(
           method: "POST", path: "/v1/sync", body: Array(body.utf8))

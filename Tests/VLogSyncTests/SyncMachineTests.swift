@@ -263,6 +263,63 @@ struct SyncMachineTests {
   }
 
   @Test(
+    "an outbox refused for ids another device used goes up to the first of them as it is, then under a new replica id, once a sync"
+  )
+  func collision() {
+    func collisionRefusal(_ ids: [UInt16]) -> APIError {
+      Self.refusal(
+        409,
+        ErrorBody(
+          code: .eventCollision, message: "held with other bodies", field: "events",
+          events: ids.map { Self.event($0).stamp.hex }))
+    }
+    var machine = Self.machine()
+    _ = machine.start()
+    _ = machine.outboxRead(Self.outbox(1...4))
+    _ = machine.blobsUploaded(0)
+    // Events 3 and 4 collide: 1 and 2 go first.
+    guard
+      case .readOutbox(let limit) = machine.pushRefused(
+        collisionRefusal([3, 4]), deviceTime: Self.deviceTime)
+    else {
+      Issue.record()
+      return
+    }
+    #expect(limit == 2)
+    _ = machine.outboxRead(Self.outbox(1...2))
+    #expect(Self.pushed(machine.blobsUploaded(0)) == Self.outbox(1...2).map(\.event))
+    _ = machine.pageReceived(Self.page(cursor: 2, stored: 2))
+    _ = machine.committed(page: Self.page(cursor: 2, stored: 2), appended: 0, outbox: 2)
+    _ = machine.outboxRead(Self.outbox(3...4))
+    _ = machine.blobsUploaded(0)
+    // The first event collides: the outbox takes a new replica id.
+    guard
+      case .renewReplica = machine.pushRefused(
+        collisionRefusal([3, 4]), deviceTime: Self.deviceTime)
+    else {
+      Issue.record()
+      return
+    }
+    guard case .readOutbox(let limit) = machine.replicaRenewed(2) else {
+      Issue.record()
+      return
+    }
+    #expect(limit == 1000)
+    #expect(machine.report.movedToNewReplica == 2)
+    _ = machine.outboxRead(Self.outbox(3...4))
+    _ = machine.blobsUploaded(0)
+    // Once a sync: a server that says so again is refused.
+    guard
+      case .fail(let error) = machine.pushRefused(
+        collisionRefusal([3]), deviceTime: Self.deviceTime)
+    else {
+      Issue.record()
+      return
+    }
+    #expect(error.body?.code == .eventCollision)
+  }
+
+  @Test(
     "digests that differ: repair pushes what the server lacks, defers what it would refuse, fetches what the store lacks"
   )
   func repair() {

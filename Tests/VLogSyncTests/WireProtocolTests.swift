@@ -37,7 +37,8 @@ struct WireProtocolTests {
     #expect(try WireProtocol(header: nil) == .first)
     #expect(try WireProtocol(header: "1") == .first)
     #expect(try WireProtocol(header: "2") == .textBases)
-    #expect(try WireProtocol(header: "4") == .current)
+    #expect(try WireProtocol(header: "4") == .redactedAuthenticators)
+    #expect(try WireProtocol(header: "5") == .current)
     #expect(try WireProtocol(header: "3") == .tagsOneByOne)
     #expect(try WireProtocol(header: "17") == .current)
     for bad in ["", "0", "-1", "two", "1.5", " 2", "9999999999"] {

@@ -237,6 +237,7 @@ struct SyncCommand: AsyncParsableCommand {
       let clockSkewMilliseconds: Int64?
       let quarantined: Int
       let cursorReset: Bool
+      let movedToNewReplica: Int
     }
     let local = after.digest(counting: try store.eventSetDigest())
     var lines = [
@@ -264,6 +265,12 @@ struct SyncCommand: AsyncParsableCommand {
         "the server's log is shorter than this store last saw (restored from a backup?): pulled "
           + "from the start, and compared event sets to push back what the server lost", at: 1)
     }
+    if report.movedToNewReplica > 0 {
+      lines.insert(
+        "new replica id: the server holds other changes under the ids of \(report.movedToNewReplica) "
+          + "changes made here — another device shares this store's replica id (a copied or "
+          + "restored store) — so they went under a new one", at: 1)
+    }
     if report.quarantined > 0 {
       lines.insert(
         "quarantined: \(report.quarantined) events the server served were set aside: no device "
@@ -279,7 +286,7 @@ struct SyncCommand: AsyncParsableCommand {
         cursor: after.cursor, eventSetDigest: local.description,
         serverEventSetDigest: report.serverEventSetDigest.description, inSync: report.inSync,
         clockSkewMilliseconds: after.clockSkewMilliseconds, quarantined: report.quarantined,
-        cursorReset: report.cursorReset))
+        cursorReset: report.cursorReset, movedToNewReplica: report.movedToNewReplica))
   }
 }
 

@@ -33,14 +33,60 @@ extension EventLog.Appender {
     }
     guard !ahead.isEmpty else { return [] }
     state.clock = HybridClock(latest: min(state.clock.latest, limit))
-    var restamped: [(old: Stamp, new: Event)] = []
-    for logged in ahead {
+    var stamps: [Stamp] = []
+    for _ in ahead {
       var stamp = try stamp(wallMilliseconds: wallMilliseconds, replica: replica)
       while try log.contains(stamp, in: transaction) {
         stamp = try self.stamp(wallMilliseconds: wallMilliseconds, replica: replica)
       }
-      let event = Event(
-        stamp: stamp, change: logged.event.change, unknownFields: logged.event.unknownFields)
+      stamps.append(stamp)
+    }
+    return try restamp(ahead, as: stamps, in: transaction)
+  }
+
+  /// Gives every unacknowledged event of `old` the stamp of the same time under `new`, a
+  /// replica id no event holds: what a store copied to a second device does when the server
+  /// says the copy pushed events under the same ids (see `NoteStore.renewReplica()`).
+  ///
+  /// - Returns: Each moved event's old stamp and the event as it is now, in log order.
+  package mutating func moveOutbox(
+    from old: ReplicaID, to new: ReplicaID, in transaction: borrowing WriteTransaction
+  ) throws -> [(old: Stamp, new: Event)] {
+    var moving: [LoggedEvent] = []
+    if state.pendingLocal > 0 {
+      try log.forEach(after: state.acknowledged, in: transaction) { logged in
+        if logged.event.stamp.replica == old { moving.append(logged) }
+        return true
+      }
+    }
+    var stamps: [Stamp] = []
+    for logged in moving {
+      let stamp = Stamp(time: logged.event.stamp.time, replica: new)
+      guard try !log.contains(stamp, in: transaction) else {
+        throw VLogError(.invalidValue, "the new replica id \(new) has events already")
+      }
+      stamps.append(stamp)
+    }
+    return try restamp(moving, as: stamps, in: transaction)
+  }
+
+  /// Gives `events` the new `stamps`, in order; an event that names a restamped text among
+  /// those it replaces names it by its new stamp.
+  private mutating func restamp(
+    _ events: [LoggedEvent], as stamps: [Stamp], in transaction: borrowing WriteTransaction
+  ) throws -> [(old: Stamp, new: Event)] {
+    var renamed: [Stamp: Stamp] = [:]
+    var restamped: [(old: Stamp, new: Event)] = []
+    for (logged, stamp) in zip(events, stamps) {
+      renamed[logged.event.stamp] = stamp
+      var change = logged.event.change
+      if case .textSet(let note, let text, let base?) = change,
+        base.contains(where: { renamed[$0] != nil })
+      {
+        change = .textSet(
+          note, text: text, replacing: ReplacedTexts(base.map { renamed[$0] ?? $0 }))
+      }
+      let event = Event(stamp: stamp, change: change, unknownFields: logged.event.unknownFields)
       try rewrite(event, at: logged.sequence, replacing: logged.event.stamp, in: transaction)
       restamped.append((logged.event.stamp, event))
     }

@@ -77,7 +77,8 @@ struct SyncController: ServerController {
     }
     let limit = min(push.limit ?? configuration.defaultPageSize, configuration.maximumPageSize)
     let outcome = try await logs.sync(
-      account: account, pushing: push.events, after: push.cursor, limit: limit,
+      account: account, pushing: push.events,
+      comparingSealedValues: version >= .repeatableSeals, after: push.cursor, limit: limit,
       maximumBytes: configuration.maximumPageBytes,
       retention: (configuration.retention, wall))
     context.logger.info(

@@ -114,6 +114,22 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         field: "cursor"))
   }
 
+  /// The most ids an `eventCollision` answer lists.
+  static let maximumCollisionsListed = 100
+
+  static func eventCollision(_ ids: [Stamp]) -> ServerError {
+    let first = ids.first.map { " (the first: \($0.hex))" } ?? ""
+    var body = ErrorBody(
+      code: .eventCollision,
+      message:
+        "\(ids.count) pushed events have ids this account's log holds with other changes\(first): "
+        + "another device shares this one's replica id (a copied or restored store); "
+        + "stamp these changes under a new replica id and push them again",
+      field: "events")
+    body.events = ids.prefix(maximumCollisionsListed).map(\.hex)
+    return ServerError(.conflict, body)
+  }
+
   static func clockSkew(field: String, eventTime: Int64, serverTime: Int64, bound: Int64)
     -> ServerError
   {
@@ -222,6 +238,8 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
       self = .unauthorized
     case .invalidCursor:
       self = .invalidCursor(error.cursor?.given ?? 0, error.cursor?.last ?? 0)
+    case .eventCollision:
+      self = .eventCollision(error.collisions)
     case .keysChanged:
       self = ServerError(
         .conflict,

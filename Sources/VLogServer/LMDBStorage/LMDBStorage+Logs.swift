@@ -23,8 +23,8 @@ extension LMDBStorage {
   /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log; nothing is
   ///   stored then.
   func sync(
-    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int = .max, retention: (period: Duration?, now: Milliseconds) = (nil, .zero)
+    account: UInt64, pushing events: [Event], comparingSealedValues: Bool, after cursor: UInt64,
+    limit: Int, maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
   ) async throws -> SyncOutcome {
     let log = eventLog(of: account)
     if events.isEmpty {
@@ -42,12 +42,18 @@ extension LMDBStorage {
       guard cursor <= last else { throw StorageError.invalidCursor(cursor, last) }
       var pushed = Set<Stamp>()
       pushed.reserveCapacity(events.count)
-      for event in events {
-        guard pushed.insert(event.stamp).inserted,
-          try !log.contains(event.stamp, in: transaction)
-        else { continue }
-        try appender.append(event, local: false, in: transaction)
+      var collisions: [Stamp] = []
+      for event in events where pushed.insert(event.stamp).inserted {
+        // Held already: a retry, or another event under the same id, which is refused.
+        if let held = try log.event(withID: event.stamp, in: transaction)?.event {
+          if !event.isStored(as: held, comparingSealedValues: comparingSealedValues) {
+            collisions.append(event.stamp)
+          }
+          continue
+        }
+        if collisions.isEmpty { try appender.append(event, local: false, in: transaction) }
       }
+      guard collisions.isEmpty else { throw StorageError.eventCollision(collisions) }
       try appender.applyRetention(retention.period, now: retention.now, in: transaction)
       try commit(&appender, account: account, now: retention.now, in: transaction)
       return try page(

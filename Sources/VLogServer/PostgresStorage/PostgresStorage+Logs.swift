@@ -6,8 +6,8 @@ internal import VLogWire
 /// Event logs: a sync (push and page) under the account's head row, and repair.
 extension PostgresStorage {
   func sync(
-    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
+    account: UInt64, pushing events: [Event], comparingSealedValues: Bool, after cursor: UInt64,
+    limit: Int, maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
   ) async throws -> SyncOutcome {
     let number = Int64(clamping: account)
     guard !events.isEmpty else {
@@ -32,6 +32,15 @@ extension PostgresStorage {
       // What the appends look up and which events the log holds already (a retry), in one
       // statement after the head's lock: it sees every push that committed before.
       let known = try await writer.prefetch(for: fresh)
+      // Held already: a retry, or another event under the same id, which is refused.
+      if !known.isEmpty {
+        let held = try await self.events(account: number, ids: Array(known), on: connection)
+        let collisions = fresh.filter {
+          guard let held = held[$0.stamp] else { return false }
+          return !$0.isStored(as: held, comparingSealedValues: comparingSealedValues)
+        }
+        guard collisions.isEmpty else { throw StorageError.eventCollision(collisions.map(\.stamp)) }
+      }
       fresh.removeAll { known.contains($0.stamp) }
       for event in fresh { try await writer.append(event) }
       try await writer.applyRetention(retention.period, now: retention.now)
@@ -175,18 +184,7 @@ extension PostgresStorage {
   func events(account: UInt64, ids: [Stamp], maximumBytes: Int) async throws -> [Event] {
     try await withConnection { [self] connection in
       guard !ids.isEmpty else { return [] }
-      let number = Int64(clamping: account)
-      let rows = try await connection.query(
-        """
-        SELECT sequence, record FROM vlog_events
-        WHERE account = \(number) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
-        """, logger: logger)
-      var found: [Stamp: Event] = [:]
-      for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
-        let event = try PostgresLogWriter.event(
-          record: record, sequence: try PostgresLogWriter.sequence(sequence))
-        found[event.stamp] = event
-      }
+      let found = try await events(account: Int64(clamping: account), ids: ids, on: connection)
       var events: [Event] = []
       var budget = PageBudget(bytes: maximumBytes)
       for id in ids {
@@ -196,5 +194,23 @@ extension PostgresStorage {
       }
       return events
     }
+  }
+
+  /// The events of the account's log with these ids, by id; ids it does not hold are left out.
+  private func events(account: Int64, ids: [Stamp], on connection: PostgresConnection)
+    async throws -> [Stamp: Event]
+  {
+    let rows = try await connection.query(
+      """
+      SELECT sequence, record FROM vlog_events
+      WHERE account = \(account) AND id = ANY(\(ids.map { ByteBuffer(bytes: $0.bytes) })::bytea[])
+      """, logger: logger)
+    var found: [Stamp: Event] = [:]
+    for try await (sequence, record) in rows.decode((Int64, ByteBuffer).self) {
+      let event = try PostgresLogWriter.event(
+        record: record, sequence: try PostgresLogWriter.sequence(sequence))
+      found[event.stamp] = event
+    }
+    return found
   }
 }

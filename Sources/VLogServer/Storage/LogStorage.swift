@@ -9,11 +9,15 @@ protocol LogStorage: Sendable {
   /// at most `limit` events and `maximumBytes` of encoded events (but at least one), without
   /// the pushed ones.
   ///
-  /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log; nothing is
+  /// A pushed event the log holds is skipped if it is the held one (a retry), and refused
+  /// otherwise (`Event.isStored(as:comparingSealedValues:)`).
+  ///
+  /// - Throws: ``StorageError`` `invalidCursor` for a cursor past the end of the log, and
+  ///   `eventCollision` for pushed events held under their ids with other bodies; nothing is
   ///   stored then.
   func sync(
-    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
-    maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
+    account: UInt64, pushing events: [Event], comparingSealedValues: Bool, after cursor: UInt64,
+    limit: Int, maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
   ) async throws -> SyncOutcome
 
   /// The ids the account's log holds in the buckets whose digests differ from `client`'s, up
@@ -43,6 +47,17 @@ protocol LogStorage: Sendable {
 }
 
 extension LogStorage {
+  /// ``sync(account:pushing:comparingSealedValues:after:limit:maximumBytes:retention:)`` from
+  /// a device of this version, which seals an event the same way each time.
+  func sync(
+    account: UInt64, pushing events: [Event], after cursor: UInt64, limit: Int,
+    maximumBytes: Int, retention: (period: Duration?, now: Milliseconds)
+  ) async throws -> SyncOutcome {
+    try await sync(
+      account: account, pushing: events, comparingSealedValues: true, after: cursor,
+      limit: limit, maximumBytes: maximumBytes, retention: retention)
+  }
+
   /// The sequence number of the account's last event: 0 for an empty log or no account.
   func head(of account: UInt64) async throws -> UInt64 {
     try await heads(of: [account])[account] ?? 0

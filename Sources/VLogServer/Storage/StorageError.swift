@@ -23,6 +23,9 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     /// An encrypted account's keys are not as the request expected: another epoch, or keys the
     /// rotation does not cover. The device reads them again and retries.
     public static let keysChanged = Code("keysChanged")
+    /// A pushed event under an id the account's log holds with another body: the device that
+    /// pushed it shares its replica id with another (a copied store).
+    public static let eventCollision = Code("eventCollision")
     /// The database cannot be reached or did not answer in time, or the storage cannot take
     /// writes now (a full disk or map, no memory, an I/O error): try again in a moment.
     public static let unavailable = Code("unavailable")
@@ -43,21 +46,24 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
   public let code: Code
   /// What happened and where, for the log and for operators: it may name accounts, tables
   /// and sequence numbers, so a server never sends it to a client but for codes a client
-  /// caused (`accountExists`, `invalidCursor`, `keysChanged`).
+  /// caused (`accountExists`, `invalidCursor`, `keysChanged`, `eventCollision`).
   public let message: String
   /// The user name of `accountExists`.
   let name: String?
   /// The cursor and the log's last sequence number of `invalidCursor`.
   let cursor: (given: UInt64, last: UInt64)?
+  /// The ids of `eventCollision`, in the order pushed.
+  let collisions: [Stamp]
 
   init(
     _ code: Code, _ message: String, name: String? = nil,
-    cursor: (given: UInt64, last: UInt64)? = nil
+    cursor: (given: UInt64, last: UInt64)? = nil, collisions: [Stamp] = []
   ) {
     self.code = code
     self.message = message
     self.name = name
     self.cursor = cursor
+    self.collisions = collisions
   }
 
   /// `code: message`.
@@ -73,6 +79,13 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
     StorageError(
       .invalidCursor, "cursor \(cursor) is past the end of the log (\(last) events)",
       cursor: (cursor, last))
+  }
+
+  static func eventCollision(_ ids: [Stamp]) -> StorageError {
+    StorageError(
+      .eventCollision,
+      "\(ids.count) pushed events are held under their ids with other bodies, first \(ids[0])",
+      collisions: ids)
   }
 
   static func keysChanged(_ message: String) -> StorageError {
