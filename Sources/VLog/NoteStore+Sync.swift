@@ -267,8 +267,9 @@ extension NoteStore {
   /// (made while this device's clock was wrong). Each event keeps its place in the log and its
   /// change; its id changes, which is safe because the server never stored it.
   ///
-  /// The sync client calls this on a `clockSkew` refusal once this device's own clock agrees
-  /// with the server's; apps rarely need to.
+  /// The sync client calls this on a `clockSkew` refusal, with the server's time, once it has
+  /// told the store how the server's clock stands (`recordServerClock(offset:)`), so that the
+  /// new stamps are by the server's clock; apps rarely need to.
   ///
   /// - Parameter date: Events of this replica's outbox stamped after this are restamped.
   /// - Returns: Each restamped event's old and new stamp, in log order.
@@ -278,7 +279,7 @@ extension NoteStore {
       milliseconds: UInt64(
         clamping: max(0, min(date.milliseconds, Int64(HybridTime.maximumMilliseconds)))),
       counter: 0)
-    let wall = Milliseconds(dependencies.now()).rawValue
+    let wall = stampingTime().rawValue
     return try restampingOutbox { log, replica, transaction in
       try log.restampOutbox(of: replica, after: limit, wallMilliseconds: wall, in: transaction)
     }

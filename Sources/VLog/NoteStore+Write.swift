@@ -82,7 +82,7 @@ extension NoteStore {
   /// Resolves, stamps and appends the changes in `transaction`, and applies them to the
   /// projections.
   func record(_ edits: Edits, in transaction: borrowing WriteTransaction) throws -> Recorded {
-    let wall = Milliseconds(dependencies.now())
+    let wall = stampingTime()
     var session = try WriteSession(store: self, in: transaction)
     session.replacements = undoHistory.replacements
     var group =

@@ -145,6 +145,9 @@ public final class NoteStore: Sendable {
   public var replicaID: ReplicaID { currentReplica.withLock { $0 } }
   /// The replica id as last read from the store.
   let currentReplica: Locked<ReplicaID>
+  /// The server's clock minus this device's, in milliseconds, as a sync last recorded it
+  /// (see `recordServerClock(offset:)`).
+  let serverClock: Locked<Int64?>
   /// The store's directory.
   public var path: String { environment.path }
   /// The wall clock the store stamps events with (``Dependencies/now``): what a sync client
@@ -171,11 +174,12 @@ public final class NoteStore: Sendable {
 
   private init(
     environment: Environment, schema: Schema, replicaID: ReplicaID, options: Options,
-    retention: Duration?
+    retention: Duration?, serverClock: Int64?
   ) {
     self.environment = environment
     self.schema = schema
     self.currentReplica = Locked(replicaID)
+    self.serverClock = Locked(serverClock)
     self.dependencies = options.dependencies
     self.merge = NoteMerge(policy: options.mergePolicy)
     self.maximumClockSkew = options.maximumClockSkew
@@ -215,8 +219,8 @@ public final class NoteStore: Sendable {
           maximumDatabases: Schema.databaseCount + 4,
           durability: options.durability.environment))
       let schema = try Schema(environment: environment, create: true)
-      let (replicaID, retention) = try environment.write {
-        transaction throws -> (ReplicaID, Duration?) in
+      let (replicaID, retention, serverClock) = try environment.write {
+        transaction throws -> (ReplicaID, Duration?, Int64?) in
         let (stored, migrated) = try initializeMeta(
           schema: schema, dependencies: options.dependencies, in: transaction)
         let replicaID = try checkedReplica(
@@ -244,11 +248,11 @@ public final class NoteStore: Sendable {
         if try log.applyRetention(retention, now: now, in: transaction) > 0 {
           try log.commit(in: transaction)
         }
-        return (replicaID, retention)
+        return (replicaID, retention, try storedServerClock(schema: schema, in: transaction))
       }
       let store = NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options,
-        retention: retention)
+        retention: retention, serverClock: serverClock)
       // A pull that a crash or a failure cut short left projections behind the log. If they
       // cannot be brought up to date (a damaged record), they are rebuilt from the log; if the
       // log itself is damaged, the store opens as it is: verify names the damage, and salvage
@@ -289,7 +293,7 @@ public final class NoteStore: Sendable {
             + "\(formatVersion) without writing; open it writable once to migrate it")
       }
       let schema = try Schema(environment: environment, create: false)
-      let (replicaID, retention) = try environment.read { transaction in
+      let (replicaID, retention, serverClock) = try environment.read { transaction in
         guard let facts = try storedFacts(schema: schema, in: transaction) else {
           throw VLogError(.corruptStore, "the store's format marker is missing")
         }
@@ -299,11 +303,14 @@ public final class NoteStore: Sendable {
             "the store has format \(facts.version), and this version of VLog reads format "
               + "\(formatVersion) without writing; open it writable once to migrate it")
         }
-        return (facts.replica, try Retention.stored(in: schema, transaction))
+        return (
+          facts.replica, try Retention.stored(in: schema, transaction),
+          try storedServerClock(schema: schema, in: transaction)
+        )
       }
       return NoteStore(
         environment: environment, schema: schema, replicaID: replicaID, options: options,
-        retention: retention)
+        retention: retention, serverClock: serverClock)
     }
   }
 
@@ -436,12 +443,6 @@ public final class NoteStore: Sendable {
       replica.count == 16
     else { throw VLogError(.corruptStore, "the store has no replica id") }
     return (version, ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) }))
-  }
-
-  /// The latest time an ingested stamp may move the clock to: now plus the skew bound.
-  func clockLimit() -> HybridTime {
-    let limit = Milliseconds(dependencies.now()).adding(maximumClockSkew).rawValue
-    return HybridTime(rawValue: min(limit, HybridTime.maximumMilliseconds) << 16)
   }
 
   /// Closes the store: ends observers' streams and closes the LMDB environment. Later calls

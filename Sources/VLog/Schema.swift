@@ -203,6 +203,9 @@ enum Keys {
     /// The identity of the store's data file when it last opened for writing
     /// (`NoteStore.fileIdentity(of:)`).
     static let file = Array("file".utf8)
+    /// The server's clock minus this device's, in milliseconds, 8 bytes big-endian
+    /// (`NoteStore.recordServerClock(offset:)`).
+    static let clock = Array("clock".utf8)
     /// The account the store belongs to (``AccountBinding``).
     static let account = Array("account".utf8)
   }

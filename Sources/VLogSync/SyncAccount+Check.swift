@@ -57,7 +57,12 @@ extension SyncAccount {
     for event in try store.events(withIDs: plan.push + plan.later) {
       let id = event.stamp
       let repair: SyncDifference.Repair =
-        later.contains(id) ? .pushLater : outbox.contains(id) ? .pushFromOutbox : .push
+        switch (later.contains(id), outbox.contains(id)) {
+        case (true, true): .restampAndPush
+        case (true, false): .pushLater
+        case (false, true): .pushFromOutbox
+        case (false, false): .push
+        }
       check.differences.append(
         SyncDifference(
           id: id, side: .missingOnServer, kind: event.change.kind, note: event.change.noteID,

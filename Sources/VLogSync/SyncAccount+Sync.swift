@@ -160,7 +160,7 @@ extension SyncAccount {
             return page
           }
         }
-        state.clockSkewMilliseconds = page.serverTime.milliseconds - now().milliseconds
+        measuredClockSkew(page.serverTime.milliseconds - now().milliseconds)
         // A page that more follow leaves the projections to the pull's last one, which then
         // writes each note's record once for the whole pull.
         let ingested = try await store.ingest(

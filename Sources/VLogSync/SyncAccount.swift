@@ -279,16 +279,25 @@ public actor SyncAccount {
     if let body = result.error?.body, body.code == .clockSkew, let time = body.serverTime,
       let milliseconds = ISO8601.parse(time)
     {
-      state.clockSkewMilliseconds = milliseconds - now().milliseconds
+      measuredClockSkew(milliseconds - now().milliseconds)
     }
     // Until a sync measures the server's clock to the millisecond, an answer's Date header
     // tells it to the second: a re-keying before the first sync dates its cutoff by it.
     if state.clockSkewMilliseconds == nil,
       let skew = APICaller.clockSkew(of: result.response, at: now())
     {
-      state.clockSkewMilliseconds = skew
+      measuredClockSkew(skew)
     }
     return try result.get()
+  }
+
+  /// Keeps the server's clock minus this device's, in milliseconds, as measured: in the state,
+  /// and in the store, which stamps by the server's clock when this device's is ahead
+  /// (`NoteStore.recordServerClock(offset:)`). A store that cannot write it keeps it until
+  /// it closes: the next sync measures it again.
+  func measuredClockSkew(_ skew: Int64) {
+    state.clockSkewMilliseconds = skew
+    try? store.recordServerClock(offset: skew)
   }
 
   /// Binds the store to ``binding`` after the server accepted the account's credentials.

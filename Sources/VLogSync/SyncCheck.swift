@@ -68,6 +68,10 @@ public struct SyncDifference: Sendable, Hashable {
     /// An event the device holds outside its outbox (imported, or written by another device
     /// and taken from a file): the next sync finds it by its digest and pushes it.
     case push
+    /// A change made on this device, stamped further ahead of the server's clock than it takes
+    /// (the device's clock was ahead): the next sync stamps it again by the server's clock and
+    /// pushes it.
+    case restampAndPush
     /// Stamped further ahead of the server's clock than it takes: a sync pushes it once the
     /// server's clock has come close enough.
     case pushLater
@@ -80,7 +84,7 @@ public struct SyncDifference: Sendable, Hashable {
     /// Whether the next sync repairs the difference.
     public var isNextSync: Bool {
       switch self {
-      case .pushFromOutbox, .push, .fetch: true
+      case .pushFromOutbox, .restampAndPush, .push, .fetch: true
       case .pushLater, .never: false
       }
     }

@@ -13,8 +13,8 @@ internal import VLogWire
 /// 2. The cursor moves only with a committed page (``Action/commit(_:acknowledgingThrough:prefetch:)``).
 /// 3. A push the server finds too large (413) is sent again with half the events and bytes, down
 ///    to one event; a server that refuses the binary encoding (415) gets JSON from then on.
-/// 4. An outbox refused for clock skew is restamped at most once a sync, and only when the
-///    device's clock agrees with the server's within half the skew bound.
+/// 4. An outbox refused for clock skew is restamped at most once a sync, by the server's clock
+///    (the store stamps by it once it knows the device's clock is ahead).
 /// 5. An outbox the server refuses because it holds other events under some of its ids
 ///    (`eventCollision`) is pushed up to the first of them, then given a new replica id, at
 ///    most once a sync.
@@ -243,13 +243,14 @@ struct SyncMachine {
       budget = Budget(events: max(1, events.count / 2), bytes: max(1, budget.bytes / 2))
       return again()
     }
+    // Stamped ahead of the server's clock: by a device whose clock was ahead (which the store
+    // now corrects by the server's), or before the device's clock was set right.
     if case .outbox = phase, !restampedOnce, error.body?.code == .clockSkew,
-      let text = error.body?.serverTime, let serverTime = ISO8601.parse(text),
-      abs(serverTime - deviceTime) <= skewBound / 2
+      let text = error.body?.serverTime, let serverTime = ISO8601.parse(text)
     {
       restampedOnce = true
       phase = .restamping(refusal: error)
-      return .restamp(after: max(serverTime, deviceTime))
+      return .restamp(after: serverTime)
     }
     return .fail(error)
   }

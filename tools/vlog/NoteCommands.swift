@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VLog
+import VLogWire
 
 /// A command that works on a store: `execute(on:)` does the work and returns what to print, so
 /// tests run it in-process on a store of their own.
@@ -133,12 +134,24 @@ func currentTags(of id: NoteID, in store: NoteStore) throws -> [Tag] {
   try existingNote(id, in: store).tags
 }
 
-/// Prints a note after a change.
+/// Prints a note after a change, and how it was stamped when this device's clock is off the
+/// server's by more than a minute (as the last sync measured it).
 func noteOutput(_ store: NoteStore, _ id: NoteID, _ verb: String) throws -> CommandOutput {
-  guard let note = try store.note(id) else {
-    return CommandOutput(text: "\(verb) \(id)", json: ["id": id.description])
+  var text = "\(verb) \(id)"
+  if let offset = store.serverClockOffset, abs(offset) > 60_000 {
+    let how =
+      offset < 0
+      ? "ahead of the server's (as of the last sync): the change is stamped by the server's clock"
+      : "behind the server's (as of the last sync): the change is stamped after the newest "
+        + "change this store has seen"
+    text +=
+      "\nclock: this device's clock is \(formatDuration(milliseconds: offset)) \(how); "
+      + "set the clock"
   }
-  return CommandOutput(text: "\(verb) \(id)", json: NoteJSON(note))
+  guard let note = try store.note(id) else {
+    return CommandOutput(text: text, json: ["id": id.description])
+  }
+  return CommandOutput(text: text, json: NoteJSON(note))
 }
 
 struct AddNote: StoreCommand {

@@ -89,6 +89,12 @@ extension SyncCommand {
   private static func describe(_ repair: SyncDifference.Repair) -> (String, String?) {
     switch repair {
     case .pushFromOutbox: ("pushes it (outbox)", nil)
+    case .restampAndPush:
+      (
+        "restamps and pushes it",
+        "stamped ahead of the server's clock (this device's clock was ahead): stamped again by "
+          + "the server's"
+      )
     case .push: ("pushes it (repair)", nil)
     case .pushLater:
       ("pushes it later", "stamped too far ahead of the server's clock to push yet")
