@@ -76,7 +76,13 @@ extension Environment {
         mdb_env_set_maxreaders(handle, UInt32(configuration.maximumReaders)),
         "set maximum readers", path: path)
       var flags = UInt32(MDB_NOTLS) | configuration.durability.flags
-      if configuration.isReadOnly { flags |= UInt32(MDB_RDONLY) }
+      if configuration.isReadOnly {
+        flags |= UInt32(MDB_RDONLY)
+        // Read-only media, or an environment another user owns: no lock file this process can
+        // write, so none to keep its reader table in. It reads without one; a writer elsewhere
+        // meanwhile is not seen to wait for its readers.
+        if !canWriteLockFile(in: path) { flags |= UInt32(MDB_NOLOCK) }
+      }
       try check(
         mdb_env_open(handle, path, flags, 0o644), "open environment", path: path,
         hint: openHint(configuration))
@@ -91,6 +97,13 @@ extension Environment {
       mdb_env_close(handle)
       throw error
     }
+  }
+
+  /// Whether this process can write the lock file of the environment in `path`, or create it.
+  static func canWriteLockFile(in path: String) -> Bool {
+    let lockFile = path + "/lock.mdb"
+    if access(lockFile, F_OK) == 0 { return access(lockFile, W_OK) == 0 }
+    return access(path, W_OK) == 0
   }
 
   static func openHint(_ configuration: Configuration) -> String? {

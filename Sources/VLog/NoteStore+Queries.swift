@@ -185,7 +185,8 @@ extension NoteStore {
   /// When more than `limit` notes match, those of the timeline come before those of the
   /// archive, newest first. A needle of three or more ASCII characters is looked up in the
   /// trigram index (``updateSearchIndex()``), which the first search after changes brings up
-  /// to date; a shorter or non-ASCII needle reads every note's text.
+  /// to date; a shorter or non-ASCII needle reads every note's text, as does a search of a
+  /// store opened read-only whose index lags.
   ///
   /// - Parameters:
   ///   - text: What to look for.
@@ -197,7 +198,13 @@ extension NoteStore {
     guard let trigrams = SearchTrigrams.of(needle: needle) else {
       return try scan(for: matcher, limit: limit)
     }
-    try updateSearchIndex()
+    // A store opened read-only cannot bring a lagging index up to date: it reads every text.
+    if environment.configuration.isReadOnly {
+      let index = SearchIndex(schema: schema)
+      if try read({ try index.isBehind(in: $0) }) { return try scan(for: matcher, limit: limit) }
+    } else {
+      try updateSearchIndex()
+    }
     return try read { transaction in
       // The candidates in timeline order (the timeline, then the archive, newest first),
       // each checked as the scan checks it.

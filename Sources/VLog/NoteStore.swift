@@ -150,6 +150,8 @@ public final class NoteStore: Sendable {
   let serverClock: Locked<Int64?>
   /// The store's directory.
   public var path: String { environment.path }
+  /// Whether the store was opened without writing (``Options/isReadOnly``): every write throws.
+  public var isReadOnly: Bool { environment.configuration.isReadOnly }
   /// The wall clock the store stamps events with (``Dependencies/now``): what a sync client
   /// compares with the server's clock to report skew.
   public var wallClock: @Sendable () -> Date { dependencies.now }

@@ -238,6 +238,48 @@ struct BinaryTests {
   }
 
   @Test(
+    "A store this user cannot write (another user's, or on read-only media): every read works, search too, and a write says why and changes nothing"
+  )
+  func readOnlyStore() async throws {
+    try await withTemporaryDirectory { root in
+      let files = FileManager.default
+      let store = root + "/store"
+      let opened = try NoteStore.open(at: store)
+      try await opened.write { changes in
+        for index in 0..<20 { changes.createNote(text: "note \(index)") }
+        changes.createNote(text: "hello searchable world")
+      }
+      opened.close()
+      let binary = root + "/vlog"
+      try files.copyItem(atPath: try #require(Self.binary()).path, toPath: binary)
+      // Another user's store: as root every file is writable, so it is read as nobody.
+      try files.setAttributes([.posixPermissions: 0o755], ofItemAtPath: root)
+      for file in ["", "/data.mdb", "/lock.mdb", "/open.lock"] {
+        try files.setAttributes(
+          [.posixPermissions: file.isEmpty ? 0o555 : 0o444], ofItemAtPath: store + file)
+      }
+      defer { try? files.setAttributes([.posixPermissions: 0o755], ofItemAtPath: store) }
+      let before = try Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb"))
+      func vlog(_ arguments: [String]) async throws -> (Int32, String, String) {
+        getuid() == 0
+          ? try await ChildProcess.runOffPool(
+            "/usr/sbin/runuser", ["-u", "nobody", "--", binary] + arguments)
+          : try await ChildProcess.runOffPool(binary, arguments)
+      }
+      let (found, output, errors) = try await vlog(["notes", "--search", "hello", "--store", store])
+      #expect(found == 0, "\(errors)")
+      #expect(output.contains("hello searchable world") && !output.contains("note 1"), "\(output)")
+      let (listed, list, _) = try await vlog(["notes", "--store", store])
+      #expect(listed == 0 && list.contains("note 19"))
+      let (added, _, refusal) = try await vlog(["note", "add", "more", "--store", store])
+      #expect(added == 1)
+      #expect(
+        refusal.contains("the store at '\(store)' is not writable by this user"), "\(refusal)")
+      #expect(try Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb")) == before)
+    }
+  }
+
+  @Test(
     "An argument whose bytes are not UTF-8 is refused, by position and with its bytes shown, and so are ten thousand tags, at once; nothing is written"
   )
   func invalidUTF8() async throws {

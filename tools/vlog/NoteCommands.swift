@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LMDB
 import VLog
 import VLogWire
 
@@ -18,7 +19,15 @@ extension StoreCommand {
   func run() async throws {
     let store = try options.open(creating: Self.createsStore)
     defer { store.close() }
-    try options.emit(try execute(on: store))
+    do {
+      try options.emit(try execute(on: store))
+    } catch let error as VLogError where store.isReadOnly && error.underlying?.code == .accessDenied
+    {
+      throw CLIError(
+        "the store at '\(store.path)' is not writable by this user (read-only media, or "
+          + "another user's files): commands that only read work; to change it, copy it to "
+          + "storage you can write, or run as its owner")
+    }
   }
 }
 
@@ -329,7 +338,12 @@ struct RemoveNote: StoreCommand {
 /// `vlog notes`: the timeline, the archive, a tag's notes, or a search.
 struct Notes: StoreCommand {
   static let configuration = CommandConfiguration(
-    abstract: "List notes: the timeline (default), the archive, a tag's notes, or a search.")
+    abstract: "List notes: the timeline (default), the archive, a tag's notes, or a search.",
+    discussion: """
+      A note marked * has changes made here that the server has not stored yet (vlog status \
+      lists them). Notes brought in by vlog import are not marked: vlog sync --check names \
+      every note the server lacks.
+      """)
   @OptionGroup var options: StoreOptions
   @Flag(name: .long, help: "List the archive instead of the timeline.") var archived = false
   @Option(name: .long, help: "List the notes with this tag.") var tag: String?

@@ -47,7 +47,9 @@ struct StoreOptions: ParsableArguments {
     var options = NoteStore.Options()
     // A store this user cannot write (read-only media, a backup's permissions) opens for
     // reading: every command that only reads works; one that writes says why it cannot.
-    if !creating, access(path, W_OK) != 0 || access(path + "/data.mdb", W_OK) != 0 {
+    if files.fileExists(atPath: path + "/data.mdb"),
+      access(path, W_OK) != 0 || access(path + "/data.mdb", W_OK) != 0
+    {
       options.isReadOnly = true
     }
     return try NoteStore.open(at: path, options: options)
