@@ -226,10 +226,24 @@ public struct TagKey: Hashable, Comparable, Sendable, CustomStringConvertible {
   public let identifier: Identifier
 
   /// The key of the tag with this id.
-  public init(_ tag: TagID) {
+  public init(_ tag: TagID) { self.init(hashing: tag.rawValue) }
+
+  /// The key versions before store format 8 gave `tag` when it was typed in Unicode's
+  /// decomposed form: they keyed the lowercased name as typed, uncomposed. Nil when the
+  /// decomposed form is the id itself (ASCII, or nothing to decompose). A device still on such
+  /// a version removes a tag from a note by this key, and a note takes it as the tag's.
+  package init?(decomposedFormOf tag: TagID) {
+    guard !tag.rawValue.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+    let decomposed = tag.rawValue.decomposedStringWithCanonicalMapping
+    guard !decomposed.utf8.elementsEqual(tag.rawValue.utf8) else { return nil }
+    self.init(hashing: decomposed)
+  }
+
+  /// The first 16 bytes of the SHA-256 of "tag", a zero byte and `id`.
+  private init(hashing id: String) {
     var input: [UInt8] = [0x74, 0x61, 0x67, 0]  // "tag", 0
-    input.reserveCapacity(4 + tag.rawValue.utf8.count)
-    input.append(contentsOf: tag.rawValue.utf8)
+    input.reserveCapacity(4 + id.utf8.count)
+    input.append(contentsOf: id.utf8)
     identifier = SHA256.hash(data: input).withUnsafeBytes { Identifier(bytes: $0) }
   }
 

@@ -119,6 +119,63 @@ struct TagNormalFormTests {
     }
   }
 
+  @Test(
+    "A tag's removal by the key a version before format 8 gave a name typed decomposed removes the tag, from a list or an addition, and an addition after it wins, in any order of arrival, every replica alike"
+  )
+  func removalByDecomposedKey() async throws {
+    let note = NoteID(Identifier(high: 0xA, low: 1))
+    func stamp(_ time: UInt64, _ replica: UInt64) -> Stamp {
+      Stamp(
+        time: HybridTime(milliseconds: 1_790_000_000_000 + time, counter: 0),
+        replica: ReplicaID(Identifier(high: 0xB, low: replica)))
+    }
+    // The key of an old device's removal: SHA-256 of "tag", a zero byte, the decomposed id.
+    let legacy = TagKey(
+      SHA256.hash(data: Array("tag\u{0}cafe\u{301}".utf8)).withUnsafeBytes {
+        Identifier(bytes: $0)
+      })
+    #expect(TagKey(decomposedFormOf: TagID(name: "Caf\u{E9}")) == legacy)
+    #expect(TagKey(decomposedFormOf: TagID(name: "plain")) == nil)
+    let created = Event(stamp: stamp(1, 1), change: .noteCreated(note, creationDate: Date()))
+    let cases: [(events: [Event], tags: [String])] = [
+      // From a list.
+      (
+        [
+          Event(stamp: stamp(2, 1), change: .tagsSet(note, tags: ["Caf\u{E9}", "work"])),
+          Event(stamp: stamp(3, 2), change: .tagRemoved(note, tag: legacy)),
+        ], ["work"]
+      ),
+      // From an addition.
+      (
+        [
+          Event(stamp: stamp(2, 1), change: .tagAdded(note, name: "Caf\u{E9}")),
+          Event(stamp: stamp(3, 2), change: .tagRemoved(note, tag: legacy)),
+        ], []
+      ),
+      // Added again after it.
+      (
+        [
+          Event(stamp: stamp(2, 1), change: .tagAdded(note, name: "Caf\u{E9}")),
+          Event(stamp: stamp(3, 2), change: .tagRemoved(note, tag: legacy)),
+          Event(stamp: stamp(4, 1), change: .tagAdded(note, name: "cafe\u{301}")),
+        ], ["caf\u{E9}"]
+      ),
+    ]
+    for (events, tags) in cases {
+      var states: Set<StateDigest> = []
+      for order in [events, events.reversed(), [events.last!] + events.dropLast()] {
+        try await withTemporaryStore { store in
+          _ = try await store.ingest([created])
+          for event in order { _ = try await store.ingest([event]) }
+          #expect(try store.note(note)?.tags.map(\.name) == tags, "\(order)")
+          states.insert(try store.stateDigest())
+          #expect(try store.verify().isEmpty)
+        }
+      }
+      #expect(states.count == 1, "\(events)")
+    }
+  }
+
   @Test("A tag's id and key are those of its composed, lowercased form; its name is composed")
   func idsAndKeys() {
     for forms in Self.pieces {

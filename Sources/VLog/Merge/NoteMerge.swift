@@ -93,8 +93,12 @@ struct NoteMerge: Sendable {
         return true
       }
       // The tags changed after the list: their newest change says.
-      let changed = note.tagChanges.map(\.key)
-      note.tagList = names.filter { !changed.contains(TagKey(name: $0)) }
+      let changed = Set(note.tagChanges.map(\.key))
+      note.tagList = names.filter { name in
+        let tag = TagID(name: name)
+        return !changed.contains(tagKey(tag))
+          && !(TagKey(decomposedFormOf: tag).map(changed.contains) ?? false)
+      }
       return true
     case .tagAdded(_, let name):
       let cleaned = TagName.clean(name)
@@ -103,8 +107,11 @@ struct NoteMerge: Sendable {
       return policy.addTag(
         name, tag: tag, key: tagKey(tag), at: at, to: &note, replaced: &replaced, merge: self)
     case .tagRemoved(_, let key):
-      // Which of the note's listed tags it is, by its key.
-      let tag = note.tagList.lazy.map(TagID.init(name:)).first { tagKey($0) == key }
+      // Which of the note's listed tags it is, by its key (or the key a version before
+      // format 8 gave a name typed decomposed: a device still on it removes by that key).
+      let tag = note.tagList.lazy.map(TagID.init(name:)).first {
+        tagKey($0) == key || TagKey(decomposedFormOf: $0) == key
+      }
       return changeTag(key, tag: tag, to: nil, at: stamp, in: &note)
     case .attachmentsSet(_, let attachments):
       guard
@@ -168,7 +175,13 @@ struct NoteMerge: Sendable {
     _ key: TagKey, tag: TagID?, to name: String?, at stamp: Stamp, in note: inout NoteRecord
   ) -> Bool {
     guard policy.wins(stamp, over: note.tagsStamp) else { return false }
-    if let existing = note.tagChanges.firstIndex(where: { $0.key == key }) {
+    // The same tag's change: by its key, or one keyed by the other form (see
+    // `TagKey(decomposedFormOf:)`), which is kept as it came so every order ends alike.
+    let decomposed = tag.flatMap(TagKey.init(decomposedFormOf:))
+    if let existing = note.tagChanges.firstIndex(where: { change in
+      change.key == key || change.key == decomposed
+        || (change.name.map { TagKey(decomposedFormOf: TagID(name: $0)) == key } ?? false)
+    }) {
       guard policy.wins(stamp, over: note.tagChanges[existing].stamp) else { return false }
       note.tagChanges.remove(at: existing)
     }
