@@ -55,10 +55,53 @@ extension NoteStore {
     return replica
   }
 
-  /// A new replica id, written to the meta database.
+  /// The store's replica ids in `transaction`: its own, and those it had before it took a
+  /// new one, whose unacknowledged events are still its outbox.
+  func localReplicas(in transaction: borrowing some Transaction & ~Copyable) throws -> Set<
+    ReplicaID
+  > {
+    var replicas = try Self.formerReplicas(schema: schema, in: transaction)
+    replicas.insert(try replica(in: transaction))
+    return replicas
+  }
+
+  /// ``localReplicas(in:)`` of the store whose databases are `schema`.
+  static func localReplicas(
+    schema: Schema, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Set<ReplicaID> {
+    var replicas = try formerReplicas(schema: schema, in: transaction)
+    if let facts = try storedFacts(schema: schema, in: transaction) {
+      replicas.insert(facts.replica)
+    }
+    return replicas
+  }
+
+  /// The replica ids the store had before its own, as the meta database keeps them.
+  private static func formerReplicas(
+    schema: Schema, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> Set<ReplicaID> {
+    guard let bytes = try transaction.value(forKey: Keys.Meta.formerReplicas, in: schema.meta)
+    else { return [] }
+    guard bytes.count % 16 == 0 else {
+      throw VLogError(.corruptStore, "the store's former replica ids are malformed")
+    }
+    return bytes.withUnsafeBytes { buffer in
+      Set(
+        stride(from: 0, to: buffer.count, by: 16).map {
+          ReplicaID(Identifier(bytes: buffer, at: $0))
+        })
+    }
+  }
+
+  /// A new replica id, written to the meta database; the one before joins the former ones.
   static func renewReplica(
     schema: Schema, dependencies: Dependencies, in transaction: borrowing WriteTransaction
   ) throws -> ReplicaID {
+    var former = try transaction.value(forKey: Keys.Meta.formerReplicas, in: schema.meta) ?? []
+    if let old = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta) {
+      former += old
+    }
+    try transaction.put(former, forKey: Keys.Meta.formerReplicas, in: schema.meta)
     let replica = ReplicaID(dependencies.makeIdentifier())
     try transaction.put(replica.identifier.bytes, forKey: Keys.Meta.replica, in: schema.meta)
     return replica

@@ -172,7 +172,7 @@ extension NoteStore {
     var confirmed: (shown: Set<NoteID>, any: Bool) = ([], false)
     if let sequence {
       _ = try session.log.acknowledge(
-        through: sequence, replica: session.replicaID, in: transaction)
+        through: sequence, replicas: try localReplicas(in: transaction), in: transaction)
       confirmed = try PendingNotes.confirm(
         through: session.log.state.acknowledged, schema: schema, in: transaction)
     }
@@ -216,7 +216,7 @@ extension NoteStore {
   public func outbox(after sequence: UInt64? = nil, limit: Int = .max) throws -> [LoggedEvent] {
     try read { transaction in
       try eventLog.outbox(
-        of: try replica(in: transaction), after: sequence, limit: limit, in: transaction)
+        of: try localReplicas(in: transaction), after: sequence, limit: limit, in: transaction)
     }
   }
 
@@ -246,7 +246,7 @@ extension NoteStore {
       try environment.write { transaction throws -> (Int, (shown: Set<NoteID>, any: Bool)) in
         var log = try eventLog.appender(in: transaction)
         let removed = try log.acknowledge(
-          through: sequence, replica: try replica(in: transaction), in: transaction)
+          through: sequence, replicas: try localReplicas(in: transaction), in: transaction)
         try log.commit(in: transaction)
         let confirmed = try PendingNotes.confirm(
           through: log.state.acknowledged, schema: schema, in: transaction)
@@ -281,7 +281,9 @@ extension NoteStore {
       counter: 0)
     let wall = stampingTime().rawValue
     return try restampingOutbox { log, replica, transaction in
-      try log.restampOutbox(of: replica, after: limit, wallMilliseconds: wall, in: transaction)
+      try log.restampOutbox(
+        of: try localReplicas(in: transaction), as: replica, after: limit,
+        wallMilliseconds: wall, in: transaction)
     }
   }
 

@@ -72,14 +72,17 @@ enum PendingNotes {
   /// then ``write(in:)``. It reads only what the replay reads anyway.
   struct Rebuild {
     let schema: Schema
-    /// This replica: its events after the watermark are the outbox. Nil for a store without one.
-    let replica: ReplicaID?
+    /// This store's replica ids, its own and those it had before: their events after the
+    /// watermark are the outbox. Empty for a store without one.
+    let replicas: Set<ReplicaID>
     let acknowledged: UInt64
     private var latest: [NoteID: UInt64] = [:]
 
     init(schema: Schema, in transaction: borrowing WriteTransaction) throws {
       self.schema = schema
-      replica = try NoteStore.storedFacts(schema: schema, in: transaction)?.replica
+      replicas =
+        try NoteStore.storedFacts(schema: schema, in: transaction) == nil
+        ? [] : try NoteStore.localReplicas(schema: schema, in: transaction)
       let state = try schema.eventLog.state(in: transaction)
       acknowledged = state.pendingLocal == 0 ? .max : state.acknowledged
     }
@@ -88,7 +91,7 @@ enum PendingNotes {
     mutating func observe(_ logged: LoggedEvent, in transaction: borrowing WriteTransaction)
       throws
     {
-      guard logged.sequence > acknowledged, logged.event.stamp.replica == replica,
+      guard logged.sequence > acknowledged, replicas.contains(logged.event.stamp.replica),
         let note = try PendingNotes.note(of: logged.event.change, schema: schema, in: transaction)
       else { return }
       latest[note] = logged.sequence

@@ -203,6 +203,8 @@ enum Keys {
     /// The identity of the store's data file when it last opened for writing
     /// (`NoteStore.fileIdentity(of:)`).
     static let file = Array("file".utf8)
+    /// The replica ids the store had before its own, 16 bytes each (`NoteStore.renewReplica()`).
+    static let formerReplicas = Array("formerReplicas".utf8)
     /// The server's clock minus this device's, in milliseconds, 8 bytes big-endian
     /// (`NoteStore.recordServerClock(offset:)`).
     static let clock = Array("clock".utf8)

@@ -297,6 +297,14 @@ struct SyncMachine {
     switch phase {
     case .outbox(let batch):
       report.pushed += batch.count
+      // An outbox that counts events but gives none would be read again for ever.
+      if batch.isEmpty, !page.more, outbox > 0 {
+        return .fail(
+          APIError(
+            .invalidRequest,
+            "the store counts \(outbox) unacknowledged events but its outbox gives none: "
+              + "verify the store (vlog verify)"))
+      }
       guard !page.more && outbox == 0 else {
         phase = .outbox(batch: [])
         return .readOutbox(limit: budget.events)

@@ -1,14 +1,15 @@
 package import LMDB
 
 extension EventLog {
-  /// This replica's events not yet acknowledged by the server, oldest first.
+  /// This store's events not yet acknowledged by the server, oldest first.
   ///
   /// - Parameters:
-  ///   - replica: The replica whose events are local.
+  ///   - replicas: The replica ids whose events are local: the store's, and those it had
+  ///     before it took a new one (a copied store keeps its unacknowledged events under them).
   ///   - sequence: Only the events after this sequence number, if given.
   ///   - limit: The most events to return.
   package func outbox(
-    of replica: ReplicaID, after sequence: UInt64? = nil, limit: Int,
+    of replicas: Set<ReplicaID>, after sequence: UInt64? = nil, limit: Int,
     in transaction: borrowing some Transaction & ~Copyable
   ) throws -> [LoggedEvent] {
     let state = try state(in: transaction)
@@ -16,7 +17,7 @@ extension EventLog {
     var pending: [LoggedEvent] = []
     guard wanted > 0 else { return pending }
     try forEach(after: max(state.acknowledged, sequence ?? 0), in: transaction) { logged in
-      if logged.event.stamp.replica == replica { pending.append(logged) }
+      if replicas.contains(logged.event.stamp.replica) { pending.append(logged) }
       return pending.count < wanted
     }
     return pending
@@ -30,7 +31,8 @@ extension EventLog.Appender {
   /// - Returns: How many events left the outbox.
   /// - Throws: ``VLogError/Code/invalidValue`` for a sequence number beyond the log.
   package mutating func acknowledge(
-    through sequence: UInt64, replica: ReplicaID, in transaction: borrowing WriteTransaction
+    through sequence: UInt64, replicas: Set<ReplicaID>,
+    in transaction: borrowing WriteTransaction
   ) throws -> Int {
     guard sequence < state.nextSequence else {
       throw VLogError(
@@ -40,7 +42,7 @@ extension EventLog.Appender {
     guard sequence > state.acknowledged else { return 0 }
     var removed = 0
     try log.forEach(after: state.acknowledged, through: sequence, in: transaction) { logged in
-      if logged.event.stamp.replica == replica { removed += 1 }
+      if replicas.contains(logged.event.stamp.replica) { removed += 1 }
       return true
     }
     guard UInt64(removed) <= state.pendingLocal else {

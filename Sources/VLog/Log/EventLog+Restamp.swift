@@ -17,13 +17,13 @@ extension EventLog.Appender {
   ///
   /// - Returns: Each restamped event's old stamp and the event as it is now, in log order.
   package mutating func restampOutbox(
-    of replica: ReplicaID, after limit: HybridTime, wallMilliseconds: UInt64,
-    in transaction: borrowing WriteTransaction
+    of replicas: Set<ReplicaID>, as replica: ReplicaID, after limit: HybridTime,
+    wallMilliseconds: UInt64, in transaction: borrowing WriteTransaction
   ) throws -> [(old: Stamp, new: Event)] {
     var ahead: [LoggedEvent] = []
     if state.pendingLocal > 0 {
       try log.forEach(after: state.acknowledged, in: transaction) { logged in
-        if logged.event.stamp.replica == replica,
+        if replicas.contains(logged.event.stamp.replica),
           logged.event.stamp.time.milliseconds > limit.milliseconds
         {
           ahead.append(logged)
