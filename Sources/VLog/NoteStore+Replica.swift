@@ -38,7 +38,7 @@ extension NoteStore {
     }
   }
 
-  /// ``renewReplica()`` on the store's writer queue.
+  /// `renewReplica()` on the store's writer queue.
   @discardableResult
   public func renewReplica() async throws -> [RestampedEvent] {
     try await onWriter { try self.renewReplica() }

@@ -141,7 +141,7 @@ public final class NoteStore: Sendable {
   /// The LMDB environment holding the store.
   package let environment: Environment
   /// This replica's id: the tie-break in every stamp this store issues. A store takes a new one
-  /// when it finds it was copied (see ``renewReplica()``).
+  /// when it finds it was copied (see `renewReplica()`).
   public var replicaID: ReplicaID { currentReplica.withLock { $0 } }
   /// The replica id as last read from the store.
   let currentReplica: Locked<ReplicaID>
