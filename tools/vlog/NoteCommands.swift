@@ -19,16 +19,25 @@ extension StoreCommand {
   func run() async throws {
     let store = try options.open(creating: Self.createsStore)
     defer { store.close() }
+    let output: CommandOutput
     do {
-      try options.emit(try execute(on: store))
-    } catch let error as VLogError where store.isReadOnly && error.underlying?.code == .accessDenied
-    {
-      throw CLIError(
-        "the store at '\(store.path)' is not writable by this user (read-only media, or "
-          + "another user's files): commands that only read work; to change it, copy it to "
-          + "storage you can write, or run as its owner")
+      output = try execute(on: store)
+    } catch {
+      throw explainingReadOnly(error, of: store)
     }
+    try options.emit(output)
   }
+}
+
+/// `error`, or for a write to a store this user cannot write, an error that says so.
+func explainingReadOnly(_ error: any Error, of store: NoteStore) -> any Error {
+  guard store.isReadOnly, let failure = error as? VLogError,
+    failure.underlying?.code == .accessDenied
+  else { return error }
+  return CLIError(
+    "the store at '\(store.path)' is not writable by this user (read-only media, or another "
+      + "user's files): commands that only read work; to change it, copy it to storage you can "
+      + "write, or run as its owner")
 }
 
 /// `vlog note …`: user changes from the shell.
