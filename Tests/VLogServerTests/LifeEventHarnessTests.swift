@@ -53,6 +53,21 @@ struct LifeEventHarnessTests {
     }
   }
 
+  /// One step of a run: a random device edits or syncs, then every clock moves a second.
+  static func randomStep(
+    _ devices: [Device], shared: inout [NoteID], using generator: inout SeededGenerator
+  ) async throws {
+    let device = devices[Int(generator.next() % UInt64(devices.count))]
+    if generator.next() % 2 == 0 {
+      shared += try makeRandomChanges(
+        on: device.store, count: 1 + Int(generator.next() % 3), shared: shared,
+        using: &generator)
+    } else {
+      _ = try await device.account.sync()
+    }
+    for device in devices { device.clock.advance(by: 1) }
+  }
+
   @Test(
     "The server restored from a backup taken at a random point, later in the run: every device syncs on with no action, and every change is on every device",
     arguments: Backend.allCases, 0..<UInt64(3))
@@ -85,16 +100,8 @@ struct LifeEventHarnessTests {
           server = try await storage.open()
           transport.current.withLock { $0 = server }
         }
-        let device = devices[Int(generator.next() % 3)]
-        if generator.next() % 2 == 0 {
-          shared += try makeRandomChanges(
-            on: device.store, count: 1 + Int(generator.next() % 3), shared: shared,
-            using: &generator)
-        } else {
-          // After the restore too: a sync never fails for it.
-          _ = try await device.account.sync()
-        }
-        for device in devices { device.clock.advance(by: 1) }
+        // After the restore too: a sync never fails for it.
+        try await Self.randomStep(devices, shared: &shared, using: &generator)
       }
       try await Self.expectConverged(
         devices, root: root, transport: transport, seed: seed, using: &generator)
@@ -144,17 +151,10 @@ struct LifeEventHarnessTests {
               shared += try makeRandomChanges(
                 on: devices[index].store, count: 1, shared: shared, using: &generator)
             }
+            for device in devices { device.clock.advance(by: 1) }
           } else {
-            let device = devices[Int(generator.next() % UInt64(devices.count))]
-            if generator.next() % 2 == 0 {
-              shared += try makeRandomChanges(
-                on: device.store, count: 1 + Int(generator.next() % 3), shared: shared,
-                using: &generator)
-            } else {
-              _ = try await device.account.sync()
-            }
+            try await Self.randomStep(devices, shared: &shared, using: &generator)
           }
-          for device in devices { device.clock.advance(by: 1) }
         }
         try await Self.expectConverged(
           devices, root: root, transport: transport, seed: seed, using: &generator)
