@@ -47,12 +47,19 @@ extension NoteStore {
   /// The replica id as the store's meta database holds it in `transaction`: another process
   /// of the same store may have renewed it.
   func replica(in transaction: borrowing some Transaction & ~Copyable) throws -> ReplicaID {
+    let replica = try Self.storedReplica(schema: schema, in: transaction)
+    currentReplica.withLock { $0 = replica }
+    return replica
+  }
+
+  /// The replica id the meta database of `schema` holds.
+  static func storedReplica(
+    schema: Schema, in transaction: borrowing some Transaction & ~Copyable
+  ) throws -> ReplicaID {
     guard let bytes = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
       bytes.count == 16
     else { throw VLogError(.corruptStore, "the store has no replica id") }
-    let replica = ReplicaID(bytes.withUnsafeBytes { Identifier(bytes: $0) })
-    currentReplica.withLock { $0 = replica }
-    return replica
+    return ReplicaID(bytes.withUnsafeBytes { Identifier(bytes: $0) })
   }
 
   /// The store's replica ids in `transaction`: its own, and those it had before it took a

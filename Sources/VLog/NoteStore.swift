@@ -441,10 +441,7 @@ public final class NoteStore: Sendable {
         "the store has format \(version), and this version of VLog reads up to "
           + "\(formatVersion); open it with a newer VLog")
     }
-    guard let replica = try transaction.value(forKey: Keys.Meta.replica, in: schema.meta),
-      replica.count == 16
-    else { throw VLogError(.corruptStore, "the store has no replica id") }
-    return (version, ReplicaID(replica.withUnsafeBytes { Identifier(bytes: $0) }))
+    return (version, try storedReplica(schema: schema, in: transaction))
   }
 
   /// Closes the store: ends observers' streams and closes the LMDB environment. Later calls
