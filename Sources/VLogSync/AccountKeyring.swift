@@ -18,13 +18,13 @@ public import VLogWire
 /// keeps.
 public actor AccountKeyring {
   /// The account's keys, at the newest epoch this device knows.
-  public private(set) var keys: AccountKeys
-  private let caller: APICaller
-  private let token: @Sendable () async throws -> String
-  private let random: @Sendable (Int) -> [UInt8]
+  public internal(set) var keys: AccountKeys
+  let caller: APICaller
+  let token: @Sendable () async throws -> String
+  let random: @Sendable (Int) -> [UInt8]
   /// The keys of notes and attachments this device has sealed or opened events of, but
   /// deleted ones.
-  private var objectKeys: [Identifier: ObjectKey] = [:]
+  var objectKeys: [Identifier: ObjectKey] = [:]
   /// The names of the attachment bytes this device sealed, for their additions' seal.
   private var sealedBlobs: [AttachmentID: SealedBlob] = [:]
   /// The attachments of each note whose additions this device sealed or opened: their keys
@@ -81,8 +81,11 @@ public actor AccountKeyring {
     }
     guard !added.isEmpty else { return [] }
     try await makeKeys(of: added.map(\.id.identifier))
-    return try added.map { attachment in
-      (attachment, SealedBlob(naming: try sealedBytes(of: attachment, bytes: bytes)))
+    return try added.compactMap { attachment in
+      // Pulled and never fetched here: its addition named its sealed bytes, which the server
+      // holds or another device uploads.
+      if sealedBlobs[attachment.id] != nil, try bytes(attachment.blobHash) == nil { return nil }
+      return (attachment, SealedBlob(naming: try sealedBytes(of: attachment, bytes: bytes)))
     }
   }
 
@@ -160,6 +163,7 @@ public actor AccountKeyring {
     let storedAll: Bool
     do {
       try await lookUp(unheld(events))
+      try await storeLost(unheld(events.lazy.filter { !$0.isRedacted }))
       sealed = try await sealHeld(events, background: background)
       storedAll = try await stored
     } catch {
@@ -219,8 +223,25 @@ public actor AccountKeyring {
     let opened = try await Self.inParallel(events, sparingACore: false) { _, event in
       try sealer.open(event, heldKey: { keys[$0] })
     }
-    if remembering { noteSealed(opened) }
+    if remembering {
+      noteSealed(opened)
+      noteSealedBlobs(of: zip(events, opened))
+    }
     return opened
+  }
+
+  /// Remembers the names of the sealed bytes the sealed attachments' additions of `pairs`
+  /// (each sealed, and opened) name: the addition is sealed again with them by a device that
+  /// never fetched the bytes (pushing back what a restored server lost).
+  private func noteSealedBlobs(of pairs: some Sequence<(Event, Event)>) {
+    for (sealed, opened) in pairs where !sealed.isRedacted {
+      guard case .attachmentAdded(let placeholder) = sealed.change,
+        case .attachmentAdded(let attachment) = opened.change, !opened.isRedacted,
+        objectKeys[attachment.id.identifier] != nil
+      else { continue }
+      sealedBlobs[attachment.id] = SealedBlob(
+        hash: placeholder.blobHash, byteCount: placeholder.byteCount)
+    }
   }
 
   /// ``open(_:remembering:)``, setting aside the events the device refuses instead of
@@ -244,9 +265,10 @@ public actor AccountKeyring {
       }
     }
     let refused = refusals.withLock { $0 }
-    let kept = opened.indices.filter { refused[$0] == nil }.map { opened[$0] }
-    noteSealed(kept)
-    return (kept, refused.keys.sorted().map { (events[$0], refused[$0] ?? "") })
+    let kept = opened.indices.filter { refused[$0] == nil }
+    noteSealed(kept.map { opened[$0] })
+    noteSealedBlobs(of: kept.map { (events[$0], opened[$0]) })
+    return (kept.map { opened[$0] }, refused.keys.sorted().map { (events[$0], refused[$0] ?? "") })
   }
 
   /// Makes keys of `objects` the keyring does not hold yet, new ones (a note's creation, an
@@ -255,6 +277,64 @@ public actor AccountKeyring {
   private func makeKeys(of objects: [Identifier]) async throws {
     let created = try newKeys(of: objects)
     if !created.isEmpty { try await store(created) }
+  }
+
+  /// Stores new keys of `objects`, which this device has events of and neither it nor the
+  /// server holds a key of: the server lost them (it was restored from a backup taken before
+  /// they were stored, and lost their objects' events with them, which this device pushes
+  /// again sealed by the new keys), or erased them with their objects' deletion, which it
+  /// refuses a new key for — such an object's events are sealed by a key nobody keeps
+  /// (``sealHeld(_:background:)``).
+  private func storeLost(_ objects: [Identifier]) async throws {
+    let lost = try newKeys(of: objects)
+    if !lost.isEmpty { try await store(lost) }
+  }
+
+  /// Makes sure the server holds the key of every note and attachment whose key seals values
+  /// of `events`, as a push of events the server lost needs (it was restored from a backup):
+  /// what it holds is the key used from now on, and a key it lost with the events is stored
+  /// again — the one this keyring holds, or a new one (every event of that object is pushed
+  /// again with it). The keyring's memory that a key is stored is not enough: it predates the
+  /// restore.
+  ///
+  /// - Parameters:
+  ///   - events: Events the server lacks, to push.
+  ///   - hasBytes: Whether the store holds the bytes of an attachment.
+  /// - Returns: The attachments' additions among `events` this device cannot seal: it never
+  ///   had their bytes, and does not know their sealed bytes' name under the key the server
+  ///   holds. A device that has the bytes pushes them.
+  func confirmStored(_ events: [Event], hasBytes: (BlobHash) throws -> Bool) async throws
+    -> Set<Stamp>
+  {
+    var seen = Set<Identifier>()
+    let objects = events.compactMap { event -> Identifier? in
+      guard !event.isRedacted, let object = EventSealer.keyedObject(of: event.change),
+        seen.insert(object).inserted
+      else { return nil }
+      return object
+    }
+    guard !objects.isEmpty else { return [] }
+    let held = objectKeys
+    for object in objects { objectKeys[object] = nil }
+    try await lookUp(objects)
+    var lost: [Identifier: ObjectKey] = [:]
+    for object in objects where objectKeys[object] == nil {
+      lost[object] = try held[object] ?? ObjectKey(random: random)
+    }
+    if !lost.isEmpty { try await store(lost) }
+    var unsealable = Set<Stamp>()
+    for event in events where !event.isRedacted {
+      guard case .attachmentAdded(let attachment) = event.change else { continue }
+      let object = attachment.id.identifier
+      // A name of bytes sealed by another key than the one the server holds names nothing.
+      if let key = objectKeys[object], held[object]?.key.bytes != key.key.bytes {
+        sealedBlobs[attachment.id] = nil
+      }
+      if sealedBlobs[attachment.id] == nil, try !hasBytes(attachment.blobHash) {
+        unsealable.insert(event.stamp)
+      }
+    }
+    return unsealable
   }
 
   /// New keys of those of `objects` the keyring holds no key of, not stored yet.
@@ -370,7 +450,9 @@ public actor AccountKeyring {
     guard body.epoch >= keys.epoch else {
       throw AccountKeyError(
         "the server says the account's keys are of epoch \(body.epoch), older than epoch "
-          + "\(keys.epoch) this device has seen: it is refused")
+          + "\(keys.epoch) this device holds: it is refused (a server restored from a backup "
+          + "taken before the keys rotated is brought forward with the password)",
+        serverBehind: true)
     }
     guard body.epoch > keys.epoch else { return body }
     let links = try body.linkBytes()
@@ -385,141 +467,6 @@ public actor AccountKeyring {
     for link in links { next = try next.following(link) }
     keys = next
     return body
-  }
-
-  /// Rotates the content key if the server says a key was erased since the last rotation:
-  /// every note's key the account holds is re-wrapped by a new content key, and the old one
-  /// is forgotten. Another device's rotation at the same time wins; this one follows it.
-  ///
-  /// - Parameter username: The account's user name, which the new keys' seals are bound to.
-  /// - Returns: Whether this call rotated.
-  @discardableResult
-  public func rotateIfDue(username: String) async throws -> Bool {
-    for _ in 0..<3 {
-      let body = try await refresh()
-      guard body.rotationDue else { return false }
-      if try await rotate(from: body, username: username, rekeying: nil) { return true }
-    }
-    throw AccountKeyError("the account's keys kept changing during three rotations")
-  }
-
-  /// Re-keys the account: a new content key that no link leads to, a new key for every note
-  /// and attachment for what is sealed from now on (each keeps the keys it had, to open what
-  /// they sealed), and `recoveryKey` in place of the account's recovery key.
-  ///
-  /// Nothing the server names feeds the new keys' seals: they are sealed to the public key of
-  /// `passwordKeys`, drawn from the password here (and refused if the server's record names
-  /// another), and to the new recovery key's. The server takes a re-keying only with the
-  /// password.
-  ///
-  /// Keys a device held before (a lost phone's, kept in its credential store) then open
-  /// nothing sealed later, even with every byte the server holds: no link leads from them to
-  /// the new content key, and no key they unwrap seals anything new. The account's other
-  /// devices open the new keys with the password at their next sync. The tag key stays: tags
-  /// keep their names. Events keep their authenticators: the key they were made with is
-  /// retired, good for events stamped before `cutoff` only (see the article on end-to-end
-  /// encryption for what that leaves a lost device's holder).
-  ///
-  /// - Parameters:
-  ///   - username: The account's user name, which the new keys' seals are bound to.
-  ///   - passwordKeys: The keys drawn from the account's password.
-  ///   - recoveryKey: The recovery key from now on.
-  ///   - cutoff: When the key events were authenticated with until now stops vouching for
-  ///     them, in milliseconds since 1970: events stamped from then on that it authenticated
-  ///     are set aside (`RetiredEventKey.cutoff(deviceTime:serverSkewMilliseconds:)`).
-  public func rekey(
-    username: String, passwordKeys: PasswordKeys, recoveryKey: RecoveryKey,
-    retiringBefore cutoff: UInt64
-  ) async throws {
-    for _ in 0..<3 {
-      let body = try await refresh()
-      if try await rotate(
-        from: body, username: username,
-        rekeying: (password: passwordKeys, recovery: recoveryKey, cutoff: cutoff))
-      {
-        return
-      }
-    }
-    throw AccountKeyError("the account's keys kept changing during three re-keyings")
-  }
-
-  /// Rotates from the epoch `body` names: with a link, or re-keying without one to the
-  /// password's keys and a new recovery key. Returns false when the account's keys changed
-  /// meanwhile (another device's rotation): refresh and try again.
-  private func rotate(
-    from body: AccountKeysBody, username: String,
-    rekeying: (password: PasswordKeys, recovery: RecoveryKey, cutoff: UInt64)?
-  ) async throws -> Bool {
-    let next: AccountKeys
-    let link: [UInt8]?
-    let passwordPublicKey: [UInt8]
-    let recoveryPublicKey: [UInt8]
-    var recovery: NewRecoveryKey?
-    if let rekeying {
-      // Drawn here, not named by the server: a server, with the keys a lost device kept,
-      // could vouch for public keys of its own.
-      passwordPublicKey = rekeying.password.publicKey
-      guard Data(base64Encoded: body.passwordPublicKey).map(Array.init) == passwordPublicKey
-      else {
-        throw AccountKeyError(
-          "the server's record of the account names another password's public key than this "
-            + "password's: the account is not re-keyed")
-      }
-      (next, link) = (try keys.rekeyed(random: random, retiringBefore: rekeying.cutoff), nil)
-      let recoveryKeys = try rekeying.recovery.keys()
-      recoveryPublicKey = recoveryKeys.publicKey
-      recovery = NewRecoveryKey(
-        recoveryPublicKey: recoveryKeys.publicKey, recoveryAnchor: next.anchor(for: recoveryKeys),
-        recoverySecret: recoveryKeys.signInSecret)
-    } else {
-      // The public keys the new keys are sealed to, as the account's devices vouched for
-      // them: a server that names keys of its own gets nothing sealed to them.
-      let publicKeys = try keys.vouchedPublicKeys(of: body, username: username)
-      (passwordPublicKey, recoveryPublicKey) = (publicKeys.password, publicKeys.recovery)
-      (next, link) = try keys.rotated(random: random)
-    }
-    var rewrapped: [Identifier: [UInt8]] = [:]
-    var renewed: [Identifier: ObjectKey] = [:]
-    var after: Identifier?
-    while true {
-      let page = try await caller.listObjectKeys(after: after, token: token()).get()
-      guard page.epoch == keys.epoch else { return false }
-      let wrapped = try page.validated()
-      for (object, bytes) in wrapped {
-        var key = try keys.unwrap(bytes, of: object)
-        if rekeying != nil {
-          key = try key.renewed(random: random)
-          renewed[object] = key
-        }
-        rewrapped[object] = try next.wrap(key, of: object)
-      }
-      guard page.more, let last = wrapped.keys.max() else { break }
-      after = last
-    }
-    let rotation = KeyRotation(
-      epoch: keys.epoch,
-      sealedForPassword: try next.sealed(to: passwordPublicKey, username: username),
-      sealedForRecovery: try next.sealed(to: recoveryPublicKey, username: username),
-      link: link, recovery: recovery,
-      passwordAnchor: rekeying.map { next.anchor(for: $0.password) },
-      password: rekeying?.password.signInSecret,
-      keys: rewrapped,
-      keysAuthenticator: next.keysAuthenticator(
-        epoch: next.epoch, passwordPublicKey: passwordPublicKey,
-        recoveryPublicKey: recoveryPublicKey, username: username),
-      requestKey: rekeying == nil ? nil : next.requestPublicKey)
-    // Signed with the keys rotated from: the server takes it only from the account's devices.
-    let result = await caller.signingWrites(with: keys.requestSigningKey).rotateKeys(
-      rotation, token: try await token())
-    if result.error?.body?.code == .keysChanged { return false }
-    _ = try result.get()
-    keys = next
-    if rekeying != nil {
-      // What this device seals from now on, it seals with the renewed keys; a key the listing
-      // left out (its object deleted meanwhile, or withheld) is looked up again, never kept.
-      for object in objectKeys.keys { objectKeys[object] = renewed[object] }
-    }
-    return true
   }
 
   /// Stores new notes' and attachments' keys on the server, wrapped by the current content

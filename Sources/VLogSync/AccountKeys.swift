@@ -233,10 +233,31 @@ public struct AccountKeys: Sendable, Equatable {
       throw AccountKeyError("a content key needs 32 random bytes, got \(bytes.count)")
     }
     let next = with(epoch: epoch + 1, contentBytes: bytes)
-    let link = try ChaChaPoly.seal(
-      bytes, using: contentKey, authenticating: Self.linkData(epoch + 1)
-    ).combined
-    return (next, Array(link))
+    return (next, try link(to: next))
+  }
+
+  /// The link that takes a device holding these keys to `next`, keys of the next epoch that
+  /// differ from these in their content key alone (``rotated(random:)``): its content key
+  /// sealed by this one.
+  ///
+  /// - Throws: ``AccountKeyError`` when `next` is not such keys.
+  func link(to next: AccountKeys) throws -> [UInt8] {
+    guard next.epoch == epoch + 1, isRotation(to: next) else {
+      throw AccountKeyError(
+        "the keys of epoch \(next.epoch) are not a rotation of those of epoch \(epoch)")
+    }
+    return Array(
+      try ChaChaPoly.seal(
+        next.contentBytes, using: contentKey, authenticating: Self.linkData(epoch + 1)
+      ).combined)
+  }
+
+  /// Whether `later` are these keys after rotations only (``rotated(random:)``), no
+  /// re-keying: the same tag and vouching keys, and the same retired event keys.
+  func isRotation(to later: AccountKeys) -> Bool {
+    later.epoch >= epoch && later.tagBytes == tagBytes && later.vouchingBytes == vouchingBytes
+      && later.rekeyedAt == rekeyedAt && later.eventKeyFromVouching == eventKeyFromVouching
+      && later.retiredEventKeys == retiredEventKeys
   }
 
   /// The next epoch's keys with no way to them from these: a new random content key, a new
@@ -379,13 +400,22 @@ public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertib
   /// (``AccountKeys/rekeyed(random:retiringBefore:)``): no link leads to its keys, which open with the
   /// password (or the recovery key) alone.
   public let keysReplaced: Bool
+  /// Whether the server's record of the account's keys is of an older epoch than the keys
+  /// this device holds: the server was restored from a backup taken before they last
+  /// rotated (or lies). The device brings the record forward with the password
+  /// (``AccountKeyring/bringForward(from:username:)``); it never goes back to older keys.
+  public let serverBehind: Bool
   /// Whether the keys changed while this device used them: a later attempt may succeed. Not
   /// a verdict on what was being opened.
   let changedMeanwhile: Bool
 
-  init(_ description: String, keysReplaced: Bool = false, changedMeanwhile: Bool = false) {
+  init(
+    _ description: String, keysReplaced: Bool = false, serverBehind: Bool = false,
+    changedMeanwhile: Bool = false
+  ) {
     self.description = description
     self.keysReplaced = keysReplaced
+    self.serverBehind = serverBehind
     self.changedMeanwhile = changedMeanwhile
   }
 }

@@ -75,6 +75,30 @@ extension SyncAccount {
     }
   }
 
+  /// Brings the server's record of the account's keys forward to those this device holds,
+  /// when it is of an older epoch: the server was restored from a backup taken before the keys
+  /// last rotated (``AccountKeyring/bringForward(from:username:)``). The record's keys open
+  /// with the password only: a device that does not know it is told to sign in.
+  ///
+  /// - Throws: ``APIError/Code/signedOut`` when this device does not know the password;
+  ///   ``AccountKeyError`` when the record's keys are not the held keys before rotations.
+  func bringKeysForward() async throws {
+    guard let keyring = try await openKeys() else { return }
+    guard let password else {
+      throw APIError(
+        .signedOut,
+        "the server's record of the keys of the end-to-end encrypted account '\(username)' is "
+          + "older than the keys this device holds: the server was restored from a backup "
+          + "taken before they last changed. Sign in with the password to bring it forward")
+    }
+    let body = try await call { caller, token in await caller.accountKeys(token: token) }
+    let derived = try await passwordKeys(for: password, derivation: try await currentDerivation())
+    let restored = try AccountKeys(opening: body, with: derived, username: username)
+    try await keyring.bringForward(from: restored, username: username)
+    try await keepKeys()
+    try saveState()
+  }
+
   /// The newest epoch and re-keying of the keys this device has held, in the state file.
   var seenKeys: (epoch: UInt64, rekeyedAt: UInt64) {
     (state.keysEpoch ?? 0, state.keysRekeyedAt ?? 0)

@@ -31,9 +31,14 @@ extension SyncAccount {
       let report: SyncReport
       do {
         report = try await runSync()
-      } catch let error as AccountKeyError where error.keysReplaced {
-        // Re-keyed on another device: the new keys open with the password, then sync again.
-        try await reopenReplacedKeys()
+      } catch let error as AccountKeyError where error.keysReplaced || error.serverBehind {
+        if error.keysReplaced {
+          // Re-keyed on another device: the new keys open with the password.
+          try await reopenReplacedKeys()
+        } else {
+          // Restored from a backup taken before the keys rotated: brought forward.
+          try await bringKeysForward()
+        }
         report = try await runSync()
       }
       try await store.bringProjectionsUpToDate()
@@ -99,6 +104,10 @@ extension SyncAccount {
       switch action {
       case .readOutbox(let limit):
         action = machine.outboxRead(try store.outbox(limit: limit))
+      case .confirmKeys(let events):
+        let store = self.store
+        let unsealable = try await keyring?.confirmStored(events, hasBytes: store.hasBlob)
+        action = machine.keysConfirmed(leaving: unsealable ?? [])
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
       case .takePrefetched:

@@ -20,7 +20,8 @@ internal import VLogWire
 ///    most once a sync.
 /// 6. When the outbox is empty and no page remains but the digests differ, repair compares
 ///    buckets (at most ``repairRounds`` rounds), pushes what the server lacks that it would
-///    take (not stamped past its skew bound) and fetches what the store lacks.
+///    take (not stamped past its skew bound) and fetches what the store lacks. Before each push
+///    of repair, the keys that seal its events are confirmed on the server.
 /// 7. Every push of the outbox or of repair carries at least one event (halving stops at one),
 ///    so a sync always progresses or fails; a pull carries none.
 /// 8. It says when work may run ahead, and the driver only performs it: a pull that pushed
@@ -38,6 +39,11 @@ struct SyncMachine {
     case readOutbox(limit: Int)
     /// Upload the attachment bytes these events name; report with ``blobsUploaded(_:)``.
     case uploadBlobs([Event])
+    /// Make sure the server holds the keys of the notes and attachments of these events (of
+    /// an encrypted account; nothing to do for a clear one), events it lacks: a server
+    /// restored from a backup lost the keys stored with them. Report with
+    /// ``keysConfirmed(leaving:)``.
+    case confirmKeys([Event])
     /// Send a sync call, dropping a page asked ahead; report with ``pageReceived(_:)`` (the
     /// page opened) or ``pushRefused(_:deviceTime:)``. `outboxThrough`: the push is the
     /// outbox's oldest events through this sequence number, and the next push will be those
@@ -385,6 +391,25 @@ struct SyncMachine {
     let batch = Array(events.prefix(Self.count(events, fittingIn: budget.bytes)))
     guard !batch.isEmpty else { return fetch(round: round, remaining: wanted[...]) }
     phase = .repairPushing(round: round, remaining: remaining, wanted: wanted, batch: batch)
+    return .confirmKeys(batch)
+  }
+
+  /// The server holds the keys of the repair batch's events. Those in `unsealable` (an
+  /// encrypted account's attachment additions whose bytes this device never had) are left to
+  /// a device that has the bytes.
+  mutating func keysConfirmed(leaving unsealable: Set<Stamp> = []) -> Action {
+    guard case .repairPushing(let round, var remaining, let wanted, var batch) = phase else {
+      return unexpected("keys confirmed")
+    }
+    if !unsealable.isEmpty {
+      remaining = ArraySlice(remaining.filter { !unsealable.contains($0) })
+      batch.removeAll { unsealable.contains($0.stamp) }
+      report.deferred += unsealable.count
+      guard !batch.isEmpty else {
+        return repairPush(round: round, remaining: remaining, wanted: wanted)
+      }
+      phase = .repairPushing(round: round, remaining: remaining, wanted: wanted, batch: batch)
+    }
     return .uploadBlobs(batch)
   }
 

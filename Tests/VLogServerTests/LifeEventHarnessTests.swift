@@ -69,9 +69,10 @@ struct LifeEventHarnessTests {
   }
 
   @Test(
-    "The server restored from a backup taken at a random point, later in the run: every device syncs on with no action, and every change is on every device",
-    arguments: Backend.allCases, 0..<UInt64(3))
+    "The server restored from a backup taken at a random point, later in the run: every device syncs on with no action, and every change is on every device (seeds 3 and 4: an encrypted account, whose keys rotate after deletions)",
+    arguments: Backend.allCases, 0..<UInt64(5))
   func restoredAtRandom(backend: Backend, seed: UInt64) async throws {
+    let encrypted = seed >= 3
     try await withTemporaryDirectory { root in
       let storage =
         backend == .lmdb
@@ -82,14 +83,20 @@ struct LifeEventHarnessTests {
       var server = try await storage.open()
       transport.current.withLock { $0 = server }
       defer { transport.current.withLock { $0?.close() } }
-      _ = try await APICaller(transport: transport).createAccount(Self.credentials).get()
       var generator = SeededGenerator(seed: seed)
       let devices = try (0..<3).map {
         try openDevice(
           $0, root: root, transport: transport, credentials: Self.credentials, seed: seed,
-          clock: ManualClock())
+          clock: ManualClock(),
+          encryption: encrypted && $0 == 0 ? EncryptedSyncTests.encryption : .testingAsTheServerSays
+        )
       }
       defer { for device in devices { device.store.close() } }
+      if encrypted {
+        try await devices[0].account.createAccount()
+      } else {
+        _ = try await APICaller(transport: transport).createAccount(Self.credentials).get()
+      }
       let backup = 4 + Int(generator.next() % 12)
       let restore = backup + 4 + Int(generator.next() % 12)
       var shared: [NoteID] = []

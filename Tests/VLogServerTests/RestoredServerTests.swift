@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import ServerTestSupport
 import Testing
 import VLog
@@ -135,6 +136,9 @@ struct RestoredServerTests {
           check.differences.filter { $0.side == .missingOnServer && $0.repair == .push }
             .compactMap(\.note))
         #expect(lost == [first, second, third], "\(check.differences)")
+        // An edit made before the first sync, of a note whose key the server lost: sealed by
+        // a key stored again, not by one nobody keeps.
+        try await a.write { $0.setText("edited after the restore", of: second) }
         for store in [a, b, a] {
           let report = try await Self.account(store, baseURL, encrypted: encrypted).sync()
           #expect(report.inSync, "\(report)")
@@ -146,12 +150,183 @@ struct RestoredServerTests {
         #expect(try await accountC.sync().inSync)
         for store in [a, b, c] {
           #expect(try store.note(first)?.text == "edited after the backup")
-          #expect(try store.note(second)?.text == "after, from a")
+          #expect(try store.note(second)?.text == "edited after the restore")
           #expect(try store.note(third)?.text == "after, from b")
         }
         #expect(try Digests(c).state == Digests(a).state)
         #expect(try Digests(b).state == Digests(a).state)
       }
+    }
+  }
+}
+
+extension RestoredServerTests {
+  /// The server's record of the account's keys, as a device signed in as ann is told it.
+  static func serverEpoch(_ transport: any Transport) async throws -> UInt64 {
+    let caller = APICaller(transport: transport)
+    let token = try await caller.signIn(
+      Credentials(username: "ann", password: try await serverPassword(caller))
+    ).get().token
+    return try await caller.accountKeys(token: token).get().epoch
+  }
+
+  /// The password as the server takes it: an encrypted account's sign-in secret.
+  static func serverPassword(_ caller: APICaller) async throws -> String {
+    let parameters = try await caller.signInParameters(username: "ann").get()
+    let keys = try await PasswordKeys.stretching(
+      username: "ann", password: EncryptedSyncTests.password,
+      derivation: parameters.keyDerivation)
+    return keys.signInSecret
+  }
+
+  @Test(
+    "Restored from a backup taken before the keys rotated, the server's record is brought forward by a device that knows the password — never back — and every other device follows with none",
+    arguments: Backend.allCases)
+  func restoredBeforeRotation(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let storage =
+        backend == .lmdb
+        ? Storage(backend: backend, location: root + "/server")
+        : Storage(backend: backend, location: try await TestCluster.shared.newDatabase())
+      let transport = SwitchedTransport()
+      var server = try await storage.open()
+      transport.current.withLock { $0 = server }
+      defer { transport.current.withLock { $0?.close() } }
+      let options = NoteStore.Options(durability: .noSync)
+      let a = try NoteStore.open(at: root + "/a", options: options)
+      let b = try NoteStore.open(at: root + "/b", options: options)
+      defer {
+        a.close()
+        b.close()
+      }
+      // A knows the password all along; B kept its keys and token, and does not.
+      let accountA = try SyncAccount(
+        store: a, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        stateFile: SyncAccount.stateFile(for: a), encryption: EncryptedSyncTests.encryption)
+      try await accountA.createAccount()
+      try await accountA.signIn()
+      let erased = try await a.write { $0.createNote(text: "deleted after the backup") }
+      try await accountA.sync()
+      let credentialsB = FileCredentialStore.file(for: b)
+      let signingInB = try SyncAccount(
+        store: b, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        credentialStore: credentialsB, stateFile: SyncAccount.stateFile(for: b),
+        encryption: .testingAsTheServerSays)
+      try await signingInB.signIn()
+      try await signingInB.sync()
+      server.close()
+      try await storage.backUp()
+      server = try await storage.open()
+      transport.current.withLock { $0 = server }
+
+      // After the backup: a deletion, so a rotation, which B follows; then a note whose
+      // key is wrapped by the new content key.
+      let kept = try await a.write { $0.createNote(text: "made before the rotation") }
+      try await a.write { $0.deleteNote(erased) }
+      try await accountA.sync()
+      #expect(try await Self.serverEpoch(transport) == 2)
+      let accountB = try SyncAccount(
+        store: b, transport: transport, username: "ann", credentialStore: credentialsB,
+        stateFile: SyncAccount.stateFile(for: b), encryption: .testingAsTheServerSays)
+      try await accountB.sync()
+      let late = try await a.write { $0.createNote(text: "made after the rotation") }
+      try await accountA.sync()
+
+      server.close()
+      try await storage.restore()
+      server = try await storage.open()
+      transport.current.withLock { $0 = server }
+      #expect(try await Self.serverEpoch(transport) == 1)
+
+      // B cannot open the restored record: it is told why, and what to do.
+      let refusal = await #expect(throws: APIError.self) { try await accountB.sync() }
+      #expect(refusal?.code == .signedOut)
+      #expect(
+        refusal?.message.contains("restored from a backup") == true,
+        "\(String(describing: refusal))")
+      #expect(try await Self.serverEpoch(transport) == 1)
+      // A brings it forward to the keys it holds (epoch 2), pushes back what was lost — the
+      // deletion too, which erases the deleted note's key again, so the keys rotate once more
+      // (epoch 3) — and B follows.
+      #expect(try await accountA.sync().inSync)
+      #expect(try await Self.serverEpoch(transport) == 3)
+      #expect(await accountA.state.keysEpoch == 3)
+      #expect(try await accountB.sync().inSync)
+      #expect(try await accountA.sync().inSync)
+      let c = try NoteStore.open(at: root + "/c", options: options)
+      defer { c.close() }
+      let accountC = try SyncAccount(
+        store: c, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        stateFile: SyncAccount.stateFile(for: c), encryption: .testingAsTheServerSays)
+      try await accountC.signIn()
+      #expect(try await accountC.sync().inSync)
+      for store in [a, b, c] {
+        #expect(try store.note(kept)?.text == "made before the rotation")
+        #expect(try store.note(late)?.text == "made after the rotation")
+        #expect(try store.note(erased) == nil)
+        #expect(try store.verify().isEmpty)
+      }
+      #expect(try Digests(c).state == Digests(a).state)
+      #expect(try Digests(b).state == Digests(a).state)
+    }
+  }
+}
+
+extension RestoredServerTests {
+  @Test(
+    "Restored from a backup taken before a re-keying, the server names keys a lost device may hold: a device with the password refuses them, brings nothing forward and seals nothing with them",
+    arguments: Backend.allCases)
+  func restoredBeforeRekeying(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let storage =
+        backend == .lmdb
+        ? Storage(backend: backend, location: root + "/server")
+        : Storage(backend: backend, location: try await TestCluster.shared.newDatabase())
+      let transport = SwitchedTransport()
+      var server = try await storage.open()
+      transport.current.withLock { $0 = server }
+      defer { transport.current.withLock { $0?.close() } }
+      let options = NoteStore.Options(durability: .noSync)
+      let a = try NoteStore.open(at: root + "/a", options: options)
+      defer { a.close() }
+      let account = try SyncAccount(
+        store: a, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        stateFile: SyncAccount.stateFile(for: a), encryption: EncryptedSyncTests.encryption)
+      try await account.createAccount()
+      try await account.signIn()
+      try await a.write { $0.createNote(text: "before the backup") }
+      try await account.sync()
+      server.close()
+      try await storage.backUp()
+      server = try await storage.open()
+      transport.current.withLock { $0 = server }
+      try await account.rekey()
+      try await account.sync()
+
+      server.close()
+      try await storage.restore()
+      server = try await storage.open()
+      transport.current.withLock { $0 = server }
+      let secret = try await a.write { $0.createNote(text: "after the re-keying") }
+      let refusal = await #expect(throws: AccountKeyError.self) { try await account.sync() }
+      #expect(refusal?.description.contains("re-keying") == true, "\(String(describing: refusal))")
+      #expect(await account.state.keysEpoch == 2)
+      #expect(try await Self.serverEpoch(transport) == 1)
+      // Nothing was pushed: a device opening the restored record gets no trace of the note.
+      let c = try NoteStore.open(at: root + "/c", options: options)
+      defer { c.close() }
+      let accountC = try SyncAccount(
+        store: c, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        stateFile: SyncAccount.stateFile(for: c), encryption: .testingAsTheServerSays)
+      try await accountC.signIn()
+      try await accountC.sync()
+      #expect(try c.events(withIDs: try a.outbox(limit: 100).map(\.event.stamp)).isEmpty)
+      #expect(try c.note(secret) == nil)
     }
   }
 }
