@@ -1,5 +1,5 @@
 internal import Foundation
-internal import VLog
+public import VLog
 internal import VLogWire
 
 /// Rotations of the account's content key: after an erasure, a re-keying, and bringing a
@@ -78,20 +78,30 @@ extension AccountKeyring {
   /// before the keys last rotated. The keyring never goes back to the record's keys — they
   /// were forgotten so that copies made before cannot open what was erased since — but it
   /// cannot follow the record without them either: `restored`, the record's keys opened
-  /// with the password, unwrap the notes' and attachments' keys the server holds, and a
-  /// rotation from them to the keys held here (through new content keys for the epochs
-  /// between) re-wraps them, with the record's seals, as the rotation the restore lost did.
+  /// with the password, unwrap the notes' and attachments' keys the server holds, and one
+  /// rotation, straight from the record's epoch to this keyring's, re-wraps them, as the
+  /// rotations the restore lost did. (Straight: keys made up for the epochs between would
+  /// not be the keys other devices hold of them.)
   ///
-  /// Only rotations are brought forward: keys a re-keying replaced may be a lost device's,
-  /// and a server that names them is refused, whatever the password opens.
+  /// The keys of notes and attachments `isDeleted` says this device knows were deleted are not
+  /// re-wrapped: a record from before a deletion still holds the deleted note's key, and
+  /// re-wrapped by keys every device holds it would open the note again. They get new random
+  /// keys, which open nothing. (A device at the record's epoch or later pulled every deletion
+  /// the rotations since were made for; one it has not pulled yet — a note it does not know —
+  /// is re-wrapped, as its events may be live ones this device has yet to pull.) Only rotations are brought forward: keys a re-keying replaced may
+  /// be a lost device's, and a server that names them is refused, whatever the password
+  /// opens.
   ///
   /// - Parameters:
   ///   - restored: The keys of the server's record, opened with the password.
   ///   - username: The account's user name, which the seals are bound to.
+  ///   - isDeleted: Whether this device knows the note or attachment of that id was deleted.
   /// - Throws: ``AccountKeyError`` when `restored` are not the keys held here before
   ///   rotations (the account was re-keyed since, or they are not this account's), or the
   ///   account's keys changed meanwhile; ``APIError`` when the server does not take it.
-  public func bringForward(from restored: AccountKeys, username: String) async throws {
+  public func bringForward(
+    from restored: AccountKeys, username: String, isDeleted: @Sendable (Identifier) -> Bool
+  ) async throws {
     guard restored.epoch < keys.epoch else { return }
     guard restored.isRotation(to: keys) else {
       throw AccountKeyError(
@@ -101,25 +111,15 @@ extension AccountKeyring {
           + "restored from a backup taken before the re-keying (its operator can restore a "
           + "later one), or it lies")
     }
-    var current = restored
-    while current.epoch < keys.epoch {
-      let body = try await caller.accountKeys(since: current.epoch, token: token()).get()
-      guard body.epoch == current.epoch else {
-        throw AccountKeyError(
-          "the account's keys changed while they were brought forward; sync again",
-          changedMeanwhile: true)
-      }
-      let next = current.epoch + 1 == keys.epoch ? keys : try current.rotated(random: random).keys
-      guard
-        try await rotate(
-          from: body, holding: current, to: next, link: try current.link(to: next),
-          username: username) != nil
-      else {
-        throw AccountKeyError(
-          "the account's keys changed while they were brought forward; sync again",
-          changedMeanwhile: true)
-      }
-      current = next
+    let body = try await caller.accountKeys(since: restored.epoch, token: token()).get()
+    guard body.epoch == restored.epoch,
+      try await rotate(
+        from: body, holding: restored, to: keys, link: try restored.link(to: keys),
+        username: username, rewrapping: { !isDeleted($0) }) != nil
+    else {
+      throw AccountKeyError(
+        "the account's keys changed while they were brought forward; sync again",
+        changedMeanwhile: true)
     }
   }
 
@@ -133,13 +133,15 @@ extension AccountKeyring {
   /// Rotates the server's record from the epoch `body` names, whose keys are `current`, to
   /// `next`: with `link` (a rotation), or re-keying without one to the password's keys and a
   /// new recovery key. Every note's and attachment's key the server holds is re-wrapped by
-  /// `next`, renewed too when re-keying.
+  /// `next`, renewed too when re-keying — or, if `rewrapping` says it is not to be, replaced
+  /// by a new random key.
   ///
   /// - Returns: The renewed keys (none unless re-keying); nil when the account's keys changed
   ///   meanwhile (another device's rotation): refresh and try again.
   private func rotate(
     from body: AccountKeysBody, holding current: AccountKeys, to next: AccountKeys,
-    link: [UInt8]?, username: String, rekeying: Rekeying? = nil
+    link: [UInt8]?, username: String, rekeying: Rekeying? = nil,
+    rewrapping: (Identifier) -> Bool = { _ in true }
   ) async throws -> [Identifier: ObjectKey]? {
     let passwordPublicKey: [UInt8]
     let recoveryPublicKey: [UInt8]
@@ -173,6 +175,10 @@ extension AccountKeyring {
       guard page.epoch == current.epoch else { return nil }
       let wrapped = try page.validated()
       for (object, bytes) in wrapped {
+        guard rewrapping(object) else {
+          rewrapped[object] = try next.wrap(try ObjectKey(random: random), of: object)
+          continue
+        }
         var key = try current.unwrap(bytes, of: object)
         if rekeying != nil {
           key = try key.renewed(random: random)
@@ -184,7 +190,7 @@ extension AccountKeyring {
       after = last
     }
     let rotation = KeyRotation(
-      epoch: current.epoch,
+      epoch: current.epoch, nextEpoch: next.epoch == current.epoch + 1 ? nil : next.epoch,
       sealedForPassword: try next.sealed(to: passwordPublicKey, username: username),
       sealedForRecovery: try next.sealed(to: recoveryPublicKey, username: username),
       link: link, recovery: recovery,

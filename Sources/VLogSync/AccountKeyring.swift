@@ -1,4 +1,3 @@
-internal import Dispatch
 internal import Foundation
 internal import Synchronization
 public import VLog
@@ -26,7 +25,7 @@ public actor AccountKeyring {
   /// deleted ones.
   var objectKeys: [Identifier: ObjectKey] = [:]
   /// The names of the attachment bytes this device sealed, for their additions' seal.
-  private var sealedBlobs: [AttachmentID: SealedBlob] = [:]
+  var sealedBlobs: [AttachmentID: SealedBlob] = [:]
   /// The attachments of each note whose additions this device sealed or opened: their keys
   /// go with the note's.
   private var attachmentsOfNote: [NoteID: Set<Identifier>] = [:]
@@ -252,7 +251,35 @@ public actor AccountKeyring {
   public func openSettingAside(_ events: [Event]) async throws -> (
     opened: [Event], refused: [(Event, String)]
   ) {
-    try await lookUp(unheld(events.lazy.filter { !$0.isRedacted }))
+    let unheldObjects = Set(unheld(events.lazy.filter { !$0.isRedacted }))
+    try await lookUp(Array(unheldObjects))
+    var (opened, refused) = try await openHeld(events)
+    // A key held from before that no longer opens: after a restore, another device may have
+    // stored the object's key again. Looked up once more, those events are opened again.
+    let stale = Set(
+      refused.keys.compactMap { EventSealer.keyedObject(of: events[$0].change) }
+    ).subtracting(unheldObjects)
+    if !stale.isEmpty {
+      let held = objectKeys
+      for object in stale { objectKeys[object] = nil }
+      try await lookUp(Array(stale))
+      for object in stale where objectKeys[object] == nil { objectKeys[object] = held[object] }
+      let again = refused.keys.sorted()
+      let (reopened, stillRefused) = try await openHeld(again.map { events[$0] })
+      for (position, index) in again.enumerated() {
+        opened[index] = reopened[position]
+        refused[index] = stillRefused[position]
+      }
+    }
+    let kept = opened.indices.filter { refused[$0] == nil }
+    noteSealed(kept.map { opened[$0] })
+    noteSealedBlobs(of: kept.map { (events[$0], opened[$0]) })
+    return (kept.map { opened[$0] }, refused.keys.sorted().map { (events[$0], refused[$0] ?? "") })
+  }
+
+  /// `events` opened by the keys the keyring holds, in order, and why each that did not open
+  /// was refused, by its index (an event refused is returned as it was).
+  private func openHeld(_ events: [Event]) async throws -> ([Event], [Int: String]) {
     let keys = objectKeys
     let sealer = EventSealer(keys: self.keys)
     let refusals = Mutex<[Int: String]>([:])
@@ -264,11 +291,7 @@ public actor AccountKeyring {
         return event
       }
     }
-    let refused = refusals.withLock { $0 }
-    let kept = opened.indices.filter { refused[$0] == nil }
-    noteSealed(kept.map { opened[$0] })
-    noteSealedBlobs(of: kept.map { (events[$0], opened[$0]) })
-    return (kept.map { opened[$0] }, refused.keys.sorted().map { (events[$0], refused[$0] ?? "") })
+    return (opened, refusals.withLock { $0 })
   }
 
   /// Makes keys of `objects` the keyring does not hold yet, new ones (a note's creation, an
@@ -288,53 +311,6 @@ public actor AccountKeyring {
   private func storeLost(_ objects: [Identifier]) async throws {
     let lost = try newKeys(of: objects)
     if !lost.isEmpty { try await store(lost) }
-  }
-
-  /// Makes sure the server holds the key of every note and attachment whose key seals values
-  /// of `events`, as a push of events the server lost needs (it was restored from a backup):
-  /// what it holds is the key used from now on, and a key it lost with the events is stored
-  /// again — the one this keyring holds, or a new one (every event of that object is pushed
-  /// again with it). The keyring's memory that a key is stored is not enough: it predates the
-  /// restore.
-  ///
-  /// - Parameters:
-  ///   - events: Events the server lacks, to push.
-  ///   - hasBytes: Whether the store holds the bytes of an attachment.
-  /// - Returns: The attachments' additions among `events` this device cannot seal: it never
-  ///   had their bytes, and does not know their sealed bytes' name under the key the server
-  ///   holds. A device that has the bytes pushes them.
-  func confirmStored(_ events: [Event], hasBytes: (BlobHash) throws -> Bool) async throws
-    -> Set<Stamp>
-  {
-    var seen = Set<Identifier>()
-    let objects = events.compactMap { event -> Identifier? in
-      guard !event.isRedacted, let object = EventSealer.keyedObject(of: event.change),
-        seen.insert(object).inserted
-      else { return nil }
-      return object
-    }
-    guard !objects.isEmpty else { return [] }
-    let held = objectKeys
-    for object in objects { objectKeys[object] = nil }
-    try await lookUp(objects)
-    var lost: [Identifier: ObjectKey] = [:]
-    for object in objects where objectKeys[object] == nil {
-      lost[object] = try held[object] ?? ObjectKey(random: random)
-    }
-    if !lost.isEmpty { try await store(lost) }
-    var unsealable = Set<Stamp>()
-    for event in events where !event.isRedacted {
-      guard case .attachmentAdded(let attachment) = event.change else { continue }
-      let object = attachment.id.identifier
-      // A name of bytes sealed by another key than the one the server holds names nothing.
-      if let key = objectKeys[object], held[object]?.key.bytes != key.key.bytes {
-        sealedBlobs[attachment.id] = nil
-      }
-      if sealedBlobs[attachment.id] == nil, try !hasBytes(attachment.blobHash) {
-        unsealable.insert(event.stamp)
-      }
-    }
-    return unsealable
   }
 
   /// New keys of those of `objects` the keyring holds no key of, not stored yet.
@@ -368,62 +344,6 @@ public actor AccountKeyring {
       forgetDeleted(event.change)
     }
   }
-
-  /// `events` through `transform`, with their indices, in order: in as many parts as the
-  /// machine has cores (one fewer if `sparingACore`, but at least one), run together on threads
-  /// of their own, when there are enough events to be worth it (on the calling thread when
-  /// there are fewer).
-  ///
-  /// Neither a task group nor Dispatch's global queues: on Linux the cooperative pool is
-  /// Dispatch's global queue, as wide as the machine has cores, so parts run there would hold
-  /// every thread of it, and every task of the app (and of a server in the same process) would
-  /// wait for the seal to end; and a pool with a blocked thread would run the parts one after
-  /// the other. Sealing is computation: each part runs on a serial queue of its own, which
-  /// Dispatch gives a thread beside the pool's, and the system shares the cores between them
-  /// and the pool, while the calling task waits without holding a thread.
-  private static func inParallel(
-    _ events: [Event], sparingACore: Bool,
-    _ transform: @escaping @Sendable (Int, Event) throws -> Event
-  ) async throws -> [Event] {
-    let cores = sparingACore ? max(1, sealingQueues.count - 1) : sealingQueues.count
-    let parts = min(cores, events.count / Self.eventsPerPart)
-    guard parts > 0 else { return try events.indices.map { try transform($0, events[$0]) } }
-    let size = (events.count + parts - 1) / parts
-    let done = PartResults(count: parts)
-    return try await withCheckedThrowingContinuation { continuation in
-      let group = DispatchGroup()
-      for part in 0..<parts {
-        sealingQueues[part].async(group: group) {
-          let range = part * size..<min((part + 1) * size, events.count)
-          done.set(part, Result { try range.map { try transform($0, events[$0]) } })
-        }
-      }
-      group.notify(queue: sealingQueues[0]) { continuation.resume(with: done.joined()) }
-    }
-  }
-
-  /// The serial queues the parts of ``inParallel(_:sparingACore:_:)`` run on, one for each core.
-  private static let sealingQueues = (0..<max(1, ProcessInfo.processInfo.activeProcessorCount))
-    .map { DispatchQueue(label: "VLogSync.AccountKeyring.sealing.\($0)") }
-
-  /// The results of the parts of ``inParallel(_:sparingACore:_:)``, set by each as it ends.
-  private final class PartResults: Sendable {
-    private let results: Mutex<[Result<[Event], any Error>?]>
-
-    init(count: Int) { results = Mutex(Array(repeating: nil, count: count)) }
-
-    func set(_ part: Int, _ result: Result<[Event], any Error>) {
-      results.withLock { $0[part] = result }
-    }
-
-    /// The parts' events in order, or the first part's error.
-    func joined() -> Result<[Event], any Error> {
-      Result { try results.withLock { parts in try parts.flatMap { try $0?.get() ?? [] } } }
-    }
-  }
-
-  /// The fewest events a part of ``inParallel(_:sparingACore:_:)`` takes: fewer are not worth a task.
-  static let eventsPerPart = 256
 
   /// Follows the rotations of the content key made since this device's epoch, by their links.
   ///
@@ -464,7 +384,17 @@ public actor AccountKeyring {
           + "password alone; sign in with it", keysReplaced: true)
     }
     var next = keys
-    for link in links { next = try next.following(link) }
+    do {
+      for link in links { next = try next.following(link) }
+    } catch {
+      // Not the links of this device's keys: another device brought a restored record
+      // forward past them, or the server lies. The keys open with the password, which is
+      // asked for the later keys of this lineage only (`SyncAccount.check`).
+      throw AccountKeyError(
+        "the server's links from epoch \(keys.epoch) to epoch \(body.epoch) do not open with "
+          + "this device's keys (\(error)): its keys open with the password alone; sign in with "
+          + "it", keysReplaced: true)
+    }
     keys = next
     return body
   }
@@ -475,7 +405,7 @@ public actor AccountKeyring {
   /// - Returns: Whether the server took them all; if not, the keyring holds the keys the
   ///   server keeps instead.
   @discardableResult
-  private func store(_ created: [Identifier: ObjectKey]) async throws -> Bool {
+  func store(_ created: [Identifier: ObjectKey]) async throws -> Bool {
     for attempt in 0..<3 {
       var wrapped: [Identifier: [UInt8]] = [:]
       for (object, key) in created { wrapped[object] = try keys.wrap(key, of: object) }
@@ -501,7 +431,7 @@ public actor AccountKeyring {
   }
 
   /// Looks up the keys of `objects` on the server: those it holds.
-  private func lookUp(_ objects: [Identifier]) async throws {
+  func lookUp(_ objects: [Identifier]) async throws {
     guard !objects.isEmpty else { return }
     for start in stride(from: 0, to: objects.count, by: Self.lookupBatch) {
       let batch = Array(objects[start..<min(start + Self.lookupBatch, objects.count)])

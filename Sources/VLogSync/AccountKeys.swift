@@ -236,19 +236,20 @@ public struct AccountKeys: Sendable, Equatable {
     return (next, try link(to: next))
   }
 
-  /// The link that takes a device holding these keys to `next`, keys of the next epoch that
+  /// The link that takes a device holding these keys to `next`, keys of a later epoch that
   /// differ from these in their content key alone (``rotated(random:)``): its content key
-  /// sealed by this one.
+  /// sealed by this one, bound to its epoch. A device follows a link to the next epoch only;
+  /// one past it (bringing a restored record forward) opens with the password.
   ///
   /// - Throws: ``AccountKeyError`` when `next` is not such keys.
   func link(to next: AccountKeys) throws -> [UInt8] {
-    guard next.epoch == epoch + 1, isRotation(to: next) else {
+    guard next.epoch > epoch, isRotation(to: next) else {
       throw AccountKeyError(
         "the keys of epoch \(next.epoch) are not a rotation of those of epoch \(epoch)")
     }
     return Array(
       try ChaChaPoly.seal(
-        next.contentBytes, using: contentKey, authenticating: Self.linkData(epoch + 1)
+        next.contentBytes, using: contentKey, authenticating: Self.linkData(next.epoch)
       ).combined)
   }
 
@@ -403,7 +404,7 @@ public struct AccountKeyError: Error, Sendable, Equatable, CustomStringConvertib
   /// Whether the server's record of the account's keys is of an older epoch than the keys
   /// this device holds: the server was restored from a backup taken before they last
   /// rotated (or lies). The device brings the record forward with the password
-  /// (``AccountKeyring/bringForward(from:username:)``); it never goes back to older keys.
+  /// (``AccountKeyring/bringForward(from:username:isDeleted:)``); it never goes back to older keys.
   public let serverBehind: Bool
   /// Whether the keys changed while this device used them: a later attempt may succeed. Not
   /// a verdict on what was being opened.

@@ -54,6 +54,37 @@ extension SyncAccount {
     return uploaded
   }
 
+  /// Makes sure the server holds the keys that seal `events`, events it lacks
+  /// (``AccountKeyring/confirmStored(_:hasBytes:)``), and returns the attachments' additions
+  /// among them this device cannot push: it never had their bytes, and the sealed bytes
+  /// their additions named are unknown or not on the server (a restore lost them). A device
+  /// that holds the bytes pushes those.
+  func confirmKeys(of events: [Event], keyring: AccountKeyring) async throws -> Set<Stamp> {
+    let store = self.store
+    var unsealable = try await keyring.confirmStored(events, hasBytes: store.hasBlob)
+    var named: [Stamp: BlobHash] = [:]
+    for event in events where !event.isRedacted && !unsealable.contains(event.stamp) {
+      guard case .attachmentAdded(let attachment) = event.change,
+        try !store.hasBlob(attachment.blobHash),
+        let name = await keyring.sealedBlobName(of: attachment.id)
+      else { continue }
+      named[event.stamp] = name.hash
+    }
+    guard !named.isEmpty else { return unsealable }
+    let asked = Array(Set(named.values))
+    var missing = Set<BlobHash>()
+    do {
+      missing.formUnion(
+        try await call { caller, token in await caller.missingBlobs(asked, token: token) })
+    } catch {
+      missing.formUnion(asked)
+      // A server too old to answer: the bytes are left to a device that holds them.
+      guard error.status == 404 || error.status == 405 else { throw error }
+    }
+    for (stamp, hash) in named where missing.contains(hash) { unsealable.insert(stamp) }
+    return unsealable
+  }
+
   /// The bytes of an attachment: from the store, or downloaded from the server (checked against
   /// their hash and kept) when the store does not have them yet. An encrypted account's are
   /// downloaded as sealed — under the hash its sealed addition, fetched from the server,

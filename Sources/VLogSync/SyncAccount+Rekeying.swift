@@ -77,7 +77,7 @@ extension SyncAccount {
 
   /// Brings the server's record of the account's keys forward to those this device holds,
   /// when it is of an older epoch: the server was restored from a backup taken before the keys
-  /// last rotated (``AccountKeyring/bringForward(from:username:)``). The record's keys open
+  /// last rotated (``AccountKeyring/bringForward(from:username:isDeleted:)``). The record's keys open
   /// with the password only: a device that does not know it is told to sign in.
   ///
   /// - Throws: ``APIError/Code/signedOut`` when this device does not know the password;
@@ -94,7 +94,16 @@ extension SyncAccount {
     let body = try await call { caller, token in await caller.accountKeys(token: token) }
     let derived = try await passwordKeys(for: password, derivation: try await currentDerivation())
     let restored = try AccountKeys(opening: body, with: derived, username: username)
-    try await keyring.bringForward(from: restored, username: username)
+    // What this device knows was deleted: its tombstones, and the attachments of deleted notes.
+    let store = self.store
+    let tombstones = Set(try store.deletedObjects().map(\.id))
+    try await keyring.bringForward(
+      from: restored, username: username,
+      isDeleted: { object in
+        if tombstones.contains(object) { return true }
+        guard let attachment = try? store.attachment(AttachmentID(object)) else { return false }
+        return tombstones.contains(attachment.noteID.identifier)
+      })
     try await keepKeys()
     try saveState()
   }
@@ -126,7 +135,9 @@ extension SyncAccount {
         "the server names keys of epoch \(keys.epoch), not newer than epoch \(held.epoch) this "
           + "device held")
     }
-    if let held, keys.rekeyedAt <= held.rekeyedAt {
+    // Later keys of the same re-keying are a rotation the held keys' links do not lead to:
+    // a restored record brought forward past them.
+    if let held, keys.rekeyedAt <= held.rekeyedAt, !held.isRotation(to: keys) {
       throw AccountKeyError(
         "the server names keys of the re-keying at epoch \(keys.rekeyedAt) in place of keys "
           + "this device held, of the re-keying at epoch \(held.rekeyedAt): no re-keying since "

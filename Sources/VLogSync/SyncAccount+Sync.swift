@@ -105,9 +105,9 @@ extension SyncAccount {
       case .readOutbox(let limit):
         action = machine.outboxRead(try store.outbox(limit: limit))
       case .confirmKeys(let events):
-        let store = self.store
-        let unsealable = try await keyring?.confirmStored(events, hasBytes: store.hasBlob)
-        action = machine.keysConfirmed(leaving: unsealable ?? [])
+        var unsealable = Set<Stamp>()
+        if let keyring { unsealable = try await confirmKeys(of: events, keyring: keyring) }
+        action = machine.keysConfirmed(leaving: unsealable)
       case .uploadBlobs(let events):
         action = machine.blobsUploaded(try await uploadBlobs(for: events, keyring: keyring))
       case .takePrefetched:
@@ -147,7 +147,15 @@ extension SyncAccount {
           if let status = error.status, status != 401 {
             try bindStore()
           }
+          let reset = machine.report.cursorReset
           action = machine.pushRefused(error, deviceTime: now().milliseconds)
+          if !reset, machine.report.cursorReset, let keyring {
+            // The server was restored: the keys this device remembers storing may be lost,
+            // or stored again by another device; what was sealed with them is sealed again.
+            try await keyring.confirmHeldKeys()
+            sealer?.cancel()
+            sealer = OutboxSealer(keyring: keyring, store: store)
+          }
           continue
         }
         try bindStore()

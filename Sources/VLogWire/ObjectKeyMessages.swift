@@ -158,7 +158,8 @@ public struct ObjectKeysPage: Codable, Sendable, Hashable {
 }
 
 /// The body of `PUT /v1/accounts/current/keys`: a rotation of the account's content key, from
-/// `epoch` to the next. It carries the new keys sealed to the password's and the recovery
+/// `epoch` to the next (or, bringing forward a record restored from a backup, to the epoch of
+/// the keys the devices hold: ``nextEpoch``). It carries the new keys sealed to the password's and the recovery
 /// key's public keys, and every note's and attachment's key the account holds, re-wrapped by
 /// the new content key; a rotation carries the link from the old content key to the new, a
 /// re-keying none (and may replace the recovery key). The server takes it only if its epoch
@@ -167,6 +168,10 @@ public struct ObjectKeysPage: Codable, Sendable, Hashable {
 public struct KeyRotation: Codable, Sendable, Hashable {
   /// The epoch rotated from: the account's current one.
   public var epoch: UInt64
+  /// The epoch rotated to, past the next one: that of the keys the account's devices hold,
+  /// when a device brings forward a record the server restored from a backup taken before
+  /// they rotated. Only with a link. Nil for the next epoch.
+  public var nextEpoch: UInt64?
   /// The new keys sealed to the password's public key (base64, of a size
   /// ``NewAccountKeys/isSealedSize(_:)`` takes).
   public var sealedForPassword: String
@@ -202,11 +207,13 @@ public struct KeyRotation: Codable, Sendable, Hashable {
 
   /// Creates the body from the bytes.
   public init(
-    epoch: UInt64, sealedForPassword: [UInt8], sealedForRecovery: [UInt8], link: [UInt8]?,
-    recovery: NewRecoveryKey? = nil, passwordAnchor: [UInt8]? = nil, password: String? = nil,
-    keys: [Identifier: [UInt8]], keysAuthenticator: [UInt8], requestKey: [UInt8]? = nil
+    epoch: UInt64, nextEpoch: UInt64? = nil, sealedForPassword: [UInt8],
+    sealedForRecovery: [UInt8], link: [UInt8]?, recovery: NewRecoveryKey? = nil,
+    passwordAnchor: [UInt8]? = nil, password: String? = nil, keys: [Identifier: [UInt8]],
+    keysAuthenticator: [UInt8], requestKey: [UInt8]? = nil
   ) {
     self.epoch = epoch
+    self.nextEpoch = nextEpoch
     self.requestKey = requestKey.map { Data($0).base64EncodedString() }
     self.sealedForPassword = Data(sealedForPassword).base64EncodedString()
     self.sealedForRecovery = Data(sealedForRecovery).base64EncodedString()
@@ -219,8 +226,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   }
 
   enum CodingKeys: String, CodingKey {
-    case epoch, sealedForPassword, sealedForRecovery, link, recovery, passwordAnchor, password
-    case keys, keysAuthenticator, requestKey
+    case epoch, nextEpoch, sealedForPassword, sealedForRecovery, link, recovery, passwordAnchor
+    case password, keys, keysAuthenticator, requestKey
   }
 
   /// Decodes the JSON types, refusing keys this version does not know; `link` and `recovery`
@@ -229,11 +236,14 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     try refuseUnknownKeys(
       in: decoder,
       allowed: [
-        "epoch", "sealedForPassword", "sealedForRecovery", "link", "recovery", "passwordAnchor",
-        "password", "keys", "keysAuthenticator", "requestKey",
+        "epoch", "nextEpoch", "sealedForPassword", "sealedForRecovery", "link", "recovery",
+        "passwordAnchor", "password", "keys", "keysAuthenticator", "requestKey",
       ])
     let container = try decoder.container(keyedBy: CodingKeys.self)
     epoch = try container.decode(UInt64.self, forKey: .epoch)
+    nextEpoch =
+      container.contains(.nextEpoch)
+      ? try container.decode(UInt64.self, forKey: .nextEpoch) : nil
     sealedForPassword = try container.decode(String.self, forKey: .sealedForPassword)
     sealedForRecovery = try container.decode(String.self, forKey: .sealedForRecovery)
     link = container.contains(.link) ? try container.decode(String.self, forKey: .link) : nil
@@ -256,6 +266,7 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(epoch, forKey: .epoch)
+    try container.encodeIfPresent(nextEpoch, forKey: .nextEpoch)
     try container.encode(sealedForPassword, forKey: .sealedForPassword)
     try container.encode(sealedForRecovery, forKey: .sealedForRecovery)
     try container.encodeIfPresent(link, forKey: .link)
@@ -271,6 +282,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   public struct Checked: Sendable, Hashable {
     /// The epoch rotated from.
     public var epoch: UInt64
+    /// The epoch rotated to: `epoch` + 1 unless the rotation named a later one.
+    public var nextEpoch: UInt64
     /// The new keys sealed to the password's public key.
     public var sealedForPassword: [UInt8]
     /// The new keys sealed to the recovery key's public key.
@@ -296,6 +309,14 @@ public struct KeyRotation: Codable, Sendable, Hashable {
   /// - Throws: ``WireError`` naming the field that is wrong.
   public func validated() throws(WireError) -> Checked {
     guard epoch < .max else { throw WireError("epoch", "\(epoch) is the last epoch") }
+    if let nextEpoch {
+      guard nextEpoch > epoch, nextEpoch < .max else {
+        throw WireError("nextEpoch", "\(nextEpoch) is not an epoch after \(epoch)")
+      }
+      guard link != nil else {
+        throw WireError("nextEpoch", "a rotation past the next epoch needs a link")
+      }
+    }
     if let password {
       guard Credentials.passwordLengths.contains(password.unicodeScalars.count) else {
         throw WireError("password", "a password is 8 to 1024 characters long")
@@ -309,7 +330,8 @@ public struct KeyRotation: Codable, Sendable, Hashable {
     let seals = try NewAccountKeys.seals(
       sealedForPassword, sealedForRecovery, "sealedForPassword", "sealedForRecovery")
     return Checked(
-      epoch: epoch, sealedForPassword: seals.first, sealedForRecovery: seals.second,
+      epoch: epoch, nextEpoch: nextEpoch ?? epoch + 1, sealedForPassword: seals.first,
+      sealedForRecovery: seals.second,
       link: try link.map { link throws(WireError) in
         try NewAccountKeys.bytes(link, "link", count: Self.linkBytes)
       },

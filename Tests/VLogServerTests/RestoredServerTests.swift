@@ -161,6 +161,35 @@ struct RestoredServerTests {
 }
 
 extension RestoredServerTests {
+  /// A server on `backend`'s storage under `root`, behind one transport whatever its
+  /// openings: backed up and restored as an operator does, closed meanwhile.
+  final class Server: Sendable {
+    let storage: Storage
+    let transport = SwitchedTransport()
+
+    init(backend: Backend, root: String) async throws {
+      storage =
+        backend == .lmdb
+        ? Storage(backend: backend, location: root + "/server")
+        : Storage(backend: backend, location: try await TestCluster.shared.newDatabase())
+      let server = try await storage.open()
+      transport.current.withLock { $0 = server }
+    }
+
+    func backUp() async throws { try await closed { try await self.storage.backUp() } }
+    func restore() async throws { try await closed { try await self.storage.restore() } }
+    func close() { transport.current.withLock { $0?.close() } }
+
+    private func closed(_ change: () async throws -> Void) async throws {
+      close()
+      try await change()
+      let server = try await storage.open()
+      transport.current.withLock { $0 = server }
+    }
+  }
+}
+
+extension RestoredServerTests {
   /// The server's record of the account's keys, as a device signed in as ann is told it.
   static func serverEpoch(_ transport: any Transport) async throws -> UInt64 {
     let caller = APICaller(transport: transport)
@@ -172,11 +201,50 @@ extension RestoredServerTests {
 
   /// The password as the server takes it: an encrypted account's sign-in secret.
   static func serverPassword(_ caller: APICaller) async throws -> String {
+    try await passwordKeys(caller).signInSecret
+  }
+
+  /// The keys drawn from ann's password.
+  static func passwordKeys(_ caller: APICaller) async throws -> PasswordKeys {
     let parameters = try await caller.signInParameters(username: "ann").get()
-    let keys = try await PasswordKeys.stretching(
+    return try await PasswordKeys.stretching(
       username: "ann", password: EncryptedSyncTests.password,
       derivation: parameters.keyDerivation)
-    return keys.signInSecret
+  }
+
+  /// The keys of `objects` as the server holds them, opened as a device that signs in with
+  /// the password opens them.
+  static func serverObjectKeys(_ objects: [Identifier], _ transport: any Transport)
+    async throws -> [Identifier: ObjectKey]
+  {
+    let caller = APICaller(transport: transport)
+    let password = try await passwordKeys(caller)
+    let token = try await caller.signIn(
+      Credentials(username: "ann", password: password.signInSecret)
+    ).get().token
+    let keys = try AccountKeys(
+      opening: try await caller.accountKeys(token: token).get(), with: password, username: "ann")
+    let wrapped = try await caller.lookUpObjectKeys(objects, token: token).get()
+    var opened: [Identifier: ObjectKey] = [:]
+    for (object, bytes) in try wrapped.validated(maximum: .max) {
+      opened[object] = try keys.unwrap(bytes, of: object)
+    }
+    return opened
+  }
+
+  /// Keeps the key rotations a device sends.
+  final class RotationRecorder: Transport, Sendable {
+    let base: any Transport
+    let rotations = Locked<[KeyRotation]>([])
+    init(_ base: any Transport) { self.base = base }
+    var server: String { base.server }
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+      if request.method == "PUT", request.path == "/v1/accounts/current/keys" {
+        let rotation = try JSONDecoder().decode(KeyRotation.self, from: Data(request.body))
+        rotations.withLock { $0.append(rotation) }
+      }
+      return try await base.send(request)
+    }
   }
 
   @Test(
@@ -184,14 +252,9 @@ extension RestoredServerTests {
     arguments: Backend.allCases)
   func restoredBeforeRotation(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
-      let storage =
-        backend == .lmdb
-        ? Storage(backend: backend, location: root + "/server")
-        : Storage(backend: backend, location: try await TestCluster.shared.newDatabase())
-      let transport = SwitchedTransport()
-      var server = try await storage.open()
-      transport.current.withLock { $0 = server }
-      defer { transport.current.withLock { $0?.close() } }
+      let server = try await Server(backend: backend, root: root)
+      defer { server.close() }
+      let transport = server.transport
       let options = NoteStore.Options(durability: .noSync)
       let a = try NoteStore.open(at: root + "/a", options: options)
       let b = try NoteStore.open(at: root + "/b", options: options)
@@ -200,13 +263,15 @@ extension RestoredServerTests {
         b.close()
       }
       // A knows the password all along; B kept its keys and token, and does not.
+      let recorder = RotationRecorder(transport)
       let accountA = try SyncAccount(
-        store: a, transport: transport,
+        store: a, transport: recorder,
         credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
         stateFile: SyncAccount.stateFile(for: a), encryption: EncryptedSyncTests.encryption)
       try await accountA.createAccount()
       try await accountA.signIn()
       let erased = try await a.write { $0.createNote(text: "deleted after the backup") }
+      let kept = try await a.write { $0.createNote(text: "made before the backup") }
       try await accountA.sync()
       let credentialsB = FileCredentialStore.file(for: b)
       let signingInB = try SyncAccount(
@@ -216,29 +281,46 @@ extension RestoredServerTests {
         encryption: .testingAsTheServerSays)
       try await signingInB.signIn()
       try await signingInB.sync()
-      server.close()
-      try await storage.backUp()
-      server = try await storage.open()
-      transport.current.withLock { $0 = server }
+      // D kept its keys too, and last syncs between the two rotations to come.
+      let d = try NoteStore.open(at: root + "/d", options: options)
+      defer { d.close() }
+      let credentialsD = FileCredentialStore.file(for: d)
+      let signingInD = try SyncAccount(
+        store: d, transport: transport,
+        credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+        credentialStore: credentialsD, stateFile: SyncAccount.stateFile(for: d),
+        encryption: .testingAsTheServerSays)
+      try await signingInD.signIn()
+      try await signingInD.sync()
+      try await server.backUp()
 
-      // After the backup: a deletion, so a rotation, which B follows; then a note whose
-      // key is wrapped by the new content key.
-      let kept = try await a.write { $0.createNote(text: "made before the rotation") }
+      // After the backup: two deletions, so two rotations (epochs 2 and 3). D follows the
+      // first, B both. Then a note whose key is wrapped by the newest content key.
       try await a.write { $0.deleteNote(erased) }
       try await accountA.sync()
       #expect(try await Self.serverEpoch(transport) == 2)
+      let accountD = try SyncAccount(
+        store: d, transport: transport, username: "ann", credentialStore: credentialsD,
+        stateFile: SyncAccount.stateFile(for: d), encryption: .testingAsTheServerSays)
+      try await accountD.sync()
+      let second = try await a.write { $0.createNote(text: "deleted after the first rotation") }
+      try await accountA.sync()
+      try await a.write { $0.deleteNote(second) }
+      try await accountA.sync()
+      #expect(try await Self.serverEpoch(transport) == 3)
       let accountB = try SyncAccount(
         store: b, transport: transport, username: "ann", credentialStore: credentialsB,
         stateFile: SyncAccount.stateFile(for: b), encryption: .testingAsTheServerSays)
       try await accountB.sync()
-      let late = try await a.write { $0.createNote(text: "made after the rotation") }
+      let late = try await a.write { $0.createNote(text: "made after the rotations") }
       try await accountA.sync()
 
-      server.close()
-      try await storage.restore()
-      server = try await storage.open()
-      transport.current.withLock { $0 = server }
+      try await server.restore()
       #expect(try await Self.serverEpoch(transport) == 1)
+      // The restored record still holds the deleted note's key, as the backup does.
+      let original = try await Self.serverObjectKeys(
+        [erased.identifier, kept.identifier], transport)
+      #expect(original.count == 2)
 
       // B cannot open the restored record: it is told why, and what to do.
       let refusal = await #expect(throws: APIError.self) { try await accountB.sync() }
@@ -247,14 +329,37 @@ extension RestoredServerTests {
         refusal?.message.contains("restored from a backup") == true,
         "\(String(describing: refusal))")
       #expect(try await Self.serverEpoch(transport) == 1)
-      // A brings it forward to the keys it holds (epoch 2), pushes back what was lost — the
-      // deletion too, which erases the deleted note's key again, so the keys rotate once more
-      // (epoch 3) — and B follows.
+      // A brings it forward to the keys it holds (epoch 3), pushes back what was lost — the
+      // deletions too, which erase the deleted notes' keys again, so the keys rotate once more
+      // (epoch 4) — and B follows by the link, with no password.
       #expect(try await accountA.sync().inSync)
-      #expect(try await Self.serverEpoch(transport) == 3)
-      #expect(await accountA.state.keysEpoch == 3)
+      #expect(try await Self.serverEpoch(transport) == 4)
+      #expect(await accountA.state.keysEpoch == 4)
+      // Brought forward straight from epoch 1 to 3, not through keys of its own for epoch 2
+      // (D holds the real ones): the kept note's key re-wrapped, the deleted note's replaced
+      // by one that opens nothing, so that no key a device holds opens the deleted note in the
+      // restored copy.
+      let forward = try #require(recorder.rotations.withLock { $0.first { $0.nextEpoch == 3 } })
+      #expect(forward.epoch == 1)
+      let caller = APICaller(transport: transport)
+      let keys2 = try AccountKeys(
+        opening: try #require(Data(base64Encoded: forward.sealedForPassword)).map { $0 },
+        with: try await Self.passwordKeys(caller), username: "ann")
+      #expect(keys2.epoch == 3)
+      let wrapped = try forward.validated().keys
+      #expect(
+        try keys2.unwrap(try #require(wrapped[kept.identifier]), of: kept.identifier)
+          == original[kept.identifier])
+      #expect(
+        try keys2.unwrap(try #require(wrapped[erased.identifier]), of: erased.identifier)
+          != original[erased.identifier])
       #expect(try await accountB.sync().inSync)
       #expect(try await accountA.sync().inSync)
+      // D's keys of epoch 2 lead nowhere now: it opens the later keys with the password once.
+      let stale = await #expect(throws: APIError.self) { try await accountD.sync() }
+      #expect(stale?.code == .signedOut)
+      try await accountD.signIn(password: EncryptedSyncTests.password)
+      #expect(try await accountD.sync().inSync)
       let c = try NoteStore.open(at: root + "/c", options: options)
       defer { c.close() }
       let accountC = try SyncAccount(
@@ -263,14 +368,16 @@ extension RestoredServerTests {
         stateFile: SyncAccount.stateFile(for: c), encryption: .testingAsTheServerSays)
       try await accountC.signIn()
       #expect(try await accountC.sync().inSync)
-      for store in [a, b, c] {
-        #expect(try store.note(kept)?.text == "made before the rotation")
-        #expect(try store.note(late)?.text == "made after the rotation")
+      for store in [a, b, c, d] {
+        #expect(try store.note(kept)?.text == "made before the backup")
+        #expect(try store.note(late)?.text == "made after the rotations")
         #expect(try store.note(erased) == nil)
+        #expect(try store.note(second) == nil)
         #expect(try store.verify().isEmpty)
       }
       #expect(try Digests(c).state == Digests(a).state)
       #expect(try Digests(b).state == Digests(a).state)
+      #expect(try Digests(d).state == Digests(a).state)
     }
   }
 }
@@ -281,14 +388,9 @@ extension RestoredServerTests {
     arguments: Backend.allCases)
   func restoredBeforeRekeying(backend: Backend) async throws {
     try await withTemporaryDirectory { root in
-      let storage =
-        backend == .lmdb
-        ? Storage(backend: backend, location: root + "/server")
-        : Storage(backend: backend, location: try await TestCluster.shared.newDatabase())
-      let transport = SwitchedTransport()
-      var server = try await storage.open()
-      transport.current.withLock { $0 = server }
-      defer { transport.current.withLock { $0?.close() } }
+      let server = try await Server(backend: backend, root: root)
+      defer { server.close() }
+      let transport = server.transport
       let options = NoteStore.Options(durability: .noSync)
       let a = try NoteStore.open(at: root + "/a", options: options)
       defer { a.close() }
@@ -300,17 +402,11 @@ extension RestoredServerTests {
       try await account.signIn()
       try await a.write { $0.createNote(text: "before the backup") }
       try await account.sync()
-      server.close()
-      try await storage.backUp()
-      server = try await storage.open()
-      transport.current.withLock { $0 = server }
+      try await server.backUp()
       try await account.rekey()
       try await account.sync()
 
-      server.close()
-      try await storage.restore()
-      server = try await storage.open()
-      transport.current.withLock { $0 = server }
+      try await server.restore()
       let secret = try await a.write { $0.createNote(text: "after the re-keying") }
       let refusal = await #expect(throws: AccountKeyError.self) { try await account.sync() }
       #expect(refusal?.description.contains("re-keying") == true, "\(String(describing: refusal))")
@@ -327,6 +423,69 @@ extension RestoredServerTests {
       try await accountC.sync()
       #expect(try c.events(withIDs: try a.outbox(limit: 100).map(\.event.stamp)).isEmpty)
       #expect(try c.note(secret) == nil)
+    }
+  }
+}
+
+extension RestoredServerTests {
+  @Test(
+    "After a restore, a device that held a note's key from before opens the events another device sealed with the key it stored again, and seals its own edits with it",
+    arguments: Backend.allCases)
+  func keyStoredAgainElsewhere(backend: Backend) async throws {
+    try await withTemporaryDirectory { root in
+      let server = try await Server(backend: backend, root: root)
+      defer { server.close() }
+      let transport = server.transport
+      let options = NoteStore.Options(durability: .noSync)
+      let a = try NoteStore.open(at: root + "/a", options: options)
+      let b = try NoteStore.open(at: root + "/b", options: options)
+      defer {
+        a.close()
+        b.close()
+      }
+      func account(_ store: NoteStore, _ encryption: EncryptionOptions) throws -> SyncAccount {
+        try SyncAccount(
+          store: store, transport: transport,
+          credentials: Credentials(username: "ann", password: EncryptedSyncTests.password),
+          stateFile: SyncAccount.stateFile(for: store), encryption: encryption)
+      }
+      let accountA = try account(a, EncryptedSyncTests.encryption)
+      try await accountA.createAccount()
+      try await accountA.signIn()
+      try await accountA.sync()
+      try await account(b, .testingAsTheServerSays).signIn()
+      try await server.backUp()
+      // A made the note after the backup, and holds its key from then on.
+      let note = try await a.write { $0.createNote(text: "made after the backup") }
+      try await accountA.sync()
+      try await account(b, .testingAsTheServerSays).sync()
+      // More of A's that B never pulls: A's cursor ends past the log B pushes back.
+      for index in 0..<3 { try await a.write { $0.createNote(text: "only on a, \(index)") } }
+      try await accountA.sync()
+
+      try await server.restore()
+      // B, started anew, holds no key of the note: it pushes the note back under a new key,
+      // then edits it.
+      let accountB = try account(b, .testingAsTheServerSays)
+      #expect(try await accountB.sync().inSync)
+      try await b.write { $0.setText("edited on b after the restore", of: note) }
+      try await accountB.sync()
+      // A still holds the key it made, and edits with it: the server's is another now. A
+      // opens B's events, and its edit, sealed again with the server's key, opens everywhere.
+      try await a.write { $0.setText("edited on a after the restore", of: note) }
+      let report = try await accountA.sync()
+      #expect(report.cursorReset)
+      #expect(report.quarantined == 0, "\(report)")
+      let c = try NoteStore.open(at: root + "/c", options: options)
+      defer { c.close() }
+      let accountC = try account(c, .testingAsTheServerSays)
+      try await accountC.signIn()
+      #expect(try await accountC.sync().quarantined == 0)
+      #expect(try await accountB.sync().quarantined == 0)
+      for store in [a, b, c] {
+        #expect(try store.note(note)?.text == "edited on a after the restore")
+        #expect(try Digests(store).state == Digests(a).state)
+      }
     }
   }
 }

@@ -98,7 +98,7 @@ struct EncryptionRecord: Sendable, Equatable {
     -> EncryptionRecord
   {
     var next = self
-    next.epoch = rotation.epoch + 1
+    next.epoch = rotation.nextEpoch
     next.sealedForPassword = rotation.sealedForPassword
     next.sealedForRecovery = rotation.sealedForRecovery
     next.keysAuthenticator = rotation.keysAuthenticator
