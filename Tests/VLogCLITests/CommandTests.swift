@@ -280,6 +280,48 @@ struct BinaryTests {
   }
 
   @Test(
+    "A note's text from a file or standard input, past what an argument holds; a file that is not UTF-8 is refused and writes nothing"
+  )
+  func textFromFile() async throws {
+    try await withTemporaryDirectory { root in
+      let binary = try #require(Self.binary())
+      let store = root + "/store"
+      let line = "A line of a long paper, written over months.\n"
+      let paper = String(repeating: line, count: 600_000 / line.utf8.count)
+      try paper.write(toFile: root + "/paper.txt", atomically: true, encoding: .utf8)
+      let (added, output, errors) = try await vlog([
+        "note", "add", "--file", root + "/paper.txt", "--store", store, "--json",
+      ])
+      #expect(added == 0, "\(errors)")
+      let id = try #require(
+        (try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])?["id"]
+          as? String)
+      let revised = paper + "The last line, typed today.\n"
+      try revised.write(toFile: root + "/revised.txt", atomically: true, encoding: .utf8)
+      let (set, _, setErrors) = try await ChildProcess.runOffPool(
+        "/bin/sh",
+        [
+          "-c", "\"$0\" note set \"$1\" --file - --store \"$2\" < \"$3\"", binary.path, id, store,
+          root + "/revised.txt",
+        ])
+      #expect(set == 0, "\(setErrors)")
+      try Data([0x63, 0x61, 0x66, 0xE9]).write(to: URL(fileURLWithPath: root + "/latin1.txt"))
+      let (refused, _, refusal) = try await vlog([
+        "note", "set", id, "--file", root + "/latin1.txt", "--store", store,
+      ])
+      #expect(refused == 1 && refusal.contains("is not UTF-8 text"), "\(refusal)")
+      let (both, _, bothErrors) = try await vlog([
+        "note", "add", "x", "--file", "-", "--store", store,
+      ])
+      #expect(both == 2 && bothErrors.contains("not both"), "\(bothErrors)")
+      let opened = try NoteStore.open(at: store)
+      defer { opened.close() }
+      #expect(try opened.note(try #require(NoteID(id)))?.text == revised)
+      #expect(try opened.noteCount() == 1)
+    }
+  }
+
+  @Test(
     "An argument whose bytes are not UTF-8 is refused, by position and with its bytes shown, and so are ten thousand tags, at once; nothing is written"
   )
   func invalidUTF8() async throws {

@@ -178,7 +178,7 @@ struct AddNote: StoreCommand {
   static var createsStore: Bool { true }
 
   @OptionGroup var options: StoreOptions
-  @Argument(help: "The note's text.") var text: String
+  @OptionGroup var input: TextInput
   @Option(name: .long, help: "A tag (repeat for several).") var tag: [String] = []
   @Flag(name: .long, help: "Put the note straight into the archive.") var archived = false
   @Option(name: .long, help: "The sort date, ISO 8601 (default: now).") var sortDate: String?
@@ -189,6 +189,7 @@ struct AddNote: StoreCommand {
 
   func execute(on store: NoteStore) throws -> CommandOutput {
     let date = try sortDate.map { try parseDate($0, option: "--sort-date") }
+    let text = try input.read()
     let id = try store.write { changes in
       changes.createNote(text: text, isArchived: archived, sortDate: date, tags: tag)
     }
@@ -206,7 +207,7 @@ struct SetText: StoreCommand {
       """)
   @OptionGroup var options: StoreOptions
   @Argument(help: "The note's id (a UUID).") var id: NoteID
-  @Argument(help: "The new text.") var text: String
+  @OptionGroup var input: TextInput
   @Option(name: .long, help: "A conflicting text this text resolves, by id (repeat for several).")
   var resolve: [String] = []
   @Flag(name: .long, help: "Resolve every conflicting text of the note.") var resolveAll = false
@@ -221,6 +222,7 @@ struct SetText: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
+    let text = try input.read()
     var resolving = resolve.compactMap { Stamp(hex: $0) }
     if resolveAll || !resolving.isEmpty {
       let note = try existingNote(id, in: store)

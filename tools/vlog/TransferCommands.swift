@@ -75,24 +75,7 @@ struct Import: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let data: Data
-    var isDirectory: ObjCBool = false
-    if file != "-", FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory),
-      isDirectory.boolValue
-    {
-      throw CLIError("cannot read '\(file)': it is a directory, not a JSON Lines file")
-    }
-    do {
-      data =
-        file == "-"
-        ? FileHandle.standardInput.readDataToEndOfFile()
-        : try Data(contentsOf: URL(fileURLWithPath: file))
-    } catch {
-      let reason =
-        FileManager.default.fileExists(atPath: file)
-        ? "permission denied or not a regular file" : "no such file"
-      throw CLIError("cannot read '\(file)': \(reason)")
-    }
+    let data = try readInput(file, holding: "a JSON Lines file")
     let progress = ProgressBar("import", options: options)
     let events = try Self.events(in: data, file: file) { progress.update($0, of: data.count) }
     progress.finish()
