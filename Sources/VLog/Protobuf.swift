@@ -38,6 +38,10 @@ package struct ProtobufWriter {
 
   package mutating func fixed64(_ number: Int, _ value: UInt64) {
     tag(number, .fixed64)
+    rawFixed64(value)
+  }
+
+  package mutating func rawFixed64(_ value: UInt64) {
     withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
   }
 

@@ -143,22 +143,23 @@ public struct TextDelta: Sendable, Hashable {
 
   /// The delta's bytes (see ``TextDelta``).
   public var encoded: [UInt8] {
-    var bytes: [UInt8] = [Self.format]
-    Self.appendFixed64(baseHash, to: &bytes)
-    Self.appendVarint(UInt64(baseCount), to: &bytes)
-    Self.appendFixed64(resultHash, to: &bytes)
-    Self.appendVarint(UInt64(resultCount), to: &bytes)
+    var writer = ProtobufWriter()
+    writer.buffer.append(Self.format)
+    writer.rawFixed64(baseHash)
+    writer.rawVarint(UInt64(baseCount))
+    writer.rawFixed64(resultHash)
+    writer.rawVarint(UInt64(resultCount))
     for operation in operations {
       switch operation {
       case .copy(let offset, let count):
-        Self.appendVarint(UInt64(count) << 1, to: &bytes)
-        Self.appendVarint(UInt64(offset), to: &bytes)
+        writer.rawVarint(UInt64(count) << 1)
+        writer.rawVarint(UInt64(offset))
       case .insert(let inserted):
-        Self.appendVarint(UInt64(inserted.count) << 1 | 1, to: &bytes)
-        bytes += inserted
+        writer.rawVarint(UInt64(inserted.count) << 1 | 1)
+        writer.buffer += inserted
       }
     }
-    return bytes
+    return writer.buffer
   }
 
   /// The delta `bytes` encode, every length checked: against the end of the bytes, the largest
@@ -167,34 +168,37 @@ public struct TextDelta: Sendable, Hashable {
   ///
   /// - Throws: `VLogError` `malformedEvent` saying what is wrong and at which byte.
   public init(decoding bytes: [UInt8]) throws(VLogError) {
-    try self.init(decoding: bytes[...])
+    self = try withBytes(of: bytes) { buffer throws(VLogError) in
+      try Self(decoding: buffer)
+    }
   }
 
-  /// The delta `bytes` encode (``init(decoding:)``).
-  public init(decoding bytes: ArraySlice<UInt8>) throws(VLogError) {
-    var reader = Reader(bytes: bytes)
-    guard try reader.byte("the format") == Self.format else {
-      throw VLogError(
-        .malformedEvent, "a text delta of format \(bytes[bytes.startIndex]), not \(Self.format)")
+  /// The delta `bytes` encode, checked as `init(decoding:)` checks an array.
+  public init(decoding bytes: UnsafeRawBufferPointer) throws(VLogError) {
+    guard let format = bytes.first else {
+      throw VLogError(.malformedEvent, "a text delta is empty")
     }
-    let baseHash = try reader.fixed64("the base's hash")
-    let baseCount = try reader.length("the base's length")
-    let resultHash = try reader.fixed64("the result's hash")
-    let resultCount = try reader.length("the result's length")
+    guard format == Self.format else {
+      throw VLogError(.malformedEvent, "a text delta of format \(format), not \(Self.format)")
+    }
+    var reader = ProtobufReader(bytes)
+    reader.offset = 1
+    let baseHash = try reader.fixed64()
+    let baseCount = try Self.length(&reader, "the base's length")
+    let resultHash = try reader.fixed64()
+    let resultCount = try Self.length(&reader, "the result's length")
     var operations: [Operation] = []
     var total = 0
     while !reader.isAtEnd {
       let at = reader.offset
-      let header = try reader.varint("an operation")
-      guard header >> 1 <= UInt64(Limits.textBytes) else {
-        throw VLogError(.malformedEvent, "a text delta's operation at byte \(at) is too long")
+      let header = try reader.varint()
+      guard header >> 1 <= UInt64(Limits.textBytes), header >> 1 > 0 else {
+        throw VLogError(
+          .malformedEvent, "a text delta's operation at byte \(at) is empty or too long")
       }
       let count = Int(header >> 1)
-      guard count > 0 else {
-        throw VLogError(.malformedEvent, "a text delta's operation at byte \(at) is empty")
-      }
       if header & 1 == 0 {
-        let offset = try reader.length("a copy's offset")
+        let offset = try Self.length(&reader, "a copy's offset")
         guard offset <= baseCount, count <= baseCount - offset else {
           throw VLogError(
             .malformedEvent,
@@ -203,7 +207,12 @@ public struct TextDelta: Sendable, Hashable {
         }
         operations.append(.copy(offset: offset, count: count))
       } else {
-        operations.append(.insert(try reader.bytes(count, "an insertion")))
+        guard count <= bytes.count - reader.offset else {
+          throw VLogError(
+            .malformedEvent, "a text delta's insertion at byte \(at) runs past the end")
+        }
+        operations.append(.insert(Array(bytes[reader.offset..<reader.offset + count])))
+        reader.offset += count
       }
       total += count
       guard total <= resultCount else {
@@ -222,78 +231,17 @@ public struct TextDelta: Sendable, Hashable {
       resultHash: resultHash, operations: operations)
   }
 
-  private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-    var value = value
-    while value >= 0x80 {
-      bytes.append(UInt8(value & 0x7F) | 0x80)
-      value >>= 7
+  /// A varint that is a length or an offset: at most the largest text.
+  private static func length(_ reader: inout ProtobufReader, _ what: String) throws(VLogError)
+    -> Int
+  {
+    let at = reader.offset
+    let value = try reader.varint()
+    guard value <= UInt64(Limits.textBytes) else {
+      throw VLogError(
+        .malformedEvent,
+        "a text delta's \(what) at byte \(at), \(value), is more than the largest text")
     }
-    bytes.append(UInt8(value))
-  }
-
-  private static func appendFixed64(_ value: UInt64, to bytes: inout [UInt8]) {
-    withUnsafeBytes(of: value.littleEndian) { bytes += $0 }
-  }
-
-  /// Reads a delta's fields, checking each against the end.
-  private struct Reader {
-    let bytes: ArraySlice<UInt8>
-    var offset = 0
-
-    var isAtEnd: Bool { offset >= bytes.count }
-
-    private func truncated(_ what: String) -> VLogError {
-      VLogError(.malformedEvent, "a text delta is truncated: \(what) at byte \(offset)")
-    }
-
-    mutating func byte(_ what: String) throws(VLogError) -> UInt8 {
-      guard offset < bytes.count else { throw truncated(what) }
-      defer { offset += 1 }
-      return bytes[bytes.startIndex + offset]
-    }
-
-    mutating func fixed64(_ what: String) throws(VLogError) -> UInt64 {
-      guard bytes.count - offset >= 8 else { throw truncated(what) }
-      var value: UInt64 = 0
-      for index in 0..<8 {
-        value |= UInt64(bytes[bytes.startIndex + offset + index]) << (8 * index)
-      }
-      offset += 8
-      return value
-    }
-
-    mutating func varint(_ what: String) throws(VLogError) -> UInt64 {
-      var result: UInt64 = 0
-      var shift: UInt64 = 0
-      while true {
-        let byte = try self.byte(what)
-        guard shift < 63 || (shift == 63 && byte <= 1) else {
-          throw VLogError(
-            .malformedEvent, "a text delta's varint at byte \(offset - 1) is longer than 64 bits")
-        }
-        result |= UInt64(byte & 0x7F) << shift
-        if byte < 0x80 { return result }
-        shift += 7
-      }
-    }
-
-    /// A varint that is a length or an offset: at most the largest text.
-    mutating func length(_ what: String) throws(VLogError) -> Int {
-      let at = offset
-      let value = try varint(what)
-      guard value <= UInt64(Limits.textBytes) else {
-        throw VLogError(
-          .malformedEvent,
-          "a text delta's \(what) at byte \(at), \(value), is more than the largest text")
-      }
-      return Int(value)
-    }
-
-    mutating func bytes(_ count: Int, _ what: String) throws(VLogError) -> [UInt8] {
-      guard bytes.count - offset >= count else { throw truncated(what) }
-      defer { offset += count }
-      let start = bytes.startIndex + offset
-      return Array(bytes[start..<start + count])
-    }
+    return Int(value)
   }
 }
