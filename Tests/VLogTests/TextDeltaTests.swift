@@ -119,3 +119,25 @@ struct TextDeltaTests {
     #expect(base.count == 5)
   }
 }
+
+@Suite("The long-notes workload: a writer's document and an app's autosaves")
+struct WritingTraceTests {
+  @Test("The trace has the statistics of the real one: its size, and its saves by each policy")
+  func statistics() {
+    // A tenth of the paper's keystrokes: a tenth of its saves, and of its growth.
+    let keystrokes = 25_978
+    let eager = Array(WritingTrace(keystrokes: keystrokes, policy: .eager))
+    let lazy = Array(WritingTrace(keystrokes: keystrokes, policy: .lazy))
+    #expect((1_150...1_550).contains(eager.count), "\(eager.count)")
+    #expect((60...110).contains(lazy.count), "\(lazy.count)")
+    #expect(eager.last?.text == lazy.last?.text)
+    #expect((9_000...12_000).contains(eager.last?.text.count ?? 0))
+    #expect(eager.map(\.time) == eager.map(\.time).sorted())
+    // A save differs from the one before by about what was typed since.
+    var inserted = 0
+    for (earlier, later) in zip(eager, eager.dropFirst()) {
+      inserted += TextDelta(from: earlier.text, to: later.text).insertedCount
+    }
+    #expect(inserted < keystrokes, "\(inserted)")
+  }
+}
