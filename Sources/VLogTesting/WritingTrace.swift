@@ -31,7 +31,9 @@ public struct WritingTrace: Sequence, Sendable {
 
   /// One save: when (milliseconds from the first keystroke) and the whole text.
   public struct Save: Sendable, Hashable {
+    /// Milliseconds from the first keystroke.
     public var time: Int64
+    /// The text saved, in UTF-8.
     public var text: [UInt8]
   }
 
