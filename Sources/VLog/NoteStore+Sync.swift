@@ -68,6 +68,42 @@ extension NoteStore {
     return ingested.result
   }
 
+  /// Ingests the events `next` gives, batch by batch until it gives nil, in one transaction:
+  /// every one of them, or — if `next` throws, or an event is invalid — none. Only one batch
+  /// is held at a time, so an import of any size takes the memory of one batch (and of the
+  /// transaction's pages, which LMDB spills to the file past a bound). The projections are
+  /// brought up to date at the end, in the same transaction.
+  ///
+  /// - Parameter next: The next batch of events, in any order, with duplicates allowed; nil
+  ///   when there are no more.
+  /// - Returns: What was appended, over every batch, and what the projections changed.
+  /// - Throws: What `next` throws, or ``VLogError`` naming the first invalid event of its
+  ///   batch; then nothing is committed.
+  @discardableResult
+  public func ingest(streaming next: () throws -> [Event]?) throws -> IngestResult {
+    let (appended, duplicates, unknown, changes) = try VLogError.wrapping {
+      try environment.write { transaction in
+        var (appended, duplicates, unknown) = (0, 0, 0)
+        // What each batch that projected changed (one that deletes does), then the rest.
+        var changes = ChangeSet.Builder()
+        while let batch = try next() {
+          _ = try Self.checkIngest(batch, acknowledgingThrough: nil)
+          let ingested = try ingest(
+            batch, acknowledgingThrough: nil, projecting: false, in: transaction)
+          appended += ingested.result.appended
+          duplicates += ingested.result.duplicates
+          unknown += ingested.result.unknownKinds
+          if ingested.projected { changes.formUnion(ingested.result.changes) }
+        }
+        if let rest = try catchUpProjections(in: transaction) { changes.formUnion(rest) }
+        return (appended, duplicates, unknown, changes.build(source: .sync, eventCount: appended))
+      }
+    }
+    if !changes.isEmpty { observers.publish(changes) }
+    return IngestResult(
+      appended: appended, duplicates: duplicates, unknownKinds: unknown, changes: changes)
+  }
+
   /// Ingests events from another replica on the store's writer queue. See
   /// ``ingest(_:acknowledgingThrough:deferringProjections:)-4bo9v``.
   ///

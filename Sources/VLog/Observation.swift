@@ -44,6 +44,14 @@ public struct ChangeSet: Sendable, Hashable {
     var deleted: Set<NoteID> = []
     var tagsChanged = false
 
+    /// Adds what `changes`, of an earlier commit or transaction, changed.
+    mutating func formUnion(_ changes: ChangeSet) {
+      inserted.formUnion(changes.insertedNotes)
+      updated.formUnion(changes.updatedNotes)
+      deleted.formUnion(changes.deletedNotes)
+      tagsChanged = tagsChanged || changes.tagsChanged
+    }
+
     /// Adds what `other` collected.
     mutating func formUnion(_ other: Builder) {
       inserted.formUnion(other.inserted)

@@ -111,6 +111,39 @@ struct TransferTests {
     }
   }
 
+  @Test(
+    "an import larger than a batch is read a batch at a time, in one transaction: a bad last line imports nothing, a file without it everything"
+  )
+  func importInBatches() async throws {
+    try withTemporaryDirectory { root in
+      let source = try NoteStore.open(at: root + "/a", options: .init(durability: .noSync))
+      defer { source.close() }
+      let count = Import.batchSize * 2 + 500
+      try source.write { edits in
+        for index in 0..<count / 2 { edits.createNote(text: "note \(index)") }
+      }
+      let file = root + "/events.jsonl"
+      _ = try Export.parse(["--output", file, "--store", source.path]).execute(on: source)
+      let lines = try String(contentsOfFile: file, encoding: .utf8)
+      let events = lines.split(separator: "\n").count
+      #expect(events > Import.batchSize * 2)
+      try (lines + "{}\n").write(toFile: root + "/bad.jsonl", atomically: true, encoding: .utf8)
+
+      let target = try NoteStore.open(at: root + "/b", options: .init(durability: .noSync))
+      defer { target.close() }
+      let error = #expect(throws: CLIError.self) {
+        try Import.parse([root + "/bad.jsonl", "--store", target.path]).execute(on: target)
+      }
+      #expect(
+        error?.message.contains("bad.jsonl:\(events + 1):") == true, "\(String(describing: error))")
+      #expect(try target.eventCount() == 0)
+      _ = try Import.parse([file, "--store", target.path]).execute(on: target)
+      #expect(try target.eventCount() == events)
+      #expect(try target.stateDigest() == source.stateDigest())
+      #expect(try target.verify().isEmpty)
+    }
+  }
+
   @Test("every kind of event survives the wire form unchanged", arguments: 0..<3)
   func wireRoundTrip(seed: Int) async throws {
     try await withTemporaryStore { store in

@@ -5,12 +5,18 @@ import VLog
 /// The bytes of `file`, or of standard input for `-`, with an error that says why a file cannot
 /// be read: `what` names what it should hold.
 func readInput(_ file: String, holding what: String) throws -> Data {
+  try readInput(file, holding: what, checkingOnly: false)
+}
+
+/// ``readInput(_:holding:)``, or only its check that `file` is not a directory.
+private func readInput(_ file: String, holding what: String, checkingOnly: Bool) throws -> Data {
   var isDirectory: ObjCBool = false
   if file != "-", FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory),
     isDirectory.boolValue
   {
     throw CLIError("cannot read '\(file)': it is a directory, not \(what)")
   }
+  if checkingOnly { return Data() }
   do {
     return file == "-"
       ? FileHandle.standardInput.readDataToEndOfFile()
@@ -20,6 +26,65 @@ func readInput(_ file: String, holding what: String) throws -> Data {
       FileManager.default.fileExists(atPath: file)
       ? "permission denied or not a regular file" : "no such file"
     throw CLIError("cannot read '\(file)': \(reason)")
+  }
+}
+
+/// The lines of a file, or of standard input for `-`, read a chunk at a time: what `vlog import`
+/// reads, whatever the file's size, in the memory of a chunk and a line.
+final class InputLines {
+  private let handle: FileHandle
+  private var buffer = Data()
+  private var start = 0
+  private var atEnd = false
+  private var number = 0
+  /// The bytes read so far, and the file's size (0 for standard input or a pipe).
+  private(set) var bytesRead = 0
+  let size: Int
+
+  /// The lines of `file`; `what` names what it should hold, for the error when it cannot be
+  /// read.
+  init(_ file: String, holding what: String) throws {
+    if file == "-" {
+      handle = FileHandle.standardInput
+      size = 0
+      return
+    }
+    _ = try readInput(file, holding: what, checkingOnly: true)
+    guard let handle = FileHandle(forReadingAtPath: file) else {
+      let reason =
+        FileManager.default.fileExists(atPath: file)
+        ? "permission denied or not a regular file" : "no such file"
+      throw CLIError("cannot read '\(file)': \(reason)")
+    }
+    self.handle = handle
+    size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+  }
+
+  deinit { try? handle.close() }
+
+  /// The next line, without its newline, and its number (from 1); nil at the end.
+  func next() throws -> (Int, Data)? {
+    while true {
+      if let newline = buffer[start...].firstIndex(of: 0x0A) {
+        let line = buffer[start..<newline]
+        start = newline + 1
+        number += 1
+        return (number, line)
+      }
+      if atEnd {
+        guard start < buffer.endIndex else { return nil }
+        let line = buffer[start...]
+        start = buffer.endIndex
+        number += 1
+        return (number, line)
+      }
+      buffer = buffer[start...]
+      buffer = Data(buffer)
+      start = buffer.startIndex
+      let chunk = try handle.read(upToCount: 1 << 20) ?? Data()
+      bytesRead += chunk.count
+      if chunk.isEmpty { atEnd = true } else { buffer.append(chunk) }
+    }
   }
 }
 

@@ -75,50 +75,62 @@ struct Import: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let data = try readInput(file, holding: "a JSON Lines file")
+    let lines = try InputLines(file, holding: "a JSON Lines file")
     let progress = ProgressBar("import", options: options)
-    let events = try Self.events(in: data, file: file) { progress.update($0, of: data.count) }
-    progress.finish()
+    let decoder = JSONDecoder()
+    var read = 0
     let result: IngestResult
     do {
-      result = try store.ingest(events)
+      // A batch at a time, all in one transaction: an import of any size takes the memory of
+      // one batch, and a bad line anywhere imports nothing.
+      result = try store.ingest(streaming: {
+        var batch: [Event] = []
+        while batch.count < Self.batchSize, let (number, line) = try lines.next() {
+          if number % 10_000 == 0 { progress.update(lines.bytesRead, of: lines.size) }
+          if let event = try Self.event(in: line, number: number, file: file, decoder: decoder) {
+            batch.append(event)
+          }
+        }
+        read += batch.count
+        return batch.isEmpty ? nil : batch
+      })
     } catch let error as VLogError {
+      progress.finish()
       throw CLIError("\(file): \(error.message); nothing was imported")
     }
+    progress.finish()
     let output = Output(
-      read: events.count, appended: result.appended, duplicates: result.duplicates,
+      read: read, appended: result.appended, duplicates: result.duplicates,
       unknownKinds: result.unknownKinds)
     return CommandOutput(
       text:
-        "read \(events.count) events: \(result.appended) new, \(result.duplicates) already here"
+        "read \(read) events: \(result.appended) new, \(result.duplicates) already here"
         + (result.unknownKinds > 0
           ? ", \(result.unknownKinds) of kinds this version does not know" : ""),
       json: output)
   }
 
-  /// Decodes and checks every line; the first bad one is an error naming its line and field.
-  static func events(
-    in data: Data, file: String, progress: (_ bytesRead: Int) -> Void = { _ in }
-  ) throws -> [Event] {
-    let decoder = JSONDecoder()
-    var events: [Event] = []
-    var lineNumber = 0
-    var bytesRead = 0
-    for line in data.split(separator: 0x0A, omittingEmptySubsequences: false) {
-      lineNumber += 1
-      bytesRead += line.count + 1
-      if lineNumber % 10_000 == 0 { progress(bytesRead) }
-      let trimmed = line.last == 0x0D ? line.dropLast() : line
-      guard !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { continue }
-      do {
-        events.append(try decoder.decode(WireEvent.self, from: Data(trimmed)).event())
-      } catch let error as DecodingError {
-        throw CLIError("\(file):\(lineNumber): \(WireError(error)); nothing was imported")
-      } catch let error as WireError {
-        throw CLIError("\(file):\(lineNumber): \(error); nothing was imported")
-      }
+  /// The most events read before they are ingested.
+  static let batchSize = 10_000
+
+  /// The event on line `number`, decoded and checked; nil for a blank line. A bad line is an
+  /// error naming it and its field.
+  static func event(in line: Data, number: Int, file: String, decoder: JSONDecoder) throws
+    -> Event?
+  {
+    let trimmed = line.last == 0x0D ? line.dropLast() : line
+    guard !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { return nil }
+    do {
+      let event = try decoder.decode(WireEvent.self, from: Data(trimmed)).event()
+      try event.validate()
+      return event
+    } catch let error as DecodingError {
+      throw CLIError("\(file):\(number): \(WireError(error)); nothing was imported")
+    } catch let error as WireError {
+      throw CLIError("\(file):\(number): \(error); nothing was imported")
+    } catch let error as VLogError {
+      throw CLIError("\(file):\(number): \(error.message); nothing was imported")
     }
-    return events
   }
 }
 
