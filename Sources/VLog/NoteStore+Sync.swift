@@ -68,21 +68,27 @@ extension NoteStore {
     return ingested.result
   }
 
-  /// Ingests the events `next` gives, batch by batch until it gives nil, in one transaction:
-  /// every one of them, or — if `next` throws, or an event is invalid — none. Only one batch
-  /// is held at a time, so an import of any size takes the memory of one batch (and of the
-  /// transaction's pages, which LMDB spills to the file past a bound). The projections are
-  /// brought up to date at the end, in the same transaction.
+  /// Ingests the events of the batches `batches` makes, one batch at a time until its
+  /// function gives nil, in one transaction: every one of them, or — if it throws, or an
+  /// event is invalid — none. Only one batch is held at a time, so an import of any size takes
+  /// the memory of one batch (and of the transaction's pages, which LMDB spills to the file
+  /// past a bound). The projections are brought up to date at the end, in the same
+  /// transaction.
   ///
-  /// - Parameter next: The next batch of events, in any order, with duplicates allowed; nil
-  ///   when there are no more.
+  /// - Parameter batches: Makes the function that gives the next batch of events, in any
+  ///   order, with duplicates allowed, and nil when there are no more: from the start each
+  ///   time it is called, as it is again when the store's file must grow and the transaction
+  ///   starts over.
   /// - Returns: What was appended, over every batch, and what the projections changed.
-  /// - Throws: What `next` throws, or ``VLogError`` naming the first invalid event of its
-  ///   batch; then nothing is committed.
+  /// - Throws: What `batches` or its function throws, or ``VLogError`` naming the first invalid
+  ///   event of its batch; then nothing is committed.
   @discardableResult
-  public func ingest(streaming next: () throws -> [Event]?) throws -> IngestResult {
+  public func ingest(streaming batches: () throws -> () throws -> [Event]?) throws
+    -> IngestResult
+  {
     let (appended, duplicates, unknown, changes) = try VLogError.wrapping {
       try environment.write { transaction in
+        let next = try batches()
         var (appended, duplicates, unknown) = (0, 0, 0)
         // What each batch that projected changed (one that deletes does), then the rest.
         var changes = ChangeSet.Builder()

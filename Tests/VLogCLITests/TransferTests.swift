@@ -112,7 +112,7 @@ struct TransferTests {
   }
 
   @Test(
-    "an import larger than a batch is read a batch at a time, in one transaction: a bad last line imports nothing, a file without it everything"
+    "an import larger than a batch is read a batch at a time, in one transaction, from the start again if the store's file grows: a bad last line imports nothing, a file without it everything"
   )
   func importInBatches() async throws {
     try withTemporaryDirectory { root in
@@ -129,7 +129,10 @@ struct TransferTests {
       #expect(events > Import.batchSize * 2)
       try (lines + "{}\n").write(toFile: root + "/bad.jsonl", atomically: true, encoding: .utf8)
 
-      let target = try NoteStore.open(at: root + "/b", options: .init(durability: .noSync))
+      // A store whose file must grow during the import: the transaction starts over, and
+      // reads the file from the start again.
+      let target = try NoteStore.open(
+        at: root + "/b", options: .init(durability: .noSync, mapSize: 1 << 20))
       defer { target.close() }
       let error = #expect(throws: CLIError.self) {
         try Import.parse([root + "/bad.jsonl", "--store", target.path]).execute(on: target)

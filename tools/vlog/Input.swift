@@ -62,6 +62,20 @@ final class InputLines {
 
   deinit { try? handle.close() }
 
+  /// Copies standard input to a new temporary file, a chunk at a time; returns its path.
+  static func spoolStandardInput() throws -> String {
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("vlog-import-\(UUID().uuidString).jsonl").path
+    guard FileManager.default.createFile(atPath: path, contents: nil),
+      let output = FileHandle(forWritingAtPath: path)
+    else { throw CLIError("cannot keep standard input in '\(path)'") }
+    defer { try? output.close() }
+    while let chunk = try FileHandle.standardInput.read(upToCount: 1 << 20), !chunk.isEmpty {
+      try output.write(contentsOf: chunk)
+    }
+    return path
+  }
+
   /// The next line, without its newline, and its number (from 1); nil at the end.
   func next() throws -> (Int, Data)? {
     while true {

@@ -75,7 +75,11 @@ struct Import: StoreCommand {
   }
 
   func execute(on store: NoteStore) throws -> CommandOutput {
-    let lines = try InputLines(file, holding: "a JSON Lines file")
+    // Read from the start again if the transaction starts over (the store's file grew):
+    // standard input is kept in a temporary file for that.
+    let (path, temporary) =
+      try file == "-" ? (InputLines.spoolStandardInput(), true) : (file, false)
+    defer { if temporary { try? FileManager.default.removeItem(atPath: path) } }
     let progress = ProgressBar("import", options: options)
     let decoder = JSONDecoder()
     var read = 0
@@ -84,15 +88,19 @@ struct Import: StoreCommand {
       // A batch at a time, all in one transaction: an import of any size takes the memory of
       // one batch, and a bad line anywhere imports nothing.
       result = try store.ingest(streaming: {
-        var batch: [Event] = []
-        while batch.count < Self.batchSize, let (number, line) = try lines.next() {
-          if number % 10_000 == 0 { progress.update(lines.bytesRead, of: lines.size) }
-          if let event = try Self.event(in: line, number: number, file: file, decoder: decoder) {
-            batch.append(event)
+        let lines = try InputLines(path, holding: "a JSON Lines file")
+        read = 0
+        return {
+          var batch: [Event] = []
+          while batch.count < Self.batchSize, let (number, line) = try lines.next() {
+            if number % 10_000 == 0 { progress.update(lines.bytesRead, of: lines.size) }
+            if let event = try Self.event(in: line, number: number, file: file, decoder: decoder) {
+              batch.append(event)
+            }
           }
+          read += batch.count
+          return batch.isEmpty ? nil : batch
         }
-        read += batch.count
-        return batch.isEmpty ? nil : batch
       })
     } catch let error as VLogError {
       progress.finish()
