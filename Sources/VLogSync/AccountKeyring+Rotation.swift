@@ -98,9 +98,10 @@ extension AccountKeyring {
   ///   - isDeleted: Whether this device knows the note or attachment of that id was deleted.
   /// - Throws: ``AccountKeyError`` when `restored` are not the keys held here before
   ///   rotations (the account was re-keyed since, or they are not this account's), or the
-  ///   account's keys changed meanwhile; ``APIError`` when the server does not take it.
+  ///   account's keys changed meanwhile; ``APIError`` when the server does not take it; what
+  ///   `isDeleted` throws (then nothing is sent).
   public func bringForward(
-    from restored: AccountKeys, username: String, isDeleted: @Sendable (Identifier) -> Bool
+    from restored: AccountKeys, username: String, isDeleted: @Sendable (Identifier) throws -> Bool
   ) async throws {
     guard restored.epoch < keys.epoch else { return }
     guard restored.isRotation(to: keys) else {
@@ -115,7 +116,7 @@ extension AccountKeyring {
     guard body.epoch == restored.epoch,
       try await rotate(
         from: body, holding: restored, to: keys, link: try restored.link(to: keys),
-        username: username, rewrapping: { !isDeleted($0) }) != nil
+        username: username, rewrapping: { try !isDeleted($0) }) != nil
     else {
       throw AccountKeyError(
         "the account's keys changed while they were brought forward; sync again",
@@ -141,7 +142,7 @@ extension AccountKeyring {
   private func rotate(
     from body: AccountKeysBody, holding current: AccountKeys, to next: AccountKeys,
     link: [UInt8]?, username: String, rekeying: Rekeying? = nil,
-    rewrapping: (Identifier) -> Bool = { _ in true }
+    rewrapping: (Identifier) throws -> Bool = { _ in true }
   ) async throws -> [Identifier: ObjectKey]? {
     let passwordPublicKey: [UInt8]
     let recoveryPublicKey: [UInt8]
@@ -175,7 +176,7 @@ extension AccountKeyring {
       guard page.epoch == current.epoch else { return nil }
       let wrapped = try page.validated()
       for (object, bytes) in wrapped {
-        guard rewrapping(object) else {
+        guard try rewrapping(object) else {
           rewrapped[object] = try next.wrap(try ObjectKey(random: random), of: object)
           continue
         }

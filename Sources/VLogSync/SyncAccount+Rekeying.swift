@@ -101,7 +101,7 @@ extension SyncAccount {
       from: restored, username: username,
       isDeleted: { object in
         if tombstones.contains(object) { return true }
-        guard let attachment = try? store.attachment(AttachmentID(object)) else { return false }
+        guard let attachment = try store.attachment(AttachmentID(object)) else { return false }
         return tombstones.contains(attachment.noteID.identifier)
       })
     try await keepKeys()
