@@ -58,11 +58,16 @@ struct DoorTests {
         let answer = await syncAnswer(port: port, token: token, source: "127.0.0.2")
         #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
         #expect(server.openConnections <= 256 + 2)
-        // The slow bodies are cut: 408 once their grace is over and their bytes earned no
-        // more time; the refused ones were closed at once. (The first got a place.)
-        let cut = await offPool { attack[0].receive(waiting: 20) }
-        #expect(cut.hasPrefix("HTTP/1.1 408"), "\(cut)")
-        #expect(cut.contains("requestTimeout"))
+        // The slow bodies that got a place are cut: 408 once their grace is over and their
+        // bytes earned no more time; the others were closed at once, with nothing. Which got a
+        // place is the server's scheduling: one whose request the server had not read yet when
+        // its address reached the cap counted as idle, and gave way.
+        let answers = await offPool { attack.map { $0.receive(waiting: 20) } }
+        let cut = answers.filter { !$0.isEmpty }
+        #expect(!cut.isEmpty)
+        #expect(
+          cut.allSatisfy { $0.hasPrefix("HTTP/1.1 408") && $0.contains("requestTimeout") },
+          "\(cut.first { !$0.hasPrefix("HTTP/1.1 408") } ?? "")")
         try await waitUntil(seconds: 30) { server.openConnections < 10 }
         #expect(server.openConnections < 10)
       }
