@@ -57,9 +57,11 @@ final class InputLines {
       throw CLIError("cannot read '\(file)': \(reason)")
     }
     self.handle = handle
+    // Only the progress bar reads the size: without it, it shows none.
     size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
   }
 
+  // A file only read: closing it loses nothing, whatever close says.
   deinit { try? handle.close() }
 
   /// Copies standard input to a new temporary file, a chunk at a time; returns its path.
@@ -69,10 +71,17 @@ final class InputLines {
     guard FileManager.default.createFile(atPath: path, contents: nil),
       let output = FileHandle(forWritingAtPath: path)
     else { throw CLIError("cannot keep standard input in '\(path)'") }
-    defer { try? output.close() }
-    while let chunk = try FileHandle.standardInput.read(upToCount: 1 << 20), !chunk.isEmpty {
-      try output.write(contentsOf: chunk)
+    do {
+      while let chunk = try FileHandle.standardInput.read(upToCount: 1 << 20), !chunk.isEmpty {
+        try output.write(contentsOf: chunk)
+      }
+    } catch {
+      // Failing already: that error is the one to report, and the copy is removed.
+      try? output.close()
+      try? FileManager.default.removeItem(atPath: path)
+      throw error
     }
+    try output.close()
     return path
   }
 

@@ -79,6 +79,7 @@ struct Import: StoreCommand {
     // standard input is kept in a temporary file for that.
     let (path, temporary) =
       try file == "-" ? (InputLines.spoolStandardInput(), true) : (file, false)
+    // Best effort: a copy left in the temporary directory is the system's to clear.
     defer { if temporary { try? FileManager.default.removeItem(atPath: path) } }
     let progress = ProgressBar("import", options: options)
     let decoder = JSONDecoder()
